@@ -1,0 +1,84 @@
+"""quotaplane — the quota engine for shared clusters.
+
+The public surface is re-exported here (see ``contract.md``)::
+
+    import quotaplane as qp
+    qp.Resource, qp.UserGroup, qp.load_config, qp.ConfigError, qp.Scheduler, qp.Decision, qp.Violation
+    qp.ugm, qp.elastic, qp.forest          # the self-contained engines
+
+Sub-packages and heavier names are loaded lazily so that ``import quotaplane`` stays cheap and an
+engine can be used without importing the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.errors import (
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    NotLeaderError,
+    QuotaplaneError,
+    RejectedError,
+)
+from quotaplane.resources import Resource
+
+__version__ = "0.1.0"
+
+# name -> (module, attribute or None for the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "UserGroup": ("quotaplane.config.identity", "UserGroup"),
+    "load_config": ("quotaplane.config", "load_config"),
+    "SchedulerConfig": ("quotaplane.config", "SchedulerConfig"),
+    "PartitionConfig": ("quotaplane.config", "PartitionConfig"),
+    "QueueConfig": ("quotaplane.config", "QueueConfig"),
+    "Scheduler": ("quotaplane.scheduler", "Scheduler"),
+    "Partition": ("quotaplane.partition", "Partition"),
+    "Decision": ("quotaplane.policy", "Decision"),
+    "Violation": ("quotaplane.policy", "Violation"),
+    "config": ("quotaplane.config", None),
+    "ugm": ("quotaplane.ugm", None),
+    "queues": ("quotaplane.queues", None),
+    "elastic": ("quotaplane.elastic", None),
+    "forest": ("quotaplane.forest", None),
+    "placement": ("quotaplane.placement", None),
+    "k8s": ("quotaplane.k8s", None),
+    "journal": ("quotaplane.journal", None),
+}
+
+__all__ = [
+    "ConfigError",
+    "ConflictError",
+    "NotFoundError",
+    "NotLeaderError",
+    "QuotaplaneError",
+    "RejectedError",
+    "Resource",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'quotaplane' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from quotaplane import config, elastic, forest, journal, k8s, placement, queues, ugm
+    from quotaplane.config import PartitionConfig, QueueConfig, SchedulerConfig, load_config
+    from quotaplane.config.identity import UserGroup
+    from quotaplane.partition import Partition
+    from quotaplane.policy import Decision, Violation
+    from quotaplane.scheduler import Scheduler
