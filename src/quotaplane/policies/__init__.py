@@ -1,0 +1,1 @@
+"""Quota policies: the engines behind the admission protocol of ``quotaplane.policy``."""

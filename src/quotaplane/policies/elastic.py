@@ -1,0 +1,134 @@
+"""The elastic-quota admission policy: an :class:`ElasticQuotaManager` behind the QuotaPolicy protocol.
+
+Third in the admission path (decision Q2: queue → user/group → elastic → forest). An application maps to
+a quota group through its tags (contract / issue 5): the tag ``quota.scheduling.koordinator.sh/name`` if
+present, else the tag ``namespace`` matched against the quotas (a quota named like the namespace, then the
+``namespaces`` annotations), else the default group — the pod rules of reference §1.1.
+
+``check`` asks the manager whether ``used + request <= runtime`` with the request counted as pending (the
+allocation is not registered anywhere before admission, reference §2.9 "the pending pod's own request is
+already part of Request(q)"), and for a non-preemptible request also
+``non-preemptible used + request <= min``.
+Violations: ``elastic.runtime`` (path = the quota, resource = the shortfall) and ``elastic.min``. ``apply``
+adds an assigned pod with id = the allocation key; ``undo`` and ``release`` remove it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
+from quotaplane.elastic.model import POD_LABEL_NAME, parse_elastic_quotas, spec_from_object
+from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.resources import Resource
+
+__all__ = ["ElasticPolicy", "build_policy"]
+
+NAMESPACE_TAG = "namespace"
+
+
+class ElasticPolicy:
+    """Adapter from the admission protocol to one partition's :class:`ElasticQuotaManager`."""
+
+    __slots__ = ("manager", "name")
+
+    def __init__(self, manager: ElasticQuotaManager) -> None:
+        self.name = "elastic"
+        self.manager = manager
+
+    def quota_of(self, request: AdmissionRequest) -> str:
+        """The quota group the request's application maps to (by its tags)."""
+        tags = request.tags or {}
+        return self.manager.quota_for_pod({POD_LABEL_NAME: tags[POD_LABEL_NAME]} if tags.get(POD_LABEL_NAME)
+                                          else None, tags.get(NAMESPACE_TAG))
+
+    def check(self, request: AdmissionRequest) -> list[Violation]:
+        """Every elastic violation of ``request`` (runtime, and min when non-preemptible). Changes nothing."""
+        quota = self.quota_of(request)
+        try:
+            found = self.manager.violations(quota, request.resource, preemptible=request.preemptible,
+                                            include_request=True)
+        except QuotaValidationError as exc:
+            # Reference §3.4: pods cannot be linked to a parent quota.
+            return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=exc.message,
+                              resource=None)]
+        return [Violation(policy="elastic", code=code, path=path, message=message,
+                          resource=Resource._wrap(dict(short)))
+                for code, path, message, short in found]
+
+    def apply(self, request: AdmissionRequest) -> list[Violation]:
+        """Re-check, then count the allocation as an assigned pod of its quota; refuse atomically."""
+        violations = self.check(request)
+        if violations:
+            return violations
+        self.manager.add_pod(self.quota_of(request), request.allocation_key, request.resource,
+                             priority=request.priority, preemptible=request.preemptible, assigned=True)
+        return []
+
+    def undo(self, request: AdmissionRequest) -> None:
+        """Reverse a successful :meth:`apply` exactly."""
+        if self.manager.has_pod(request.allocation_key):
+            self.manager.remove_pod(request.allocation_key)
+
+    def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
+        """Give back an allocation admitted earlier."""
+        if self.manager.has_pod(request.allocation_key):
+            self.manager.remove_pod(request.allocation_key)
+
+    # optional hooks the partition calls when present (policies/registry.py)
+    def set_cluster_resource(self, total: Mapping[str, int]) -> None:
+        """The sum of node capacities changed: it is the elastic total (E4)."""
+        self.manager.set_total(total)
+
+    def revoke(self, now: float) -> list[str]:
+        """Allocation keys to release because their quota is over its runtime for too long (E5)."""
+        return self.manager.revoke(now)
+
+    def dump_state(self) -> dict[str, Any]:
+        """The manager's deterministic state."""
+        return self.manager.dump_state()
+
+    def update_config(self, partition_config: Any) -> None:
+        """A config reload kept the extension: apply its quota definitions (all-or-nothing)."""
+        options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
+        specs = options["specs"]
+        if specs:
+            self.manager.apply_specs(specs)
+
+
+def _options(raw: Any) -> dict[str, Any]:
+    """Read the ``elasticquotas`` partition extension.
+
+    Accepted shapes: ElasticQuota YAML text; a list of ElasticQuota objects; or a mapping with
+    ``quotas`` (either of the above) and the options ``scaleMin`` (bool), ``revokeDelay`` (seconds),
+    ``checkParent`` (bool).
+    """
+    opts: dict[str, Any] = {"specs": [], "scale_min": True, "revoke_delay": 120.0, "check_parent": False}
+    quotas: Any = raw
+    if isinstance(raw, Mapping) and raw.get("kind") is None:
+        quotas = raw.get("quotas")
+        if "scaleMin" in raw:
+            opts["scale_min"] = bool(raw["scaleMin"])
+        if "revokeDelay" in raw:
+            opts["revoke_delay"] = float(raw["revokeDelay"])
+        if "checkParent" in raw:
+            opts["check_parent"] = bool(raw["checkParent"])
+    if isinstance(quotas, str):
+        opts["specs"] = parse_elastic_quotas(quotas)
+    elif isinstance(quotas, Mapping):
+        opts["specs"] = [spec_from_object(quotas)]
+    elif isinstance(quotas, list):
+        opts["specs"] = [spec_from_object(q) for q in quotas]
+    return opts
+
+
+def build_policy(partition_config: Any, context: Any) -> ElasticPolicy:
+    """Builder used by ``quotaplane.policies.registry`` for the ``elasticquotas`` extension key."""
+    options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
+    manager = ElasticQuotaManager({}, scale_min=options["scale_min"], revoke_delay=options["revoke_delay"],
+                                  check_parent=options["check_parent"])
+    if options["specs"]:
+        manager.apply_specs(options["specs"])
+    return ElasticPolicy(manager)
+
