@@ -63,7 +63,7 @@ def _queues(nodes: dict[str, QueueTracker]) -> dict[str, Any] | None:
 def user_dao(tracker: UserTracker) -> dict[str, Any]:
     """The ``UserResourceUsageDAOInfo`` of one user."""
     out: dict[str, Any] = {"userName": tracker.name}
-    links = {app: group for app, group in sorted(tracker.groups.items()) if group is not None}
+    links = {app: link[0] for app, link in sorted(tracker.apps.items()) if link[0] is not None}
     if links:
         out["groups"] = links
     queues = _queues(tracker.nodes)

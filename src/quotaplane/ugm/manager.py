@@ -43,8 +43,6 @@ from quotaplane.ugm.user_tracker import UserTracker
 
 __all__ = ["LimitExceeded", "Manager", "split_queue_path"]
 
-#: Marks "no link yet" in ``UserTracker.groups`` lookups (a ``None`` link means "no group").
-_NO_LINK = "\x00no-link"
 _EMPTY_NODES: dict[str, QueueTracker] = {}
 _MAX_CACHED_PATHS = 200_000
 
@@ -105,8 +103,12 @@ class LimitExceeded:
 # hot-path helpers (module functions: cheaper than bound methods, no attribute lookups on self)
 # --------------------------------------------------------------------------------------------------
 def _fits(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable[tuple[str, int]],
-          app: str, lookup: _Lookup, name: str) -> bool:
-    """True when ``items`` fits every limit of one tracker on the path (U1, H-1, H-3, R-6)."""
+          app: str, lookup: _Lookup, name: str, known: bool) -> bool:
+    """True when ``items`` fits every limit of one tracker on the path (U1, H-1, H-3, R-6).
+
+    ``known``: the application already runs at every node of this path (its link says so), so no
+    count limit can refuse it and every node exists.
+    """
     for level in levels:
         node = nodes.get(level)
         if node is None:
@@ -130,15 +132,27 @@ def _fits(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterab
                     lim = mx.get(k)
                     if lim is not None and usage.get(k, 0) + v > lim:
                         return False
-        max_apps = node.max_applications
-        if max_apps and app not in node.running and len(node.running) >= max_apps:
-            return False
+        if not known:
+            max_apps = node.max_applications
+            if max_apps and app not in node.running and len(node.running) >= max_apps:
+                return False
     return True
 
 
 def _add(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable[tuple[str, int]],
-         app: str, lookup: _Lookup, name: str) -> None:
+         app: str, lookup: _Lookup, name: str, known: bool) -> None:
     """T-2: add ``items`` at every level root → leaf, creating nodes with their limit (seed 000)."""
+    if known:
+        # Steady state: every node exists and already counts the application (A-1).
+        for level in levels:
+            usage = nodes[level].usage
+            for k, v in items:
+                nv = usage.get(k, 0) + v
+                if nv:
+                    usage[k] = nv
+                elif k in usage:
+                    del usage[k]      # R-3: zero amounts are pruned
+        return
     parent: QueueTracker | None = None
     for level in levels:
         node = nodes.get(level)
@@ -153,8 +167,8 @@ def _add(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterabl
             if nv:
                 usage[k] = nv
             elif k in usage:
-                del usage[k]          # R-3: zero amounts are pruned
-        node.running.add(app)
+                del usage[k]
+        node.add_running(app)
         parent = node
 
 
@@ -173,7 +187,7 @@ def _sub(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterabl
             elif k in usage:
                 del usage[k]
         if remove_app:
-            node.running.discard(app)
+            node.remove_running(app)
     i = len(levels) - 1
     while i >= 0:
         node = nodes.get(levels[i])
@@ -250,7 +264,7 @@ class Manager:
     See the module docstring for the rules. Every public method is thread safe.
     """
 
-    __slots__ = ("_groups", "_levels", "_lock", "_table", "_users")
+    __slots__ = ("_groups", "_levels", "_links", "_lock", "_table", "_users")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -258,6 +272,8 @@ class Manager:
         self._groups: dict[str, GroupTracker] = {}
         self._table = LimitTable()
         self._levels: dict[str, tuple[str, ...]] = {}
+        # Interned (group, leaf) links: 100,000 applications share a handful of tuples (memory).
+        self._links: dict[tuple[str | None, str], tuple[str | None, str]] = {}
 
     # -- paths ------------------------------------------------------------------------------------
     def _split(self, queue_path: str) -> tuple[str, ...]:
@@ -318,34 +334,44 @@ class Manager:
         with self._lock:
             table = self._table
             ut = self._users.get(name)
-            if ut is None:
-                link: str | None = _NO_LINK
-                unodes = _EMPTY_NODES
+            link = None if ut is None else ut.apps.get(application_id)
+            if link is None:
+                group = table.resolve_group(levels, user.groups)     # U4: first increase decides
+                known = False
+                unodes = _EMPTY_NODES if ut is None else ut.nodes
             else:
-                link = ut.groups.get(application_id, _NO_LINK)
-                unodes = ut.nodes
-            group = table.resolve_group(levels, user.groups) if link == _NO_LINK else link
-            if not _fits(unodes, levels, items, application_id, table.user_limit, name):
+                group = link[0]
+                known = link[1] == levels[-1]
+                unodes = ut.nodes if ut is not None else _EMPTY_NODES
+            if not _fits(unodes, levels, items, application_id, table.user_limit, name, known):
                 return False
             gt: GroupTracker | None = None
             if group is not None:
                 gt = self._groups.get(group)
                 gnodes = gt.nodes if gt is not None else _EMPTY_NODES
-                if not _fits(gnodes, levels, items, application_id, table.group_limit, group):
+                if not _fits(gnodes, levels, items, application_id, table.group_limit, group, known):
                     return False
             # Everything fits: apply to the user, then to the group (seed 001 update order).
             if ut is None:
                 ut = UserTracker(name)
                 self._users[name] = ut
-            _add(ut.nodes, levels, items, application_id, table.user_limit, name)
-            if link == _NO_LINK:
-                ut.groups[application_id] = group
+            _add(ut.nodes, levels, items, application_id, table.user_limit, name, known)
+            if link is None:
+                key = (group, levels[-1])
+                new_link = self._links.get(key)
+                if new_link is None:
+                    if len(self._links) >= _MAX_CACHED_PATHS:
+                        self._links.clear()
+                    new_link = self._links[key] = key
+                ut.apps[application_id] = new_link
             if group is not None:
                 if gt is None:
                     gt = GroupTracker(group)
                     self._groups[group] = gt
-                _add(gt.nodes, levels, items, application_id, table.group_limit, group)
-                gt.applications[application_id] = name
+                    known = False
+                _add(gt.nodes, levels, items, application_id, table.group_limit, group, known)
+                if not known:
+                    gt.applications[application_id] = name
             return True
 
     def decrease_tracked_resource(self, queue_path: str, application_id: str, usage: Resource,
@@ -366,20 +392,21 @@ class Manager:
             ut = self._users.get(name)
             if ut is None:
                 return
-            link = ut.groups.get(application_id, _NO_LINK)
+            link = ut.apps.get(application_id)       # T-4: read before the link is dropped
             _sub(ut.nodes, levels, items, application_id, remove_app)
-            if remove_app and link != _NO_LINK:
-                del ut.groups[application_id]
+            if remove_app and link is not None:
+                del ut.apps[application_id]
             if not ut.nodes:
                 del self._users[name]
-            if link is not None and link != _NO_LINK:
-                gt = self._groups.get(link)
+            group = None if link is None else link[0]
+            if group is not None:
+                gt = self._groups.get(group)
                 if gt is not None:
                     _sub(gt.nodes, levels, items, application_id, remove_app)
                     if remove_app:
                         gt.applications.pop(application_id, None)
                         if not gt.applications:      # U9: a group without applications goes
-                            del self._groups[link]
+                            del self._groups[group]
 
     # -- ahead-of-time answers ----------------------------------------------------------------------
     def _context(self, levels: tuple[str, ...], application_id: str, user: UserGroup
@@ -389,11 +416,11 @@ class Manager:
         ut = self._users.get(user.user)
         if ut is None:
             unodes = _EMPTY_NODES
-            link: str | None = _NO_LINK
+            link = None
         else:
             unodes = ut.nodes
-            link = ut.groups.get(application_id, _NO_LINK)
-        group = table.resolve_group(levels, user.groups) if link == _NO_LINK else link
+            link = ut.apps.get(application_id)
+        group = table.resolve_group(levels, user.groups) if link is None else link[0]
         gnodes = _EMPTY_NODES
         if group is not None:
             gt = self._groups.get(group)
@@ -505,7 +532,7 @@ class Manager:
             ut = self._users.get(_check_user(user))
             if ut is None:
                 return None
-            return ut.groups.get(application_id)
+            return ut.group_for_app(application_id)
 
     def dump_state(self) -> dict[str, Any]:
         """Everything the manager holds, as deterministic sorted plain data (tests, journal checks)."""
@@ -514,7 +541,7 @@ class Manager:
             for uname in sorted(self._users):
                 ut = self._users[uname]
                 users[uname] = {
-                    "groups": {app: ut.groups[app] for app in sorted(ut.groups)},
+                    "groups": {app: ut.apps[app][0] for app in sorted(ut.apps)},
                     "queues": _dump_nodes(ut.nodes),
                 }
             groups: dict[str, Any] = {}
@@ -572,7 +599,7 @@ def _explain(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: tup
         if node is None:
             entry = lookup(level, name)
             usage: dict[str, int] = {}
-            running: set[str] = set()
+            running: tuple[str, ...] | set[str] = ()
         else:
             entry = node.limit
             usage = node.usage

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from quotaplane.ugm.limits import LimitEntry
 
-__all__ = ["QueueTracker"]
+__all__ = ["SMALL", "QueueTracker"]
+
+#: Up to this many running applications a node keeps them in a tuple (48 bytes for one id, where an
+#: empty set already takes 216); above it, a set (membership in O(1)).
+SMALL = 8
 
 
 class QueueTracker:
     """Usage, running applications and the applicable limit at one queue of one tracker.
 
-    ``usage`` is a plain dict with zero amounts pruned (R-3); ``running`` the set of application ids
-    that had an increase at this queue and have not been removed (A-1). ``max_resources`` /
+    ``usage`` is a plain dict with zero amounts pruned (R-3); ``running`` the application ids that
+    had an increase at this queue and have not been removed (A-1) — a tuple while there are few
+    (memory: most nodes run one or two applications), a set beyond :data:`SMALL`. ``max_resources`` /
     ``max_applications`` are the precomputed limit (``None`` / 0 = none); ``limit`` is the entry
     they came from. ``children`` counts the child nodes that exist (clean-up, decision U9).
     """
@@ -27,7 +32,7 @@ class QueueTracker:
     __slots__ = ("children", "limit", "max_applications", "max_resources", "running", "usage")
 
     usage: dict[str, int]
-    running: set[str]
+    running: tuple[str, ...] | set[str]
     limit: LimitEntry | None
     max_resources: dict[str, int] | None
     max_applications: int
@@ -35,7 +40,7 @@ class QueueTracker:
 
     def __init__(self, limit: LimitEntry | None = None) -> None:
         self.usage = {}
-        self.running = set()
+        self.running = ()
         self.children = 0
         self.limit = None
         self.max_resources = None
@@ -62,6 +67,30 @@ class QueueTracker:
             self.max_resources = limit.max_resources
             self.max_applications = limit.max_applications
         return True
+
+    def add_running(self, app: str) -> None:
+        """Count ``app`` as running here (idempotent)."""
+        running = self.running
+        if app in running:
+            return
+        if isinstance(running, tuple):
+            if len(running) < SMALL:
+                self.running = (*running, app)
+            else:
+                self.running = {*running, app}
+        else:
+            running.add(app)
+
+    def remove_running(self, app: str) -> None:
+        """Stop counting ``app`` here (no-op when it is not running here)."""
+        running = self.running
+        if isinstance(running, tuple):
+            if app in running:
+                self.running = tuple(a for a in running if a != app)
+        else:
+            running.discard(app)
+            if not running:
+                self.running = ()
 
     def is_empty(self) -> bool:
         """No usage, no running application and no child node: the node can be removed (U9)."""
