@@ -1,0 +1,58 @@
+"""Queue access control lists (YuniKorn ``security/acl.go``).
+
+Syntax: ``"user1,user2 group1,group2"`` — a user list, one space, a group list. ``"*"`` allows everyone;
+``""`` (or an ACL that is not set) allows nobody; ``" group1"`` (leading space) lists groups only.
+An ACL never denies explicitly: it only grants.
+"""
+
+from __future__ import annotations
+
+from quotaplane.config.identity import UserGroup
+
+__all__ = ["ACL"]
+
+_WILDCARD = "*"
+
+
+class ACL:
+    """A parsed access control list. ``text`` is the source string (``None`` when not configured)."""
+
+    __slots__ = ("all_allowed", "groups", "text", "users")
+
+    text: str | None
+    all_allowed: bool
+    users: frozenset[str]
+    groups: frozenset[str]
+
+    def __init__(self, text: str | None = None) -> None:
+        self.text = text
+        self.all_allowed = False
+        users: set[str] = set()
+        groups: set[str] = set()
+        if text:
+            # V-17 (validated by the config loader) guarantees at most two fields; split on the FIRST
+            # space only, so a leading space means "no users, these groups" as in YuniKorn.
+            if text.strip() == _WILDCARD:
+                self.all_allowed = True
+            else:
+                user_part, _, group_part = text.partition(" ")
+                user_list = [u.strip() for u in user_part.split(",") if u.strip()]
+                group_list = [g.strip() for g in group_part.strip().split(",") if g.strip()]
+                # YuniKorn: a list that is just the wildcard allows everyone.
+                if user_list == [_WILDCARD] or group_list == [_WILDCARD]:
+                    self.all_allowed = True
+                users.update(u for u in user_list if u != _WILDCARD)
+                groups.update(g for g in group_list if g != _WILDCARD)
+        self.users = frozenset(users)
+        self.groups = frozenset(groups)
+
+    def check_access(self, user: UserGroup) -> bool:
+        """Wildcard, then the user list, then any of the user's groups (acls.md "Access check")."""
+        if self.all_allowed:
+            return True
+        if user.user in self.users:
+            return True
+        return any(g in self.groups for g in user.groups)
+
+    def __repr__(self) -> str:
+        return f"ACL({self.text!r})"

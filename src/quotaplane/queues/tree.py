@@ -1,0 +1,889 @@
+"""The queue tree of one partition: hierarchical queue quotas (seed 004, reference §1.13, rules M-1 … M-6).
+
+A :class:`QueueTree` holds every queue of one partition, configured (managed) and dynamic (unmanaged,
+created by placement). It tracks the allocated resources and running applications of every queue and
+answers the questions of the admission path: does an allocation fit every ``max`` from the leaf to the
+root (M-2), may one more application run (M-4), what is the headroom (M-3), may this user submit here
+(queue ACLs). It never decides on its own: the partition checks, then applies (decision Q2).
+
+This engine imports only :mod:`quotaplane.resources`, :mod:`quotaplane.config` and
+:mod:`quotaplane.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.config.model import ChildTemplateConfig, PartitionConfig, QueueConfig
+from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.queues.acl import ACL
+from quotaplane.resources import (
+    Resource,
+    component_wise_min,
+    strictly_greater_than_zero,
+    sub_only_existing,
+)
+
+__all__ = [
+    "ACTIVE",
+    "DRAINING",
+    "QUEUE_NAME",
+    "TAG_MAX_APPS",
+    "TAG_RESOURCE_GUARANTEED",
+    "TAG_RESOURCE_QUOTA",
+    "Queue",
+    "QueueLimit",
+    "QueueTree",
+    "parse_si_resource",
+]
+
+ACTIVE = "Active"
+DRAINING = "Draining"
+ROOT = "root"
+
+#: Appendix B: a queue name (one path element).
+QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+
+#: Application tags produced from namespace annotations (reference §1.14) and read here (N-1 … N-3).
+TAG_RESOURCE_QUOTA = "namespace.resourcequota"
+TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
+TAG_MAX_APPS = "namespace.resourcemaxapps"
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_UINT64_MAX = 2**64 - 1
+
+# Queue properties (YuniKorn configs/constants.go) used in the DAO.
+_PROP_SORT_POLICY = "application.sort.policy"
+_PROP_SORT_PRIORITY = "application.sort.priority"
+_PROP_PREEMPTION_POLICY = "preemption.policy"
+_PROP_PREEMPTION_DELAY = "preemption.delay"
+_PROP_PRIORITY_POLICY = "priority.policy"
+_PROP_PRIORITY_OFFSET = "priority.offset"
+_PROP_QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"
+
+
+def _filter_parent_property(key: str, value: str) -> str:
+    """YuniKorn ``filterParentProperty``: fences and the priority offset are per queue, a child
+    inherits the default instead."""
+    if key in (_PROP_PREEMPTION_POLICY, _PROP_PRIORITY_POLICY) and value.lower() == "fence":
+        return "default"
+    if key == _PROP_PRIORITY_OFFSET:
+        return "0"
+    return value
+
+
+def _m1(new: Resource | None) -> Resource | None:
+    """M-1: a strictly positive resource is set as given (zero types kept); anything else clears."""
+    if new is not None and strictly_greater_than_zero(new):
+        return new
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimit:
+    """One queue limit a request would break (M-2 ``queue.max`` / ``root.capacity``, M-4
+    ``queue.maxapplications``). ``queue_path`` is the queue where the limit is set; ``shortfall`` holds,
+    per resource name, how much the request goes over (None for application counts)."""
+
+    code: str
+    queue_path: str
+    max: Resource | None
+    allocated: Resource
+    shortfall: Resource | None
+    message: str
+    max_applications: int = 0
+    running_applications: int = 0
+
+
+class Queue:
+    """One queue. Read the attributes; change them only through :class:`QueueTree`.
+
+    ``max``/``guaranteed`` are the queue's own settings (``None`` = not set; the root's ``max`` is the
+    cluster size). ``allocated`` is the sum of every allocation in the subtree (zero names pruned).
+    ``running_apps`` is an insertion-ordered set (a dict with ``None`` values) of the applications that
+    run in the subtree; ``applications`` the applications placed in this leaf (running or not).
+    """
+
+    __slots__ = (
+        "admin_acl",
+        "allocated",
+        "applications",
+        "child_template",
+        "children",
+        "guaranteed",
+        "is_leaf",
+        "managed",
+        "max",
+        "max_applications",
+        "name",
+        "own_properties",
+        "parent",
+        "path",
+        "properties",
+        "running_apps",
+        "status",
+        "submit_acl",
+    )
+
+    name: str
+    path: str
+    parent: Queue | None
+    children: dict[str, Queue]
+    is_leaf: bool
+    managed: bool
+    status: str
+    max: Resource | None
+    guaranteed: Resource | None
+    max_applications: int
+    allocated: Resource
+    running_apps: dict[str, None]
+    applications: dict[str, None]
+    own_properties: dict[str, str]
+    properties: dict[str, str]
+    child_template: ChildTemplateConfig | None
+    submit_acl: ACL
+    admin_acl: ACL
+
+    def __init__(self, name: str, parent: Queue | None, *, is_leaf: bool, managed: bool) -> None:
+        self.name = name
+        self.parent = parent
+        self.path = name if parent is None else f"{parent.path}.{name}"
+        self.children = {}
+        self.is_leaf = is_leaf
+        self.managed = managed
+        self.status = ACTIVE
+        self.max = None
+        self.guaranteed = None
+        self.max_applications = 0
+        self.allocated = Resource()
+        self.running_apps = {}
+        self.applications = {}
+        self.own_properties = {}
+        self.properties = {}
+        self.child_template = None
+        self.submit_acl = ACL(None)
+        self.admin_acl = ACL(None)
+
+    @property
+    def is_root(self) -> bool:
+        """True for the root queue."""
+        return self.parent is None
+
+    @property
+    def is_draining(self) -> bool:
+        """True when the queue was removed from the config and waits to become empty."""
+        return self.status == DRAINING
+
+    def sorted_children(self) -> list[Queue]:
+        """The children ordered by name (deterministic listing)."""
+        return [self.children[k] for k in sorted(self.children)]
+
+    def effective_template(self) -> ChildTemplateConfig | None:
+        """M-6: the child template of this queue, else of the nearest ancestor that has one."""
+        q: Queue | None = self
+        while q is not None:
+            if q.child_template is not None:
+                return q.child_template
+            q = q.parent
+        return None
+
+    def ancestors(self) -> Iterator[Queue]:
+        """This queue, then its parent, … up to the root (the M-2 walk order)."""
+        q: Queue | None = self
+        while q is not None:
+            yield q
+            q = q.parent
+
+    def is_empty(self) -> bool:
+        """No children, no usage, no running or placed applications."""
+        return (not self.children and not self.running_apps and not self.applications
+                and all(v == 0 for v in self.allocated.values()))
+
+    def __repr__(self) -> str:
+        return f"Queue({self.path!r}, leaf={self.is_leaf}, managed={self.managed}, status={self.status})"
+
+
+class QueueTree:
+    """The queue tree of ONE partition (seed 004; rules M-1 … M-6, N-1 … N-3; queue ACLs).
+
+    Not thread safe by itself: the partition serialises every call under its lock.
+    """
+
+    __slots__ = ("_by_path", "_cluster", "_partition", "_root")
+
+    _root: Queue
+    _by_path: dict[str, Queue]
+    _cluster: Resource | None
+    _partition: str
+
+    def __init__(self, partition_config: PartitionConfig) -> None:
+        self._partition = partition_config.name
+        self._root = Queue(ROOT, None, is_leaf=False, managed=True)
+        self._by_path = {ROOT: self._root}
+        self._cluster = None
+        self.update_config(partition_config)
+
+    # ------------------------------------------------------------------------------------------------
+    # configuration
+    # ------------------------------------------------------------------------------------------------
+    def update_config(self, partition_config: PartitionConfig) -> None:
+        """Apply a validated partition config: create new queues, update managed settings (M-1 set/clear
+        rules), mark queues gone from the config ``Draining``, drop the draining queues that are empty.
+        Allocated usage and running applications are kept."""
+        self._partition = partition_config.name
+        seen: set[str] = set()
+        self._sync(None, partition_config.root, seen)
+        # Managed queues missing from the config drain, with their whole subtree (dynamic queues under a
+        # removed parent cannot stay placeable either).
+        for q in self._walk(self._root):
+            if q.is_root:
+                continue
+            assert q.parent is not None
+            draining = q.path not in seen if q.managed else q.parent.is_draining
+            q.status = DRAINING if draining else ACTIVE
+        self._refresh_properties(self._root)
+        # Removed queues that hold nothing disappear right away; the others when they become empty.
+        for q in reversed(list(self._walk(self._root))):
+            if q.is_draining and q.is_empty():
+                self._detach(q)
+
+    def _sync(self, parent: Queue | None, qc: QueueConfig, seen: set[str]) -> None:
+        path = qc.path.lower()
+        q = self._by_path.get(path)
+        if q is None:
+            assert parent is not None  # the root always exists
+            q = Queue(qc.name.lower(), parent, is_leaf=qc.is_leaf, managed=True)
+            parent.children[q.name] = q
+            self._by_path[q.path] = q
+        seen.add(path)
+        q.managed = True
+        q.status = ACTIVE
+        q.is_leaf = False if q.is_root else qc.is_leaf
+        if not q.is_root:  # the root max is the cluster size, never configured (V-15, M-1)
+            q.max = _m1(qc.max)
+        q.guaranteed = None if q.is_root else _m1(qc.guaranteed)
+        q.max_applications = qc.max_applications
+        q.submit_acl = ACL(qc.submit_acl)
+        q.admin_acl = ACL(qc.admin_acl)
+        q.own_properties = dict(qc.properties)
+        q.child_template = qc.child_template
+        for child in qc.queues:
+            self._sync(q, child, seen)
+
+    def _refresh_properties(self, q: Queue) -> None:
+        q.properties = self._merged_properties(q.parent, q.own_properties)
+        for child in q.children.values():
+            self._refresh_properties(child)
+
+    @staticmethod
+    def _merged_properties(parent: Queue | None, own: Mapping[str, str]) -> dict[str, str]:
+        # YuniKorn mergeProperties: inherit the parent's properties, the queue's own override them.
+        merged: dict[str, str] = {}
+        if parent is not None:
+            for k, v in parent.properties.items():
+                merged[k] = _filter_parent_property(k, v)
+        merged.update(own)
+        return {k: merged[k] for k in sorted(merged)}
+
+    def set_cluster_resource(self, total: Mapping[str, int]) -> None:
+        """M-1: the root max is the cluster size (sum of node capacities); follows node changes."""
+        self._cluster = total if isinstance(total, Resource) else Resource(total)
+        self._root.max = self._cluster
+
+    @property
+    def cluster_resource(self) -> Resource | None:
+        """The last cluster size set (None before any node was registered)."""
+        return self._cluster
+
+    @property
+    def partition(self) -> str:
+        """The partition name of the config this tree was built from."""
+        return self._partition
+
+    # ------------------------------------------------------------------------------------------------
+    # lookup
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def root(self) -> Queue:
+        """The root queue."""
+        return self._root
+
+    def queue(self, path: str) -> Queue | None:
+        """The queue at ``path`` (case-insensitive), or None."""
+        q = self._by_path.get(path)
+        if q is None:
+            q = self._by_path.get(path.lower())
+        return q
+
+    def _get(self, path: str) -> Queue:
+        q = self.queue(path)
+        if q is None:
+            raise NotFoundError(f"queue {path!r} not found")
+        return q
+
+    def paths(self) -> list[str]:
+        """Every queue path, sorted."""
+        return sorted(self._by_path)
+
+    def _walk(self, q: Queue) -> Iterator[Queue]:
+        yield q
+        for child in q.sorted_children():
+            yield from self._walk(child)
+
+    def _deepest_existing(self, path: str) -> Queue | None:
+        q = self.queue(path)
+        if q is not None:
+            return q
+        parts = path.lower().split(".")
+        while len(parts) > 1:
+            parts.pop()
+            q = self._by_path.get(".".join(parts))
+            if q is not None:
+                return q
+        return None
+
+    # QueueView protocol of quotaplane.placement (so a QueueTree can be handed to placement directly).
+    def exists(self, path: str) -> bool:
+        """True when the queue exists (placement QueueView)."""
+        return self.queue(path) is not None
+
+    def is_leaf(self, path: str) -> bool:
+        """True when the queue exists and is a leaf (placement QueueView)."""
+        q = self.queue(path)
+        return q is not None and q.is_leaf
+
+    def is_draining(self, path: str) -> bool:
+        """True when the queue exists and is draining (placement QueueView)."""
+        q = self.queue(path)
+        return q is not None and q.is_draining
+
+    def submit_allowed(self, path: str, user: UserGroup) -> bool:
+        """Same as :meth:`check_submit_acl` (placement QueueView)."""
+        return self.check_submit_acl(path, user)
+
+    # ------------------------------------------------------------------------------------------------
+    # dynamic queues (M-6)
+    # ------------------------------------------------------------------------------------------------
+    def ensure_dynamic_queue(self, path: str) -> Queue:
+        """Return the leaf at ``path``, creating it (and missing parents) as unmanaged queues.
+
+        M-6: the new leaf takes max/guaranteed/maxapplications/properties from the nearest ancestor's
+        child template (a zero template max/guaranteed is ignored). Names are lower-cased. Raises
+        ValueError for an invalid path and ConflictError when the path runs through a leaf or ends at a
+        parent queue.
+        """
+        parts = path.lower().split(".")
+        if parts[0] != ROOT:
+            raise ValueError(f"queue path {path!r} is not fully qualified (must start with 'root.')")
+        for part in parts[1:]:
+            if not QUEUE_NAME.match(part):
+                raise ValueError(f"invalid queue name {part!r} in queue path {path!r}")
+        q = self._root
+        last = len(parts) - 1
+        for i, part in enumerate(parts[1:], start=1):
+            child = q.children.get(part)
+            if child is None:
+                if q.is_leaf:
+                    raise ConflictError(f"cannot create queue {path!r}: {q.path!r} is a leaf queue")
+                child = Queue(part, q, is_leaf=(i == last), managed=False)
+                if q.is_draining:
+                    child.status = DRAINING
+                if i == last:
+                    self._apply_template(child, q.effective_template())
+                else:
+                    child.properties = self._merged_properties(q, {})
+                q.children[part] = child
+                self._by_path[child.path] = child
+            q = child
+        if not q.is_leaf:
+            raise ConflictError(f"queue {q.path!r} is a parent queue, applications need a leaf queue")
+        return q
+
+    def _apply_template(self, q: Queue, template: ChildTemplateConfig | None) -> None:
+        own: dict[str, str] = {}
+        if template is not None:
+            q.max = _m1(template.max)
+            q.guaranteed = _m1(template.guaranteed)
+            q.max_applications = template.max_applications
+            own = dict(template.properties)
+        q.own_properties = own
+        q.properties = self._merged_properties(q.parent, own)
+
+    def apply_namespace_tags(self, path: str, tags: Mapping[str, str]) -> None:
+        """N-1 … N-3: apply the namespace quota tags of an application added to ``path``.
+
+        Only an unmanaged (dynamic) leaf takes them (N-2; managed queues ignore them, N-3). A resource
+        tag that does not parse or is not strictly positive counts as unset; a maxApps tag that is not
+        an unsigned integer counts as 0. ``maxApps != 0`` sets maxapplications; when max or guaranteed
+        is set both are applied with the M-1 rules (so a guaranteed-only namespace clears the max).
+        """
+        q = self._get(path)
+        if q.managed or not q.is_leaf:
+            return
+        max_res = _m1(parse_si_resource(_tag(tags, TAG_RESOURCE_QUOTA)))
+        guaranteed = _m1(parse_si_resource(_tag(tags, TAG_RESOURCE_GUARANTEED)))
+        max_apps = _parse_uint(_tag(tags, TAG_MAX_APPS))
+        if max_apps != 0:
+            q.max_applications = max_apps
+        if max_res is not None or guaranteed is not None:
+            q.max = max_res
+            q.guaranteed = guaranteed
+
+    # ------------------------------------------------------------------------------------------------
+    # applications placed in a queue (for draining / clean-up decisions)
+    # ------------------------------------------------------------------------------------------------
+    def add_application(self, path: str, application_id: str) -> None:
+        """Record that ``application_id`` is placed in the leaf ``path`` (keeps the queue from being
+        removed while it drains, even before the application has allocations)."""
+        self._get(path).applications[application_id] = None
+
+    def remove_application(self, path: str, application_id: str) -> None:
+        """Forget a placed application (and its running state); drops the queue when it is a draining or
+        dynamic queue left empty."""
+        q = self.queue(path)
+        if q is None:
+            return
+        q.applications.pop(application_id, None)
+        if application_id in q.running_apps:
+            self.app_stopped(path, application_id)
+        self.remove_if_empty(path)
+
+    def remove_if_empty(self, path: str) -> None:
+        """Drop the queue at ``path`` if it is draining or dynamic and empty, then its parents likewise."""
+        q = self.queue(path)
+        while q is not None and not q.is_root and (q.is_draining or not q.managed) and q.is_empty():
+            parent = q.parent
+            self._detach(q)
+            q = parent
+
+    def _detach(self, q: Queue) -> None:
+        assert q.parent is not None
+        q.parent.children.pop(q.name, None)
+        self._by_path.pop(q.path, None)
+
+    # ------------------------------------------------------------------------------------------------
+    # allocation (M-2)
+    # ------------------------------------------------------------------------------------------------
+    def check_allocation(self, path: str, resource: Mapping[str, int]) -> list[QueueLimit]:
+        """M-2: every queue, leaf to root, whose max the allocation would exceed; ``[]`` = it fits.
+
+        For each queue only the requested names count (``allocated + request`` per requested name).
+        Non-root queues: a name missing from the max is unlimited, an unset max is unlimited
+        (FitInMaxUndef, ``queue.max``). The root: strict against the cluster size — a name no node
+        provides does not fit (FitIn, ``root.capacity``). Changes nothing.
+        """
+        q: Queue | None = self._get(path)
+        request = resource._values if isinstance(resource, Resource) else resource
+        limits: list[QueueLimit] = []
+        while q is not None:
+            max_res = q.max
+            if q.parent is None:
+                limit = self._over(q, request, max_res, strict=True)
+            elif max_res is not None:
+                limit = self._over(q, request, max_res, strict=False)
+            else:
+                limit = None
+            if limit is not None:
+                limits.append(limit)
+            q = q.parent
+        return limits
+
+    @staticmethod
+    def _over(q: Queue, request: Mapping[str, int], max_res: Resource | None, *,
+              strict: bool) -> QueueLimit | None:
+        used = q.allocated._values
+        maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
+        shortfall: dict[str, int] = {}
+        for name, amount in request.items():
+            limit = maxv.get(name)
+            if limit is None:
+                if not strict:
+                    continue  # R-6: a name missing from the max is unlimited
+                limit = 0     # R-7: strict, a name missing from the root counts as 0
+            elif limit < 0:
+                limit = 0
+            total = used.get(name, 0) + amount
+            if total > limit:
+                shortfall[name] = total - limit
+        if not shortfall:
+            return None
+        shown_max = max_res if max_res is not None else Resource()
+        message = (f"allocation ({Resource._wrap(dict(request))}) puts queue '{q.path}' over maximum "
+                   f"allocation ({shown_max}), current usage ({q.allocated})")
+        return QueueLimit(
+            code="root.capacity" if strict else "queue.max",
+            queue_path=q.path,
+            max=shown_max,
+            allocated=q.allocated,
+            shortfall=Resource._wrap({k: shortfall[k] for k in sorted(shortfall)}),
+            message=message,
+        )
+
+    def increase_allocated(self, path: str, resource: Mapping[str, int]) -> None:
+        """Add ``resource`` to every queue from the leaf ``path`` to the root (no check: call
+        :meth:`check_allocation` first)."""
+        q: Queue | None = self._get(path)
+        delta = resource._values if isinstance(resource, Resource) else resource
+        while q is not None:
+            values = dict(q.allocated._values)
+            for name, amount in delta.items():
+                new = values.get(name, 0) + amount
+                if new:
+                    values[name] = new
+                else:
+                    values.pop(name, None)
+            q.allocated = Resource._wrap(values)
+            q = q.parent
+
+    def decrease_allocated(self, path: str, resource: Mapping[str, int]) -> None:
+        """Subtract ``resource`` from every queue from the leaf ``path`` to the root.
+
+        Raises ValueError (changing nothing) when a queue would go below zero for some name.
+        """
+        leaf = self._get(path)
+        delta = resource._values if isinstance(resource, Resource) else resource
+        for q in leaf.ancestors():
+            used = q.allocated._values
+            for name, amount in delta.items():
+                if amount > 0 and used.get(name, 0) < amount:
+                    raise ValueError(
+                        f"released allocation ({Resource._wrap(dict(delta))}) is larger than the "
+                        f"allocation of queue '{q.path}' ({q.allocated})")
+        self.increase_allocated(path, {k: -v for k, v in delta.items()})
+
+    # ------------------------------------------------------------------------------------------------
+    # running applications (M-4)
+    # ------------------------------------------------------------------------------------------------
+    def check_run_app(self, path: str, application_id: str) -> list[QueueLimit]:
+        """M-4: every queue, leaf to root, whose maxapplications one more running application would
+        exceed (``queue.maxapplications``); an application already running there always fits."""
+        limits: list[QueueLimit] = []
+        for q in self._get(path).ancestors():
+            limit = q.max_applications
+            if limit == 0 or application_id in q.running_apps:
+                continue
+            running = len(q.running_apps)
+            if running + 1 > limit:
+                limits.append(QueueLimit(
+                    code="queue.maxapplications",
+                    queue_path=q.path,
+                    max=None,
+                    allocated=q.allocated,
+                    shortfall=None,
+                    message=(f"queue '{q.path}' runs {running} applications, its maxapplications is "
+                             f"{limit}: application '{application_id}' cannot start"),
+                    max_applications=limit,
+                    running_applications=running,
+                ))
+        return limits
+
+    def app_started(self, path: str, application_id: str) -> None:
+        """The application runs (its first allocation): count it at every queue leaf to root."""
+        for q in self._get(path).ancestors():
+            q.running_apps[application_id] = None
+
+    def app_stopped(self, path: str, application_id: str) -> None:
+        """The application stopped running (last allocation released, or removed)."""
+        for q in self._get(path).ancestors():
+            q.running_apps.pop(application_id, None)
+
+    # ------------------------------------------------------------------------------------------------
+    # headroom (M-3)
+    # ------------------------------------------------------------------------------------------------
+    def headroom(self, path: str) -> Resource | None:
+        """M-3: ``h(q) = parentH`` without a max, else ``min(max - allocated (max's names), parentH)``,
+        from the root (the cluster size) down. None when nothing limits."""
+        chain = list(self._get(path).ancestors())
+        h: Resource | None = None
+        for q in reversed(chain):
+            if q.max is not None:
+                h = component_wise_min(sub_only_existing(q.max, q.allocated), h)
+        return h
+
+    def max_headroom(self, path: str) -> Resource | None:
+        """M-3 ``getMaxHeadRoom``: like :meth:`headroom` but ignoring the root (cluster size)."""
+        chain = list(self._get(path).ancestors())
+        h: Resource | None = None
+        for q in reversed(chain):
+            if q.max is not None and not q.is_root:
+                h = component_wise_min(sub_only_existing(q.max, q.allocated), h)
+        return h
+
+    def effective_max(self, path: str) -> Resource | None:
+        """M-3 ``GetMaxResource``: the component-wise min of the queue's max and its ancestors'."""
+        out: Resource | None = None
+        for q in self._get(path).ancestors():
+            out = component_wise_min(q.max, out)
+        return out
+
+    # ------------------------------------------------------------------------------------------------
+    # ACLs
+    # ------------------------------------------------------------------------------------------------
+    def check_submit_acl(self, path: str, user: UserGroup) -> bool:
+        """May ``user`` submit to ``path``? Allowed by the submit or admin ACL of the queue or of any
+        ancestor (YuniKorn walks up). For a queue that does not exist yet, the check starts at the
+        deepest existing ancestor. An ACL that is not set allows nobody."""
+        q = self._deepest_existing(path)
+        while q is not None:
+            if q.submit_acl.check_access(user) or q.admin_acl.check_access(user):
+                return True
+            q = q.parent
+        return False
+
+    def check_admin_acl(self, path: str, user: UserGroup) -> bool:
+        """May ``user`` administer ``path``? Its admin ACL or an ancestor's allows it."""
+        q = self._deepest_existing(path)
+        while q is not None:
+            if q.admin_acl.check_access(user):
+                return True
+            q = q.parent
+        return False
+
+    # ------------------------------------------------------------------------------------------------
+    # REST and state
+    # ------------------------------------------------------------------------------------------------
+    def dao(self, path: str | None = None, *, subtree: bool = True, partition: str = "") -> dict[str, Any]:
+        """The YuniKorn ``PartitionQueueDAOInfo`` (reference §2.3) of ``path`` (root when None).
+
+        Keys in the Go struct order, omitempty rules applied; ``children`` only when ``subtree``;
+        ``partition`` only on the top object.
+        """
+        q = self._root if path is None else self._get(path)
+        return self._dao(q, subtree, partition)
+
+    def _dao(self, q: Queue, subtree: bool, partition: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
+        if q.max:
+            out["maxResource"] = q.max.to_dict()
+        if q.guaranteed:
+            out["guaranteedResource"] = q.guaranteed.to_dict()
+        if q.allocated:
+            out["allocatedResource"] = q.allocated.to_dict()
+        head = self.headroom(q.path)
+        if head:
+            out["headroom"] = head.to_dict()
+        out["isLeaf"] = q.is_leaf
+        out["isManaged"] = q.managed
+        if q.properties:
+            out["properties"] = dict(q.properties)
+        if q.parent is not None:
+            out["parent"] = q.parent.path
+        # Only parents carry a template (YuniKorn sets it on parent queues, inherited downwards).
+        template = None if q.is_leaf else q.effective_template()
+        if template is not None:
+            tinfo: dict[str, Any] = {}
+            if template.max_applications:
+                tinfo["maxApplications"] = template.max_applications
+            tmax = _m1(template.max)
+            if tmax:
+                tinfo["maxResource"] = tmax.to_dict()
+            tguar = _m1(template.guaranteed)
+            if tguar:
+                tinfo["guaranteedResource"] = tguar.to_dict()
+            if template.properties:
+                tinfo["properties"] = {k: template.properties[k] for k in sorted(template.properties)}
+            out["template"] = tinfo
+        children = q.sorted_children()
+        if subtree and children:
+            out["children"] = [self._dao(c, True, "") for c in children]
+        if children:
+            out["childNames"] = [c.path for c in children]
+        abs_used = _abs_used_capacity(q.max, q.allocated)
+        if abs_used:
+            out["absUsedCapacity"] = abs_used
+        if q.max_applications:
+            out["maxRunningApps"] = q.max_applications
+        if q.running_apps:
+            out["runningApps"] = len(q.running_apps)
+        out["currentPriority"] = _INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
+        props = q.properties
+        if q.is_leaf:
+            policy = props.get(_PROP_SORT_POLICY, "fifo").lower()
+            out["sortingPolicy"] = policy if policy in ("fifo", "fair", "stateaware") else "fifo"
+        else:
+            out["sortingPolicy"] = "fair"
+        out["prioritySorting"] = props.get(_PROP_SORT_PRIORITY, "enabled").lower() != "disabled"
+        preemption_policy = props.get(_PROP_PREEMPTION_POLICY, "default").lower()
+        out["preemptionEnabled"] = preemption_policy != "disabled"
+        out["isPreemptionFence"] = preemption_policy == "fence"
+        out["preemptionDelay"] = _go_duration(_parse_duration(props.get(_PROP_PREEMPTION_DELAY), 30.0))
+        quota_delay = _parse_duration(props.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+        if quota_delay > 0:
+            out["quotaPreemptionDelay"] = _go_duration(quota_delay)
+        out["isPriorityFence"] = props.get(_PROP_PRIORITY_POLICY, "default").lower() == "fence"
+        offset = _parse_int32(props.get(_PROP_PRIORITY_OFFSET))
+        if offset:
+            out["priorityOffset"] = offset
+        return out
+
+    def dump_state(self) -> dict[str, Any]:
+        """Every queue's full state, sorted by path: deterministic, JSON-able."""
+        queues: list[dict[str, Any]] = []
+        for path in sorted(self._by_path):
+            q = self._by_path[path]
+            template = q.child_template
+            queues.append({
+                "path": q.path,
+                "leaf": q.is_leaf,
+                "managed": q.managed,
+                "status": q.status,
+                "max": q.max.to_dict() if q.max is not None else None,
+                "guaranteed": q.guaranteed.to_dict() if q.guaranteed is not None else None,
+                "maxApplications": q.max_applications,
+                "allocated": q.allocated.to_dict(),
+                "runningApps": list(q.running_apps),
+                "applications": list(q.applications),
+                "properties": dict(q.properties),
+                "submitAcl": q.submit_acl.text,
+                "adminAcl": q.admin_acl.text,
+                "childTemplate": None if template is None else {
+                    "maxApplications": template.max_applications,
+                    "max": template.max.to_dict() if template.max is not None else None,
+                    "guaranteed": template.guaranteed.to_dict() if template.guaranteed is not None else None,
+                    "properties": {k: template.properties[k] for k in sorted(template.properties)},
+                },
+            })
+        return {
+            "partition": self._partition,
+            "cluster": self._cluster.to_dict() if self._cluster is not None else None,
+            "queues": queues,
+        }
+
+
+# ----------------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------------
+def _tag(tags: Mapping[str, str], key: str) -> str | None:
+    value = tags.get(key)
+    if value is None:
+        for k, v in tags.items():  # tag keys are case-insensitive in YuniKorn (P-1)
+            if k.lower() == key:
+                return v
+    return value
+
+
+def parse_si_resource(text: str | None) -> Resource | None:
+    """Parse the JSON of a YuniKorn SI ``Resource`` (``{"resources":{"vcore":{"value":5000}}}``).
+
+    Returns None for a missing or malformed value (N-1: a tag that fails to parse is ignored). A
+    quantity without ``value`` is 0 (protobuf omits zero values).
+    """
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    resources = data.get("resources")
+    if not isinstance(resources, dict):
+        return None
+    values: dict[str, int] = {}
+    for name, quantity in resources.items():
+        if not isinstance(name, str) or not name or not isinstance(quantity, dict):
+            return None
+        value = quantity.get("value", 0)
+        if isinstance(value, str):  # protobuf JSON renders int64 as a string
+            try:
+                value = int(value)
+            except ValueError:
+                return None
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+            return None
+        values[name] = value
+    return Resource._wrap(values)
+
+
+def _parse_uint(text: str | None) -> int:
+    # N-1: a maxApps tag that is not an unsigned integer counts as 0.
+    if text is None:
+        return 0
+    text = text.strip()
+    if not text.isdigit() or not text.isascii():
+        return 0
+    value = int(text)
+    return value if value <= _UINT64_MAX else 0
+
+
+def _parse_int32(text: str | None) -> int:
+    if text is None:
+        return 0
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return 0
+    return value if _INT32_MIN <= value <= _INT32_MAX else 0
+
+
+def _abs_used_capacity(max_res: Resource | None, used: Resource) -> dict[str, int]:
+    # §2.3 absUsedCapacity: per name of max: used <= 0 -> 0; max <= 0 -> 100; else int(used/max*100),
+    # capped at MaxInt32 (Go float arithmetic).
+    if not max_res:
+        return {}
+    out: dict[str, int] = {}
+    for name in sorted(max_res):
+        cap = max_res[name]
+        u = used.get(name, 0)
+        if u <= 0:
+            out[name] = 0
+        elif cap <= 0:
+            out[name] = 100
+        else:
+            out[name] = min(int(float(u) / float(cap) * 100), _INT32_MAX)
+    return out
+
+
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _parse_duration(text: str | None, default: float) -> float:
+    """A Go duration string (``"30s"``, ``"1h30m"``) in seconds; ``default`` when unset or invalid."""
+    if text is None:
+        return default
+    s = text.strip()
+    if s in ("0", ""):
+        return 0.0 if s == "0" else default
+    pos = 0
+    total = 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            return default
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or total < 0:
+        return default
+    return total
+
+
+def _go_duration(seconds: float) -> str:
+    """Format like Go's ``time.Duration.String()`` (``"30s"``, ``"1h0m0s"``, ``"500ms"``)."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    if nanos < 1_000_000_000:
+        if nanos < 1_000:
+            return f"{nanos}ns"
+        if nanos < 1_000_000:
+            return f"{_trim(nanos / 1e3)}µs"
+        return f"{_trim(nanos / 1e6)}ms"
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    secs = _trim(rest / 1e9)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def _trim(value: float) -> str:
+    text = f"{value:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
