@@ -1,0 +1,337 @@
+"""The journal protocol, its errors, canonical JSON and the store-URL parser (decision S1).
+
+A journal is a durable, append-only log of events per *stream* (the scheduler uses the stream
+``"scheduler"`` for config events and one stream per partition name). Every event gets a sequence
+number ``1, 2, 3 …`` per stream, without gaps. A snapshot of the derived state can be saved at a
+sequence number so that recovery reads the snapshot plus a short tail instead of the whole log.
+Leases (a holder name with a time to live) let several service instances agree on one leader per
+stream; a leader passes ``holder=`` to :meth:`Journal.append` so that an append after the lease was
+lost fails with :class:`~quotaplane.errors.NotLeaderError` (fencing).
+
+The journal never interprets events: they are JSON-able dicts produced and consumed by the partition.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from quotaplane.errors import QuotaplaneError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Journal",
+    "JournalCompactedError",
+    "JournalError",
+    "JournalLockedError",
+    "StoreURL",
+    "canonical_json",
+    "check_events",
+    "check_stream",
+    "mask_url",
+    "parse_store_url",
+]
+
+#: The version of the table layout written in the ``meta`` table of SQLite and PostgreSQL stores.
+#: A store written by a newer quotaplane (a larger number) is refused rather than misread.
+SCHEMA_VERSION = 1
+
+
+class JournalError(QuotaplaneError):
+    """The journal store failed or refused an operation (I/O, database, schema version …)."""
+
+
+class JournalLockedError(JournalError):
+    """The SQLite store is already open for writing by another process (or another journal object).
+
+    SQLite allows one writer process; quotaplane takes an exclusive advisory lock on a side file
+    ``<db>.lock`` for the life of the journal, so a second service started on the same file fails at once
+    with this error instead of interleaving writes with the first one.
+    """
+
+
+class JournalCompactedError(JournalError, LookupError):
+    """``read(stream, after)`` asked for events that were compacted away after a snapshot.
+
+    ``err.compacted_seq`` is the last compacted sequence number: reads must start at or after it,
+    normally from the snapshot returned by ``load_snapshot``.
+    """
+
+    def __init__(self, message: str, compacted_seq: int) -> None:
+        super().__init__(message)
+        self.compacted_seq = compacted_seq
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """A durable, append-only event journal with snapshots and leases (agreed interface).
+
+    Implementations: :class:`~quotaplane.journal.memory.MemoryJournal`,
+    :class:`~quotaplane.journal.sqlite.SQLiteJournal`,
+    :class:`~quotaplane.journal.postgres.PostgresJournal`. All are safe to call from several threads.
+    """
+
+    url: str
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        """Append ``events`` to ``stream`` in one transaction; return the seq of the last event.
+
+        Durable before it returns (S1). Sequence numbers are ``last_seq + 1 …`` without gaps. An empty
+        ``events`` writes nothing and returns ``last_seq(stream)``. With ``holder`` the lease of ``stream``
+        is checked in the same transaction and :class:`~quotaplane.errors.NotLeaderError` is raised
+        (nothing written) unless ``holder`` holds a live lease.
+        """
+        ...
+
+    def read(self, stream: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Iterate ``(seq, event)`` for the events of ``stream`` with ``seq > after``, in order.
+
+        Raises :class:`JournalCompactedError` at once when ``after`` is below the compacted prefix.
+        Each event is a fresh dict (mutating it does not change the journal).
+        """
+        ...
+
+    def last_seq(self, stream: str) -> int:
+        """The seq of the last event appended to ``stream`` (0 when none; unchanged by compaction)."""
+        ...
+
+    def save_snapshot(self, stream: str, seq: int, state: Mapping[str, Any]) -> None:
+        """Store ``state`` (JSON-able) as the state of ``stream`` after event ``seq``; keeps the latest only.
+
+        ``seq`` must be between the current snapshot's seq and ``last_seq(stream)`` (``ValueError``).
+        """
+        ...
+
+    def load_snapshot(self, stream: str) -> tuple[int, dict[str, Any]] | None:
+        """The latest snapshot ``(seq, state)`` of ``stream``, or ``None``."""
+        ...
+
+    def compact(self, stream: str) -> int:
+        """Delete the events of ``stream`` covered by its snapshot; return how many were deleted.
+
+        Optional housekeeping: ``read(stream, after)`` keeps working for ``after ≥`` the snapshot seq.
+        """
+        ...
+
+    def streams(self) -> list[str]:
+        """Every stream that has events or a snapshot, sorted by name."""
+        ...
+
+    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease of ``stream`` for ``ttl`` seconds.
+
+        True when the lease was free, expired, or already held by ``holder`` (then it is renewed);
+        False when another holder has a live lease.
+        """
+        ...
+
+    def release_lease(self, stream: str, holder: str) -> None:
+        """Give up the lease of ``stream`` if ``holder`` holds it (otherwise nothing happens)."""
+        ...
+
+    def lease_holder(self, stream: str) -> str | None:
+        """The holder of the live lease of ``stream``, or ``None`` when free or expired."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection and locks. Idempotent; any later call raises :class:`JournalError`."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------------
+# canonical JSON and argument checks (shared by every implementation so they behave identically)
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value``: sorted keys, compact separators, UTF-8, no NaN/Infinity.
+
+    The same value always gives the same text, so stores written by different runs compare byte for
+    byte. Raises ``ValueError`` (naming the problem) when ``value`` is not JSON-able.
+    """
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not JSON-able: {exc}") from exc
+
+
+def check_stream(stream: object) -> str:
+    """Return ``stream`` if it is a non-empty string, else raise ``ValueError``."""
+    if not isinstance(stream, str) or not stream:
+        raise ValueError(f"stream must be a non-empty string, got {stream!r}")
+    return stream
+
+
+def check_events(events: object) -> list[str]:
+    """Encode a sequence of event dicts to canonical JSON texts (``ValueError`` for anything else)."""
+    if isinstance(events, (Mapping, str, bytes)) or not isinstance(events, Sequence):
+        raise ValueError(f"events must be a sequence of dicts, got {type(events).__name__}")
+    out: list[str] = []
+    for i, event in enumerate(events):
+        if not isinstance(event, Mapping):
+            raise ValueError(f"event {i} must be a dict, got {type(event).__name__}")
+        try:
+            out.append(canonical_json(event))
+        except ValueError as exc:
+            raise ValueError(f"event {i} is {exc}") from None
+    return out
+
+
+def check_state(state: object) -> str:
+    """Encode a snapshot state (a dict) to canonical JSON (``ValueError`` for anything else)."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"snapshot state must be a dict, got {type(state).__name__}")
+    try:
+        return canonical_json(state)
+    except ValueError as exc:
+        raise ValueError(f"snapshot state is {exc}") from None
+
+
+def check_seq(seq: object, name: str = "seq") -> int:
+    """Return ``seq`` if it is a non-negative int (not a bool), else raise ``ValueError``."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {seq!r}")
+    return seq
+
+
+def check_lease_args(stream: object, holder: object, ttl: object | None = None) -> None:
+    """Validate lease arguments: non-empty stream and holder, finite positive ttl (``ValueError``)."""
+    check_stream(stream)
+    if not isinstance(holder, str) or not holder:
+        raise ValueError(f"holder must be a non-empty string, got {holder!r}")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
+                            or not math.isfinite(ttl) or ttl <= 0):
+        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# store URLs (contract "CLI": sqlite:///relative/path.db, sqlite:////absolute/path.db, postgresql://…)
+
+_SQLITE_SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
+_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A parsed store URL.
+
+    ``kind`` is ``"memory"``, ``"sqlite"`` or ``"postgresql"``; ``path`` is the SQLite file path as
+    written (relative paths are relative to the working directory); ``dsn`` is the libpq connection URL
+    with quotaplane's own query options removed; ``options`` holds those options (``synchronous``,
+    ``compact`` for SQLite; ``schema`` for PostgreSQL).
+    """
+
+    kind: str
+    url: str
+    path: str = ""
+    dsn: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def parse_store_url(url: str | None) -> StoreURL:
+    """Parse a store URL; raise ``ValueError`` naming the URL and what is wrong with it.
+
+    * ``None``, ``""`` or ``"memory://"`` — in memory.
+    * ``sqlite:///relative/path.db`` — relative to the working directory;
+      ``sqlite:////absolute/path.db`` — absolute. Options: ``?synchronous=normal|full|extra|off``
+      (default ``normal``), ``&compact=true`` (delete events covered by a snapshot when it is saved).
+    * ``postgresql://user:password@host:port/db`` (also ``postgres://``) — PostgreSQL via psycopg 3.
+      Option ``?schema=name`` (default ``quotaplane``) selects the schema holding the tables; every other
+      query parameter is passed on to libpq (``sslmode``, ``connect_timeout`` …).
+    """
+    if url is None or url == "":
+        return StoreURL(kind="memory", url="memory://")
+    if not isinstance(url, str):
+        raise ValueError(f"store URL must be a string, got {type(url).__name__}")
+    scheme, sep, _rest = url.partition("://")
+    if not sep:
+        raise ValueError(f"bad store URL {url!r}: expected memory://, sqlite:///path.db or postgresql://…")
+    scheme = scheme.lower()
+    if scheme == "memory":
+        if url[len("memory://"):]:
+            raise ValueError(f"bad store URL {url!r}: memory:// takes no path")
+        return StoreURL(kind="memory", url="memory://")
+    if scheme == "sqlite":
+        return _parse_sqlite(url)
+    if scheme in ("postgresql", "postgres"):
+        return _parse_postgres(url)
+    raise ValueError(f"unknown store URL scheme {scheme!r} in {mask_url(url)!r}: "
+                     "expected memory://, sqlite:///path.db or postgresql://…")
+
+
+def _parse_sqlite(url: str) -> StoreURL:
+    rest = url[len("sqlite://"):]
+    if not rest.startswith("/"):
+        raise ValueError(f"bad SQLite URL {url!r}: expected sqlite:///relative/path.db or "
+                         "sqlite:////absolute/path.db (three slashes before a relative path)")
+    path_part, _, query = rest[1:].partition("?")
+    path = unquote(path_part)
+    if not path or path.endswith("/"):
+        raise ValueError(f"bad SQLite URL {url!r}: no database file name")
+    if path == ":memory:":
+        raise ValueError(f"bad SQLite URL {url!r}: use memory:// for an in-memory journal")
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        if key == "synchronous":
+            if value.upper() not in _SQLITE_SYNC:
+                raise ValueError(f"bad SQLite URL {url!r}: synchronous must be one of "
+                                 f"{', '.join(s.lower() for s in _SQLITE_SYNC)}, got {value!r}")
+            options[key] = value.upper()
+        elif key == "compact":
+            options[key] = str(_parse_bool(url, key, value)).lower()
+        else:
+            raise ValueError(f"bad SQLite URL {url!r}: unknown option {key!r} "
+                             "(known: synchronous, compact)")
+    return StoreURL(kind="sqlite", url=url, path=path, options=options)
+
+
+def _parse_postgres(url: str) -> StoreURL:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a non-numeric or out-of-range port
+    except ValueError as exc:
+        raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
+    if parts.fragment:
+        raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: unexpected fragment")
+    options: dict[str, str] = {}
+    passthrough: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            if not _SCHEMA_RE.match(value):
+                raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: schema must be an identifier "
+                                 f"(letters, digits, _), got {value!r}")
+            options["schema"] = value
+        else:
+            passthrough.append((key, value))
+    # rebuild the DSN without our own options; libpq rejects parameters it does not know
+    query = "&".join(f"{k}={v}" for k, v in passthrough)
+    dsn = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
+    return StoreURL(kind="postgresql", url=url, dsn=dsn, options=options)
+
+
+def _parse_bool(url: str, key: str, value: str) -> bool:
+    low = value.lower()
+    if low in ("1", "true", "yes", "on", ""):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"bad store URL {url!r}: {key} must be true or false, got {value!r}")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password (if any) replaced by ``***`` — safe for logs and error messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        if ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}"
+    return f"{scheme}{sep}{netloc}{slash}{tail}"

@@ -1,0 +1,394 @@
+"""The PostgreSQL journal (``postgresql://…``): the production store and the basis of fail-over (S1, issue 7).
+
+Several service instances may share one database. Correctness does not rely on the instances agreeing
+among themselves:
+
+* **Sequence numbers** are assigned by an atomic ``INSERT … ON CONFLICT DO UPDATE SET last_seq = last_seq
+  + n RETURNING last_seq`` on the ``streams`` row, inside the append transaction. The row stays locked
+  until commit, so two instances can never both append the same seq, and commits of one stream happen
+  in seq order (a reader never sees seq 7 before 5 and 6 are visible).
+* **Leases** live in the ``leases`` table and are timed by the database clock (``clock_timestamp()``),
+  never by the instances' clocks. ``acquire_lease`` is one upsert that succeeds only when the lease is
+  free, expired, or already held by the caller.
+* **Fencing**: ``append(…, holder=h)`` locks the lease row ``FOR SHARE`` and checks that ``h`` holds a
+  live lease in the same transaction as the insert. A competing ``acquire_lease`` must update that row,
+  so it waits until the append commits or rolls back; a new leader that catches up by reading the journal
+  after acquiring the lease therefore sees every append of the old leader, and an old leader whose lease
+  was lost gets :class:`~quotaplane.errors.NotLeaderError` and writes nothing.
+
+Durability is the server's: with the default ``synchronous_commit=on`` an append is on disk before it
+returns. One connection guarded by a lock serves every thread of the journal object; a connection that
+broke is replaced on the next call (the failing call raises :class:`JournalError`; appends are never
+retried, because a lost COMMIT acknowledgement is ambiguous).
+
+Tables live in one schema (default ``quotaplane``, option ``?schema=name``), created if missing, with the
+schema version in ``meta``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import psycopg
+
+from quotaplane.errors import NotLeaderError
+from quotaplane.journal.base import (
+    _SCHEMA_RE,
+    SCHEMA_VERSION,
+    JournalCompactedError,
+    JournalError,
+    check_events,
+    check_lease_args,
+    check_seq,
+    check_state,
+    check_stream,
+    mask_url,
+)
+
+__all__ = ["DEFAULT_SCHEMA", "PostgresJournal"]
+
+#: The schema holding the tables unless the URL says ``?schema=…``.
+DEFAULT_SCHEMA = "quotaplane"
+
+_PAGE = 5000  # rows per query while reading
+
+
+class PostgresJournal:
+    """A journal in PostgreSQL (psycopg 3). Thread safe; safe for several processes on one database.
+
+    ``dsn`` is a libpq URL or key/value string; ``schema`` the schema holding the tables.
+    ``compact_on_snapshot`` deletes covered events whenever a snapshot is saved. ``url`` is what
+    :attr:`url` reports (defaults to ``dsn``).
+    """
+
+    __slots__ = ("_closed", "_compact_on_snapshot", "_conn", "_dsn", "_lock", "_q", "schema", "url")
+
+    def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
+                 url: str | None = None) -> None:
+        if not _SCHEMA_RE.match(schema):
+            raise ValueError(f"schema must be an identifier (letters, digits, _), got {schema!r}")
+        self._dsn = dsn
+        self.url = url if url is not None else dsn
+        self.schema = schema
+        self._compact_on_snapshot = compact_on_snapshot
+        self._lock = threading.Lock()
+        self._closed = False
+        s = f'"{schema}"'  # validated identifier, quoted: safe to splice into SQL
+        self._q = {
+            "events": f"{s}.events", "streams": f"{s}.streams", "snapshots": f"{s}.snapshots",
+            "leases": f"{s}.leases", "meta": f"{s}.meta",
+        }
+        self._conn: psycopg.Connection[Any] | None = None
+        with self._lock:
+            self._init_schema(self._connection())
+
+    # -- connection -----------------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The live connection (reconnecting if the previous one broke). Call under the lock."""
+        if self._closed:
+            raise JournalError(f"journal {mask_url(self.url)!r} is closed")
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in self._dsn:
+            kwargs["connect_timeout"] = 10
+        try:
+            self._conn = psycopg.connect(self._dsn, **kwargs)
+        except psycopg.Error as exc:
+            self._conn = None
+            raise JournalError(f"cannot connect to PostgreSQL store {mask_url(self.url)!r}: {exc}") from exc
+        return self._conn
+
+    def _init_schema(self, conn: psycopg.Connection[Any]) -> None:
+        q = self._q
+        try:
+            with conn.transaction():
+                # serialise schema creation between instances starting at the same time
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"quotaplane:{self.schema}",))
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {q['meta']} "
+                             "(key text PRIMARY KEY, value text NOT NULL)")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {q['streams']} (stream text PRIMARY KEY, "
+                             "last_seq bigint NOT NULL, compacted_seq bigint NOT NULL DEFAULT 0)")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {q['events']} (stream text NOT NULL, "
+                             "seq bigint NOT NULL, data text NOT NULL, PRIMARY KEY (stream, seq))")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {q['snapshots']} (stream text PRIMARY KEY, "
+                             "seq bigint NOT NULL, state text NOT NULL, "
+                             "saved_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {q['leases']} (stream text PRIMARY KEY, "
+                             "holder text NOT NULL, expires_at timestamptz NOT NULL)")
+                row = conn.execute(f"SELECT value FROM {q['meta']} WHERE key = 'schema_version'").fetchone()
+                if row is None:
+                    conn.execute(f"INSERT INTO {q['meta']} (key, value) VALUES ('schema_version', %s)",
+                                 (str(SCHEMA_VERSION),))
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise JournalError(
+                        f"PostgreSQL store {mask_url(self.url)!r} schema {self.schema!r} has version "
+                        f"{row[0]}, newer than this quotaplane ({SCHEMA_VERSION}); upgrade quotaplane")
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot initialise PostgreSQL store {mask_url(self.url)!r}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({mask_url(self.url)!r}, schema={self.schema!r})"
+
+    def __enter__(self) -> PostgresJournal:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _fail(self, what: str, exc: psycopg.Error) -> JournalError:
+        return JournalError(f"{what} failed in {mask_url(self.url)!r}: {exc}")
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        """Append events in one transaction; see :meth:`Journal.append` and the module doc (fencing)."""
+        check_stream(stream)
+        texts = check_events(events)
+        if holder is not None:
+            check_lease_args(stream, holder)
+        q = self._q
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    if holder is not None:
+                        self._check_lease_locked(conn, stream, holder)
+                    if not texts:
+                        row = conn.execute(f"SELECT last_seq FROM {q['streams']} WHERE stream = %s",
+                                           (stream,)).fetchone()
+                        return 0 if row is None else int(row[0])
+                    n = len(texts)
+                    # atomic increment; the row lock is held until COMMIT (no duplicate seq, ever)
+                    row = conn.execute(
+                        f"INSERT INTO {q['streams']} AS s (stream, last_seq) VALUES (%s, %s) "
+                        "ON CONFLICT (stream) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq "
+                        "RETURNING s.last_seq", (stream, n)).fetchone()
+                    assert row is not None
+                    new_last = int(row[0])
+                    conn.execute(
+                        f"INSERT INTO {q['events']} (stream, seq, data) "
+                        "SELECT %s, %s + t.ord, t.d FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, ord)",
+                        (stream, new_last - n, texts))
+                    return new_last
+            except psycopg.Error as exc:
+                raise self._fail(f"append to {stream!r}", exc) from exc
+
+    def _check_lease_locked(self, conn: psycopg.Connection[Any], stream: str, holder: str) -> None:
+        """In a transaction: lock the lease row (FOR SHARE) and raise NotLeaderError unless held live."""
+        row = conn.execute(
+            f"SELECT holder, expires_at > clock_timestamp() FROM {self._q['leases']} "
+            "WHERE stream = %s FOR SHARE", (stream,)).fetchone()
+        live = row[0] if row is not None and row[1] else None
+        if live != holder:
+            raise NotLeaderError(
+                f"{holder!r} does not hold the lease of stream {stream!r}"
+                + (f" (held by {live!r})" if live else " (no live lease)"), leader=live)
+
+    def read(self, stream: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Iterate ``(seq, event)`` with ``seq > after`` in pages; see :meth:`Journal.read`."""
+        check_stream(stream)
+        check_seq(after, "after")
+        with self._lock:
+            compacted = self._compacted_seq(stream)
+        if after < compacted:
+            raise JournalCompactedError(
+                f"events 1..{compacted} of stream {stream!r} were compacted; cannot read after {after} "
+                "(load the snapshot first)", compacted)
+        return self._iter(stream, after)
+
+    def _compacted_seq(self, stream: str) -> int:
+        try:
+            row = self._connection().execute(
+                f"SELECT compacted_seq FROM {self._q['streams']} WHERE stream = %s", (stream,)).fetchone()
+        except psycopg.Error as exc:
+            raise self._fail(f"read of {stream!r}", exc) from exc
+        return 0 if row is None else int(row[0])
+
+    def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        seq = after
+        loads = json.loads
+        sql = (f"SELECT seq, data FROM {self._q['events']} WHERE stream = %s AND seq > %s "
+               "ORDER BY seq LIMIT %s")
+        while True:
+            with self._lock:
+                try:
+                    rows = self._connection().execute(sql, (stream, seq, _PAGE)).fetchall()
+                except psycopg.Error as exc:
+                    raise self._fail(f"read of {stream!r}", exc) from exc
+                if rows and int(rows[0][0]) != seq + 1:
+                    compacted = self._compacted_seq(stream)
+                    if seq < compacted:  # another instance compacted while we were reading
+                        raise JournalCompactedError(
+                            f"stream {stream!r} was compacted past {seq} during the read", compacted)
+            for row_seq, data in rows:
+                seq += 1
+                if row_seq != seq:  # integrity: seqs are contiguous by construction
+                    raise JournalError(f"stream {stream!r} in {mask_url(self.url)!r} has a gap: expected "
+                                       f"seq {seq}, found {row_seq}")
+                yield seq, loads(data)
+            if len(rows) < _PAGE:
+                return
+
+    def last_seq(self, stream: str) -> int:
+        """The last seq of ``stream`` (0 if none)."""
+        check_stream(stream)
+        with self._lock:
+            try:
+                row = self._connection().execute(
+                    f"SELECT last_seq FROM {self._q['streams']} WHERE stream = %s", (stream,)).fetchone()
+            except psycopg.Error as exc:
+                raise self._fail(f"last_seq of {stream!r}", exc) from exc
+        return 0 if row is None else int(row[0])
+
+    # -- snapshots ------------------------------------------------------------------------------------
+
+    def save_snapshot(self, stream: str, seq: int, state: Mapping[str, Any]) -> None:
+        """Replace the snapshot of ``stream`` by ``state`` at ``seq``; see :meth:`Journal.save_snapshot`."""
+        check_stream(stream)
+        check_seq(seq)
+        text = check_state(state)
+        q = self._q
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    conn.execute(f"INSERT INTO {q['streams']} (stream, last_seq) VALUES (%s, 0) "
+                                 "ON CONFLICT (stream) DO NOTHING", (stream,))
+                    row = conn.execute(f"SELECT last_seq, compacted_seq FROM {q['streams']} "
+                                       "WHERE stream = %s FOR UPDATE", (stream,)).fetchone()
+                    assert row is not None
+                    last, compacted = int(row[0]), int(row[1])
+                    if seq > last:
+                        raise ValueError(f"snapshot seq {seq} is beyond the last event {last} of stream "
+                                         f"{stream!r}")
+                    old = conn.execute(f"SELECT seq FROM {q['snapshots']} WHERE stream = %s",
+                                       (stream,)).fetchone()
+                    if old is not None and seq < int(old[0]):
+                        raise ValueError(f"snapshot seq {seq} is older than the saved snapshot at "
+                                         f"{old[0]} of stream {stream!r}")
+                    conn.execute(
+                        f"INSERT INTO {q['snapshots']} (stream, seq, state, saved_at) "
+                        "VALUES (%s, %s, %s, clock_timestamp()) ON CONFLICT (stream) DO UPDATE SET "
+                        "seq = EXCLUDED.seq, state = EXCLUDED.state, saved_at = EXCLUDED.saved_at",
+                        (stream, seq, text))
+                    if self._compact_on_snapshot and seq > compacted:
+                        self._compact_sql(conn, stream, seq)
+            except psycopg.Error as exc:
+                raise self._fail(f"snapshot of {stream!r}", exc) from exc
+
+    def load_snapshot(self, stream: str) -> tuple[int, dict[str, Any]] | None:
+        """The latest snapshot of ``stream`` or ``None``."""
+        check_stream(stream)
+        with self._lock:
+            try:
+                row = self._connection().execute(
+                    f"SELECT seq, state FROM {self._q['snapshots']} WHERE stream = %s", (stream,)).fetchone()
+            except psycopg.Error as exc:
+                raise self._fail(f"loading the snapshot of {stream!r}", exc) from exc
+        return None if row is None else (int(row[0]), json.loads(row[1]))
+
+    def compact(self, stream: str) -> int:
+        """Delete the events covered by the snapshot in one transaction; return how many were deleted."""
+        check_stream(stream)
+        q = self._q
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        f"SELECT s.compacted_seq, p.seq FROM {q['streams']} s JOIN {q['snapshots']} p "
+                        "USING (stream) WHERE stream = %s FOR UPDATE OF s", (stream,)).fetchone()
+                    if row is None or int(row[1]) <= int(row[0]):
+                        return 0
+                    return self._compact_sql(conn, stream, int(row[1]))
+            except psycopg.Error as exc:
+                raise self._fail(f"compaction of {stream!r}", exc) from exc
+
+    def _compact_sql(self, conn: psycopg.Connection[Any], stream: str, upto: int) -> int:
+        """In a transaction holding the streams row: delete events ``<= upto``; return the count."""
+        cur = conn.execute(f"DELETE FROM {self._q['events']} WHERE stream = %s AND seq <= %s", (stream, upto))
+        conn.execute(f"UPDATE {self._q['streams']} SET compacted_seq = %s WHERE stream = %s", (upto, stream))
+        return max(cur.rowcount, 0)
+
+    def streams(self) -> list[str]:
+        """Every stream with events or a snapshot, sorted (by code point, like Python)."""
+        with self._lock:
+            try:
+                rows = self._connection().execute(f"SELECT stream FROM {self._q['streams']}").fetchall()
+            except psycopg.Error as exc:
+                raise self._fail("listing streams", exc) from exc
+        return sorted(str(r[0]) for r in rows)
+
+    # -- leases (database clock) ----------------------------------------------------------------------
+
+    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease for ``ttl`` seconds of the database clock; see the module doc."""
+        check_lease_args(stream, holder, ttl)
+        with self._lock:
+            try:
+                row = self._connection().execute(
+                    f"INSERT INTO {self._q['leases']} AS l (stream, holder, expires_at) "
+                    "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
+                    "ON CONFLICT (stream) DO UPDATE SET holder = EXCLUDED.holder, "
+                    "expires_at = clock_timestamp() + make_interval(secs => %s) "
+                    "WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp() "
+                    "RETURNING l.holder", (stream, holder, float(ttl), float(ttl))).fetchone()
+            except psycopg.Error as exc:
+                raise self._fail(f"acquiring the lease of {stream!r}", exc) from exc
+        return row is not None
+
+    def release_lease(self, stream: str, holder: str) -> None:
+        """Give up the lease if held by ``holder``."""
+        check_lease_args(stream, holder)
+        with self._lock:
+            try:
+                self._connection().execute(
+                    f"DELETE FROM {self._q['leases']} WHERE stream = %s AND holder = %s", (stream, holder))
+            except psycopg.Error as exc:
+                raise self._fail(f"releasing the lease of {stream!r}", exc) from exc
+
+    def lease_holder(self, stream: str) -> str | None:
+        """The live lease holder (database clock) or ``None``."""
+        check_stream(stream)
+        with self._lock:
+            try:
+                row = self._connection().execute(
+                    f"SELECT holder FROM {self._q['leases']} WHERE stream = %s "
+                    "AND expires_at > clock_timestamp()", (stream,)).fetchone()
+            except psycopg.Error as exc:
+                raise self._fail(f"reading the lease of {stream!r}", exc) from exc
+        return None if row is None else str(row[0])
+
+    # -- closing --------------------------------------------------------------------------------------
+
+    def drop_schema(self) -> None:
+        """Drop the whole schema with every table in it (tests and tear-down only), then close."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+            except psycopg.Error as exc:
+                raise self._fail(f"dropping schema {self.schema!r}", exc) from exc
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()

@@ -1,0 +1,416 @@
+"""The SQLite journal (``sqlite:///path.db``): the embedded default store (decision S1).
+
+Durability. The database runs in WAL mode and every :meth:`SQLiteJournal.append` is one transaction
+that is committed before the call returns. With ``synchronous=NORMAL`` (the default) a commit is written
+to the WAL file by the time ``COMMIT`` returns, so a **process crash (kill -9) loses nothing that was
+acknowledged**; a power loss or kernel crash may lose the last transactions committed before the last
+checkpoint/fsync (never corrupts the file). ``synchronous=FULL`` (or ``EXTRA``) fsyncs the WAL on every
+commit, so acknowledged appends also survive a power loss, at a much higher cost per append.
+
+One writer. SQLite allows one writing process. The journal takes an exclusive advisory lock
+(``fcntl.flock``) on the side file ``<db>.lock`` for its whole life, so a second process (or a second
+journal object) opening the same store fails at once with :class:`JournalLockedError` naming the pid
+holding it. The lock dies with the process, so a crashed service never leaves a stale lock behind.
+
+Threads. One connection guarded by a lock: every call is atomic with respect to the others. Because this
+process is the only writer, the per-stream counters are cached in memory.
+
+Layout (schema version in ``meta``)::
+
+    meta(key PRIMARY KEY, value)                         -- schema_version, created_by
+    streams(stream PRIMARY KEY, last_seq, compacted_seq) -- the counters; last_seq survives compaction
+    events(stream, seq, data, PRIMARY KEY(stream, seq))  -- data = canonical JSON; WITHOUT ROWID
+    snapshots(stream PRIMARY KEY, seq, state, saved_at)  -- the latest snapshot only
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from quotaplane.journal.base import (
+    SCHEMA_VERSION,
+    JournalCompactedError,
+    JournalError,
+    JournalLockedError,
+    check_events,
+    check_lease_args,
+    check_seq,
+    check_state,
+    check_stream,
+)
+from quotaplane.journal.memory import LocalLeases
+
+__all__ = ["SYNCHRONOUS_MODES", "SQLiteJournal"]
+
+#: Accepted values of the ``synchronous`` option (SQLite PRAGMA synchronous).
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+_PAGE = 5000  # rows fetched per lock hold while reading
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL,"
+    " compacted_seq INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS events (stream TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,"
+    " PRIMARY KEY (stream, seq)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS snapshots (stream TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+    " state TEXT NOT NULL, saved_at REAL NOT NULL)",
+)
+
+
+class SQLiteJournal:
+    """A journal in one SQLite file (WAL mode). Thread safe; one writer process at a time.
+
+    ``path`` is the database file (relative to the working directory when relative); its directory must
+    exist. ``synchronous`` is one of :data:`SYNCHRONOUS_MODES` (see the module doc for what each
+    survives). ``compact_on_snapshot`` deletes covered events whenever a snapshot is saved. ``clock``
+    (monotonic seconds) drives the in-process leases.
+    """
+
+    __slots__ = ("_compact_on_snapshot", "_conn", "_counters", "_leases", "_lock", "_lock_fd", "path",
+                 "synchronous", "url")
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL",
+                 compact_on_snapshot: bool = False, clock: Callable[[], float] = time.monotonic,
+                 url: str | None = None) -> None:
+        sync = str(synchronous).upper()
+        if sync not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, "
+                             f"got {synchronous!r}")
+        self.path = Path(path).absolute()
+        self.url = url if url is not None else f"sqlite:///{self.path}"
+        self.synchronous = sync
+        self._compact_on_snapshot = compact_on_snapshot
+        self._leases = LocalLeases(clock)
+        self._lock = threading.Lock()
+        self._counters: dict[str, list[int]] = {}  # stream -> [last_seq, compacted_seq]
+        if not self.path.parent.is_dir():
+            raise JournalError(f"cannot open SQLite store {self.url!r}: directory {str(self.path.parent)!r} "
+                               "does not exist")
+        self._lock_fd: int | None = self._take_file_lock()
+        try:
+            self._conn: sqlite3.Connection | None = self._connect()
+        except BaseException:
+            self._release_file_lock()
+            raise
+
+    # -- opening --------------------------------------------------------------------------------------
+
+    def _take_file_lock(self) -> int:
+        lock_path = f"{self.path}.lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise JournalError(f"cannot create the lock file {lock_path!r}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                owner = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise JournalLockedError(
+                f"SQLite store {str(self.path)!r} is already in use by another writer (pid {owner}, "
+                f"lock file {lock_path!r}); SQLite allows one writer process — stop it or use another "
+                "store") from None
+        except OSError as exc:
+            os.close(fd)
+            raise JournalError(f"cannot lock {lock_path!r}: {exc}") from exc
+        # record who holds the lock, for the error message of the next opener (advisory only)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _release_file_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open SQLite store {self.url!r}: {exc}") from exc
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalError(f"SQLite store {self.url!r} cannot use WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute("PRAGMA busy_timeout=10000")  # outside readers may briefly hold the WAL
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _SCHEMA:
+                    conn.execute(stmt)
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if row is None:
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
+                                 (str(SCHEMA_VERSION),))
+                    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('created_by', 'quotaplane')")
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise JournalError(
+                        f"SQLite store {self.url!r} has schema version {row[0]}, newer than this quotaplane "
+                        f"({SCHEMA_VERSION}); upgrade quotaplane")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            for stream, last, compacted in conn.execute(
+                    "SELECT stream, last_seq, compacted_seq FROM streams"):
+                self._counters[stream] = [int(last), int(compacted)]
+        except sqlite3.Error as exc:
+            conn.close()
+            raise JournalError(f"cannot initialise SQLite store {self.url!r}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def __repr__(self) -> str:
+        return f"SQLiteJournal({self.url!r})"
+
+    def __enter__(self) -> SQLiteJournal:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _c(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise JournalError(f"journal {self.url!r} is closed")
+        return self._conn
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        """Append events in one committed transaction; see :meth:`Journal.append`."""
+        check_stream(stream)
+        texts = check_events(events)
+        if holder is not None:
+            check_lease_args(stream, holder)
+        with self._lock:
+            conn = self._c()
+            if holder is not None:
+                self._leases.check(stream, holder)
+            counters = self._counters.get(stream)
+            last = 0 if counters is None else counters[0]
+            if not texts:
+                return last
+            new_last = last + len(texts)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
+                                     [(stream, last + i, t) for i, t in enumerate(texts, 1)])
+                    if counters is None:
+                        conn.execute("INSERT INTO streams(stream, last_seq, compacted_seq) VALUES (?, ?, 0)",
+                                     (stream, new_last))
+                    else:
+                        conn.execute("UPDATE streams SET last_seq = ? WHERE stream = ?", (new_last, stream))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalError(f"append to {stream!r} failed in {self.url!r}: {exc}") from exc
+            if counters is None:
+                self._counters[stream] = [new_last, 0]
+            else:
+                counters[0] = new_last
+            return new_last
+
+    def read(self, stream: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Iterate ``(seq, event)`` with ``seq > after`` in pages; see :meth:`Journal.read`."""
+        check_stream(stream)
+        check_seq(after, "after")
+        with self._lock:
+            self._c()
+            counters = self._counters.get(stream)
+            if counters is not None and after < counters[1]:
+                raise JournalCompactedError(
+                    f"events 1..{counters[1]} of stream {stream!r} were compacted; cannot read after "
+                    f"{after} (load the snapshot first)", counters[1])
+        return self._iter(stream, after)
+
+    def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        seq = after
+        loads = json.loads
+        while True:
+            with self._lock:
+                conn = self._c()
+                counters = self._counters.get(stream)
+                if counters is not None and seq < counters[1]:
+                    raise JournalCompactedError(
+                        f"stream {stream!r} was compacted past {seq} during the read", counters[1])
+                try:
+                    rows = conn.execute(
+                        "SELECT seq, data FROM events WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?",
+                        (stream, seq, _PAGE)).fetchall()
+                except sqlite3.Error as exc:
+                    raise JournalError(f"read of {stream!r} failed in {self.url!r}: {exc}") from exc
+            for row_seq, data in rows:
+                seq += 1
+                if row_seq != seq:  # integrity: seqs are contiguous by construction
+                    raise JournalError(f"stream {stream!r} in {self.url!r} has a gap: expected seq {seq}, "
+                                       f"found {row_seq}")
+                yield seq, loads(data)
+            if len(rows) < _PAGE:
+                return
+
+    def last_seq(self, stream: str) -> int:
+        """The last seq of ``stream`` (0 if none)."""
+        check_stream(stream)
+        with self._lock:
+            self._c()
+            counters = self._counters.get(stream)
+            return 0 if counters is None else counters[0]
+
+    # -- snapshots ------------------------------------------------------------------------------------
+
+    def save_snapshot(self, stream: str, seq: int, state: Mapping[str, Any]) -> None:
+        """Replace the snapshot of ``stream`` by ``state`` at ``seq``; see :meth:`Journal.save_snapshot`."""
+        check_stream(stream)
+        check_seq(seq)
+        text = check_state(state)
+        with self._lock:
+            conn = self._c()
+            counters = self._counters.get(stream)
+            last = 0 if counters is None else counters[0]
+            if seq > last:
+                raise ValueError(f"snapshot seq {seq} is beyond the last event {last} of stream {stream!r}")
+            try:
+                row = conn.execute("SELECT seq FROM snapshots WHERE stream = ?", (stream,)).fetchone()
+                if row is not None and seq < int(row[0]):
+                    raise ValueError(f"snapshot seq {seq} is older than the saved snapshot at {row[0]} of "
+                                     f"stream {stream!r}")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if counters is None:
+                        conn.execute("INSERT INTO streams(stream, last_seq, compacted_seq) VALUES (?, 0, 0)",
+                                     (stream,))
+                    conn.execute(
+                        "INSERT INTO snapshots(stream, seq, state, saved_at) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT(stream) DO UPDATE SET seq = excluded.seq, state = excluded.state, "
+                        "saved_at = excluded.saved_at", (stream, seq, text, time.time()))
+                    compacted = self._compact_sql(conn, stream, seq, counters) \
+                        if self._compact_on_snapshot else None
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalError(f"snapshot of {stream!r} failed in {self.url!r}: {exc}") from exc
+            if counters is None:
+                counters = self._counters[stream] = [0, 0]
+            if compacted is not None:
+                counters[1] = compacted
+
+    def load_snapshot(self, stream: str) -> tuple[int, dict[str, Any]] | None:
+        """The latest snapshot of ``stream`` or ``None``."""
+        check_stream(stream)
+        with self._lock:
+            try:
+                row = self._c().execute("SELECT seq, state FROM snapshots WHERE stream = ?",
+                                        (stream,)).fetchone()
+            except sqlite3.Error as exc:
+                raise JournalError(f"loading the snapshot of {stream!r} failed: {exc}") from exc
+        return None if row is None else (int(row[0]), json.loads(row[1]))
+
+    def compact(self, stream: str) -> int:
+        """Delete the events covered by the snapshot in one transaction; return how many were deleted."""
+        check_stream(stream)
+        with self._lock:
+            conn = self._c()
+            counters = self._counters.get(stream)
+            if counters is None:
+                return 0
+            try:
+                row = conn.execute("SELECT seq FROM snapshots WHERE stream = ?", (stream,)).fetchone()
+                if row is None or int(row[0]) <= counters[1]:
+                    return 0
+                upto = int(row[0])
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._compact_sql(conn, stream, upto, counters)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalError(f"compaction of {stream!r} failed in {self.url!r}: {exc}") from exc
+            removed = upto - counters[1]
+            counters[1] = upto
+            return removed
+
+    @staticmethod
+    def _compact_sql(conn: sqlite3.Connection, stream: str, upto: int, counters: list[int] | None) -> int:
+        """Inside a transaction: delete events ``<= upto``; return the new compacted seq."""
+        old = 0 if counters is None else counters[1]
+        if upto <= old:
+            return old
+        conn.execute("DELETE FROM events WHERE stream = ? AND seq <= ?", (stream, upto))
+        conn.execute("UPDATE streams SET compacted_seq = ? WHERE stream = ?", (upto, stream))
+        return upto
+
+    def streams(self) -> list[str]:
+        """Every stream with events or a snapshot, sorted."""
+        with self._lock:
+            self._c()
+            return sorted(self._counters)
+
+    # -- leases (in-process: this process is the only writer) -----------------------------------------
+
+    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease (kept in this process; the file lock already excludes others)."""
+        check_lease_args(stream, holder, ttl)
+        with self._lock:
+            self._c()
+            return self._leases.acquire(stream, holder, float(ttl))
+
+    def release_lease(self, stream: str, holder: str) -> None:
+        """Give up the lease if held by ``holder``."""
+        check_lease_args(stream, holder)
+        with self._lock:
+            self._c()
+            self._leases.release(stream, holder)
+
+    def lease_holder(self, stream: str) -> str | None:
+        """The live lease holder or ``None``."""
+        check_stream(stream)
+        with self._lock:
+            self._c()
+            return self._leases.holder(stream)
+
+    # -- closing --------------------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file (``PRAGMA wal_checkpoint(TRUNCATE)``); optional upkeep."""
+        with self._lock:
+            try:
+                self._c().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error as exc:
+                raise JournalError(f"checkpoint of {self.url!r} failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection and release the writer lock. Idempotent."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._release_file_lock()
