@@ -1,0 +1,196 @@
+"""Applications and allocations of a partition, with the seed 001 application lifecycle.
+
+States (seed 001 "Application tracking", YuniKorn's application states)::
+
+    New ──first allocation──▶ Starting ──next allocation / starting timeout──▶ Running
+     (Accepted is passed through:   the application has asks the moment it is allocated)
+    Running/Starting ──last allocation released──▶ Completing ──completing timeout──▶ Completed
+    Completing ──new allocation (pod restart)──▶ Running
+    placeholders time out, style "hard", no real allocation ──▶ Failing ──▶ Failed
+    placeholders time out, style "soft", no real allocation ──▶ Resuming ──allocation──▶ Running
+    Completed / Failed ──terminated timeout──▶ Expired (and removed from the partition)
+    Rejected: placement or ACL refused the submission (the application is not kept)
+
+The *running count* (queue ``maxapplications`` and user/group ``maxapplications``) follows seed 001
+"Running state entry/exit": the application enters at its first allocation (``counted`` becomes
+true) and leaves when its last allocation is released (Completing), when it fails, or when it is
+removed. A soft placeholder timeout keeps it counted (reference A-3: "not removed when the app is
+resuming"; its real asks are still pending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.resources import Resource
+
+__all__ = [
+    "ACCEPTED",
+    "ACTIVE_STATES",
+    "COMPLETED",
+    "COMPLETING",
+    "EXPIRED",
+    "FAILED",
+    "FAILING",
+    "GANG_HARD",
+    "GANG_SOFT",
+    "NEW",
+    "REJECTED",
+    "RESUMING",
+    "RUNNING",
+    "STARTING",
+    "STATES",
+    "Allocation",
+    "Application",
+]
+
+NEW = "New"
+ACCEPTED = "Accepted"
+STARTING = "Starting"
+RUNNING = "Running"
+COMPLETING = "Completing"
+COMPLETED = "Completed"
+FAILING = "Failing"
+FAILED = "Failed"
+REJECTED = "Rejected"
+EXPIRED = "Expired"
+RESUMING = "Resuming"
+
+#: Every state name of seed 001, in lifecycle order.
+STATES: tuple[str, ...] = (NEW, ACCEPTED, STARTING, RUNNING, COMPLETING, COMPLETED, FAILING, FAILED,
+                           REJECTED, EXPIRED, RESUMING)
+
+#: States in which an application may still receive allocations.
+ACTIVE_STATES: frozenset[str] = frozenset({NEW, ACCEPTED, STARTING, RUNNING, COMPLETING, RESUMING})
+
+#: Gang scheduling styles (YuniKorn ``gangSchedulingStyle``).
+GANG_SOFT = "soft"
+GANG_HARD = "hard"
+
+
+class Allocation:
+    """One admitted allocation: a key, its application, the amounts and the scheduling flags.
+
+    ``placeholder`` marks a gang placeholder (seed 001 "Application tracking"); ``task_group`` is its
+    task group (the real allocation that replaces it inherits it). ``time`` is the clock value at which
+    it was admitted.
+    """
+
+    __slots__ = ("allocation_key", "application_id", "placeholder", "preemptible", "priority", "resource",
+                 "task_group", "time")
+
+    def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
+                 preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
+                 time: float = 0.0) -> None:
+        self.allocation_key = allocation_key
+        self.application_id = application_id
+        self.resource = resource
+        self.priority = priority
+        self.preemptible = preemptible
+        self.placeholder = placeholder
+        self.task_group = task_group
+        self.time = time
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (REST and ``dump_state``)."""
+        out: dict[str, Any] = {
+            "allocationKey": self.allocation_key,
+            "applicationID": self.application_id,
+            "resource": dict(sorted(self.resource.items())),
+            "priority": self.priority,
+            "preemptible": self.preemptible,
+            "placeholder": self.placeholder,
+            "time": self.time,
+        }
+        if self.task_group is not None:
+            out["taskGroupName"] = self.task_group
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Allocation({self.allocation_key!r}, app={self.application_id!r}, {self.resource!r}"
+                f"{', placeholder' if self.placeholder else ''})")
+
+
+class Application:
+    """An application of a partition: who submitted it, where it was placed, and its allocations.
+
+    ``allocations`` maps allocation key → :class:`Allocation` in admission order. ``counted`` is true
+    while the application counts as running (see the module docstring). ``anchor_seq`` is the config
+    sequence number in force when it last entered the running count (used to rebuild snapshots).
+    """
+
+    __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "counted", "gang_style",
+                 "placeholder_since", "placeholder_timeout", "queue_path", "state", "state_since",
+                 "submit_time", "tags", "user")
+
+    def __init__(self, application_id: str, user: UserGroup, queue_path: str, *,
+                 tags: Mapping[str, str] | None = None, submit_time: float = 0.0,
+                 gang_style: str = GANG_SOFT, placeholder_timeout: float = 900.0, added_seq: int = 0) -> None:
+        self.application_id = application_id
+        self.user = user
+        self.queue_path = queue_path
+        self.tags: dict[str, str] = dict(sorted((tags or {}).items()))
+        self.state = NEW
+        self.state_since = submit_time
+        self.submit_time = submit_time
+        self.allocations: dict[str, Allocation] = {}
+        self.counted = False
+        self.gang_style = gang_style
+        self.placeholder_timeout = placeholder_timeout
+        self.placeholder_since: float | None = None
+        self.anchor_seq = added_seq
+        self.added_seq = added_seq
+
+    @property
+    def allocated(self) -> Resource:
+        """The sum of the application's allocations (placeholders included)."""
+        total: dict[str, int] = {}
+        for a in self.allocations.values():
+            for k, v in a.resource.items():
+                total[k] = total.get(k, 0) + v
+        return Resource._wrap(dict(sorted(total.items())))
+
+    def has_placeholders(self) -> bool:
+        """True while at least one gang placeholder is allocated."""
+        return any(a.placeholder for a in self.allocations.values())
+
+    def has_real_allocations(self) -> bool:
+        """True while at least one non-placeholder allocation is allocated."""
+        return any(not a.placeholder for a in self.allocations.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape: ``applicationID``, ``queueName``, ``state`` plus details."""
+        return {
+            "applicationID": self.application_id,
+            "queueName": self.queue_path,
+            "state": self.state,
+            "user": self.user.user,
+            "groups": list(self.user.groups),
+            "tags": dict(self.tags),
+            "allocatedResource": self.allocated.to_dict(),
+            "allocations": sorted(self.allocations),
+            "submissionTime": self.submit_time,
+        }
+
+    def dump(self) -> dict[str, Any]:
+        """Everything about the application, as deterministic plain data (``dump_state``)."""
+        return {
+            "user": self.user.user,
+            "groups": list(self.user.groups),
+            "queue": self.queue_path,
+            "state": self.state,
+            "state_since": self.state_since,
+            "submit_time": self.submit_time,
+            "tags": dict(self.tags),
+            "allocations": list(self.allocations),
+            "counted": self.counted,
+            "gang_style": self.gang_style,
+            "placeholder_timeout": self.placeholder_timeout,
+            "placeholder_since": self.placeholder_since,
+        }
+
+    def __repr__(self) -> str:
+        return (f"Application({self.application_id!r}, user={self.user.user!r}, "
+                f"queue={self.queue_path!r}, {self.state})")
