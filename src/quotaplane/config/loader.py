@@ -1,0 +1,753 @@
+"""Load YuniKorn queue configuration YAML into the frozen model, strictly and with line numbers.
+
+The format is YuniKorn's (seeds 000 and 004; reference §1.10–§1.11)::
+
+    partitions:
+      - name: default
+        placementrules: [...]
+        limits: [...]
+        preemption: {enabled: false, quotapreemptionenabled: false}
+        nodesortpolicy: {type: fair, resourceweights: {vcore: 1.0}}
+        queues:
+          - name: root
+            submitacl: '*'
+            queues: [...]
+
+Parsing uses ``ruamel.yaml`` in round-trip mode, so every key and list item carries its line. Like
+YuniKorn's ``KnownFields(true)`` decoding, any unknown key is an error (naming the key and its line).
+The loader checks structure and types, applies the structural rules (V-14 root insertion, V-11
+partition limits onto root, U10 lower-case queue names) and then runs every semantic rule of
+:mod:`quotaplane.config.validate`. Every problem found is collected; the first (by line) becomes the
+message of the :class:`~quotaplane.errors.ConfigError`. Nothing is shared with any previous config:
+a failing load returns nothing, which makes validation all-or-nothing (U13).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date, datetime
+from types import MappingProxyType
+from typing import Any
+
+from quotaplane.config.model import (
+    ChildTemplateConfig,
+    FilterConfig,
+    LimitConfig,
+    NodeSortPolicyConfig,
+    PartitionConfig,
+    PlacementRuleConfig,
+    PreemptionConfig,
+    QueueConfig,
+    SchedulerConfig,
+)
+from quotaplane.config.validate import (
+    PLACEMENT_RULE_NAMES,
+    ROOT_QUEUE,
+    LineIndex,
+    Problem,
+    check_config,
+)
+from quotaplane.errors import ConfigError
+from quotaplane.resources import INT64_MAX, Resource
+
+__all__ = ["DEFAULT_CONFIG_YAML", "DEFAULT_PARTITION", "default_config", "load_config", "parse_config"]
+
+DEFAULT_PARTITION = "default"
+
+# P-8: YuniKorn's DefaultSchedulerConfig — one tag rule on the namespace that creates queues, and a
+# root everyone may submit to.
+DEFAULT_CONFIG_YAML = """\
+partitions:
+  - name: default
+    placementrules:
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: '*'
+"""
+
+# The keys YuniKorn's structs accept (yaml tags are the lower-cased field names).
+_TOP_KEYS = ("partitions", "checksum")
+_PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy",
+                   # quotaplane extensions, passed through as plain data (validated elsewhere)
+                   "elasticquotas", "quotatrees")
+_EXTENSION_KEYS = ("elasticquotas", "quotatrees")
+_QUEUE_KEYS = ("name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
+               "childtemplate", "queues", "limits")
+_RESOURCES_KEYS = ("guaranteed", "max")
+_TEMPLATE_KEYS = ("maxapplications", "properties", "resources")
+_LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
+_RULE_KEYS = ("name", "value", "create", "parent", "filter")
+_FILTER_KEYS = ("type", "users", "groups")
+_PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
+_NODE_SORT_KEYS = ("type", "resourceweights")
+
+# Guards against pathological input (aliases can make a short text describe a huge or cyclic tree).
+_MAX_QUEUE_DEPTH = 64
+_MAX_QUEUES = 100_000
+_MAX_RULE_DEPTH = 16
+_MAX_EXTENSION_DEPTH = 64
+
+def _is_bool(value: object) -> bool:
+    # ruamel returns ScalarBoolean (an int subclass) for anchored booleans.
+    return isinstance(value, bool) or type(value).__name__ == "ScalarBoolean"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not _is_bool(value)
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "null"
+    if _is_bool(value):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    return f"a value of type {type(value).__name__}"
+
+
+class _Builder:
+    """Turns the round-trip YAML tree into model objects, recording problems and lines."""
+
+    def __init__(self) -> None:
+        self.unknown_keys = False
+        self.problems: list[Problem] = []
+        self.index = LineIndex()
+        self.queue_count = 0
+
+    # -- problems and lines -----------------------------------------------------------------------
+    def add(self, line: int | None, message: str) -> None:
+        self.problems.append((line, message))
+
+    @staticmethod
+    def node_line(node: object) -> int | None:
+        lc = getattr(node, "lc", None)
+        line = getattr(lc, "line", None)
+        return line + 1 if isinstance(line, int) else None
+
+    @staticmethod
+    def key_line(mapping: object, key: object) -> int | None:
+        lc = getattr(mapping, "lc", None)
+        if lc is not None:
+            try:
+                pos = lc.key(key)
+                return int(pos[0]) + 1
+            except (KeyError, TypeError, AttributeError, IndexError):
+                pass
+        return _Builder.node_line(mapping)
+
+    @staticmethod
+    def item_line(seq: object, index: int) -> int | None:
+        lc = getattr(seq, "lc", None)
+        if lc is not None:
+            try:
+                pos = lc.item(index)
+                return int(pos[0]) + 1
+            except (KeyError, TypeError, AttributeError, IndexError):
+                pass
+        return _Builder.node_line(seq)
+
+    # -- typed accessors --------------------------------------------------------------------------
+    def mapping(self, node: object, what: str, allowed: tuple[str, ...],
+                line: int | None) -> dict[Any, Any] | None:
+        """``node`` as a mapping whose keys are all in ``allowed``; None (and a problem) otherwise."""
+        self.unknown_keys = False
+        if not isinstance(node, dict):
+            self.add(line, f"{what} must be a mapping, got {_describe(node)}")
+            return None
+        for key in node:
+            if not isinstance(key, str):
+                self.add(self.key_line(node, key), f"invalid key {key!r} in {what}: keys must be strings")
+            elif key not in allowed:
+                self.unknown_keys = True
+                hint = ""
+                if key.lower() in allowed:
+                    hint = f" (did you mean '{key.lower()}'?)"
+                self.add(self.key_line(node, key),
+                         f"unknown key '{key}' in {what}{hint}; allowed keys: {', '.join(allowed)}")
+        return node
+
+    def string(self, m: dict[Any, Any], key: str, what: str, default: str = "") -> str:
+        value = m.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a string, got {_describe(value)}"
+                                             " (quote it)")
+            return default
+        return str(value)
+
+    def optional_string(self, m: dict[Any, Any], key: str, what: str) -> str | None:
+        if m.get(key) is None:
+            return None
+        return self.string(m, key, what)
+
+    def boolean(self, m: dict[Any, Any], key: str, what: str) -> bool:
+        value = m.get(key)
+        if value is None:
+            return False
+        if not _is_bool(value):
+            self.add(self.key_line(m, key),
+                     f"'{key}' of {what} must be a boolean (true or false), got {_describe(value)}")
+            return False
+        return bool(value)
+
+    def count(self, m: dict[Any, Any], key: str, what: str) -> tuple[int, bool]:
+        """A non-negative integer within int64 (YuniKorn's uint64, kept JSON-safe), and if it parsed."""
+        value = m.get(key)
+        if value is None:
+            return 0, True
+        if not _is_int(value) or value < 0 or value > INT64_MAX:
+            self.add(self.key_line(m, key),
+                     f"'{key}' of {what} must be a non-negative integer, got {_describe(value)}")
+            return 0, False
+        return int(value), True
+
+    def names(self, m: dict[Any, Any], key: str, what: str) -> tuple[tuple[str, ...], list[int | None], bool]:
+        """A list of strings (users, groups): the names, each item's line, and whether it parsed."""
+        value = m.get(key)
+        if value is None:
+            return (), [], True
+        if not isinstance(value, list):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a list of names, got "
+                                             f"{_describe(value)}")
+            return (), [], False
+        out: list[str] = []
+        lines: list[int | None] = []
+        ok = True
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.add(self.item_line(value, i),
+                         f"entry {i + 1} of '{key}' of {what} must be a string, got {_describe(item)}")
+                ok = False
+                continue
+            out.append(str(item))
+            lines.append(self.item_line(value, i))
+        return tuple(out), lines, ok
+
+    def resource(self, m: dict[Any, Any], key: str, what: str) -> tuple[Resource | None, bool]:
+        """V-6 / V-20: a map of quantities (Q-1 … Q-6). Empty or absent is None."""
+        value = m.get(key)
+        if value is None:
+            return None, True
+        if not isinstance(value, dict):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a mapping of resource name to "
+                                             f"quantity, got {_describe(value)}")
+            return None, False
+        data: dict[str, int] = {}
+        ok = True
+        for name, raw in value.items():
+            try:
+                parsed = Resource.from_config({name: raw})
+            except ValueError as exc:
+                self.add(self.key_line(value, name), f"{key} of {what}: {exc}")
+                ok = False
+                continue
+            data.update(parsed)
+        if not ok:
+            return None, False
+        return (Resource(data) if data else None), True
+
+    def properties(self, m: dict[Any, Any], key: str, what: str) -> MappingProxyType[str, str]:
+        value = m.get(key)
+        if value is None:
+            return MappingProxyType({})
+        if not isinstance(value, dict):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a mapping of strings, got "
+                                             f"{_describe(value)}")
+            return MappingProxyType({})
+        out: dict[str, str] = {}
+        for name, raw in value.items():
+            line = self.key_line(value, name)
+            if not isinstance(name, str):
+                self.add(line, f"property name {name!r} of {what} must be a string")
+                continue
+            # YuniKorn decodes properties into map[string]string: scalars become their text.
+            if raw is None:
+                out[name] = ""
+            elif isinstance(raw, str):
+                out[name] = str(raw)
+            elif _is_bool(raw):
+                out[name] = "true" if raw else "false"
+            elif isinstance(raw, int | float):
+                out[name] = str(int(raw)) if _is_int(raw) else str(float(raw))
+            else:
+                self.add(line, f"property '{name}' of {what} must be a string, got {_describe(raw)}")
+        return MappingProxyType(out)
+
+    # -- the tree -----------------------------------------------------------------------------------
+    broken: list[tuple[object, str]]
+
+    def build(self, data: object) -> SchedulerConfig | None:
+        self.broken = []
+        if data is None:
+            self.add(None, "configuration is empty: a 'partitions' list is required")
+            return None
+        top = self.mapping(data, "the configuration", _TOP_KEYS, self.node_line(data) or 1)
+        if top is None:
+            return None
+        raw_partitions = top.get("partitions")
+        if raw_partitions is None or raw_partitions == []:
+            self.add(self.key_line(top, "partitions") if "partitions" in top else self.node_line(top),
+                     "no partitions defined: a non-empty 'partitions' list is required")
+            return None
+        if not isinstance(raw_partitions, list):
+            self.add(self.key_line(top, "partitions"),
+                     f"'partitions' must be a list, got {_describe(raw_partitions)}")
+            return None
+        partitions: list[PartitionConfig] = []
+        default_seen = False
+        for i, raw in enumerate(raw_partitions):
+            line = self.item_line(raw_partitions, i)
+            pm = self.mapping(raw, "partition", _PARTITION_KEYS, line)
+            if pm is None:
+                continue
+            name = self.string(pm, "name", "partition")
+            # YuniKorn: an unnamed partition is the default one; there can be only one.
+            if not name or name.lower() == DEFAULT_PARTITION:
+                if default_seen:
+                    self.add(self.key_line(pm, "name"), "multiple default partitions defined")
+                default_seen = True
+                name = DEFAULT_PARTITION
+            partition = self.partition(pm, name.lower(), line)
+            if partition is not None:
+                partitions.append(partition)
+        for owner, field in self.broken:
+            self.index.mark_broken(owner, field)
+        return SchedulerConfig(partitions=tuple(partitions))
+
+    def partition(self, pm: dict[Any, Any], name: str, line: int | None) -> PartitionConfig | None:
+        what = f"partition '{name}'"
+        limits = self.limits(pm, "limits", what)
+        root = self.root_queue(pm, what, limits)
+        rules: list[PlacementRuleConfig] = []
+        raw_rules = pm.get("placementrules")
+        if raw_rules is not None:
+            if not isinstance(raw_rules, list):
+                self.add(self.key_line(pm, "placementrules"),
+                         f"'placementrules' of {what} must be a list, got {_describe(raw_rules)}")
+            else:
+                for i, raw in enumerate(raw_rules):
+                    rule = self.rule(raw, self.item_line(raw_rules, i), 0)
+                    if rule is not None:
+                        rules.append(rule)
+        preemption = PreemptionConfig()
+        raw_pre = pm.get("preemption")
+        if raw_pre is not None:
+            pre = self.mapping(raw_pre, f"preemption of {what}", _PREEMPTION_KEYS,
+                               self.key_line(pm, "preemption"))
+            if pre is not None:
+                preemption = PreemptionConfig(
+                    enabled=self.boolean(pre, "enabled", f"preemption of {what}"),
+                    quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled",
+                                                          f"preemption of {what}"))
+        node_sort = self.node_sort_policy(pm, what)
+        extensions: dict[str, Any] = {}
+        for key in _EXTENSION_KEYS:
+            if key in pm:
+                extensions[key] = self.plain(pm[key], self.key_line(pm, key), key, 0, {})
+        if root is None:
+            return None
+        part = PartitionConfig(
+            # After V-11 the partition limits equal the root's (copied when root had none).
+            name=name, root=root, placement_rules=tuple(rules), limits=limits or root.limits,
+            preemption=preemption, node_sort_policy=node_sort,
+            extensions=MappingProxyType(extensions), line=line)
+        self.index.set(part, "name", self.key_line(pm, "name") if "name" in pm else line)
+        self.index.set(part, "limits", self.key_line(pm, "limits") if "limits" in pm else line)
+        self.index.set(part, "nodesortpolicy", self.key_line(pm, "nodesortpolicy"))
+        return part
+
+    def root_queue(self, pm: dict[Any, Any], what: str,
+                   partition_limits: tuple[LimitConfig, ...]) -> QueueConfig | None:
+        raw_queues = pm.get("queues")
+        qline = self.key_line(pm, "queues") if "queues" in pm else self.node_line(pm)
+        if raw_queues is None:
+            # V-14
+            self.add(qline, "queue config is not set")
+            return None
+        if not isinstance(raw_queues, list):
+            self.add(qline, f"'queues' of {what} must be a list, got {_describe(raw_queues)}")
+            return None
+        single_root = (len(raw_queues) == 1 and isinstance(raw_queues[0], dict)
+                       and isinstance(raw_queues[0].get("name"), str)
+                       and raw_queues[0]["name"].lower() == ROOT_QUEUE)
+        if single_root:
+            root = self.queue(raw_queues[0], "", self.item_line(raw_queues, 0), 0, is_root=True)
+            if root is None:
+                return None
+        else:
+            # V-14: several top queues, or one not called root: insert a root parent above them.
+            children = self.children(raw_queues, ROOT_QUEUE, 1, what, qline)
+            root = QueueConfig(name=ROOT_QUEUE, path=ROOT_QUEUE, parent=True, queues=children, line=qline)
+        # V-11: partition limits are copied onto root when root has none (YUNIKORN-2260).
+        if partition_limits and not root.limits:
+            old = root
+            root = QueueConfig(
+                name=old.name, path=old.path, parent=True, max=old.max, guaranteed=old.guaranteed,
+                max_applications=old.max_applications, submit_acl=old.submit_acl, admin_acl=old.admin_acl,
+                properties=old.properties, child_template=old.child_template, limits=partition_limits,
+                queues=old.queues, line=old.line)
+            self.index.move(old, root)
+            self.broken.extend([(root, f) for (o, f) in self.broken if o is old])
+        return root
+
+    def children(self, raw: list[Any], path: str, depth: int, what: str,
+                 line: int | None) -> tuple[QueueConfig, ...]:
+        out: list[QueueConfig] = []
+        for i, item in enumerate(raw):
+            child = self.queue(item, path, self.item_line(raw, i), depth, is_root=False)
+            if child is not None:
+                out.append(child)
+        return tuple(out)
+
+    def queue(self, raw: object, parent_path: str, line: int | None, depth: int,
+              *, is_root: bool) -> QueueConfig | None:
+        self.queue_count += 1
+        if self.queue_count > _MAX_QUEUES:
+            if self.queue_count == _MAX_QUEUES + 1:
+                self.add(line, f"too many queues: more than {_MAX_QUEUES}")
+            return None
+        if depth > _MAX_QUEUE_DEPTH:
+            self.add(line, f"queue hierarchy too deep: more than {_MAX_QUEUE_DEPTH} levels")
+            return None
+        peek = raw.get("name") if isinstance(raw, dict) else None
+        name = peek.lower() if isinstance(peek, str) else ""  # U10: names and paths are lower case
+        path = name if is_root else f"{parent_path}.{name}"
+        what = f"queue '{path}'"
+        qm = self.mapping(raw, what, _QUEUE_KEYS, line)
+        if qm is None:
+            return None
+        self.string(qm, "name", what)  # reports a name that is not a string
+        max_res, guaranteed, res_ok = None, None, (True, True)
+        raw_res = qm.get("resources")
+        if raw_res is not None:
+            rm = self.mapping(raw_res, f"resources of {what}", _RESOURCES_KEYS,
+                              self.key_line(qm, "resources"))
+            if rm is not None:
+                max_res, max_ok = self.resource(rm, "max", what)
+                guaranteed, g_ok = self.resource(rm, "guaranteed", what)
+                res_ok = (max_ok, g_ok)
+        template = self.child_template(qm, what)
+        limits = self.limits(qm, "limits", what)
+        children: tuple[QueueConfig, ...] = ()
+        raw_children = qm.get("queues")
+        if raw_children is not None:
+            if not isinstance(raw_children, list):
+                self.add(self.key_line(qm, "queues"),
+                         f"'queues' of {what} must be a list, got {_describe(raw_children)}")
+            else:
+                children = self.children(raw_children, path, depth + 1, what, self.key_line(qm, "queues"))
+        max_apps, apps_ok = self.count(qm, "maxapplications", what)
+        q = QueueConfig(
+            name=name, path=path,
+            parent=True if is_root else self.boolean(qm, "parent", what),  # V-14: root is a parent
+            max=max_res, guaranteed=guaranteed, max_applications=max_apps,
+            submit_acl=self.optional_string(qm, "submitacl", what),
+            admin_acl=self.optional_string(qm, "adminacl", what),
+            properties=self.properties(qm, "properties", what),
+            child_template=template, limits=limits, queues=children, line=line)
+        if not apps_ok:
+            self.broken.append((q, "maxapplications"))
+        if not res_ok[0]:
+            self.broken.append((q, "max"))
+        if not res_ok[1]:
+            self.broken.append((q, "guaranteed"))
+        idx = self.index
+        idx.set(q, "name", self.key_line(qm, "name") if "name" in qm else line)
+        for key in ("maxapplications", "submitacl", "adminacl"):
+            if key in qm:
+                idx.set(q, key, self.key_line(qm, key))
+        if isinstance(raw_res, dict):
+            for key in ("max", "guaranteed"):
+                if key in raw_res:
+                    idx.set(q, key, self.key_line(raw_res, key))
+        return q
+
+    def child_template(self, qm: dict[Any, Any], what: str) -> ChildTemplateConfig | None:
+        raw = qm.get("childtemplate")
+        if raw is None:
+            return None
+        twhat = f"childtemplate of {what}"
+        line = self.key_line(qm, "childtemplate")
+        tm = self.mapping(raw, twhat, _TEMPLATE_KEYS, line)
+        if tm is None:
+            return None
+        max_res, guaranteed, ok = None, None, (True, True)
+        raw_res = tm.get("resources")
+        if raw_res is not None:
+            rm = self.mapping(raw_res, f"resources of {twhat}", _RESOURCES_KEYS,
+                              self.key_line(tm, "resources"))
+            if rm is not None:
+                max_res, max_ok = self.resource(rm, "max", twhat)
+                guaranteed, g_ok = self.resource(rm, "guaranteed", twhat)
+                ok = (max_ok, g_ok)
+        max_apps, _ = self.count(tm, "maxapplications", twhat)
+        t = ChildTemplateConfig(
+            max_applications=max_apps,
+            properties=self.properties(tm, "properties", twhat),
+            max=max_res, guaranteed=guaranteed, line=line)
+        if not ok[0]:
+            self.broken.append((t, "max"))
+        if not ok[1]:
+            self.broken.append((t, "guaranteed"))
+        if isinstance(raw_res, dict) and "guaranteed" in raw_res:
+            self.index.set(t, "guaranteed", self.key_line(raw_res, "guaranteed"))
+        return t
+
+    def limits(self, m: dict[Any, Any], key: str, what: str) -> tuple[LimitConfig, ...]:
+        raw = m.get(key)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.add(self.key_line(m, key), f"'limits' of {what} must be a list, got {_describe(raw)}")
+            return ()
+        out: list[LimitConfig] = []
+        for i, item in enumerate(raw):
+            line = self.item_line(raw, i)
+            lm = self.mapping(item, f"limit {i + 1} of {what}", _LIMIT_KEYS, line)
+            if lm is None:
+                continue
+            lwhat = f"limit {i + 1} of {what}"
+            # A misspelt key (``user:``) would otherwise also read as "no users" (V-1): report once.
+            misspelt = self.unknown_keys
+            users, user_lines, users_ok = self.names(lm, "users", lwhat)
+            groups, group_lines, groups_ok = self.names(lm, "groups", lwhat)
+            max_res, res_ok = self.resource(lm, "maxresources", lwhat)
+            max_apps, apps_ok = self.count(lm, "maxapplications", lwhat)
+            limit = LimitConfig(
+                limit=self.string(lm, "limit", lwhat), users=users, groups=groups, max_resources=max_res,
+                max_applications=max_apps, line=line)
+            if not apps_ok:
+                self.broken.append((limit, "maxapplications"))
+            if not users_ok or misspelt:
+                self.broken.append((limit, "users"))
+            if not groups_ok:
+                self.broken.append((limit, "groups"))
+            if not res_ok:
+                self.broken.append((limit, "maxresources"))
+            for j, uline in enumerate(user_lines):
+                self.index.set(limit, f"users[{j}]", uline)
+            for j, gline in enumerate(group_lines):
+                self.index.set(limit, f"groups[{j}]", gline)
+            for k in ("maxresources", "maxapplications"):
+                if k in lm:
+                    self.index.set(limit, k, self.key_line(lm, k))
+            out.append(limit)
+        return tuple(out)
+
+    def rule(self, raw: object, line: int | None, depth: int) -> PlacementRuleConfig | None:
+        if depth > _MAX_RULE_DEPTH:
+            self.add(line, f"placement rule parents nested too deeply: more than {_MAX_RULE_DEPTH} levels")
+            return None
+        rm = self.mapping(raw, "placement rule", _RULE_KEYS, line)
+        if rm is None:
+            return None
+        name = self.string(rm, "name", "placement rule")
+        what = f"placement rule '{name}'"
+        parent = None
+        if rm.get("parent") is not None:
+            parent = self.rule(rm["parent"], self.key_line(rm, "parent"), depth + 1)
+        filt = None
+        raw_filter = rm.get("filter")
+        if raw_filter is not None:
+            fline = self.key_line(rm, "filter")
+            fm = self.mapping(raw_filter, f"filter of {what}", _FILTER_KEYS, fline)
+            if fm is not None:
+                users, _, _ = self.names(fm, "users", f"filter of {what}")
+                groups, _, _ = self.names(fm, "groups", f"filter of {what}")
+                ftype = self.string(fm, "type", f"filter of {what}")
+                # An empty filter type means allow (YuniKorn); the type is case-insensitive.
+                lowered = ftype.lower()
+                filt = FilterConfig(type=lowered if lowered in ("", "allow", "deny") else ftype,
+                                    users=users, groups=groups)
+                if filt.type == "":
+                    filt = FilterConfig(type="allow", users=users, groups=groups)
+                self.index.set(filt, "type", self.key_line(fm, "type") if "type" in fm else fline)
+                for k in ("users", "groups"):
+                    self.index.set(filt, k, self.key_line(fm, k) if k in fm else fline)
+        rule = PlacementRuleConfig(
+            name=name.lower() if name.lower() in PLACEMENT_RULE_NAMES else name,
+            value=self.string(rm, "value", what), create=self.boolean(rm, "create", what),
+            parent=parent, filter=filt, line=line)
+        self.index.set(rule, "name", self.key_line(rm, "name") if "name" in rm else line)
+        self.index.set(rule, "value", self.key_line(rm, "value") if "value" in rm else line)
+        return rule
+
+    def node_sort_policy(self, pm: dict[Any, Any], what: str) -> NodeSortPolicyConfig:
+        raw = pm.get("nodesortpolicy")
+        if raw is None:
+            return NodeSortPolicyConfig()
+        nwhat = f"nodesortpolicy of {what}"
+        nm = self.mapping(raw, nwhat, _NODE_SORT_KEYS, self.key_line(pm, "nodesortpolicy"))
+        if nm is None:
+            return NodeSortPolicyConfig()
+        ptype = self.string(nm, "type", nwhat)
+        weights: dict[str, float] = {}
+        lines: dict[str, int | None] = {}
+        raw_w = nm.get("resourceweights")
+        if raw_w is not None:
+            if not isinstance(raw_w, dict):
+                self.add(self.key_line(nm, "resourceweights"),
+                         f"'resourceweights' of {nwhat} must be a mapping, got {_describe(raw_w)}")
+            else:
+                for name, w in raw_w.items():
+                    wline = self.key_line(raw_w, name)
+                    if not isinstance(name, str):
+                        self.add(wline, f"resource name {name!r} in {nwhat} must be a string")
+                    elif _is_bool(w) or not isinstance(w, int | float) or w != w or w in (
+                            float("inf"), float("-inf")):
+                        self.add(wline, f"resource weight for {name} in {nwhat} must be a number, got "
+                                        f"{_describe(w)}")
+                    else:
+                        weights[str(name)] = float(w)
+                        lines[str(name)] = wline
+        policy = NodeSortPolicyConfig(type=ptype.lower() if ptype.lower() in ("", "fair", "binpacking")
+                                      else ptype, resource_weights=MappingProxyType(weights))
+        self.index.set(policy, "type", self.key_line(nm, "type") if "type" in nm else None)
+        for name, wline in lines.items():
+            self.index.set(policy, f"resourceweights[{name}]", wline)
+        return policy
+
+    def plain(self, value: object, line: int | None, where: str, depth: int,
+              memo: dict[int, object]) -> object:
+        """Extension data as plain Python (dict, list, str, int, float, bool, None).
+
+        Aliased nodes stay shared (so a short text cannot expand exponentially); cycles are errors.
+        """
+        if depth > _MAX_EXTENSION_DEPTH:
+            self.add(line, f"'{where}' is nested too deeply or contains a cycle")
+            return None
+        if value is None or isinstance(value, str):
+            return None if value is None else str(value)
+        if _is_bool(value):
+            return bool(value)
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value)
+        if isinstance(value, datetime | date):
+            return value.isoformat()
+        if isinstance(value, dict | list):
+            key = id(value)
+            if key in memo:
+                return memo[key]
+            if isinstance(value, dict):
+                out_d: dict[Any, Any] = {}
+                memo[key] = out_d
+                for k, v in value.items():
+                    kk = self.plain(k, line, where, depth + 1, memo)
+                    if isinstance(kk, dict | list):
+                        self.add(self.key_line(value, k), f"'{where}' has a key that is not a scalar")
+                        continue
+                    out_d[kk] = self.plain(v, self.key_line(value, k), where, depth + 1, memo)
+                return out_d
+            out_l: list[Any] = []
+            memo[key] = out_l
+            for i, v in enumerate(value):
+                out_l.append(self.plain(v, self.item_line(value, i), where, depth + 1, memo))
+            return out_l
+        tag = getattr(value, "tag", None)
+        inner = getattr(value, "value", None)
+        if tag is not None and isinstance(inner, str):
+            return str(inner)  # a tagged scalar (!foo bar): keep its text
+        self.add(line, f"'{where}' contains a value of unsupported type {type(value).__name__}")
+        return None
+
+
+def _yaml_problem(exc: BaseException) -> Problem:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = getattr(mark, "line", None)
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    if problem:
+        text = f"{context}: {problem}" if context else str(problem)
+    else:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, RecursionError):
+        text = "the YAML is nested too deeply"
+    return (line + 1 if isinstance(line, int) else None, f"invalid YAML: {text}")
+
+
+def _sort_key(problem: Problem) -> tuple[int, int]:
+    line = problem[0]
+    return (1, 0) if line is None else (0, line)
+
+
+def _raise(problems: list[Problem]) -> None:
+    ordered = sorted(problems, key=_sort_key)  # stable: same line keeps check order
+    line, reason = ordered[0]
+    message = f"line {line}: {reason}" if line is not None else reason
+    raise ConfigError(message, line=line, problems=ordered)
+
+
+def parse_yaml(text: str) -> object:
+    """Parse ``text`` with ruamel.yaml (round trip: keeps lines); YAML errors become ConfigError."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        return yaml.load(text)
+    except Exception as exc:  # any parser failure (scanner, constructor, recursion …) is bad input
+        _raise([_yaml_problem(exc)])
+        raise  # pragma: no cover - _raise always raises
+
+
+def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[SchedulerConfig, list[Problem]]:
+    """Build the model from ``text`` and return it with every problem found (``[]`` when valid).
+
+    Raises :class:`ConfigError` only when no model can be built at all (bad YAML, no partitions).
+    ``load_config`` is the normal entry point; this one serves tools that want to show all problems.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"configuration is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    if not isinstance(text, str):
+        raise TypeError(f"configuration must be text, got {type(text).__name__}")
+    data = parse_yaml(text)
+    builder = _Builder()
+    config = builder.build(data)
+    if config is None or not config.partitions:
+        _raise(builder.problems or [(None, "no partitions defined")])
+        raise AssertionError("unreachable")  # pragma: no cover
+    problems = list(builder.problems)
+    if validate:
+        problems.extend(check_config(config, builder.index))
+    checksum = hashlib.sha256(text.encode("utf-8")).hexdigest().upper()
+    final = SchedulerConfig(partitions=config.partitions, source=text, checksum=checksum)
+    return final, problems
+
+
+def load_config(text: str | bytes) -> SchedulerConfig:
+    """Parse and fully validate YuniKorn queue YAML (rules V-1 … V-21, decisions U10–U13).
+
+    Returns a new frozen :class:`SchedulerConfig`, or raises :class:`ConfigError` whose ``str`` is the
+    first problem (``"line N: reason"``), ``.line`` its 1-based line and ``.problems`` every
+    ``(line, reason)`` found, ordered by line.
+    """
+    config, problems = parse_config(text)
+    if problems:
+        _raise(problems)
+    return config
+
+
+_DEFAULT: list[SchedulerConfig] = []
+
+
+def default_config() -> SchedulerConfig:
+    """P-8: YuniKorn's default — a ``tag`` rule on ``namespace`` with create, root open to ``*``."""
+    if not _DEFAULT:
+        _DEFAULT.append(load_config(DEFAULT_CONFIG_YAML))
+    return _DEFAULT[0]
+

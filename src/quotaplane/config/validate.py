@@ -1,0 +1,487 @@
+"""Semantic validation of a queue configuration: every rule V-1 … V-21 of the YuniKorn reference.
+
+The rules are those of YuniKorn's ``configvalidator.go`` (reference §1.10–§1.11), with quotaplane's
+decisions U10–U13 (decisions.md): queue names are lower case, ``maxapplications: 0`` together with
+``maxresources`` is allowed, duplicates are errors, and a config is accepted only when every check
+passes. Messages keep YuniKorn's wording so that operators can search for them.
+
+Unlike YuniKorn, which stops at the first error, :func:`check_config` collects every problem it can
+find as ``(line, reason)`` pairs; the caller (``loader.load_config``) turns them into one
+:class:`~quotaplane.errors.ConfigError`. Validation works on the frozen model, so a configuration built
+in Python can be checked too; a :class:`LineIndex` built by the loader adds precise line numbers and
+marks the fields that failed to parse, so that one typo does not produce a cascade of follow-up errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from quotaplane.config.model import (
+    FilterConfig,
+    LimitConfig,
+    PartitionConfig,
+    PlacementRuleConfig,
+    QueueConfig,
+    SchedulerConfig,
+)
+from quotaplane.resources import (
+    Resource,
+    add,
+    component_wise_min,
+    fit_in_max_undef,
+    is_zero,
+    strictly_greater_than_zero,
+)
+
+__all__ = [
+    "GROUP_NAME_RE",
+    "NODE_SORT_POLICIES",
+    "PLACEMENT_RULE_NAMES",
+    "QUEUE_NAME_RE",
+    "ROOT_QUEUE",
+    "RULE_NAME_RE",
+    "USER_NAME_RE",
+    "WILDCARD",
+    "LineIndex",
+    "Problem",
+    "check_acl",
+    "check_config",
+    "check_partition",
+    "is_valid_queue_name",
+]
+
+# Appendix B of the reference (YuniKorn configvalidator.go).
+QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+USER_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
+GROUP_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$")
+RULE_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_]*$")
+# A filter entry that is not a plain name must look like a regexp (contain a special character).
+_SPECIAL_RE = re.compile(r"[\^$*+?()\[{}|]")
+# Constructs Python accepts but Go's RE2 (YuniKorn) does not: look-around and back-references.
+_NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
+
+ROOT_QUEUE = "root"
+WILDCARD = "*"
+DOT = "."
+# YuniKorn's placement rules (pkg/scheduler/placement/types): rule names are case-insensitive.
+PLACEMENT_RULE_NAMES = ("provided", "user", "primarygroup", "secondarygroup", "tag", "fixed")
+# YuniKorn's node sorting policies (policies.SortingPolicyFromString); "" is the default (fair).
+NODE_SORT_POLICIES = ("", "fair", "binpacking")
+
+Problem = tuple[int | None, str]
+
+_QUEUE_NAME_MESSAGE = (
+    "invalid queue name, max 64 characters consisting of alphanumeric characters and "
+    "'-', '_', '#', '@', '/', ':' allowed"
+)
+
+
+class LineIndex:
+    """Where each model object and field came from, and which fields failed to parse.
+
+    Keys are ``(id(obj), field)``; the objects are the frozen model objects the loader built, which
+    stay alive while the index is used. ``field`` is a key name (``"max"``) or an item
+    (``"users[2]"``). A *broken* field failed a structural check (type, quantity) and was replaced
+    by its default; rules that read it are skipped so that one mistake is reported once.
+    """
+
+    __slots__ = ("_broken", "_lines")
+
+    def __init__(self) -> None:
+        self._lines: dict[tuple[int, str], int] = {}
+        self._broken: set[tuple[int, str]] = set()
+
+    def set(self, obj: object, field: str, line: int | None) -> None:
+        """Record the 1-based ``line`` of ``field`` of ``obj`` (ignored when None)."""
+        if line is not None:
+            self._lines[(id(obj), field)] = line
+
+    def line(self, obj: object, field: str | None = None) -> int | None:
+        """The line of ``field`` of ``obj`` if recorded, else the line where ``obj`` starts."""
+        if field is not None:
+            found = self._lines.get((id(obj), field))
+            if found is not None:
+                return found
+        own: int | None = getattr(obj, "line", None)
+        return own
+
+    def mark_broken(self, obj: object, field: str) -> None:
+        """Remember that ``field`` of ``obj`` failed to parse (already reported)."""
+        self._broken.add((id(obj), field))
+
+    def ok(self, obj: object, *fields: str) -> bool:
+        """True when none of ``fields`` of ``obj`` failed to parse."""
+        key = id(obj)
+        return not any((key, f) in self._broken for f in fields)
+
+    def move(self, old: object, new: object) -> None:
+        """Re-key every entry of ``old`` onto ``new`` (after ``dataclasses.replace``)."""
+        old_id, new_id = id(old), id(new)
+        for (oid, f), line in list(self._lines.items()):
+            if oid == old_id:
+                self._lines[(new_id, f)] = line
+        for oid, f in list(self._broken):
+            if oid == old_id:
+                self._broken.add((new_id, f))
+
+
+def is_valid_queue_name(name: str) -> bool:
+    """V-16: a queue name of 1–64 characters from ``[a-zA-Z0-9_:#/@-]`` (no dots)."""
+    return QUEUE_NAME_RE.match(name) is not None
+
+
+def check_acl(acl: str) -> str | None:
+    """V-17: an ACL is ``""``, ``"*"`` or at most two whitespace-separated fields (users groups)."""
+    trimmed = acl.strip()
+    if not trimmed or trimmed == WILDCARD:
+        return None
+    if len(trimmed.split()) > 2:
+        return f"multiple spaces found in ACL: '{trimmed}'"
+    return None
+
+
+def _res(r: Resource | None) -> str:
+    # YuniKorn prints a *Resource with %s: "map[memory:10 vcore:1000]", nil as "nil resource".
+    return "nil resource" if r is None else str(r)
+
+
+class _Checker:
+    """Runs the rules over one partition, appending ``(line, reason)`` to ``problems``."""
+
+    __slots__ = ("idx", "problems")
+
+    def __init__(self, idx: LineIndex, problems: list[Problem]) -> None:
+        self.idx = idx
+        self.problems = problems
+
+    def add(self, line: int | None, message: str) -> None:
+        self.problems.append((line, message))
+
+    # -- partition ---------------------------------------------------------------------------------
+    def partition(self, p: PartitionConfig) -> None:
+        root = p.root
+        if root.name != ROOT_QUEUE:
+            # V-11 (checkLimitsStructure): unreachable through the loader, which inserts a root
+            # above any other top queue (V-14), but a hand-built model may get it wrong.
+            self.add(self.idx.line(root, "name"), f"top queue name is {root.name} not root")
+        # V-15: the root's size is the cluster; it takes no configured resources.
+        if root.max or root.guaranteed:
+            field = "max" if root.max else "guaranteed"
+            self.add(self.idx.line(root, field), "root queue must not have resource limits set")
+        # V-11: partition limits and root limits must agree when both are set.
+        if p.limits and root.limits and not _same_limits(p.limits, root.limits):
+            self.add(self.idx.line(p, "limits"), "partition limits and root queue limits are not equivalent")
+        self.queues(root, 1)
+        self.queue_resource(root, None)
+        for rule in p.placement_rules:
+            self.placement_rule(rule, 0)
+        self.node_sort_policy(p)
+        self.queue_max_applications(root)
+        self.limit_resource(root, {}, {})
+        self.limit_max_applications(root, {}, {})
+
+    # -- checkQueues: ACLs, limits, child names ---------------------------------------------------
+    def queues(self, q: QueueConfig, level: int) -> None:
+        for field, acl in (("adminacl", q.admin_acl), ("submitacl", q.submit_acl)):
+            if acl is not None:
+                msg = check_acl(acl)
+                if msg:
+                    self.add(self.idx.line(q, field), msg)
+        self.limits(q)
+        self.child_template(q)
+        seen: set[str] = set()
+        for child in q.queues:
+            # V-16: names are checked lower-cased (U10); the regexp is case-insensitive anyway.
+            if not is_valid_queue_name(child.name):
+                self.add(self.idx.line(child, "name"), f"{_QUEUE_NAME_MESSAGE}: '{child.name}'")
+            key = child.name.lower()
+            if key in seen:
+                self.add(self.idx.line(child, "name"),
+                         f"duplicate child name found with name '{child.name}', level {level}")
+            seen.add(key)
+        for child in q.queues:
+            self.queues(child, level + 1)
+
+    def child_template(self, q: QueueConfig) -> None:
+        t = q.child_template
+        if t is None or t.max is None or t.guaranteed is None:
+            return
+        if self.idx.ok(t, "max", "guaranteed") and not fit_in_max_undef(t.max, t.guaranteed):
+            self.add(self.idx.line(t, "guaranteed"),
+                     f"guaranteed resource {_res(t.guaranteed)} is larger than maximum resource "
+                     f"{_res(t.max)} for child template of queue {q.path}")
+
+    # -- checkLimits: V-1 … V-10 ------------------------------------------------------------------
+    def limits(self, q: QueueConfig) -> None:
+        users: set[str] = set()
+        groups: set[str] = set()
+        for limit in q.limits:
+            self.limit(q, limit, users, groups)
+
+    def limit(self, q: QueueConfig, limit: LimitConfig, users: set[str], groups: set[str]) -> None:
+        idx = self.idx
+        line = idx.line(limit)
+        name = limit.limit
+        # V-1
+        if not limit.users and not limit.groups and idx.ok(limit, "users", "groups"):
+            self.add(line, f"empty user and group lists defined in limit '{name}'")
+        for i, user in enumerate(limit.users):
+            uline = idx.line(limit, f"users[{i}]")
+            # V-2
+            if user != WILDCARD and USER_NAME_RE.match(user) is None:
+                self.add(uline, f"invalid limit user name '{user}' in limit definition")
+            # V-3 (U12: duplicates are errors, a second "*" included)
+            if user in users:
+                self.add(uline, f"duplicated user name '{user}', already exists")
+            users.add(user)
+            # V-4: no named user after the wildcard user, in this entry or a later one.
+            if WILDCARD in users and user != WILDCARD:
+                self.add(uline, f"should not set no wildcard user {user} after wildcard user limit")
+        for i, group in enumerate(limit.groups):
+            gline = idx.line(limit, f"groups[{i}]")
+            if group != WILDCARD and GROUP_NAME_RE.match(group) is None:
+                self.add(gline, f"invalid limit group name '{group}' in limit definition")
+            if group in groups:
+                self.add(gline, f"duplicated group name '{group}', already exists")
+            groups.add(group)
+            if WILDCARD in groups and group != WILDCARD:
+                self.add(gline, f"should not set no wildcard group {group} after wildcard group limit")
+        # V-5: a "*" group needs a named group before it in the same queue (reported once).
+        if groups == {WILDCARD} and limit.groups:
+            self.add(line, "should not specify only one group limit that is using the wildcard. "
+                           "There must be at least one limit with a group name defined ")
+        # V-6 (parse errors) is reported by the loader; the rules below need a parsed value.
+        if not idx.ok(limit, "maxresources", "maxapplications"):
+            return
+        res = limit.max_resources
+        rline = idx.line(limit, "maxresources")
+        if limit.max_applications == 0 and is_zero(res):
+            # V-8: nothing limited at all (U11: maxapplications 0 is fine *with* maxresources).
+            self.add(line, f"invalid resource combination for limit {name} all resource limits are null")
+        elif res and not strictly_greater_than_zero(res):
+            # V-7: a non-empty maxresources needs one amount above zero.
+            self.add(rline, f"MaxResources should be greater than zero in '{name}' limit")
+        # V-9: only the same queue's maxapplications is compared.
+        if q.max_applications != 0 and q.max_applications < limit.max_applications:
+            self.add(idx.line(limit, "maxapplications"),
+                     f"invalid MaxApplications settings for limit {name} exceed current the queue "
+                     "MaxApplications")
+        # V-10: the queue's own max (not the ancestors'); the root is exempt.
+        if (q.path != ROOT_QUEUE and q.max is not None and res is not None and idx.ok(q, "max")
+                and not fit_in_max_undef(q.max, res)):
+            self.add(rline, f"invalid MaxResources settings for limit {name} exeecd current the queue "
+                            "MaxResources")
+
+    # -- checkQueueResource: V-18 -------------------------------------------------------------------
+    def queue_resource(self, q: QueueConfig, parent_max: Resource | None) -> Resource | None:
+        idx = self.idx
+        own_max = q.max if idx.ok(q, "max") else None
+        own_g = q.guaranteed if idx.ok(q, "guaranteed") else None
+        if own_max is not None and own_g is not None and not fit_in_max_undef(own_max, own_g):
+            self.add(idx.line(q, "guaranteed"),
+                     f"guaranteed resource {_res(own_g)} is larger than maximum resource {_res(own_max)} "
+                     f"for queue {q.path}")
+        if own_max is not None and not fit_in_max_undef(parent_max, own_max):
+            self.add(idx.line(q, "max"),
+                     f"max resource of parent {_res(parent_max)} is smaller than maximum resource "
+                     f"{_res(own_max)} for queue {q.path}")
+        eff_max = component_wise_min(own_max, parent_max)
+        if not q.queues:
+            return own_g
+        sum_g = Resource()
+        for child in q.queues:
+            child_g = self.queue_resource(child, eff_max)
+            if child_g:
+                sum_g = add(sum_g, child_g)
+        if own_g and not fit_in_max_undef(own_g, sum_g):
+            self.add(idx.line(q, "guaranteed"),
+                     f"guaranteed resource of parent {_res(own_g)} is smaller than sum of guaranteed "
+                     f"resources {_res(sum_g)} of the children for queue {q.path}")
+        if eff_max is not None and not fit_in_max_undef(eff_max, sum_g):
+            self.add(idx.line(q, "max"),
+                     f"max resource {_res(eff_max)} is smaller than sum of guaranteed resources "
+                     f"{_res(sum_g)} of the children for queue {q.path}")
+        # A queue without guaranteed passes its children's sum up (V-18).
+        return own_g if own_g else sum_g
+
+    # -- checkPlacementRules ------------------------------------------------------------------------
+    def placement_rule(self, rule: PlacementRuleConfig, depth: int) -> None:
+        idx = self.idx
+        line = idx.line(rule, "name")
+        if RULE_NAME_RE.match(rule.name) is None:
+            self.add(line, f"invalid rule name {rule.name}, a name must be a valid identifier")
+        elif rule.name.lower() not in PLACEMENT_RULE_NAMES:
+            self.add(line, f"unknown rule name specified {rule.name}, failing placement rule config")
+        else:
+            kind = rule.name.lower()
+            vline = idx.line(rule, "value")
+            if kind == "tag" and not rule.value:
+                self.add(vline, "a tag queue rule must have a tag name set")
+            elif kind == "fixed":
+                if not rule.value:
+                    self.add(vline, "a fixed queue rule must have a queue name set")
+                else:
+                    parts = rule.value.split(DOT)
+                    if parts[0].lower() == ROOT_QUEUE and len(parts) > 1:
+                        parts = parts[1:]
+                    bad = [p for p in parts if not is_valid_queue_name(p)]
+                    if bad:
+                        self.add(vline, f"{_QUEUE_NAME_MESSAGE}: '{bad[0]}' in fixed rule queue "
+                                        f"'{rule.value}'")
+        if rule.filter is not None:
+            self.placement_filter(rule, rule.filter)
+        if rule.parent is not None:
+            self.placement_rule(rule.parent, depth + 1)
+
+    def placement_filter(self, rule: PlacementRuleConfig, f: FilterConfig) -> None:
+        line = self.idx.line(f) or self.idx.line(rule, "filter")
+        if f.type.lower() not in ("", "allow", "deny"):
+            self.add(self.idx.line(f, "type") or line,
+                     f"invalid rule filter type {f.type}, filter type must be either 'allow' or 'deny'")
+        for kind, names, name_re in (("user", f.users, USER_NAME_RE), ("group", f.groups, GROUP_NAME_RE)):
+            msg = _check_filter_list(kind, names, name_re)
+            if msg:
+                self.add(self.idx.line(f, f"{kind}s") or line, msg)
+
+    # -- checkNodeSortingPolicy -------------------------------------------------------------------
+    def node_sort_policy(self, p: PartitionConfig) -> None:
+        policy = p.node_sort_policy
+        if policy.type.lower() not in NODE_SORT_POLICIES:
+            self.add(self.idx.line(policy, "type") or self.idx.line(p, "nodesortpolicy"),
+                     f"undefined policy: {policy.type}")
+        for name, weight in policy.resource_weights.items():
+            if weight < 0:
+                line = self.idx.line(policy, f"resourceweights[{name}]") or self.idx.line(p, "nodesortpolicy")
+                self.add(line, f"negative resource weight for {name} is not allowed")
+
+    # -- checkQueueMaxApplications: V-19 ----------------------------------------------------------
+    def queue_max_applications(self, q: QueueConfig) -> None:
+        parent = q.max_applications
+        for child in q.queues:
+            if parent != 0 and self.idx.ok(q, "maxapplications") and self.idx.ok(child, "maxapplications"):
+                line = self.idx.line(child, "maxapplications")
+                if child.max_applications == 0:
+                    self.add(line, "maxApplications is either undefined or zero, which is not allowed "
+                                   "when parent queue's maxApplications is defined")
+                elif parent < child.max_applications:
+                    self.add(line, "parent maxApplications must be larger than child maxApplications")
+            self.queue_max_applications(child)
+
+    # -- checkLimitResource: V-12 ------------------------------------------------------------------
+    def limit_resource(self, q: QueueConfig, users: Mapping[str, Resource],
+                       groups: Mapping[str, Resource]) -> None:
+        new_users = dict(users)
+        new_groups = dict(groups)
+        for limit in q.limits:
+            if not self.idx.ok(limit, "maxresources"):
+                continue
+            res = limit.max_resources if limit.max_resources is not None else Resource()
+            line = self.idx.line(limit, "maxresources")
+            for kind, names, inherited, carried in (("user", limit.users, users, new_users),
+                                                    ("group", limit.groups, groups, new_groups)):
+                for name in names:
+                    ancestor = inherited.get(name)
+                    wildcard = inherited.get(WILDCARD)
+                    if ancestor is not None:
+                        if not fit_in_max_undef(ancestor, res):
+                            self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
+                                           "greater than immediate or ancestor parent maximum resource "
+                                           f"{_res(ancestor)}")
+                        carried[name] = component_wise_min(res, ancestor) or Resource()
+                    elif name != WILDCARD and wildcard is not None:
+                        if not fit_in_max_undef(wildcard, res):
+                            self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
+                                           f"greater than wildcard maximum resource {_res(wildcard)} of "
+                                           "immediate or ancestor parent queue")
+                        carried[name] = res
+                    else:
+                        carried[name] = res
+        for child in q.queues:
+            self.limit_resource(child, new_users, new_groups)
+
+    # -- checkLimitMaxApplications: V-13 -----------------------------------------------------------
+    def limit_max_applications(self, q: QueueConfig, users: Mapping[str, int],
+                               groups: Mapping[str, int]) -> None:
+        new_users = dict(users)
+        new_groups = dict(groups)
+        for limit in q.limits:
+            if not self.idx.ok(limit, "maxapplications"):
+                continue
+            count = limit.max_applications
+            line = self.idx.line(limit, "maxapplications")
+            for kind, names, inherited, carried in (("user", limit.users, users, new_users),
+                                                    ("group", limit.groups, groups, new_groups)):
+                for name in names:
+                    ancestor = inherited.get(name)
+                    wildcard = inherited.get(WILDCARD)
+                    if ancestor is not None:
+                        if ancestor != 0 and (ancestor < count or count == 0):
+                            self.add(line, f"{kind} {name} max applications {count} of queue {q.path} is "
+                                           "greater than immediate or ancestor parent max applications "
+                                           f"{ancestor}")
+                    elif (name != WILDCARD and wildcard is not None and wildcard != 0
+                          and (wildcard < count or count == 0)):
+                        self.add(line, f"{kind} {name} max applications {count} of queue {q.path} is "
+                                       f"greater than wildcard max applications {wildcard} of "
+                                       "immediate or ancestor parent queue")
+                    # The value carried down is the child's own, not the minimum (reference V-13).
+                    carried[name] = count
+        for child in q.queues:
+            self.limit_max_applications(child, new_users, new_groups)
+
+
+def _check_filter_list(kind: str, names: tuple[str, ...], name_re: re.Pattern[str]) -> str | None:
+    """Appendix B: one entry may be a regexp (with a special character); several must all be names."""
+    if len(names) == 1:
+        entry = names[0]
+        if name_re.match(entry) is None:
+            if _SPECIAL_RE.search(entry) is None or _NOT_RE2.search(entry) is not None:
+                return f"invalid rule filter {kind} list is not a proper list or regexp: [{entry}]"
+            try:
+                re.compile(entry)
+            except (re.error, RecursionError, OverflowError):
+                return f"invalid rule filter {kind} list is not a proper list or regexp: [{entry}]"
+        return None
+    for entry in names:
+        if name_re.match(entry) is None:
+            return f"invalid rule filter {kind} list, {kind} name '{entry}' is not valid"
+    return None
+
+
+def _limit_key(limit: LimitConfig) -> tuple[object, ...]:
+    return (limit.limit, limit.users, limit.groups,
+            None if limit.max_resources is None else limit.max_resources.to_dict(),
+            limit.max_applications)
+
+
+def _same_limits(a: Iterable[LimitConfig], b: Iterable[LimitConfig]) -> bool:
+    # V-11 compares the limit lists deeply (YuniKorn: reflect.DeepEqual); source lines do not count.
+    return [_limit_key(x) for x in a] == [_limit_key(x) for x in b]
+
+
+def check_partition(partition: PartitionConfig, index: LineIndex | None = None) -> list[Problem]:
+    """Every rule of the reference for one partition; ``[]`` when it is valid."""
+    problems: list[Problem] = []
+    _Checker(index or LineIndex(), problems).partition(partition)
+    return problems
+
+
+def check_config(config: SchedulerConfig, index: LineIndex | None = None) -> list[Problem]:
+    """Every rule V-1 … V-21 over every partition, as ``(line, reason)`` in check order.
+
+    Also rejects duplicate partition names (YuniKorn: ``duplicate partition name found with name``)
+    and a config without partitions.
+    """
+    idx = index or LineIndex()
+    problems: list[Problem] = []
+    if not config.partitions:
+        problems.append((None, "no partitions defined"))
+    seen: set[str] = set()
+    for p in config.partitions:
+        key = p.name.lower()
+        if key in seen:
+            problems.append((idx.line(p, "name"), f"duplicate partition name found with name {p.name}"))
+        seen.add(key)
+        _Checker(idx, problems).partition(p)
+    return problems
