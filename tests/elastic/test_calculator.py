@@ -14,7 +14,8 @@ def _half_up(pool: int, weights: list[int]) -> list[int]:
 def test_seed_worked_example_runtime_5_20_35_40() -> None:
     """Seed 002 "Calculate RuntimeQuota": total 100, weights 60/50/80 → A 5, B 20, C 35, D 40."""
     # A lends 5 of its min 10; B, C, D borrow: 45 shared 14/12/19, B hands back 9 → C +3, D +6.
-    assert redistribute(100, [10, 15, 20, 15], [5, 20, 50, 60], [100, 60, 50, 80], [True] * 4) == [5, 20, 35, 40]
+    got = redistribute(100, [10, 15, 20, 15], [5, 20, 50, 60], [100, 60, 50, 80], [True] * 4)
+    assert got == [5, 20, 35, 40]
 
 
 def test_seed_example_first_split_is_14_12_19() -> None:
