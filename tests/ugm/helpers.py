@@ -65,3 +65,12 @@ def node(m: Manager, kind: str, name: str, path: str) -> dict[str, Any] | None:
         return None
     result: dict[str, Any] | None = state["queues"].get(path)
     return result
+
+
+def from_yaml(text: str, partition_name: str = "default") -> Manager:
+    """A manager configured from YuniKorn queues YAML through the real loader (``qp.load_config``)."""
+    from quotaplane.config import load_config
+
+    m = Manager()
+    m.update_config(load_config(text).partition(partition_name))
+    return m
