@@ -1,0 +1,275 @@
+"""The scheduler: one per process; owns the partitions, the configuration and the journal.
+
+``Scheduler.from_yaml(text, store=url)`` builds the partitions from a YuniKorn queue configuration.
+On a store that already holds events it first restores the journalled state (each partition from
+its snapshot plus the tail of its stream, or from the whole stream), then applies ``text`` as a
+normal config update if it differs from the journalled config (contract "CLI", decision S1).
+
+Journal layout (:mod:`quotaplane.journal`): the stream ``"scheduler"`` holds one event per accepted
+configuration, ``{"type": "config", "text": …}``; each partition has its own stream (its name) whose
+events are applied by :meth:`Partition.apply_event`. A partition stream records *when* a config took
+effect with ``{"type": "config", "seq": <scheduler seq>}``, so a replay applies every config at the
+exact point between allocations where it was applied live.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time as _time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+from quotaplane.config.model import PartitionConfig, SchedulerConfig
+from quotaplane.errors import NotFoundError, QuotaplaneError
+from quotaplane.partition import DEFAULT_SNAPSHOT_EVERY, JournalReplayError, Partition
+
+__all__ = ["SCHEDULER_STREAM", "Scheduler"]
+
+#: The journal stream of configuration events.
+SCHEDULER_STREAM = "scheduler"
+
+
+def _stream_of(partition: str) -> str:
+    return "partition:scheduler" if partition == SCHEDULER_STREAM else partition
+
+
+def _partition_of(stream: str) -> str:
+    return SCHEDULER_STREAM if stream == "partition:scheduler" else stream
+
+
+def _load(text: str) -> SchedulerConfig:
+    from quotaplane.config import load_config
+
+    return load_config(text)
+
+
+def _open(store: Any) -> Any:
+    if store is None or isinstance(store, str):
+        from quotaplane.journal import open_journal
+
+        return open_journal(store)
+    return store          # an already open Journal object (tests, embedding)
+
+
+class Scheduler:
+    """The partitions of one configuration, with a journal (contract "Scheduler and partitions").
+
+    ``clock`` (seconds, float) is handed to every partition (placeholder and state timeouts).
+    ``partition_options`` are extra keyword arguments for every :class:`Partition` (timeouts).
+    """
+
+    def __init__(self, config: SchedulerConfig, *, text: str | None = None, journal: Any | None = None,
+                 clock: Callable[[], float] | None = None, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+                 partition_options: dict[str, Any] | None = None, holder: str | None = None) -> None:
+        self.config: SchedulerConfig = config
+        self.config_text: str = text if text is not None else config.source
+        self.journal: Any = journal if journal is not None else _open(None)
+        self.clock: Callable[[], float] = clock if clock is not None else _time.time
+        self.snapshot_every = snapshot_every
+        self.holder = holder
+        self._options = dict(partition_options or {})
+        self._lock = threading.RLock()
+        self._partitions: dict[str, Partition] = {}
+        self._configs: dict[int, SchedulerConfig] = {}
+        self._texts: dict[int, str] = {}
+        self.config_seq = 0
+
+    # ------------------------------------------------------------------------------------------------
+    # construction
+
+    @classmethod
+    def from_yaml(cls, text: str, *, store: Any = None, clock: Callable[[], float] | None = None,
+                  snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+                  partition_options: dict[str, Any] | None = None, holder: str | None = None) -> Scheduler:
+        """Build a scheduler from YuniKorn queue YAML; restore the journalled state of ``store`` first.
+
+        ``store``: ``None`` (memory), ``"sqlite:///path"``, ``"postgresql://…"`` or an open journal.
+        Raises :class:`~quotaplane.errors.ConfigError` when ``text`` is invalid (nothing is written).
+        """
+        config = _load(text)
+        journal = _open(store)
+        try:
+            if journal.last_seq(SCHEDULER_STREAM) > 0:
+                sched = cls._restore(journal, clock=clock, snapshot_every=snapshot_every,
+                                     partition_options=partition_options, holder=holder)
+                if text != sched.config_text:
+                    sched._apply(config, text)
+                return sched
+            sched = cls(config, text=text, journal=journal, clock=clock, snapshot_every=snapshot_every,
+                        partition_options=partition_options, holder=holder)
+            sched._apply(config, text)
+            return sched
+        except BaseException:
+            if journal is not store:
+                journal.close()
+            raise
+
+    def _new_partition(self, pc: PartitionConfig, seq: int) -> Partition:
+        name = pc.name
+
+        def source(s: int) -> PartitionConfig:
+            return self._config_at(s).partition(name)
+
+        return Partition(pc, journal=self.journal, stream=_stream_of(name), clock=self.clock,
+                         config_seq=seq, config_source=source,
+                         snapshot_every=self.snapshot_every, holder=self.holder, **self._options)
+
+    def _config_at(self, seq: int) -> SchedulerConfig:
+        cfg = self._configs.get(seq)
+        if cfg is None:
+            text = self._texts.get(seq)
+            if text is None:
+                raise JournalReplayError(f"config #{seq} is not in the journal")
+            cfg = _load(text)
+            self._configs[seq] = cfg
+        return cfg
+
+    @classmethod
+    def _restore(cls, journal: Any, *, clock: Callable[[], float] | None, snapshot_every: int,
+                 partition_options: dict[str, Any] | None, holder: str | None) -> Scheduler:
+        texts: dict[int, str] = {}
+        for seq, ev in journal.read(SCHEDULER_STREAM):
+            if ev.get("type") == "config":
+                texts[seq] = ev["text"]
+        if not texts:
+            raise JournalReplayError("the journal holds no configuration")
+        last = max(texts)
+        config = _load(texts[last])
+        sched = cls(config, text=texts[last], journal=journal, clock=clock, snapshot_every=snapshot_every,
+                    partition_options=partition_options, holder=holder)
+        sched._texts = texts
+        sched._configs[last] = config
+        sched.config_seq = last
+        for stream in journal.streams():
+            if stream == SCHEDULER_STREAM:
+                continue
+            p = sched._restore_partition(stream)
+            if p is not None:
+                sched._partitions[p.name] = p
+        # A crash between the scheduler's config event and a partition's marker: catch up now.
+        for pc in config.partitions:
+            p = sched._partitions.get(pc.name)
+            if p is None:
+                p = sched._new_partition(pc, last)
+                sched._partitions[pc.name] = p
+                p.record_config(last)
+            elif p.config_seq != last:
+                p.apply_config(pc, last)
+                p.record_config(last)
+        return sched
+
+    def _restore_partition(self, stream: str) -> Partition | None:
+        name = _partition_of(stream)
+        snap = self.journal.load_snapshot(stream)
+        if snap is not None:
+            seq, state = snap
+            p = self._rebuild(name, state)
+            if p is not None:
+                p._last_seq = seq
+                p._snapshot_seq = seq
+                p.replay(self.journal.read(stream, after=seq))
+                return p
+        events = self.journal.read(stream)
+        first = next(events, None)
+        if first is None:
+            return None
+        _, ev0 = first
+        if ev0.get("type") != "config":
+            raise JournalReplayError(f"stream {stream!r} does not start with a config event")
+        p = self._new_partition(self._config_at(int(ev0["seq"])).partition(name), int(ev0["seq"]))
+        p.replay(_chain(first, events))
+        p._snapshot_seq = snap[0] if snap is not None else 0
+        return p
+
+    def _rebuild(self, name: str, state: dict[str, Any]) -> Partition | None:
+        """Rebuild a partition from a snapshot's event list; None if it does not match the snapshot."""
+        events = state.get("rebuild") or []
+        if not events or events[0].get("type") != "config":
+            return None
+        try:
+            seq0 = int(events[0]["seq"])
+            p = self._new_partition(self._config_at(seq0).partition(name), seq0)
+            p.replay((0, ev) for ev in events)
+        except (QuotaplaneError, KeyError, ValueError):
+            return None
+        want = json.dumps(state.get("dump"), sort_keys=True)
+        if json.dumps(p.dump_state(), sort_keys=True) != want:
+            return None
+        return p
+
+    # ------------------------------------------------------------------------------------------------
+    # configuration
+
+    def update_config(self, text: str) -> None:
+        """Validate ``text`` fully, then apply it in one step to every partition, journalled.
+
+        Raises :class:`~quotaplane.errors.ConfigError` and changes nothing when the text is invalid.
+        Partition objects obtained earlier follow the new config; new partitions are created; a
+        partition missing from the new config keeps its last config and its state.
+        """
+        config = _load(text)
+        self._apply(config, text)
+
+    def _apply(self, config: SchedulerConfig, text: str) -> None:
+        with self._lock, ExitStack() as stack:
+            existing = [self._partitions[n] for n in sorted(self._partitions)]
+            for p in existing:        # one step: no request sees half of the new config
+                stack.enter_context(p.lock)
+            seq = self.journal.append(SCHEDULER_STREAM, [{"type": "config", "text": text}])
+            self._texts[seq] = text
+            self._configs[seq] = config
+            for pc in config.partitions:
+                found = self._partitions.get(pc.name)
+                if found is None:
+                    found = self._new_partition(pc, seq)
+                    self._partitions[pc.name] = found
+                else:
+                    found.apply_config(pc, seq)
+                found.record_config(seq)
+            self.config = config
+            self.config_text = text
+            self.config_seq = seq
+
+    # ------------------------------------------------------------------------------------------------
+    # access
+
+    def partition(self, name: str) -> Partition:
+        """The partition called ``name`` (case-insensitive); NotFoundError if unknown."""
+        p = self._partitions.get(name.lower() if isinstance(name, str) else name)
+        if p is None:
+            raise NotFoundError(f"partition {name!r} not found")
+        return p
+
+    def partitions(self) -> list[Partition]:
+        """Every partition, in name order."""
+        with self._lock:
+            return [self._partitions[n] for n in sorted(self._partitions)]
+
+    def dump_state(self) -> dict[str, Any]:
+        """Every partition's :meth:`Partition.dump_state` plus the config sequence number."""
+        with self._lock:
+            return {"config_seq": self.config_seq,
+                    "partitions": {n: self._partitions[n].dump_state() for n in sorted(self._partitions)}}
+
+    def snapshot(self) -> None:
+        """Save a snapshot of every partition now (also done automatically every N events)."""
+        for p in self.partitions():
+            p.take_snapshot()
+
+    def close(self) -> None:
+        """Close the journal. The scheduler must not be used afterwards."""
+        self.journal.close()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _chain(first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]
+           ) -> Iterator[tuple[int, dict[str, Any]]]:
+    yield first
+    yield from rest

@@ -1,0 +1,3 @@
+from tests.partition._fakes import install
+
+install()
