@@ -218,3 +218,10 @@ def test_admission_review_request_errors(mutate: str) -> None:
         review = ["x"]
     with pytest.raises(ValueError):
         admission_review_request(review)
+
+
+def test_malformed_names_and_sections_are_tolerated() -> None:
+    pod = {"spec": {"containers": [{"name": {"x": 1}, "resources": {"requests": {"cpu": "1"}}},
+                                   "not-a-container", {"resources": ["bad"]}]},
+           "status": {"containerStatuses": [{"name": {"a": 1}}, None]}}
+    assert pod_resource(pod) == {"vcore": 1000, "pods": 1}

@@ -94,6 +94,15 @@ def _container_request(container: Mapping[str, Any], status: Mapping[str, Any] |
     return out
 
 
+def _name(container: Mapping[str, Any]) -> str:
+    name = container.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _by_name(statuses: Any) -> dict[str, Mapping[str, Any]]:
+    return {_name(s): s for s in _list(statuses) if _name(s)}
+
+
 def _is_sidecar(container: Mapping[str, Any]) -> bool:
     # A sidecar is an init container with restartPolicy Always (KEP-753).
     return container.get("restartPolicy") == "Always"
@@ -110,14 +119,14 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     """
     spec = _mapping(pod.get("spec"))
     status = _mapping(pod.get("status"))
-    statuses = {s.get("name"): s for s in _list(status.get("containerStatuses"))}
-    init_statuses = {s.get("name"): s for s in _list(status.get("initContainerStatuses"))}
+    statuses = _by_name(status.get("containerStatuses"))
+    init_statuses = _by_name(status.get("initContainerStatuses"))
 
     total: dict[str, int] = {}
     for c in _list(spec.get("containers")):
-        _add_into(total, _container_request(c, statuses.get(c.get("name"))))
+        _add_into(total, _container_request(c, statuses.get(_name(c))))
 
-    init_containers = [(c, _container_request(c, init_statuses.get(c.get("name"))))
+    init_containers = [(c, _container_request(c, init_statuses.get(_name(c))))
                        for c in _list(spec.get("initContainers"))]
     for c, request in init_containers:
         if _is_sidecar(c):
