@@ -23,6 +23,7 @@ from quotaplane.journal.base import (
     check_seq,
     check_state,
     check_stream,
+    decode_page,
 )
 
 __all__ = ["LocalLeases", "MemoryJournal"]
@@ -164,9 +165,9 @@ class MemoryJournal:
                 page = st.events[start:start + _PAGE]
             if not page:
                 return
-            for text in page:
+            for event in decode_page(page):
                 seq += 1
-                yield seq, json.loads(text)
+                yield seq, event
 
     def last_seq(self, stream: str) -> int:
         """The last seq of ``stream`` (0 if none)."""

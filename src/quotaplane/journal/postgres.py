@@ -47,6 +47,7 @@ from quotaplane.journal.base import (
     check_seq,
     check_state,
     check_stream,
+    decode_page,
     mask_url,
 )
 
@@ -219,7 +220,6 @@ class PostgresJournal:
 
     def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
         seq = after
-        loads = json.loads
         sql = (f"SELECT seq, data FROM {self._q['events']} WHERE stream = %s AND seq > %s "
                "ORDER BY seq LIMIT %s")
         while True:
@@ -233,12 +233,12 @@ class PostgresJournal:
                     if seq < compacted:  # another instance compacted while we were reading
                         raise JournalCompactedError(
                             f"stream {stream!r} was compacted past {seq} during the read", compacted)
-            for row_seq, data in rows:
+            if rows and int(rows[-1][0]) != seq + len(rows):
+                # integrity: seqs are contiguous by construction (PRIMARY KEY + locked counter)
+                raise JournalError(f"stream {stream!r} in {mask_url(self.url)!r} has a gap after seq {seq}")
+            for data in decode_page([r[1] for r in rows]):
                 seq += 1
-                if row_seq != seq:  # integrity: seqs are contiguous by construction
-                    raise JournalError(f"stream {stream!r} in {mask_url(self.url)!r} has a gap: expected "
-                                       f"seq {seq}, found {row_seq}")
-                yield seq, loads(data)
+                yield seq, data
             if len(rows) < _PAGE:
                 return
 

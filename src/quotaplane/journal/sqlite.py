@@ -47,6 +47,7 @@ from quotaplane.journal.base import (
     check_seq,
     check_state,
     check_stream,
+    decode_page,
 )
 from quotaplane.journal.memory import LocalLeases
 
@@ -247,7 +248,6 @@ class SQLiteJournal:
 
     def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
         seq = after
-        loads = json.loads
         while True:
             with self._lock:
                 conn = self._c()
@@ -261,12 +261,12 @@ class SQLiteJournal:
                         (stream, seq, _PAGE)).fetchall()
                 except sqlite3.Error as exc:
                     raise JournalError(f"read of {stream!r} failed in {self.url!r}: {exc}") from exc
-            for row_seq, data in rows:
+            if rows and (rows[0][0] != seq + 1 or rows[-1][0] != seq + len(rows)):
+                # integrity: seqs are contiguous by construction (PRIMARY KEY + one writer)
+                raise JournalError(f"stream {stream!r} in {self.url!r} has a gap after seq {seq}")
+            for data in decode_page([r[1] for r in rows]):
                 seq += 1
-                if row_seq != seq:  # integrity: seqs are contiguous by construction
-                    raise JournalError(f"stream {stream!r} in {self.url!r} has a gap: expected seq {seq}, "
-                                       f"found {row_seq}")
-                yield seq, loads(data)
+                yield seq, data
             if len(rows) < _PAGE:
                 return
 
