@@ -625,9 +625,10 @@ class ElasticQuotaManager:
                 "namespaces": list(s.namespaces),
                 "tree_id": s.tree_id,
                 "children": list(q.children),
-                "request": _sorted(q.request),
-                "used": _sorted(q.used),
-                "non_preemptible_used": _sorted(q.np_used),
+                # zero amounts are the same as missing ones (contract "Units"): dumped pruned
+                "request": _sorted(q.request, prune=True),
+                "used": _sorted(q.used, prune=True),
+                "non_preemptible_used": _sorted(q.np_used, prune=True),
                 "runtime": _sorted(self._runtime_of(q)),
                 "pods": sorted(q.pods),
             }
@@ -1066,8 +1067,8 @@ def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> Dims:
     return out
 
 
-def _sorted(values: Mapping[str, int]) -> dict[str, int]:
-    return {k: values[k] for k in sorted(values)}
+def _sorted(values: Mapping[str, int], prune: bool = False) -> dict[str, int]:
+    return {k: values[k] for k in sorted(values) if not prune or values[k]}
 
 
 def _limited_of(q: _Quota, child_request: Mapping[str, int]) -> Dims:

@@ -1,0 +1,130 @@
+"""The admission adapter src/quotaplane/policies/elastic.py, driven with AdmissionRequest objects."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.elastic import DEFAULT_QUOTA, ElasticQuotaManager
+from quotaplane.policies.elastic import ElasticPolicy, build_policy
+from quotaplane.policy import AdmissionRequest, QuotaPolicy
+from quotaplane.resources import Resource
+
+V = "vcore"
+NAME_TAG = "quota.scheduling.koordinator.sh/name"
+
+
+def req(key: str, amount: int, *, tags: dict[str, str] | None = None, preemptible: bool = True,
+        priority: int = 0) -> AdmissionRequest:
+    return AdmissionRequest(application_id="app-1", allocation_key=key, queue_path="root.a",
+                            user=UserGroup("alice"), resource=Resource({V: amount}), priority=priority,
+                            preemptible=preemptible, tags=tags or {})
+
+
+def policy() -> ElasticPolicy:
+    e = ElasticQuotaManager({V: 100}, default_max={V: 5})
+    e.upsert("a", min={V: 50}, max={V: 100}, namespaces=["team-a"])
+    e.upsert("b", min={V: 50}, max={V: 100})
+    e.upsert("dept", min={V: 0}, max={V: 100}, is_parent=True)
+    return ElasticPolicy(e)
+
+
+def test_implements_the_protocol() -> None:
+    p = policy()
+    assert isinstance(p, QuotaPolicy) and p.name == "elastic"
+
+
+def test_mapping_by_name_tag_then_namespace_then_default() -> None:
+    p = policy()
+    assert p.quota_of(req("k", 1, tags={NAME_TAG: "b", "namespace": "team-a"})) == "b"
+    assert p.quota_of(req("k", 1, tags={"namespace": "team-a"})) == "a"
+    assert p.quota_of(req("k", 1, tags={"namespace": "b"})) == "b"
+    assert p.quota_of(req("k", 1)) == DEFAULT_QUOTA
+
+
+def test_apply_counts_an_assigned_pod_and_release_removes_it() -> None:
+    p = policy()
+    r = req("alloc-1", 30, tags={NAME_TAG: "a"})
+    assert p.check(r) == []
+    assert p.apply(r) == []
+    assert p.manager.used("a") == {V: 30} and p.manager.pod_quota("alloc-1") == "a"
+    p.release(r, last_allocation=True)
+    assert p.manager.used("a") == {} and not p.manager.has_pod("alloc-1")
+
+
+def test_undo_reverses_apply_exactly() -> None:
+    p = policy()
+    before = p.manager.dump_state()
+    r = req("alloc-1", 30, tags={NAME_TAG: "a"})
+    assert p.apply(r) == []
+    p.undo(r)
+    assert p.manager.dump_state() == before
+
+
+def test_runtime_violation_with_path_and_shortfall() -> None:
+    """elastic.runtime: path = the quota, resource = what does not fit."""
+    p = policy()
+    p.manager.set_request("b", {V: 50})
+    assert p.apply(req("k1", 40, tags={NAME_TAG: "a"})) == []
+    [v] = p.check(req("k2", 15, tags={NAME_TAG: "a"}))
+    assert (v.policy, v.code, v.path, v.resource) == ("elastic", "elastic.runtime", "a", Resource({V: 5}))
+    before = p.manager.dump_state()
+    assert p.apply(req("k2", 15, tags={NAME_TAG: "a"})) != []      # apply refuses and changes nothing
+    assert p.manager.dump_state() == before
+
+
+def test_borrowing_is_admitted_when_others_are_idle() -> None:
+    """The request counts as pending for the runtime: a may borrow b's idle min."""
+    p = policy()
+    assert p.apply(req("k1", 90, tags={NAME_TAG: "a"})) == []
+    assert p.check(req("k2", 10, tags={NAME_TAG: "a"})) == []
+    assert [v.code for v in p.check(req("k2", 11, tags={NAME_TAG: "a"}))] == ["elastic.runtime"]
+
+
+def test_non_preemptible_min_violation() -> None:
+    p = policy()
+    assert p.apply(req("k1", 45, tags={NAME_TAG: "a"}, preemptible=False)) == []
+    codes = [v.code for v in p.check(req("k2", 10, tags={NAME_TAG: "a"}, preemptible=False))]
+    assert codes == ["elastic.min"]
+    assert p.check(req("k2", 10, tags={NAME_TAG: "a"})) == []
+
+
+def test_default_group_limited_by_its_max() -> None:
+    p = policy()
+    assert p.apply(req("k1", 5)) == []
+    [v] = p.check(req("k2", 1))
+    assert v.path == DEFAULT_QUOTA and v.code == "elastic.runtime"
+
+
+def test_parent_quota_target_is_a_violation_not_a_crash() -> None:
+    p = policy()
+    [v] = p.check(req("k", 1, tags={NAME_TAG: "dept"}))
+    assert v.code == "elastic.runtime" and v.path == "dept"
+
+
+def test_revoke_returns_allocation_keys() -> None:
+    p = policy()
+    assert p.apply(req("k1", 80, tags={NAME_TAG: "a"})) == []
+    p.manager.set_request("b", {V: 50})
+    assert p.revoke(0.0) == []
+    assert p.revoke(121.0) == ["k1"]
+
+
+def test_build_policy_from_partition_extension() -> None:
+    """The registry's builder reads the `elasticquotas` extension (YAML text or mapping with options)."""
+    text = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team}
+spec: {max: {cpu: 10}, min: {cpu: 2}}
+"""
+    cfg = SimpleNamespace(extensions={"elasticquotas": {"quotas": text, "scaleMin": False, "revokeDelay": 5}})
+    p = build_policy(cfg, None)
+    assert p.manager.spec("team").max == {V: 10000}
+    assert not p.manager.scale_min
+    p.set_cluster_resource({V: 4000})
+    assert p.manager.runtime("koordinator-root-quota") == {V: 4000}
+    plain = build_policy(SimpleNamespace(extensions={"elasticquotas": text}), None)
+    assert plain.manager.quota_names().count("team") == 1
+    p.update_config(SimpleNamespace(extensions={"elasticquotas": text.replace("cpu: 10", "cpu: 20")}))
+    assert p.manager.spec("team").max == {V: 20000}

@@ -1,0 +1,145 @@
+"""Hypothesis properties (issue 5): incremental = full recompute (E2), Σ children runtime ≤ parent runtime
+with scaling on, min(request, scaled min) ≤ runtime ≤ max, refused operations change nothing, replay is
+deterministic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quotaplane.elastic import ROOT_QUOTA, SYSTEM_QUOTA, ElasticQuotaManager, QuotaValidationError, scale_mins
+
+from .conftest import assert_consistent
+
+V, G = "vcore", "gpu"
+DIMS = (V, G)
+# name -> (parent, is_parent)
+TREE: dict[str, tuple[str | None, bool]] = {
+    "p1": (None, True), "p2": (None, True), "l0": (None, False),
+    "l1": ("p1", False), "l2": ("p1", False), "p3": ("p1", True),
+    "l3": ("p3", False), "l4": ("p3", False), "l5": ("p2", False),
+}
+ORDER = ["p1", "p2", "l0", "l1", "l2", "p3", "l3", "l4", "l5"]        # parents before children
+LEAVES = [n for n in ORDER if not TREE[n][1]]
+POD_LEAVES = [n for n in LEAVES if n != "l0"]                          # l0 uses the aggregate form
+
+amount = st.integers(0, 120)
+
+
+@st.composite
+def quota_params(draw: Any) -> dict[str, Any]:
+    mx = {V: draw(st.integers(0, 100)), G: draw(st.integers(0, 12))}
+    mn = {k: draw(st.integers(0, v)) for k, v in mx.items()}
+    weight = draw(st.none() | st.fixed_dictionaries({V: st.integers(0, 100), G: st.integers(0, 10)}))
+    return {"min": mn, "max": mx, "shared_weight": weight, "allow_lent": draw(st.booleans())}
+
+
+op = st.one_of(
+    st.tuples(st.just("request"), st.sampled_from(LEAVES), amount, st.integers(0, 15), st.booleans()),
+    st.tuples(st.just("remove"), st.integers(0, 50)),
+    st.tuples(st.just("assign"), st.integers(0, 50)),
+    st.tuples(st.just("total"), st.integers(20, 300), st.integers(0, 30)),
+    st.tuples(st.just("respec"), st.sampled_from(ORDER), quota_params()),
+    st.tuples(st.just("read"), st.sampled_from(ORDER)),
+    st.tuples(st.just("system"), st.integers(0, 20)),
+)
+
+
+def build(params: dict[str, dict[str, Any]], scale_min: bool = True) -> ElasticQuotaManager:
+    e = ElasticQuotaManager({V: 100, G: 8}, scale_min=scale_min)
+    for name in ORDER:
+        parent, is_parent = TREE[name]
+        e.upsert(name, parent=parent, is_parent=is_parent, force_update=True, **params[name])
+    return e
+
+
+def run(e: ElasticQuotaManager, ops: list[tuple[Any, ...]], check_each: bool) -> None:
+    pod_seq = 0
+    for o in ops:
+        kind = o[0]
+        if kind == "request":
+            _, leaf, v, g, assigned = o
+            if leaf == "l0":
+                e.set_request(leaf, {V: v, G: g})
+                e.set_used(leaf, {V: v // 2, G: g // 2})
+            else:
+                pod_seq += 1
+                e.add_pod(leaf, f"pod-{pod_seq}", {V: v, G: g}, assigned=assigned, priority=v % 3,
+                          start_time=float(pod_seq))
+        elif kind in ("remove", "assign"):
+            pods = sorted(e.dump_state()["pods"])
+            if pods:
+                pid = pods[o[1] % len(pods)]
+                e.remove_pod(pid) if kind == "remove" else e.assign_pod(pid)
+        elif kind == "total":
+            e.set_total({V: o[1], G: o[2]})
+        elif kind == "respec":
+            parent, is_parent = TREE[o[1]]
+            e.upsert(o[1], parent=parent, is_parent=is_parent, force_update=True, **o[2])
+        elif kind == "read":
+            e.runtime(o[1])
+        elif kind == "system":
+            e.set_used(SYSTEM_QUOTA, {V: o[1]})
+        if check_each:
+            assert_consistent(e)
+
+
+def check_bounds(e: ElasticQuotaManager) -> None:
+    """Σ children ≤ parent (scaling on, root total ≥ 0) and min(limited request, scaled min) ≤ rt ≤ max."""
+    for parent in [ROOT_QUOTA, "p1", "p2", "p3"]:
+        kids = e.children(parent)
+        total = e.runtime(parent)
+        for k in DIMS:
+            t = total.get(k, 0)
+            assert t >= 0
+            assert sum(e.runtime(c).get(k, 0) for c in kids) <= t, (parent, k)
+            scaled = scale_mins(t, [e.spec(c).min.get(k, 0) for c in kids])
+            for c, smin in zip(kids, scaled, strict=True):
+                mx = e.spec(c).max.get(k, 0)
+                limited = min(e.request(c).get(k, 0), mx)
+                rt = e.runtime(c).get(k, 0)
+                assert min(limited, smin) <= rt <= mx, (c, k)
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({n: quota_params() for n in ORDER}), st.lists(op, max_size=25))
+def test_incremental_equals_full_recompute_and_bounds_hold(params: dict[str, Any],
+                                                           ops: list[tuple[Any, ...]]) -> None:
+    e = build(params)
+    run(e, ops, check_each=True)
+    check_bounds(e)
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({n: quota_params() for n in ORDER}), st.lists(op, max_size=20))
+def test_incremental_equals_full_recompute_without_scaling(params: dict[str, Any],
+                                                           ops: list[tuple[Any, ...]]) -> None:
+    e = build(params, scale_min=False)
+    run(e, ops, check_each=False)
+    assert_consistent(e)
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({n: quota_params() for n in ORDER}), st.lists(op, max_size=15),
+       st.sampled_from([*ORDER, "new"]), quota_params(), st.sampled_from([None, "p1", "p3", "l1", "ghost"]),
+       st.booleans())
+def test_refused_upsert_changes_nothing_and_replay_is_identical(
+        params: dict[str, Any], ops: list[tuple[Any, ...]], name: str, new: dict[str, Any],
+        parent: str | None, is_parent: bool) -> None:
+    e = build(params)
+    run(e, ops, check_each=False)
+    twin = build(params)
+    run(twin, ops, check_each=False)
+    assert e.dump_state() == twin.dump_state()                   # deterministic replay
+    before = e.dump_state()
+    try:
+        e.upsert(name, parent=parent, is_parent=is_parent, **new)
+    except QuotaValidationError:
+        assert e.dump_state() == before
+    else:
+        assert_consistent(e)
