@@ -294,8 +294,8 @@ class Controller:
         self.tree: TreeStructure = build_structure(cache)
         self.consumers: dict[str, TreeConsumer] = {}
         self.forest: str | None = None
-        # (consumer id, log, tree version after the try) of the last try_allocate on this tree
-        self.snapshot: tuple[str, Log, int] | None = None
+        # (consumer id, log, (controller, version) of every tree the try changed) of the last try
+        self.snapshot: tuple[str, Log, tuple[tuple[Controller, int], ...]] | None = None
         self.version = 0
 
     # -- consumers map (logged)

@@ -43,8 +43,8 @@ class _Forest:
     def __init__(self, name: str) -> None:
         self.name = name
         self.trees: list[str] = []
-        # (consumer id, log, ((tree, version), …)) of the last try_allocate_forest
-        self.snapshot: tuple[str, Log, tuple[tuple[str, int], ...]] | None = None
+        # (consumer id, log, ((controller, version), …)) of the last try_allocate_forest
+        self.snapshot: tuple[str, Log, tuple[tuple[Controller, int], ...]] | None = None
 
 
 class QuotaManager:
@@ -221,13 +221,7 @@ class QuotaManager:
 
     def _drop_from_trees(self, ids: list[str], ctrls: list[Controller]) -> None:
         for ctrl in ctrls:
-            changed = False
-            for cid in ids:
-                c = ctrl.consumers.get(cid)
-                if c is not None:
-                    ctrl.deallocate(c, None)
-                    changed = True
-            if changed:
+            if self._drop(ids, ctrl, None):
                 ctrl.version += 1
 
     # ------------------------------------------------------------------------------------ tree allocation
@@ -253,15 +247,16 @@ class QuotaManager:
 
     def undo_allocate(self, tree: str, consumer_id: str) -> bool:
         """Undo the last ``try_allocate`` of ``consumer_id`` on ``tree``; False (nothing changed) if the
-        snapshot is missing, for another consumer, already used, or stale (the tree changed since)."""
+        snapshot is missing, for another consumer, already used, or stale (a tree changed since)."""
         with self._lock:
             ctrl = self._ctrl(tree)
             snap = ctrl.snapshot
-            if snap is None or snap[0] != consumer_id or snap[2] != ctrl.version:
+            if snap is None or snap[0] != consumer_id or not _current(snap[2]):
                 return False
             rollback(snap[1])
             ctrl.snapshot = None
-            ctrl.version += 1
+            for touched, _ in snap[2]:
+                touched.version += 1
             return True
 
     def deallocate(self, tree: str, consumer_id: str) -> bool:
@@ -303,17 +298,37 @@ class QuotaManager:
                        keep: bool) -> AllocationResponse:
         c = self._make(ctrl, info, spec)
         ok, victims, stopped = ctrl.allocate(c, log)
+        touched = [ctrl]
         if not ok:
             rollback(log)
             resp = AllocationResponse(info.id, False,
                                       f" Failed to allocate quota on quota designation '{ctrl.name}'")
             _explain(resp, ctrl, stopped, c)
         else:
-            ctrl.version += 1
+            if victims and ctrl.forest is not None:
+                # a victim of a forest tree leaves every tree of the forest (all-or-nothing, F4)
+                ids = [v.id for v in victims]
+                for tname in self._forests[ctrl.forest].trees:
+                    other = self._ctrls[tname]
+                    if other is not ctrl and self._drop(ids, other, log):
+                        touched.append(other)
+            for x in touched:
+                x.version += 1
             resp = AllocationResponse(info.id, True, " ", [v.id for v in victims])
         if keep:
-            ctrl.snapshot = (info.id, log, ctrl.version)
+            ctrl.snapshot = (info.id, log, tuple((x, x.version) for x in touched))
         return resp
+
+    @staticmethod
+    def _drop(ids: list[str], ctrl: Controller, log: Log | None) -> bool:
+        """De-allocate ``ids`` from ``ctrl`` where allocated; whether anything changed."""
+        hit = False
+        for cid in ids:
+            c = ctrl.consumers.get(cid)
+            if c is not None:
+                ctrl.deallocate(c, log)
+                hit = True
+        return hit
 
     def _tree_force(self, ctrl: Controller, info: ConsumerInfo, spec: ConsumerTreeSpec) -> AllocationResponse:
         c = self._make(ctrl, info, spec)
@@ -382,7 +397,8 @@ class QuotaManager:
         with self._lock:
             f = self._forest(forest)
             snap = f.snapshot
-            if snap is None or snap[0] != consumer_id or snap[2] != self._versions(f):
+            if snap is None or snap[0] != consumer_id or snap[2] != self._versions(f) \
+                    or not _current(snap[2]):
                 return False
             rollback(snap[1])
             f.snapshot = None
@@ -428,8 +444,8 @@ class QuotaManager:
                 raise QuotaError(f"consumer {consumer_id} already allocated on tree {ctrl.name}")
         return f, info, ctrls
 
-    def _versions(self, f: _Forest) -> tuple[tuple[str, int], ...]:
-        return tuple((t, self._ctrls[t].version) for t in f.trees)
+    def _versions(self, f: _Forest) -> tuple[tuple[Controller, int], ...]:
+        return tuple((self._ctrls[t], self._ctrls[t].version) for t in f.trees)
 
     def _forest_allocate(self, f: _Forest, ctrls: list[Controller], info: ConsumerInfo, log: Log,
                          keep: bool, prefix: str) -> AllocationResponse:
@@ -561,6 +577,11 @@ class QuotaManager:
         if n is None:
             raise QuotaError(f"node {node_id} does not exist in tree {tree}")
         return ctrl, n
+
+
+def _current(versions: tuple[tuple[Controller, int], ...]) -> bool:
+    """Whether no tree recorded in a snapshot changed since (the snapshot is still valid)."""
+    return all(ctrl.version == v for ctrl, v in versions)
 
 
 def _explain(resp: AllocationResponse, ctrl: Controller, stopped: Node | None, c: TreeConsumer) -> None:
