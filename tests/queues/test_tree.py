@@ -491,3 +491,14 @@ def test_reload_updates_acls_maxapps_and_properties() -> None:
     assert tree.check_submit_acl("root.default", UserGroup("bob"))
     assert not tree.check_submit_acl("root.default", UserGroup("alice"))
     assert q.properties == {"application.sort.policy": "fair", "priority.offset": "3"}  # own wins
+
+
+def test_invalid_queue_path_appendix_b() -> None:
+    from quotaplane.queues import invalid_queue_path
+
+    assert invalid_queue_path("root.a-b_c:d#e@f/g") is None
+    assert invalid_queue_path("root." + "x" * 64) is None
+    for bad in ("root." + "x" * 65, "root..a", "root.a b", "root.ä", ""):
+        message = invalid_queue_path(bad)
+        assert message is not None and message.startswith("invalid queue name"), bad
+    assert invalid_queue_path("root.a\n") is not None  # no trailing newline sneaks through "$"

@@ -230,7 +230,7 @@ def namespace_tags(namespace: Mapping[str, Any] | None) -> dict[str, str]:
         tags[TAG_RESOURCE_GUARANTEED] = value
 
     max_apps = annotations.get(ANNOTATION_MAX_APPS)
-    if isinstance(max_apps, str) and _GO_ATOI.match(max_apps) and int(max_apps) >= 0:
+    if isinstance(max_apps, str) and _GO_ATOI.fullmatch(max_apps) and int(max_apps) >= 0:
         tags[TAG_MAX_APPS] = max_apps  # the annotation text, as the k8shim passes it on
 
     parent = annotations.get(ANNOTATION_PARENT_QUEUE)

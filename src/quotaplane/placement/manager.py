@@ -81,7 +81,7 @@ def _qualify(name: str) -> str:
 
 def _check_path(path: str) -> None:
     for part in path.split(DOT)[1:]:
-        if not _QUEUE_NAME.match(part):
+        if not _QUEUE_NAME.fullmatch(part):
             raise PlacementError(f"application rejected: invalid queue name {part!r} in {path!r}")
 
 
@@ -112,12 +112,12 @@ class Filter:
     def _parse(entries: Sequence[str],
                valid: re.Pattern[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:
         # Appendix B: a single entry that is not a valid name is a regular expression.
-        if len(entries) == 1 and not valid.match(entries[0]):
+        if len(entries) == 1 and not valid.fullmatch(entries[0]):
             try:
                 return frozenset(), re.compile(entries[0])
             except re.error as exc:
                 raise ValueError(f"invalid placement filter expression {entries[0]!r}: {exc}") from None
-        return frozenset(e for e in entries if valid.match(e)), None
+        return frozenset(e for e in entries if valid.fullmatch(e)), None
 
     def allow_user(self, user: UserGroup) -> bool:
         """True when the rule may be used for ``user``."""
@@ -196,7 +196,7 @@ class Rule:
             # P-3: a fully qualified name; the parent rule is not run
             path = name.lower()
         else:
-            if self.name not in ("provided", "fixed") and not _QUEUE_NAME.match(name):
+            if self.name not in ("provided", "fixed") and not _QUEUE_NAME.fullmatch(name):
                 raise PlacementError(f"application rejected: invalid queue name {name!r}")
             parent = self._parent_path(application_id, user, tags, queues, requested_queue)
             if parent is None:

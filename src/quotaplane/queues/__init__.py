@@ -19,6 +19,7 @@ from quotaplane.queues.tree import (
     Queue,
     QueueLimit,
     QueueTree,
+    invalid_queue_path,
     parse_si_resource,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "Queue",
     "QueueLimit",
     "QueueTree",
+    "invalid_queue_path",
     "parse_si_resource",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "Queue",
     "QueueLimit",
     "QueueTree",
+    "invalid_queue_path",
     "parse_si_resource",
 ]
 
@@ -382,7 +383,7 @@ class QueueTree:
         if parts[0] != ROOT:
             raise ValueError(f"queue path {path!r} is not fully qualified (must start with 'root.')")
         for part in parts[1:]:
-            if not QUEUE_NAME.match(part):
+            if not QUEUE_NAME.fullmatch(part):
                 raise ValueError(f"invalid queue name {part!r} in queue path {path!r}")
         q = self._root
         last = len(parts) - 1
@@ -766,6 +767,19 @@ def _tag(tags: Mapping[str, str], key: str) -> str | None:
             if k.lower() == key:
                 return v
     return value
+
+
+INVALID_QUEUE_NAME = ("invalid queue name, max 64 characters consisting of alphanumeric characters and "
+                      "'-', '_', '#', '@', '/', ':' allowed")
+
+
+def invalid_queue_path(path: str) -> str | None:
+    """The YuniKorn error text when some dot-separated part of ``path`` is not a valid queue name
+    (Appendix B; the REST queue handlers answer 400 with it), else None."""
+    for part in path.split("."):
+        if not QUEUE_NAME.fullmatch(part):
+            return f"{INVALID_QUEUE_NAME}: {part!r}"
+    return None
 
 
 def parse_si_resource(text: str | None) -> Resource | None:
