@@ -23,12 +23,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from _bench import write_results  # noqa: E402
-
-from quotaplane.config.identity import UserGroup  # noqa: E402
-from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig  # noqa: E402
-from quotaplane.resources import Resource  # noqa: E402
-from quotaplane.ugm import Manager  # noqa: E402
+from _bench import write_results
+from quotaplane.config.identity import UserGroup
+from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
+from quotaplane.resources import Resource
+from quotaplane.ugm import Manager
 
 USERS = 100_000
 QUEUES = 3

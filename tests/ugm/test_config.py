@@ -111,13 +111,15 @@ def test_partition_limits_are_the_root_limits() -> None:
 
 
 def test_reload_never_loses_usage_over_many_reloads() -> None:
-    configs = [partition({"root": [lim(users=["*"], res={"vcore": 10**6}), lim(groups=["dev", "*"], res=BIG)]}),
+    configs = [partition({"root": [lim(users=["*"], res={"vcore": 10**6}),
+                                   lim(groups=["dev", "*"], res=BIG)]}),
                partition({"root.a": [lim(groups=["qa"], res={"vcore": 1})]}),
                partition()]
     m = Manager()
     m.update_config(configs[0])
     for i in range(20):
-        m.increase_tracked_resource(f"root.q{i % 3}", f"app-{i}", R(vcore=10 + i), ug(f"u{i % 4}", "dev", "qa"))
+        user = ug(f"u{i % 4}", "dev", "qa")
+        m.increase_tracked_resource(f"root.q{i % 3}", f"app-{i}", R(vcore=10 + i), user)
     before = usage_only(m)
     for cfg in configs * 3:
         m.update_config(cfg)
@@ -126,8 +128,10 @@ def test_reload_never_loses_usage_over_many_reloads() -> None:
 
 def test_c7_reload_is_applied_in_one_step_under_concurrent_reads() -> None:
     """Quality: a reload applied in one step — no reader sees half of the old and half of the new limits."""
-    a = partition({"root": [lim(users=["*"], res={"vcore": 1000})], "root.q": [lim(users=["*"], res={"vcore": 1000})]})
-    b = partition({"root": [lim(users=["*"], res={"vcore": 2000})], "root.q": [lim(users=["*"], res={"vcore": 2000})]})
+    a = partition({"root": [lim(users=["*"], res={"vcore": 1000})],
+                   "root.q": [lim(users=["*"], res={"vcore": 1000})]})
+    b = partition({"root": [lim(users=["*"], res={"vcore": 2000})],
+                   "root.q": [lim(users=["*"], res={"vcore": 2000})]})
     m = Manager()
     m.update_config(a)
     for i in range(50):

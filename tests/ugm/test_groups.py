@@ -28,7 +28,7 @@ def test_g1_apps_of_one_user_may_use_different_groups() -> None:
     assert m.get_group_resources("test") == {"vcore": 2}
 
 
-# -- G-3: which group ------------------------------------------------------------------------------------------
+# -- G-3: which group ------------------------------------------------------------------------------------
 def test_g3_user_without_groups_is_not_group_tracked_even_with_a_wildcard() -> None:
     m = manager({"root": [lim(groups=["dev", "*"], res={"vcore": 1})]})
     assert m.increase_tracked_resource("root.a", "app-1", R(vcore=5), ug("nogroups"))
@@ -92,7 +92,7 @@ def test_limit_table_resolve_group_directly() -> None:
     assert table.resolve_group(("root", "root.x"), ()) is None
 
 
-# -- G-5 / U5: the * group is one shared tracker ------------------------------------------------------------------
+# -- G-5 / U5: the * group is one shared tracker ---------------------------------------------------------
 def test_g5_wildcard_group_is_one_cumulative_budget() -> None:
     m = manager({"root": [lim(groups=["dev"], res=BIG), lim(groups=["*"], res={"vcore": 3000})]})
     assert m.increase_tracked_resource("root.a", "app-1", R(vcore=2000), ug("u1", "x"))
@@ -105,7 +105,7 @@ def test_g5_wildcard_group_is_one_cumulative_budget() -> None:
     assert m.groups_usage()[0]["applications"] == ["app-1", "app-2"]
 
 
-# -- G-2 / G-6 / U4: when the group is chosen, and immutability -------------------------------------------------
+# -- G-2 / G-6 / U4: when the group is chosen, and immutability ------------------------------------------
 def test_u4_headroom_before_first_increase_uses_the_group_the_increase_would_choose() -> None:
     m = manager({"root": [lim(groups=["dev"], res={"vcore": 2000})]})
     user = ug("joe", "dev")
@@ -160,7 +160,7 @@ def test_g6_link_released_by_remove_app_and_resolved_again() -> None:
     assert m.app_group("app-1", user) == "test"
 
 
-# -- G-7 / U8: group trackers come from increases, not from config ---------------------------------------------
+# -- G-7 / U8: group trackers come from increases, not from config ---------------------------------------
 def test_g7_u8_config_creates_no_group_tracker() -> None:
     m = manager({"root": [lim(groups=["dev", "*"], res=BIG)]})
     assert m.groups_usage() == []
@@ -168,7 +168,7 @@ def test_g7_u8_config_creates_no_group_tracker() -> None:
     assert m.tracked_groups() == ["dev"]
 
 
-# -- U7: a group limit removed by reload keeps the link and the usage ---------------------------------------------
+# -- U7: a group limit removed by reload keeps the link and the usage ------------------------------------
 def test_u7_group_limit_removed_keeps_link_and_usage_and_clears_limit() -> None:
     m = manager({"root.a": [lim(groups=["dev"], res={"vcore": 5000})]})
     user = ug("joe", "dev")

@@ -46,7 +46,7 @@ def test_h1_all_zero_limit_counts_as_no_limit() -> None:
     assert m.headroom("root.a", "app-1", ug("sue")) is None
 
 
-# -- H-2 / U2: user and group both apply, tightest wins ---------------------------------------------------------
+# -- H-2 / U2: user and group both apply, tightest wins --------------------------------------------------
 def test_h2_user_lower_than_group() -> None:
     m = manager({"root": [lim(users=["sue"], res={"vcore": 1000}), lim(groups=["dev"], res={"vcore": 5000})]})
     assert m.headroom("root.a", "app-1", ug("sue", "dev")) == {"vcore": 1000}
@@ -75,7 +75,7 @@ def test_h2_group_usage_of_other_members_reduces_headroom() -> None:
     assert not m.increase_tracked_resource("root.b", "app-2", R(vcore=1500), ug("bob", "dev"))
 
 
-# -- H-3 / H-4: running applications ----------------------------------------------------------------------------
+# -- H-3 / H-4: running applications ---------------------------------------------------------------------
 def test_h3_maxapplications_refuses_a_new_app_but_not_a_running_one() -> None:
     m = manager({"root.a": [lim(users=["sue"], apps=1, res=BIG)]})
     assert m.increase_tracked_resource("root.a", "app-1", R(vcore=1), ug("sue"))
@@ -86,7 +86,8 @@ def test_h3_maxapplications_refuses_a_new_app_but_not_a_running_one() -> None:
 
 
 def test_h3_every_level_must_admit_the_app() -> None:
-    m = manager({"root": [lim(users=["sue"], apps=2, res=BIG)], "root.a": [lim(users=["sue"], apps=5, res=BIG)]})
+    m = manager({"root": [lim(users=["sue"], apps=2, res=BIG)],
+                 "root.a": [lim(users=["sue"], apps=5, res=BIG)]})
     m.increase_tracked_resource("root.a", "app-1", R(vcore=1), ug("sue"))
     m.increase_tracked_resource("root.b", "app-2", R(vcore=1), ug("sue"))
     assert not m.can_run_app("root.a", "app-3", ug("sue"))       # root is full, root.a is not
@@ -107,7 +108,7 @@ def test_u11_maxapplications_zero_means_no_count_limit() -> None:
         assert m.increase_tracked_resource("root.a", f"app-{i}", R(vcore=1), ug("sue"))
 
 
-# -- U1 / H-5: the increase enforces atomically ------------------------------------------------------------------
+# -- U1 / H-5: the increase enforces atomically ----------------------------------------------------------
 def test_u1_refused_increase_changes_nothing_anywhere() -> None:
     m = manager({"root": [lim(users=["*"], res={"vcore": 10_000}), lim(groups=["dev"], res={"vcore": 3000})],
                  "root.a.b": [lim(users=["*"], res={"vcore": 2000})]})
@@ -147,7 +148,7 @@ def test_u1_a_negative_delta_in_an_increase_is_never_refused() -> None:
     assert m.get_user_resources(ug("sue")) == {"vcore": 1500}
 
 
-# -- H-6 / U6: limits lowered below usage -----------------------------------------------------------------------
+# -- H-6 / U6: limits lowered below usage ----------------------------------------------------------------
 def test_h6_u6_reload_below_usage_keeps_usage_and_refuses_new_increases() -> None:
     m = manager({"root": [lim(users=["sue"], res={"vcore": 4000, "memory": 100})]})
     m.increase_tracked_resource("root.a", "app-1", R(vcore=3000, memory=10), ug("sue"))
@@ -160,7 +161,7 @@ def test_h6_u6_reload_below_usage_keeps_usage_and_refuses_new_increases() -> Non
     assert m.increase_tracked_resource("root.a", "app-1", R(vcore=500), ug("sue"))
 
 
-# -- W-1 … W-5: wildcards ---------------------------------------------------------------------------------------
+# -- W-1 … W-5: wildcards --------------------------------------------------------------------------------
 def test_w1_wildcard_user_limit_is_a_per_user_copy() -> None:
     m = manager({"root.a": [lim(users=["*"], res={"vcore": 1000})]})
     assert m.increase_tracked_resource("root.a", "app-1", R(vcore=1000), ug("u1"))

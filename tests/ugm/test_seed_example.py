@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from quotaplane.config.identity import UserGroup
 from quotaplane.ugm import Manager
 
 from .helpers import R, from_yaml, ug
@@ -44,6 +45,11 @@ partitions:
 G = 10**9
 
 
+def DEV(name: str) -> UserGroup:
+    """A member of development."""
+    return ug(name, "development")
+
+
 @pytest.fixture
 def m() -> Manager:
     return from_yaml(SEED_EXAMPLE)
@@ -62,7 +68,7 @@ def test_sue_in_development_is_also_bound_by_the_group(m: Manager) -> None:
     sue = ug("sue", "development")
     assert m.increase_tracked_resource("root.shared", "dev-x", R(vcore=1000), ug("dev0", "development"))
     for i in range(8):
-        assert m.increase_tracked_resource("root.shared", f"m{i}", R(memory=10 * G), ug(f"mem{i}", "development"))
+        assert m.increase_tracked_resource("root.shared", f"m{i}", R(memory=10 * G), DEV(f"mem{i}"))
     # user 25G/5 vs group 100G-80G / 10-1 vcore
     assert m.headroom("root.shared", "sue-1", sue) == {"memory": 20 * G, "vcore": 5000}
     assert m.increase_tracked_resource("root.shared", "sue-1", R(vcore=5000), sue)
@@ -77,15 +83,15 @@ def test_a_development_member_gets_the_user_catch_all_and_the_group_limit(m: Man
     assert m.app_group("bob-1", bob) == "development"
     # ten members of development fill the group's 10 vcore; the eleventh is refused by the group
     for i in range(9):
-        assert m.increase_tracked_resource("root.shared", f"d{i}", R(vcore=1000), ug(f"dev{i}", "development"))
-    refusal = m.explain_increase("root.shared", "d-last", R(vcore=1000), ug("dev-last", "development"))
+        assert m.increase_tracked_resource("root.shared", f"d{i}", R(vcore=1000), DEV(f"dev{i}"))
+    refusal = m.explain_increase("root.shared", "d-last", R(vcore=1000), DEV("dev-last"))
     assert [(e.kind, e.name, e.queue_path) for e in refusal] == [("group", "development", "root")]
-    assert not m.increase_tracked_resource("root.shared", "d-last", R(vcore=1000), ug("dev-last", "development"))
+    assert not m.increase_tracked_resource("root.shared", "d-last", R(vcore=1000), DEV("dev-last"))
 
 
 def test_a_test_member_has_a_separate_group_budget(m: Manager) -> None:
     for i in range(10):
-        assert m.increase_tracked_resource("root.shared", f"d{i}", R(vcore=1000), ug(f"dev{i}", "development"))
+        assert m.increase_tracked_resource("root.shared", f"d{i}", R(vcore=1000), DEV(f"dev{i}"))
     tess = ug("tess", "test")
     assert m.headroom("root.shared", "t-1", tess) == {"memory": 10 * G, "vcore": 1000}
     assert m.increase_tracked_resource("root.shared", "t-1", R(vcore=1000), tess)

@@ -627,7 +627,7 @@ def _explain(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: tup
                     usage=used, shortfall=short_res, wildcard=entry.wildcard,
                     running_applications=len(running),
                     message=(f"{who} would exceed its maxresources limit {limit_res}{source} at queue "
-                             f"{level}: usage {used} plus request {req} is over by {short_res}"),
+                             f"{level}: usage {used} plus request {req} is over by {short_res}."),
                 ))
         max_apps = entry.max_applications
         if max_apps and app not in running and len(running) >= max_apps:
@@ -638,6 +638,6 @@ def _explain(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: tup
                 limit_applications=max_apps, usage=used, shortfall=None, wildcard=entry.wildcard,
                 running_applications=len(running),
                 message=(f"{who} already runs {len(running)} of at most {max_apps} applications"
-                         f"{source} at queue {level}; application {app!r} cannot start"),
+                         f"{source} at queue {level}; application {app!r} cannot start."),
             ))
     return out
