@@ -14,6 +14,7 @@ exact point between allocations where it was applied live.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time as _time
@@ -39,7 +40,10 @@ def _partition_of(stream: str) -> str:
     return SCHEDULER_STREAM if stream == "partition:scheduler" else stream
 
 
+@functools.lru_cache(maxsize=16)
 def _load(text: str) -> SchedulerConfig:
+    # The parsed config is immutable, so the same text can share one parse (restores parse every
+    # journalled config text; YAML parsing costs tens of milliseconds).
     from quotaplane.config import load_config
 
     return load_config(text)
