@@ -12,7 +12,20 @@ from collections.abc import Iterable
 from quotaplane.config.loader import load_config
 from quotaplane.errors import ConfigError
 
-__all__ = ["validate_file", "validate_files"]
+__all__ = ["validate_conf", "validate_file", "validate_files"]
+
+
+def validate_conf(text: str | bytes) -> dict[str, object]:
+    """V-21: the body of ``POST /ws/v1/validate-conf`` — ``{"allowed": bool, "reason": "…"}``.
+
+    ``reason`` (the first problem, ``"line N: …"``) is omitted when the config is allowed, as in
+    YuniKorn. YAML that does not even parse is an ordinary ``allowed: false``.
+    """
+    try:
+        load_config(text)
+    except ConfigError as err:
+        return {"allowed": False, "reason": str(err)}
+    return {"allowed": True}
 
 
 def validate_file(path: str | os.PathLike[str]) -> list[tuple[int, str]]:

@@ -25,6 +25,7 @@ a failing load returns nothing, which makes validation all-or-nothing (U13).
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any
@@ -86,7 +87,7 @@ _NODE_SORT_KEYS = ("type", "resourceweights")
 
 # Guards against pathological input (aliases can make a short text describe a huge or cyclic tree).
 _MAX_QUEUE_DEPTH = 64
-_MAX_QUEUES = 100_000
+_MAX_QUEUES = 50_000
 _MAX_RULE_DEPTH = 16
 _MAX_EXTENSION_DEPTH = 64
 
@@ -113,6 +114,10 @@ def _describe(value: object) -> str:
     if isinstance(value, int | float):
         return f"the number {value}"
     return f"a value of type {type(value).__name__}"
+
+
+class _TooLarge(Exception):
+    """Raised inside the builder when the input exceeds the size guards."""
 
 
 class _Builder:
@@ -304,6 +309,12 @@ class _Builder:
             self.add(self.key_line(top, "partitions"),
                      f"'partitions' must be a list, got {_describe(raw_partitions)}")
             return None
+        try:
+            return self.partitions(raw_partitions)
+        except _TooLarge:
+            return None
+
+    def partitions(self, raw_partitions: list[Any]) -> SchedulerConfig:
         partitions: list[PartitionConfig] = []
         default_seen = False
         for i, raw in enumerate(raw_partitions):
@@ -316,6 +327,7 @@ class _Builder:
             if not name or name.lower() == DEFAULT_PARTITION:
                 if default_seen:
                     self.add(self.key_line(pm, "name"), "multiple default partitions defined")
+                    continue
                 default_seen = True
                 name = DEFAULT_PARTITION
             partition = self.partition(pm, name.lower(), line)
@@ -414,16 +426,16 @@ class _Builder:
               *, is_root: bool) -> QueueConfig | None:
         self.queue_count += 1
         if self.queue_count > _MAX_QUEUES:
-            if self.queue_count == _MAX_QUEUES + 1:
-                self.add(line, f"too many queues: more than {_MAX_QUEUES}")
-            return None
+            # Aliases can describe an exponential tree in a few lines: stop building at once.
+            self.add(line, f"too many queues: more than {_MAX_QUEUES}")
+            raise _TooLarge
         if depth > _MAX_QUEUE_DEPTH:
             self.add(line, f"queue hierarchy too deep: more than {_MAX_QUEUE_DEPTH} levels")
             return None
         peek = raw.get("name") if isinstance(raw, dict) else None
         name = peek.lower() if isinstance(peek, str) else ""  # U10: names and paths are lower case
         path = name if is_root else f"{parent_path}.{name}"
-        what = f"queue '{path}'"
+        what = f"queue '{path}'" if name or is_root else f"a queue under '{parent_path}'"
         qm = self.mapping(raw, what, _QUEUE_KEYS, line)
         if qm is None:
             return None
@@ -690,9 +702,37 @@ def _raise(problems: list[Problem]) -> None:
     raise ConfigError(message, line=line, problems=ordered)
 
 
+_BRACKETS = re.compile(r"[\[\]{}]")
+# ruamel's composer recurses once per nesting level and becomes very slow before it fails with a
+# RecursionError (seconds at 1,000 levels); no real configuration comes near this bound.
+_MAX_NESTING = 250
+
+
+def _nesting(text: str) -> tuple[int, int]:
+    """An upper bound of the YAML nesting depth (indentation plus open brackets) and its line."""
+    depth = 0
+    worst, worst_line = 0, 0
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip(" ")
+        level = len(line) - len(stripped) + depth
+        for match in _BRACKETS.finditer(stripped):
+            if match.group() in "[{":
+                depth += 1
+                level = max(level, len(line) - len(stripped) + depth)
+            elif depth:
+                depth -= 1
+        if level > worst:
+            worst, worst_line = level, number
+    return worst, worst_line
+
+
 def parse_yaml(text: str) -> object:
     """Parse ``text`` with ruamel.yaml (round trip: keeps lines); YAML errors become ConfigError."""
     from ruamel.yaml import YAML
+
+    depth, line = _nesting(text)
+    if depth > _MAX_NESTING:
+        _raise([(line, f"invalid YAML: nested too deeply (more than {_MAX_NESTING} levels)")])
 
     yaml = YAML(typ="rt", pure=True)
     try:

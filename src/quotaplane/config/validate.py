@@ -64,8 +64,9 @@ _NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
 ROOT_QUEUE = "root"
 WILDCARD = "*"
 DOT = "."
-# YuniKorn's placement rules (pkg/scheduler/placement/types): rule names are case-insensitive.
-PLACEMENT_RULE_NAMES = ("provided", "user", "primarygroup", "secondarygroup", "tag", "fixed")
+# YuniKorn's placement rules (pkg/scheduler/placement/types), case-insensitive; "group" is
+# quotaplane's alias of primarygroup (quotaplane.placement accepts it).
+PLACEMENT_RULE_NAMES = ("provided", "user", "primarygroup", "secondarygroup", "group", "tag", "fixed")
 # YuniKorn's node sorting policies (policies.SortingPolicyFromString); "" is the default (fair).
 NODE_SORT_POLICIES = ("", "fair", "binpacking")
 
