@@ -216,6 +216,8 @@ def test_m3_headroom_min_of_path() -> None:
     assert tree.max_headroom("root.parent.child2") == {"memory": 150}
     assert tree.max_headroom("root.default") is None
     assert tree.effective_max("root.parent.child2") == {"memory": 750, "vcore": 10}
+    assert tree.max_queue_set("root.parent.child2") == {"memory": 750}
+    assert tree.max_queue_set("root.default") is None
 
 
 def test_m3_headroom_merges_types_from_levels() -> None:

@@ -616,6 +616,15 @@ class QueueTree:
                 h = component_wise_min(sub_only_existing(q.max, q.allocated), h)
         return h
 
+    def max_queue_set(self, path: str) -> Resource | None:
+        """YuniKorn ``GetMaxQueueSet``: the component-wise min of the maxes set on the queue and its
+        ancestors, ignoring the root (cluster size); None when no queue sets one (N-4 gang check)."""
+        out: Resource | None = None
+        for q in self._get(path).ancestors():
+            if not q.is_root:
+                out = component_wise_min(q.max, out)
+        return out
+
     def effective_max(self, path: str) -> Resource | None:
         """M-3 ``GetMaxResource``: the component-wise min of the queue's max and its ancestors'."""
         out: Resource | None = None
