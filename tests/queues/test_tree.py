@@ -504,3 +504,25 @@ def test_invalid_queue_path_appendix_b() -> None:
         message = invalid_queue_path(bad)
         assert message is not None and message.startswith("invalid queue name"), bad
     assert invalid_queue_path("root.a\n") is not None  # no trailing newline sneaks through "$"
+
+
+def test_m5_queues_over_max_only_with_quota_preemption_delay() -> None:
+    cfg = {"submitacl": "*", "queues": [
+        {"name": "p", "properties": {"quota.preemption.delay": "1m"}, "queues": [
+            {"name": "a", "max": {"vcore": 4}}, {"name": "b", "max": {"vcore": 4},
+                                                  "properties": {"quota.preemption.delay": "0"}}]},
+        {"name": "c", "max": {"vcore": 4}}]}
+    tree = QueueTree(partition(cfg))
+    tree.set_cluster_resource({"vcore": 100_000})
+    for leaf in ("root.p.a", "root.p.b", "root.c"):
+        tree.increase_allocated(leaf, Resource({"vcore": 3000}))
+    assert tree.queues_over_max() == []
+    lowered = {"submitacl": "*", "queues": [
+        {"name": "p", "properties": {"quota.preemption.delay": "1m"}, "queues": [
+            {"name": "a", "max": {"vcore": 1}}, {"name": "b", "max": {"vcore": 1},
+                                                  "properties": {"quota.preemption.delay": "0"}}]},
+        {"name": "c", "max": {"vcore": 1}}]}
+    tree.update_config(partition(lowered))
+    # a inherits the delay from p; b switched it off; c never had it (Q3: nothing evicted)
+    assert tree.queues_over_max() == [("root.p.a", Resource({"vcore": 2000}), 60.0)]
+    assert tree.quota_preemption_delay("root.p.a") == 60.0 and tree.quota_preemption_delay("root.c") == 0.0

@@ -633,6 +633,33 @@ class QueueTree:
         return out
 
     # ------------------------------------------------------------------------------------------------
+    # quota preemption (M-5, decision Q3)
+    # ------------------------------------------------------------------------------------------------
+    def quota_preemption_delay(self, path: str) -> float:
+        """The queue's ``quota.preemption.delay`` in seconds (0 = off; inherited like any property)."""
+        return _parse_duration(self._get(path).properties.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+
+    def queues_over_max(self) -> list[tuple[str, Resource, float]]:
+        """M-5: the managed queues (not the root) whose usage exceeds their max and that have quota
+        preemption switched on (a ``quota.preemption.delay`` above 0), as ``(path, excess, delay)`` in
+        path order. ``excess`` holds, per name of the max, how much usage is over it. The caller (the
+        partition, when ``preemption.quotapreemptionenabled`` is true) decides when and what to evict;
+        with nothing switched on, nothing is ever evicted (decision Q3)."""
+        out: list[tuple[str, Resource, float]] = []
+        for path in sorted(self._by_path):
+            q = self._by_path[path]
+            if q.is_root or not q.managed or q.max is None:
+                continue
+            delay = _parse_duration(q.properties.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+            if delay <= 0:
+                continue
+            used = q.allocated._values
+            excess = {k: used.get(k, 0) - v for k, v in q.max.items() if used.get(k, 0) > v}
+            if excess:
+                out.append((q.path, Resource._wrap({k: excess[k] for k in sorted(excess)}), delay))
+        return out
+
+    # ------------------------------------------------------------------------------------------------
     # ACLs
     # ------------------------------------------------------------------------------------------------
     def check_submit_acl(self, path: str, user: UserGroup) -> bool:
