@@ -225,3 +225,10 @@ def test_malformed_names_and_sections_are_tolerated() -> None:
                                    "not-a-container", {"resources": ["bad"]}]},
            "status": {"containerStatuses": [{"name": {"a": 1}}, None]}}
     assert pod_resource(pod) == {"vcore": 1000, "pods": 1}
+
+
+def test_k8_3_pod_level_limits_default_the_pod_level_requests() -> None:
+    pod = {"spec": {"resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "1"}},
+                    "containers": [{"name": "c",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "1Mi"}}}]}}
+    assert pod_resource(pod) == {"vcore": 1000, "memory": GI, "pods": 1}

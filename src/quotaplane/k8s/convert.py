@@ -141,7 +141,10 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
             _add_into(during, sidecars)
         _max_into(total, during)
 
-    pod_level = _mapping(_mapping(spec.get("resources")).get("requests"))
+    pod_resources = _mapping(spec.get("resources"))
+    # like a container: a pod-level name with a limit but no request requests its limit
+    pod_level = dict(_mapping(pod_resources.get("limits")))
+    pod_level.update(_mapping(pod_resources.get("requests")))
     if pod_level:
         parsed = Resource.from_k8s({k: v for k, v in pod_level.items() if k in _POD_LEVEL})
         total.update(parsed._values)
