@@ -439,6 +439,12 @@ class TreeCache:
         with self._lock:
             return sorted(self._resources)
 
+    def replace(self, other: TreeCache) -> None:
+        """Replace the resource names and node specs by (copies of) ``other``'s; renames are kept."""
+        with self._lock:
+            self._resources = set(other._resources)
+            self._specs = {n: s.copy() for n, s in other._specs.items()}
+
     # -- internal
     def _load(self, resources: list[str], specs: dict[str, NodeSpec]) -> None:
         self._resources = set(resources)

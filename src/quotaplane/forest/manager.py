@@ -98,6 +98,11 @@ class QuotaManager:
                 return {n: list(f.trees) for n, f in sorted(self._forests.items())}
             return list(self._forest(forest).trees)
 
+    def tree_forest(self, tree: str) -> str | None:
+        """The forest ``tree`` belongs to, or None."""
+        with self._lock:
+            return self._ctrl(tree, f"tree {tree} does not exist").forest
+
     def update_all(self) -> list[str]:
         """Update every tree that is in no forest, then every forest; the ids left unallocated."""
         with self._lock:

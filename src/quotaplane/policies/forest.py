@@ -1,0 +1,384 @@
+"""The quota-forest admission policy: a :class:`~quotaplane.forest.QuotaManager` behind QuotaPolicy.
+
+Last in the admission path (decision Q2: queue → user/group → elastic → forest). An application's
+allocation becomes a forest consumer whose id is the allocation key. Where it goes comes from the
+application's tags:
+
+* ``quotaplane.io/tree.<tree>`` = the group node (gNode, a leaf) of the consumer in tree ``<tree>``;
+  one tag per tree;
+* ``quotaplane.io/forest`` = the forest to allocate on (optional: the partition's default forest, or
+  the forest all tagged trees belong to; a single tagged tree outside any forest is a tree call);
+* ``quotaplane.io/consumer-type`` = the consumer ``type`` (an integer, default 0).
+
+The request vector of each tree is read from the allocation's resource by the tree's resource names (a
+tree resource ``cpu`` that the allocation does not name reads ``vcore``, i.e. milli-cores, as MCAD
+does); priority is the allocation's; ``unPreemptable`` is ``not preemptible``. An application without
+any of these tags is not subject to quota trees.
+
+``check`` runs ``try_allocate`` + ``undo`` under the manager lock and reports a ``forest.quota``
+violation whose path is ``<tree>/<node>`` (where the allocation stopped) and whose resource is what
+was missing there. ``apply`` allocates (with a snapshot, so ``undo`` is exact while nothing else
+changed); consumers it preempted are returned by :meth:`ForestPolicy.take_preempted` so the partition
+releases them. ``undo`` / ``release`` de-allocate and forget the consumer.
+
+Partition extension ``quotatrees`` (``build_policy``)::
+
+    quotatrees:
+      trees: [<QuotaTree object or JSON text>, ...]
+      forests: {Forest-1: [ContextTree, ServiceTree]}     # optional, trees in this order
+      defaultforest: Forest-1                              # optional
+      mode: normal                                         # optional: normal (default) | maintenance
+
+(a plain list is taken as ``trees``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from quotaplane.forest import (
+    AllocationResponse,
+    ConsumerInfo,
+    ConsumerTreeSpec,
+    Mode,
+    QuotaError,
+    QuotaManager,
+)
+from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.resources import Resource
+
+__all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]
+
+FOREST_TAG = "quotaplane.io/forest"
+TREE_TAG_PREFIX = "quotaplane.io/tree."
+CONSUMER_TYPE_TAG = "quotaplane.io/consumer-type"
+_WHAT_IF_ID = "\x00what-if"
+
+# (kind "tree" | "forest", tree or forest name, {tree: group})
+_Target = tuple[str, str, dict[str, str]]
+
+
+class _Refusal(Exception):
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.message)
+        self.violation = violation
+
+
+def _violation(path: str, message: str, shortfall: Mapping[str, int] | None = None) -> Violation:
+    return Violation(policy="forest", code="forest.quota", path=path, message=message,
+                     resource=Resource(dict(shortfall)) if shortfall else None)
+
+
+class ForestPolicy:
+    """Adapter from the admission protocol to one partition's :class:`QuotaManager`."""
+
+    __slots__ = ("_last", "_preempted", "_targets", "default_forest", "manager", "name")
+
+    def __init__(self, manager: QuotaManager, *, default_forest: str | None = None) -> None:
+        self.name = "forest"
+        self.manager = manager
+        self.default_forest = default_forest
+        self._targets: dict[str, _Target] = {}      # allocation key -> where it is allocated
+        self._preempted: list[str] = []
+        # the last successful apply: (key, target, [(victim key, info, target)])
+        self._last: tuple[str, _Target, list[tuple[str, ConsumerInfo, _Target]]] | None = None
+
+    @classmethod
+    def from_definitions(cls, trees: Sequence[str | Mapping[str, Any]],
+                         forests: Mapping[str, Sequence[str]] | None = None, *,
+                         default_forest: str | None = None, mode: Mode = Mode.NORMAL) -> ForestPolicy:
+        """A policy over a new manager holding ``trees`` (JSON text or objects) and ``forests``."""
+        qm = QuotaManager()
+        for t in trees:
+            _add(qm, t)
+        for fname, members in (forests or {}).items():
+            qm.add_forest(fname)
+            for tree in members:
+                qm.add_tree_to_forest(fname, tree)
+        if default_forest is not None and default_forest not in qm.forest_names():
+            raise QuotaError(f"default forest {default_forest} is not defined")
+        qm.set_mode(mode)
+        return cls(qm, default_forest=default_forest)
+
+    # ------------------------------------------------------------------------------------ mapping
+    def target_of(self, request: AdmissionRequest) -> _Target | None:
+        """Where ``request`` is allocated: (kind, name, {tree: group}); None if no tree applies.
+
+        Raises ``_Refusal`` for tags that name unknown trees or forests.
+        """
+        tags = request.tags or {}
+        groups = {k[len(TREE_TAG_PREFIX):]: v for k, v in sorted(tags.items())
+                  if k.startswith(TREE_TAG_PREFIX) and len(k) > len(TREE_TAG_PREFIX)}
+        forest = tags.get(FOREST_TAG) or None
+        if not groups and forest is None:
+            return None
+        qm = self.manager
+        known = set(qm.tree_names())
+        for tree in groups:
+            if tree not in known:
+                raise _Refusal(_violation(tree, f"quota tree {tree!r} named by the application "
+                                                "does not exist"))
+        if forest is None and groups:
+            homes = {qm.tree_forest(t) for t in groups}
+            if len(groups) == 1 and homes == {None}:
+                tree = next(iter(groups))
+                return "tree", tree, groups
+            forest = homes.pop() if len(homes) == 1 and None not in homes else self.default_forest
+        if forest is None:
+            raise _Refusal(_violation(",".join(groups), "the quota trees "
+                                      f"{', '.join(groups)} belong to no common forest; tag "
+                                      f"{FOREST_TAG}"))
+        if forest not in qm.forest_names():
+            raise _Refusal(_violation(forest, f"quota forest {forest!r} does not exist"))
+        members = qm.forest_tree_names(forest)
+        inside = {t: g for t, g in groups.items() if t in members}   # B1: the intersection
+        if not inside:
+            raise _Refusal(_violation(forest, "the application names no group in any tree of forest "
+                                              f"{forest!r}"))
+        return "forest", forest, inside
+
+    def _info(self, cid: str, request: AdmissionRequest, groups: Mapping[str, str]) -> ConsumerInfo:
+        res = request.resource
+        raw_type = (request.tags or {}).get(CONSUMER_TYPE_TAG, "0")
+        try:
+            ctype = int(raw_type)
+        except ValueError:
+            raise _Refusal(_violation(CONSUMER_TYPE_TAG,
+                                      f"consumer type {raw_type!r} is not an integer")) from None
+        specs: list[ConsumerTreeSpec] = []
+        for tree, group in groups.items():
+            amounts: dict[str, int] = {}
+            for name in self.manager.tree_info(tree)["resource_names"]:
+                if name in res:
+                    amounts[name] = res[name]
+                elif name == "cpu":
+                    amounts[name] = res.get("vcore", 0)
+            specs.append(ConsumerTreeSpec(tree, group, amounts, priority=request.priority, type=ctype,
+                                          unpreemptable=not request.preemptible))
+        return ConsumerInfo(cid, specs)
+
+    def _refused(self, r: AllocationResponse, target: _Target) -> Violation:
+        tree = r.failed_tree or next(iter(target[2]))
+        node = r.failed_node or target[2].get(tree, "")
+        what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+        missing = ", ".join(f"{k} {v}" for k, v in sorted(r.shortfall.items()))
+        message = (f"the request does not fit {what} at node {node!r} of tree {tree!r}"
+                   + (f" (short by {missing})" if missing else "") + f":{r.message.rstrip()}")
+        return _violation(f"{tree}/{node}", message, r.shortfall)
+
+    def _allocate(self, target: _Target, cid: str, keep: bool) -> AllocationResponse:
+        kind, name, _ = target
+        qm = self.manager
+        if kind == "forest":
+            return qm.try_allocate_forest(name, cid) if keep else qm.allocate_forest(name, cid)
+        if keep and qm.get_mode() is Mode.NORMAL:
+            return qm.try_allocate(name, cid)
+        return qm.allocate(name, cid)
+
+    def _undo(self, target: _Target, cid: str) -> bool:
+        kind, name, _ = target
+        if kind == "forest":
+            return self.manager.undo_allocate_forest(name, cid)
+        return self.manager.get_mode() is Mode.NORMAL and self.manager.undo_allocate(name, cid)
+
+    def _deallocate(self, target: _Target, cid: str) -> None:
+        kind, name, groups = target
+        if kind == "forest":
+            for tree in groups:
+                if self.manager.is_allocated(tree, cid):
+                    self.manager.deallocate(tree, cid)
+        elif self.manager.is_allocated(name, cid):
+            self.manager.deallocate(name, cid)
+
+    # ------------------------------------------------------------------------------------ protocol
+    def check(self, request: AdmissionRequest) -> list[Violation]:
+        """The ``forest.quota`` violation if ``request`` does not fit now, else ``[]``. Changes nothing."""
+        try:
+            target = self.target_of(request)
+            if target is None:
+                return []
+            cid = request.allocation_key or _WHAT_IF_ID
+            qm = self.manager
+            with qm.transaction():
+                if cid in qm.consumer_ids():
+                    return [_violation(target[1], f"allocation {cid!r} is already a quota-tree consumer")]
+                qm.add_consumer(self._info(cid, request, target[2]))
+                try:
+                    if target[0] == "tree" and qm.get_mode() is not Mode.NORMAL:
+                        # Maintenance: the allocation would be forced at the group node
+                        if target[2][target[1]] in qm.node_ids(target[1]):
+                            return []
+                        node = target[2][target[1]]
+                        return [_violation(f"{target[1]}/{node}",
+                                           f"node {node!r} does not exist in tree {target[1]!r}")]
+                    r = self._allocate(target, cid, keep=True)
+                    self._undo(target, cid)
+                finally:
+                    qm.remove_consumer(cid)
+            return [] if r.allocated else [self._refused(r, target)]
+        except _Refusal as refusal:
+            return [refusal.violation]
+        except QuotaError as exc:
+            return [_violation(request.allocation_key, str(exc))]
+
+    def apply(self, request: AdmissionRequest) -> list[Violation]:
+        """Allocate the consumer; on refusal return the violation and change nothing."""
+        try:
+            target = self.target_of(request)
+            if target is None:
+                return []
+            cid = request.allocation_key
+            qm = self.manager
+            with qm.transaction():
+                if cid in qm.consumer_ids():
+                    return [_violation(target[1], f"allocation {cid!r} is already a quota-tree consumer")]
+                qm.add_consumer(self._info(cid, request, target[2]))
+                try:
+                    r = self._allocate(target, cid, keep=True)
+                except BaseException:
+                    qm.remove_consumer(cid)
+                    raise
+                if not r.allocated:
+                    qm.remove_consumer(cid)
+                    return [self._refused(r, target)]
+                self._targets[cid] = target
+                victims: list[tuple[str, ConsumerInfo, _Target]] = []
+                for vid in r.preempted_ids:
+                    vt = self._targets.pop(vid, None)
+                    if vt is not None:
+                        victims.append((vid, qm.consumer_info(vid), vt))
+                        self._deallocate(vt, vid)      # e.g. trees outside the forest it was preempted in
+                        qm.remove_consumer(vid)
+                self._last = (cid, target, victims)
+                self._preempted.extend(r.preempted_ids)
+            return []
+        except _Refusal as refusal:
+            return [refusal.violation]
+        except QuotaError as exc:
+            return [_violation(request.allocation_key, str(exc))]
+
+    def undo(self, request: AdmissionRequest) -> None:
+        """Reverse a successful :meth:`apply`: exactly (victims back) while nothing else changed since."""
+        cid = request.allocation_key
+        qm = self.manager
+        with qm.transaction():
+            target = self._targets.pop(cid, None)
+            if target is None:
+                return
+            last = self._last
+            self._last = None
+            if last is not None and last[0] == cid and self._undo(target, cid):
+                for vid, info, vt in last[2]:
+                    qm.add_consumer(info)
+                    self._targets[vid] = vt
+                    if vid in self._preempted:
+                        self._preempted.remove(vid)
+            else:
+                self._deallocate(target, cid)
+            qm.remove_consumer(cid)
+
+    def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
+        """Give back an allocation admitted earlier (de-allocate; forget the consumer)."""
+        cid = request.allocation_key
+        qm = self.manager
+        with qm.transaction():
+            target = self._targets.pop(cid, None)
+            if target is None:
+                return
+            if self._last is not None and self._last[0] == cid:
+                self._last = None
+            self._deallocate(target, cid)
+            if cid in qm.consumer_ids():
+                qm.remove_consumer(cid)
+
+    def take_preempted(self) -> list[str]:
+        """Allocation keys preempted by the applies since the last call (preemption order); clears."""
+        out, self._preempted = self._preempted, []
+        return out
+
+    # ------------------------------------------------------------------------------------ hooks
+    def dump_state(self) -> dict[str, Any]:
+        """The manager's deterministic state plus which allocation sits on which trees."""
+        with self.manager.transaction():
+            return {"manager": self.manager.dump_state(),
+                    "allocations": {k: {"kind": t[0], "name": t[1], "groups": dict(t[2])}
+                                    for k, t in sorted(self._targets.items())}}
+
+    def update_config(self, partition_config: Any) -> None:
+        """A config reload kept ``quotatrees``: re-sync tree definitions and forests, then update.
+
+        Tree definitions replace the caches of existing trees (new trees are added); consumers the
+        update leaves unallocated are reported through :meth:`take_preempted`.
+        """
+        opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
+        qm = self.manager
+        with qm.transaction():
+            for doc in opts["trees"]:
+                fresh = QuotaManager()
+                name = _add(fresh, doc)
+                if name not in qm.tree_names():
+                    _add(qm, doc)
+                    continue
+                qm.get_tree_cache(name).replace(fresh.get_tree_cache(name))
+            for fname, members in opts["forests"].items():
+                if fname not in qm.forest_names():
+                    qm.add_forest(fname)
+                for tree in members:
+                    if tree in qm.tree_names() and qm.tree_forest(tree) is None:
+                        qm.add_tree_to_forest(fname, tree)
+            if opts["default_forest"] is not None:
+                self.default_forest = opts["default_forest"]
+            dropped = qm.update_all()
+            for cid in dropped:
+                target = self._targets.pop(cid, None)
+                if target is not None:
+                    self._deallocate(target, cid)
+                    qm.remove_consumer(cid)
+                    self._preempted.append(cid)
+
+
+def _options(raw: Any) -> dict[str, Any]:
+    """Read the ``quotatrees`` partition extension (see the module docstring)."""
+    opts: dict[str, Any] = {"trees": [], "forests": {}, "default_forest": None, "mode": Mode.NORMAL}
+    if raw is None:
+        return opts
+    if isinstance(raw, list):
+        raw = {"trees": raw}
+    if not isinstance(raw, Mapping):
+        raise QuotaError("quotatrees must be a list of trees or a mapping with 'trees'")
+    trees = raw.get("trees") or []
+    if not isinstance(trees, list):
+        raise QuotaError("quotatrees.trees must be a list")
+    opts["trees"] = [t if isinstance(t, str) else _plain(t) for t in trees]
+    forests = raw.get("forests") or {}
+    if not isinstance(forests, Mapping) or not all(isinstance(v, list) for v in forests.values()):
+        raise QuotaError("quotatrees.forests must map a forest name to a list of tree names")
+    opts["forests"] = {str(k): [str(t) for t in v] for k, v in forests.items()}
+    default = raw.get("defaultforest", raw.get("defaultForest"))
+    opts["default_forest"] = str(default) if default else None
+    mode = str(raw.get("mode", "normal")).lower()
+    if mode not in ("normal", "maintenance"):
+        raise QuotaError(f"quotatrees.mode must be normal or maintenance, not {mode!r}")
+    opts["mode"] = Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE
+    return opts
+
+
+def _add(qm: QuotaManager, doc: str | Mapping[str, Any]) -> str:
+    return qm.add_tree_from_string(doc) if isinstance(doc, str) else qm.add_tree_from_dict(doc)
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts/lists (config extensions may hold read-only mappings)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def build_policy(partition_config: Any, context: Any) -> ForestPolicy:
+    """Builder used by ``quotaplane.policies.registry`` for the ``quotatrees`` extension key."""
+    opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
+    return ForestPolicy.from_definitions(opts["trees"], opts["forests"],
+                                         default_forest=opts["default_forest"], mode=opts["mode"])
