@@ -526,3 +526,29 @@ def test_m5_queues_over_max_only_with_quota_preemption_delay() -> None:
     # a inherits the delay from p; b switched it off; c never had it (Q3: nothing evicted)
     assert tree.queues_over_max() == [("root.p.a", Resource({"vcore": 2000}), 60.0)]
     assert tree.quota_preemption_delay("root.p.a") == 60.0 and tree.quota_preemption_delay("root.c") == 0.0
+
+
+def test_reload_turns_a_dynamic_queue_into_a_managed_one_keeping_usage() -> None:
+    tree = template_tree()
+    tree.set_cluster_resource({"vcore": 100_000})
+    tree.ensure_dynamic_queue("root.tenants.team")
+    tree.increase_allocated("root.tenants.team", Resource({"vcore": 3000}))
+    tree.app_started("root.tenants.team", "app1")
+    tree.update_config(partition({"submitacl": "*", "queues": [
+        {"name": "tenants", "parent": True, "queues": [{"name": "team", "max": {"vcore": 2}}]}]}))
+    q = tree.queue("root.tenants.team")
+    assert q is not None and q.managed and q.status == "Active"
+    assert q.max == {"vcore": 2000} and q.guaranteed is None and q.max_applications == 0
+    assert q.allocated == {"vcore": 3000} and list(q.running_apps) == ["app1"]
+    assert tree.root.allocated == {"vcore": 3000}
+    # Q3: over its new max, new allocations are refused
+    assert [lim.queue_path for lim in tree.check_allocation("root.tenants.team", {"vcore": 1})] == [
+        "root.tenants.team"]
+
+
+def test_unmanaged_queue_under_a_kept_parent_stays_active_on_reload() -> None:
+    tree = template_tree()
+    tree.ensure_dynamic_queue("root.plain.dyn")
+    tree.update_config(partition({"submitacl": "*", "queues": [{"name": "plain", "parent": True}]}))
+    q = tree.queue("root.plain.dyn")
+    assert q is not None and q.status == "Active" and not q.managed
