@@ -4,17 +4,17 @@ Several service instances may share one database. Correctness does not rely on t
 among themselves:
 
 * **Sequence numbers** are assigned by an atomic ``INSERT … ON CONFLICT DO UPDATE SET last_seq = last_seq
-  + n RETURNING last_seq`` on the ``streams`` row, inside the append transaction. The row stays locked
-  until commit, so two instances can never both append the same seq, and commits of one stream happen
-  in seq order (a reader never sees seq 7 before 5 and 6 are visible).
+  + n RETURNING last_seq`` on the ``streams`` row, in the same single statement that inserts the events.
+  The row stays locked until commit, so two instances can never both append the same seq, and commits
+  of one stream happen in seq order (a reader never sees seq 7 before 5 and 6 are visible).
 * **Leases** live in the ``leases`` table and are timed by the database clock (``clock_timestamp()``),
   never by the instances' clocks. ``acquire_lease`` is one upsert that succeeds only when the lease is
   free, expired, or already held by the caller.
 * **Fencing**: ``append(…, holder=h)`` locks the lease row ``FOR SHARE`` and checks that ``h`` holds a
-  live lease in the same transaction as the insert. A competing ``acquire_lease`` must update that row,
-  so it waits until the append commits or rolls back; a new leader that catches up by reading the journal
-  after acquiring the lease therefore sees every append of the old leader, and an old leader whose lease
-  was lost gets :class:`~quotaplane.errors.NotLeaderError` and writes nothing.
+  live lease in the same statement (hence transaction) as the insert. A competing ``acquire_lease`` must
+  update that row, so it waits until the append commits or rolls back; a new leader that catches up by
+  reading the journal after acquiring the lease therefore sees every append of the old leader, and an old
+  leader whose lease was lost gets :class:`~quotaplane.errors.NotLeaderError` and writes nothing.
 
 Durability is the server's: with the default ``synchronous_commit=on`` an append is on disk before it
 returns. One connection guarded by a lock serves every thread of the journal object; a connection that
@@ -67,7 +67,8 @@ class PostgresJournal:
     :attr:`url` reports (defaults to ``dsn``).
     """
 
-    __slots__ = ("_closed", "_compact_on_snapshot", "_conn", "_dsn", "_lock", "_q", "schema", "url")
+    __slots__ = ("_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_dsn", "_fenced_append_sql",
+                 "_lock", "_q", "schema", "url")
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
                  url: str | None = None) -> None:
@@ -84,6 +85,26 @@ class PostgresJournal:
             "events": f"{s}.events", "streams": f"{s}.streams", "snapshots": f"{s}.snapshots",
             "leases": f"{s}.leases", "meta": f"{s}.meta",
         }
+        # the seq counter is bumped atomically on the streams row, which stays locked until commit: two
+        # instances can never get the same seq. The event texts travel as one binary text[] (%b): no
+        # array-literal quoting of the JSON, several times faster than a text-format array.
+        insert = (
+            "s AS (INSERT INTO {streams} AS s (stream, last_seq) {source} "
+            "ON CONFLICT (stream) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq "
+            "RETURNING s.last_seq), "
+            "e AS (INSERT INTO {events} (stream, seq, data) "
+            "SELECT %(stream)s, s.last_seq - %(n)s + t.ord, t.d "
+            "FROM s, unnest(%(data)b::text[]) WITH ORDINALITY AS t(d, ord)) "
+            "SELECT last_seq FROM s")
+        self._append_sql = "WITH " + insert.format(
+            streams=self._q["streams"], events=self._q["events"], source="VALUES (%(stream)s, %(n)s)")
+        # fencing: the lease row is locked FOR SHARE first (a competing acquire_lease waits for our
+        # commit) and nothing is inserted unless the holder's lease is live on the database clock
+        self._fenced_append_sql = (
+            f"WITH l AS (SELECT 1 FROM {self._q['leases']} WHERE stream = %(stream)s "
+            "AND holder = %(holder)s AND expires_at > clock_timestamp() FOR SHARE), "
+            + insert.format(streams=self._q["streams"], events=self._q["events"],
+                            source="SELECT %(stream)s, %(n)s WHERE EXISTS (SELECT 1 FROM l)"))
         self._conn: psycopg.Connection[Any] | None = None
         with self._lock:
             self._init_schema(self._connection())
@@ -164,28 +185,26 @@ class PostgresJournal:
         with self._lock:
             conn = self._connection()
             try:
-                with conn.transaction():
-                    if holder is not None:
-                        self._check_lease_locked(conn, stream, holder)
-                    if not texts:
+                if not texts:
+                    with conn.transaction():
+                        if holder is not None:
+                            self._check_lease_locked(conn, stream, holder)
                         row = conn.execute(f"SELECT last_seq FROM {q['streams']} WHERE stream = %s",
                                            (stream,)).fetchone()
                         return 0 if row is None else int(row[0])
-                    n = len(texts)
-                    # atomic increment; the row lock is held until COMMIT (no duplicate seq, ever)
-                    row = conn.execute(
-                        f"INSERT INTO {q['streams']} AS s (stream, last_seq) VALUES (%s, %s) "
-                        "ON CONFLICT (stream) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq "
-                        "RETURNING s.last_seq", (stream, n)).fetchone()
-                    assert row is not None
-                    new_last = int(row[0])
-                    conn.execute(
-                        f"INSERT INTO {q['events']} (stream, seq, data) "
-                        "SELECT %s, %s + t.ord, t.d FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, ord)",
-                        (stream, new_last - n, texts))
-                    return new_last
+                # one statement = one round trip and one implicit transaction (autocommit): the lease
+                # check, the seq increment and the insert commit together or not at all
+                params = {"stream": stream, "n": len(texts), "data": texts, "holder": holder}
+                sql = self._append_sql if holder is None else self._fenced_append_sql
+                row = conn.execute(sql, params).fetchone()
             except psycopg.Error as exc:
                 raise self._fail(f"append to {stream!r}", exc) from exc
+            if row is None:  # only the fenced statement returns no row: the lease check failed
+                live = self._lease_holder_locked(stream)
+                raise NotLeaderError(
+                    f"{holder!r} does not hold the lease of stream {stream!r}"
+                    + (f" (held by {live!r})" if live else " (no live lease)"), leader=live)
+            return int(row[0])
 
     def _check_lease_locked(self, conn: psycopg.Connection[Any], stream: str, holder: str) -> None:
         """In a transaction: lock the lease row (FOR SHARE) and raise NotLeaderError unless held live."""
@@ -364,12 +383,15 @@ class PostgresJournal:
         """The live lease holder (database clock) or ``None``."""
         check_stream(stream)
         with self._lock:
-            try:
-                row = self._connection().execute(
-                    f"SELECT holder FROM {self._q['leases']} WHERE stream = %s "
-                    "AND expires_at > clock_timestamp()", (stream,)).fetchone()
-            except psycopg.Error as exc:
-                raise self._fail(f"reading the lease of {stream!r}", exc) from exc
+            return self._lease_holder_locked(stream)
+
+    def _lease_holder_locked(self, stream: str) -> str | None:
+        try:
+            row = self._connection().execute(
+                f"SELECT holder FROM {self._q['leases']} WHERE stream = %s "
+                "AND expires_at > clock_timestamp()", (stream,)).fetchone()
+        except psycopg.Error as exc:
+            raise self._fail(f"reading the lease of {stream!r}", exc) from exc
         return None if row is None else str(row[0])
 
     # -- closing --------------------------------------------------------------------------------------
