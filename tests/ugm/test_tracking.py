@@ -282,3 +282,20 @@ def test_usage_may_be_a_plain_mapping() -> None:
     assert m.get_user_resources(ug("sue")) == {"vcore": 5}
     with pytest.raises(TypeError):
         m.increase_tracked_resource("root.a", "app-1", {"vcore": 1.5}, ug("sue"))  # type: ignore[dict-item,arg-type]
+
+
+def test_undo_of_a_first_increase_restores_the_exact_state() -> None:
+    """The admission path undoes an applied increase: remove_app when it was the app's first one."""
+    m = manager({"root": [lim(groups=["dev"], res={"vcore": 10}, apps=2)]})
+    user = ug("sue", "dev")
+    m.increase_tracked_resource("root.a", "app-0", R(vcore=1), user)
+    before = m.dump_state()
+    assert not m.is_tracked_app("app-1", user)
+    assert m.increase_tracked_resource("root.a.b", "app-1", R(vcore=2), user)
+    assert m.is_tracked_app("app-1", user)
+    m.decrease_tracked_resource("root.a.b", "app-1", R(vcore=2), True, user)
+    assert m.dump_state() == before
+    # not a first increase: undo without remove_app
+    assert m.increase_tracked_resource("root.a", "app-0", R(vcore=3), user)
+    m.decrease_tracked_resource("root.a", "app-0", R(vcore=3), False, user)
+    assert m.dump_state() == before

@@ -534,6 +534,15 @@ class Manager:
                 return None
             return ut.group_for_app(application_id)
 
+    def is_tracked_app(self, application_id: str, user: UserGroup) -> bool:
+        """True while the application counts as running for ``user`` (from its first accepted
+        increase until a decrease with ``remove_app``). An admission path that undoes an increase
+        uses it: undoing the application's first increase is ``decrease(..., remove_app=True)``.
+        """
+        with self._lock:
+            ut = self._users.get(_check_user(user))
+            return ut is not None and application_id in ut.apps
+
     def dump_state(self) -> dict[str, Any]:
         """Everything the manager holds, as deterministic sorted plain data (tests, journal checks)."""
         with self._lock:
