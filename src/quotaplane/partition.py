@@ -781,10 +781,12 @@ class Partition:
                             resource: Mapping[str, int] | Resource) -> Decision:
         """Replace a gang placeholder by the real allocation (seed 001, YUNIKORN-982).
 
-        The real allocation may differ in size: usage moves by the delta. A larger real allocation is
-        admitted only if the increase fits every policy (the same checks as :meth:`allocate`, for the
-        increase only); a smaller one gives the difference back. The real allocation inherits the
-        placeholder's application, priority, preemptibility and task group.
+        The real allocation may differ in size: queue and user/group usage move by the delta. A larger
+        real allocation is admitted only if the increase fits (the same checks as :meth:`allocate`,
+        for the increase only); a smaller one gives the difference back. Extension policies (elastic,
+        forest), which track allocations one by one, see the placeholder released and the real
+        allocation admitted. The real allocation inherits the placeholder's application, priority,
+        preemptibility and task group. A refusal changes nothing.
         """
         _check_id(placeholder_key, "placeholder key")
         _check_id(allocation_key, "allocation key")
@@ -799,35 +801,52 @@ class Partition:
                 raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
                                     f"{self.name!r}")
             app = self._active_app(ph.application_id)
-            up, _down = _positive_part(res, ph.resource)
-            req = self._request(app, allocation_key, up, ph.priority, ph.preemptible)
-            reasons = self._check(req)
-            if reasons:
-                return Decision(False, reasons, queue=app.queue_path, allocation_key=allocation_key)
             ev = {"type": "replaced", "placeholder": placeholder_key, "key": allocation_key,
                   "resource": _res_json(res), "t": self.clock()}
-            refused = self._ev_replaced(ev, live=True)
+            refused, preempted = self._ev_replaced(ev, live=True)
             if refused:
                 return Decision(False, refused, queue=app.queue_path, allocation_key=allocation_key)
             self._record([ev])
-            return Decision(True, [], queue=app.queue_path, allocation_key=allocation_key)
+            return Decision(True, [], preempted, queue=app.queue_path, allocation_key=allocation_key)
 
-    def _ev_replaced(self, ev: Mapping[str, Any], live: bool = False) -> list[Violation]:
+    def _ev_replaced(self, ev: Mapping[str, Any], live: bool = False) -> tuple[list[Violation], list[str]]:
         ph = self._allocs[ev["placeholder"]]
         app = self._apps[ph.application_id]
         res = Resource(ev["resource"])
         up, down = _positive_part(res, ph.resource)
+        core, ext = self._policies[:2], self._policies[2:]
         req_up = self._request(app, ev["key"], up, ph.priority, ph.preemptible)
-        if up:
-            refused, _ = self._apply_all(req_up)
-            if refused:
-                if live:
-                    return refused
-                raise JournalReplayError(f"replay of placeholder replacement {ev['key']!r} was refused")
-        if down:
-            req_down = self._request(app, ph.allocation_key, down, ph.priority, ph.preemptible)
-            for policy in reversed(self._policies):
-                policy.release(req_down, last_allocation=False)
+        req_down = self._request(app, ph.allocation_key, down, ph.priority, ph.preemptible)
+        req_ph = self._request(app, ph.allocation_key, ph.resource, ph.priority, ph.preemptible)
+        req_real = self._request(app, ev["key"], res, ph.priority, ph.preemptible)
+        reasons: list[Violation] = []
+        if live:
+            for policy in core:
+                reasons.extend(policy.check(req_up))
+        for policy in reversed(ext):
+            policy.release(req_ph, last_allocation=False)
+        if live:
+            for policy in ext:
+                reasons.extend(policy.check(req_real))
+            if reasons:
+                for policy in ext:          # the placeholder back: the state before its release
+                    policy.apply(req_ph)
+                return reasons, []
+        # Checked under the lock: the applies below cannot refuse unless an engine misbehaves.
+        for policy in core:
+            if policy.apply(req_up):
+                raise JournalReplayError(f"{policy.name} refused placeholder replacement {ev['key']!r} "
+                                         "after its check passed")
+        for policy in reversed(core):
+            policy.release(req_down, last_allocation=False)
+        preempted: list[tuple[QuotaPolicy, str]] = []
+        for policy in ext:
+            if policy.apply(req_real):
+                raise JournalReplayError(f"{policy.name} refused placeholder replacement {ev['key']!r} "
+                                         "after its check passed")
+            take = getattr(policy, "take_preempted", None)
+            if take is not None:
+                preempted.extend((policy, key) for key in take())
         real = Allocation(ev["key"], app.application_id, res, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group,
                           time=ev["t"])
@@ -840,7 +859,10 @@ class Partition:
             app.placeholder_since = None
         if app.state in (STARTING, RESUMING, COMPLETING):
             self._set_state(app, RUNNING, ev["t"])
-        return []
+        for policy, key in preempted:
+            if key in self._allocs and key != real.allocation_key:
+                self._release_one(key, ev["t"], skip=policy)
+        return [], [k for _, k in preempted]
 
     # ------------------------------------------------------------------------------------------------
     # timeouts
@@ -856,7 +878,7 @@ class Partition:
         """
         with self.lock:
             t = self.clock() if now is None else float(now)
-            if not self._timeouts_due(t):
+            if not self._timeouts_due(t) and not self._revokers():
                 return []
             ev = {"type": "timeouts", "t": t}
             out = self._ev_timeouts(ev)
@@ -911,7 +933,18 @@ class Partition:
             app.state = EXPIRED
             self._drop_app(app)
             out.append(f"{app.application_id}: Expired")
+        # Reclaim (elastic quota, E5): a policy names allocations to evict; they are released through
+        # every policy. The over-use clock lives in the policy, so every tick is an event.
+        for policy in self._revokers():
+            for key in policy.revoke(t):
+                if key in self._allocs:
+                    self._release_one(key, t)
+                    out.append(f"{key}: revoked by {policy.name}")
         return out
+
+    def _revokers(self) -> list[Any]:
+        return [p for _, (_, p) in sorted(self._extensions.items(), key=lambda kv: (kv[1][0], kv[0]))
+                if getattr(p, "revoke", None) is not None]
 
     # ------------------------------------------------------------------------------------------------
     # configuration

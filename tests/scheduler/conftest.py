@@ -1,3 +1,0 @@
-from tests.partition._fakes import install
-
-install()
