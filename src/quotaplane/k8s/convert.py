@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from quotaplane.resources import Resource
@@ -69,6 +70,25 @@ def _list(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)]
 
 
+@lru_cache(maxsize=4096)
+def _quantity(name: str, text: str) -> tuple[str, int]:
+    # Pods repeat the same few quantity strings: cache the exact (Fraction based) parse.
+    ((key, amount),) = Resource.from_k8s({name: text}).items()
+    return key, amount
+
+
+def _resource_list(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A Kubernetes ResourceList in internal units (``Resource.from_k8s`` semantics, cached)."""
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        if isinstance(name, str) and name and isinstance(value, str):
+            key, amount = _quantity(name, value)
+        else:
+            ((key, amount),) = Resource.from_k8s({name: value}).items()
+        out[key] = out.get(key, 0) + amount
+    return out
+
+
 def _max_into(target: dict[str, int], other: Mapping[str, int]) -> None:
     for name, amount in other.items():
         if name not in target or amount > target[name]:
@@ -87,10 +107,10 @@ def _container_request(container: Mapping[str, Any], status: Mapping[str, Any] |
     # Kubernetes defaulting: a name with a limit but no request requests its limit.
     raw = dict(_mapping(resources.get("limits")))
     raw.update(_mapping(resources.get("requests")))
-    out = dict(Resource.from_k8s(raw)._values)
+    out = _resource_list(raw)
     if status is not None:
-        _max_into(out, Resource.from_k8s(_mapping(status.get("allocatedResources")))._values)
-        _max_into(out, Resource.from_k8s(_mapping(_mapping(status.get("resources")).get("requests")))._values)
+        _max_into(out, _resource_list(_mapping(status.get("allocatedResources"))))
+        _max_into(out, _resource_list(_mapping(_mapping(status.get("resources")).get("requests"))))
     return out
 
 
@@ -146,12 +166,11 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     pod_level = dict(_mapping(pod_resources.get("limits")))
     pod_level.update(_mapping(pod_resources.get("requests")))
     if pod_level:
-        parsed = Resource.from_k8s({k: v for k, v in pod_level.items() if k in _POD_LEVEL})
-        total.update(parsed._values)
+        total.update(_resource_list({k: v for k, v in pod_level.items() if k in _POD_LEVEL}))
 
     overhead = _mapping(spec.get("overhead"))
     if overhead:
-        _add_into(total, Resource.from_k8s(overhead)._values)
+        _add_into(total, _resource_list(overhead))
     total["pods"] = 1
     return Resource({k: total[k] for k in sorted(total)})
 
