@@ -96,7 +96,7 @@ class _Quota:
     __slots__ = (
         "allow_lent", "child_min_sum", "child_request", "children", "group_dirty", "is_parent", "limited",
         "max", "min", "name", "np_used", "parent", "pods", "raw_np_used", "raw_request", "raw_used",
-        "request", "runtime", "spec", "used", "weight",
+        "request", "runtime", "spec", "static", "used", "weight",
     )
 
     def __init__(self, spec: QuotaSpec) -> None:
@@ -114,6 +114,7 @@ class _Quota:
         self.np_used: Dims = {}
         self.runtime: Dims = {}
         self.group_dirty = True                 # the runtimes of the children need a recompute
+        self.static: _GroupStatic | None = None  # cached calculator inputs of the children
         self.set_spec(spec)
 
     def set_spec(self, spec: QuotaSpec) -> None:
@@ -143,6 +144,26 @@ class _Quota:
             cap = mx.get(k)
             lim[k] = v if cap is None or v < cap else cap
         self.limited = lim
+
+
+class _GroupStatic:
+    """The calculator inputs of one sibling group that only change with the children's specs.
+
+    Cached on the parent and dropped whenever a child joins, leaves or changes its spec (the requests are
+    read fresh on every recompute).
+    """
+
+    __slots__ = ("kids", "lends", "per_dim")
+
+    def __init__(self, kids: list[_Quota], dims: list[str]) -> None:
+        self.kids = kids
+        self.lends = [c.allow_lent for c in kids]
+        # (dimension, mins, weights, which children have the dimension in max — None: all of them)
+        self.per_dim: list[tuple[str, list[int], list[int], list[bool] | None]] = []
+        for k in dims:
+            has = [k in c.max for c in kids]
+            self.per_dim.append((k, [c.min.get(k, 0) for c in kids], [c.weight.get(k, 0) for c in kids],
+                                 None if all(has) else has))
 
 
 class _View:
@@ -673,8 +694,9 @@ class ElasticQuotaManager:
             out[name] = Resource._wrap(dict(self._q[name].max))
 
         def descend(p: _Quota, total: Mapping[str, int]) -> None:
-            kids = [self._q[c] for c in p.children]
-            values = self._group_values(p, total, kids, [limited[c.name] for c in kids])
+            static = self._build_static(p)
+            kids = static.kids
+            values = self._group_values(static, total, [limited[c.name] for c in kids])
             for c, rt in zip(kids, values, strict=True):
                 out[c.name] = Resource._wrap(rt)
                 if c.is_parent:
@@ -745,10 +767,21 @@ class ElasticQuotaManager:
                 if child.is_parent:
                     stack.append(child)
 
-    def _compute_group(self, p: _Quota) -> None:
+    def _static(self, p: _Quota) -> _GroupStatic:
+        static = p.static
+        if static is None:
+            static = p.static = self._build_static(p)
+        return static
+
+    def _build_static(self, p: _Quota) -> _GroupStatic:
         kids = [self._q[c] for c in p.children]
+        return _GroupStatic(kids, self._dims(p, kids))
+
+    def _compute_group(self, p: _Quota) -> None:
+        static = self._static(p)
+        kids = static.kids
         total = self._root_total() if p is self._root else p.runtime
-        values = self._group_values(p, total, kids, [c.limited for c in kids])
+        values = self._group_values(static, total, [c.limited for c in kids])
         for c, rt in zip(kids, values, strict=True):
             if rt != c.runtime:
                 c.runtime = rt
@@ -765,24 +798,35 @@ class ElasticQuotaManager:
                 keys[k] = None
         return sorted(keys)
 
-    def _group_values(self, p: _Quota, total: Mapping[str, int], kids: Sequence[_Quota],
+    def _group_values(self, static: _GroupStatic, total: Mapping[str, int],
                       limited: Sequence[Mapping[str, int]]) -> list[Dims]:
-        """Runtime of every child of ``p`` for parent total ``total`` (reference §2.1, §2.5)."""
-        out: list[Dims] = [{} for _ in kids]
-        if not kids:
-            return out
-        lends = [c.allow_lent for c in kids]
-        for k in self._dims(p, kids):
+        """Runtime of every child of a group for parent total ``total`` (reference §2.1, §2.5).
+
+        Each child's runtime holds the names of its own max only.
+        """
+        n = len(static.kids)
+        if not n:
+            return []
+        columns: list[tuple[str, list[int], list[bool] | None]] = []
+        for k, mins, weights, has in static.per_dim:
             t = total.get(k, 0)
-            mins = [c.min.get(k, 0) for c in kids]
             if self._scale_min:
                 mins = scale_mins(t, mins)
             reqs = [lim.get(k, 0) for lim in limited]
-            weights = [c.weight.get(k, 0) for c in kids]
-            rts = redistribute(t, mins, reqs, weights, lends)
-            for i, c in enumerate(kids):
-                if k in c.max:
-                    out[i][k] = rts[i]
+            columns.append((k, redistribute(t, mins, reqs, weights, static.lends), has))
+        if len(columns) == 2 and columns[0][2] is None and columns[1][2] is None:
+            k1, r1, _ = columns[0]
+            k2, r2, _ = columns[1]
+            return [{k1: a, k2: b} for a, b in zip(r1, r2, strict=True)]
+        out: list[Dims] = [{} for _ in range(n)]
+        for k, rts, has in columns:
+            if has is None:
+                for d, r in zip(out, rts, strict=True):
+                    d[k] = r
+            else:
+                for d, r, h in zip(out, rts, has, strict=True):
+                    if h:
+                        d[k] = r
         return out
 
     def _runtime_with_extra(self, q: _Quota, extra: Mapping[str, int]) -> dict[str, Dims]:
@@ -812,10 +856,10 @@ class ElasticQuotaManager:
         group = self._root
         for node in reversed(path):
             if node.name in overrides or changed:
-                kids = [self._q[c] for c in group.children]
-                limited = [overrides.get(c.name, c.limited) for c in kids]
+                static = self._static(group)
+                limited = [overrides.get(c.name, c.limited) for c in static.kids]
                 idx = bisect.bisect_left(group.children, node.name)
-                value = self._group_values(group, total, kids, limited)[idx]
+                value = self._group_values(static, total, limited)[idx]
             else:
                 value = node.runtime
             changed = value != node.runtime
@@ -866,6 +910,7 @@ class ElasticQuotaManager:
         del p.children[idx]
         _add_into(p.child_min_sum, q.min, -1)
         p.group_dirty = True
+        p.static = None
         _add_into(p.child_request, q.limited, -1)
         self._request_inputs_changed(p)
         self._add_used_up(p, q.used, -1)
@@ -878,6 +923,7 @@ class ElasticQuotaManager:
         bisect.insort(p.children, q.name)
         _add_into(p.child_min_sum, q.min)
         p.group_dirty = True
+        p.static = None
         _add_into(p.child_request, q.limited)
         self._request_inputs_changed(p)
         self._add_used_up(p, q.used)
@@ -901,6 +947,7 @@ class ElasticQuotaManager:
                 q.np_used = _mask(q.raw_np_used, q.max)
             q.recalc_request()
             q.group_dirty = True
+            q.static = None             # its max names are the dimensions of its children's group
             q.runtime = {}
             self._attach(q)
         for ns in spec.namespaces:
