@@ -141,3 +141,28 @@ def test_checkpoint_keeps_the_data(tmp_path: Path) -> None:
         assert j.last_seq("p") == 100
     with SQLiteJournal(tmp_path / "j.db") as j:
         assert [s for s, _ in j.read("p")] == list(range(1, 101))
+
+
+def test_corrupted_event_is_a_journal_error_naming_it(tmp_path: Path) -> None:
+    with SQLiteJournal(tmp_path / "j.db") as j:
+        j.append("p", [{"i": i} for i in range(5)])
+    conn = sqlite3.connect(tmp_path / "j.db")
+    conn.execute("UPDATE events SET data = '{not json' WHERE seq = 3")
+    conn.commit()
+    conn.close()
+    with SQLiteJournal(tmp_path / "j.db") as j:
+        with pytest.raises(JournalError, match="not JSON"):
+            list(j.read("p"))
+        assert [s for s, _ in j.read("p", 3)] == [4, 5]
+
+
+def test_a_missing_event_is_detected_as_a_gap(tmp_path: Path) -> None:
+    """Seqs are contiguous by construction; a store damaged from outside is reported, not skipped."""
+    with SQLiteJournal(tmp_path / "j.db") as j:
+        j.append("p", [{"i": i} for i in range(5)])
+    conn = sqlite3.connect(tmp_path / "j.db")
+    conn.execute("DELETE FROM events WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    with SQLiteJournal(tmp_path / "j.db") as j, pytest.raises(JournalError, match="gap"):
+        list(j.read("p"))
