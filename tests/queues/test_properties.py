@@ -27,7 +27,15 @@ CONFIG = partition({"submitacl": "*", "queues": [
     {"name": "b", "parent": True, "childtemplate": {"max": {"memory": 10}}},
     {"name": "c"},
 ]})
-STATIC_LEAVES = ("root.a.a1", "root.a.a2", "root.c")
+# A reload target: root.c disappears (drains), a1's max is lowered below possible usage (Q3), root.d appears.
+CONFIG_B = partition({"submitacl": "*", "queues": [
+    {"name": "a", "max": {"vcore": 20}, "maxapplications": 3, "queues": [
+        {"name": "a1", "max": {"vcore": 2, "memory": 30}},
+        {"name": "a2", "max": {"gpu": 2}}]},
+    {"name": "b", "parent": True, "childtemplate": {"max": {"memory": 10}}},
+    {"name": "d", "max": {"memory": 5}},
+]})
+STATIC_LEAVES = ("root.a.a1", "root.a.a2", "root.c", "root.d")
 
 resources = st.dictionaries(st.sampled_from(NAMES), st.integers(0, 25), min_size=1, max_size=3).map(Resource)
 
@@ -49,15 +57,36 @@ class QueueMachine(RuleBasedStateMachine):
         if path not in self.leaves:
             self.leaves.append(path)
 
+    @rule(use_b=st.booleans())
+    def reload(self, use_b: bool) -> None:
+        self.tree.update_config(CONFIG_B if use_b else CONFIG)
+        for qpath in self.tree.paths():
+            q = self.tree.queue(qpath)
+            assert q is not None
+            if q.is_draining:  # a draining queue is only kept while it holds something
+                assert not q.is_empty(), qpath
+
     @rule(data=st.data(), resource=resources)
     def allocate(self, data: st.DataObject, resource: Resource) -> None:
         path = data.draw(st.sampled_from(self.leaves))
+        if self.tree.queue(path) is None:
+            return
         before = json.dumps(self.tree.dump_state())
         limits = self.tree.check_allocation(path, resource)
         assert json.dumps(self.tree.dump_state()) == before  # a check changes nothing
         if not limits:
             self.tree.increase_allocated(path, resource)
             self.allocations.append((path, resource))
+            # the admitted increase did not take any queue on the path over its max (M-2)
+            q = self.tree.queue(path)
+            while q is not None:
+                for name in resource:
+                    used = q.allocated.get(name, 0)
+                    if q.is_root:
+                        assert used <= CLUSTER.get(name, 0)
+                    elif q.max is not None and name in q.max:
+                        assert used <= q.max[name], (q.path, name)
+                q = q.parent
         else:
             for lim in limits:
                 assert lim.shortfall and all(v > 0 for v in lim.shortfall.values())
@@ -70,12 +99,15 @@ class QueueMachine(RuleBasedStateMachine):
         index = data.draw(st.integers(0, len(self.allocations) - 1))
         path, resource = self.allocations.pop(index)
         self.tree.decrease_allocated(path, resource)
+        self.tree.remove_if_empty(path)
 
     @rule(data=st.data(), app=st.sampled_from(["app1", "app2", "app3", "app4"]))
     def start_app(self, data: st.DataObject, app: str) -> None:
         if app in self.running:
             return
         path = data.draw(st.sampled_from(self.leaves))
+        if self.tree.queue(path) is None:
+            return
         if not self.tree.check_run_app(path, app):
             self.tree.app_started(path, app)
             self.running[app] = path
@@ -85,6 +117,7 @@ class QueueMachine(RuleBasedStateMachine):
         path = self.running.pop(app, None)
         if path is not None:
             self.tree.app_stopped(path, app)
+            self.tree.remove_if_empty(path)
 
     @invariant()
     def usage_is_the_sum_below(self) -> None:
@@ -99,14 +132,15 @@ class QueueMachine(RuleBasedStateMachine):
             assert q.allocated == expected, qpath
 
     @invariant()
-    def no_max_exceeded(self) -> None:
-        for qpath in self.tree.paths():
-            q = self.tree.queue(qpath)
-            assert q is not None
-            if q.is_root:
-                assert all(v <= CLUSTER.get(k, 0) for k, v in q.allocated.items())
-            elif q.max is not None:
-                assert all(q.allocated.get(k, 0) <= v for k, v in q.max.items()), qpath
+    def root_never_exceeds_the_cluster(self) -> None:
+        assert all(v <= CLUSTER.get(k, 0) for k, v in self.tree.root.allocated.items())
+
+    @invariant()
+    def every_allocation_still_has_its_queue(self) -> None:
+        for path, _ in self.allocations:
+            assert self.tree.queue(path) is not None, path
+        for app, path in self.running.items():
+            assert self.tree.queue(path) is not None, (app, path)
 
     @invariant()
     def running_apps_counted_everywhere_and_within_limits(self) -> None:
