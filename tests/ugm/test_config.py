@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from quotaplane.config.model import PartitionConfig, QueueConfig
 from quotaplane.ugm import LimitEntry, LimitTable, Manager, QueueTracker
 
@@ -190,3 +192,57 @@ def test_limit_table_lookups_and_description() -> None:
         "users": {"sue": {"maxResources": {"vcore": 1}}, "*": {"maxApplications": 2}},
         "groups": {"dev": {"maxResources": {"vcore": 3}}, "qa": {"maxResources": {"vcore": 3}},
                    "*": {"maxResources": {"vcore": 9}}}}}
+
+
+def test_c1_empty_names_in_limit_lists_are_skipped() -> None:
+    m = manager({"root": [lim(users=["", "sue"], res={"vcore": 5}),
+                          lim(groups=["", "dev"], res={"vcore": 7})]})
+    assert m.limit_table.describe() == {"root": {"users": {"sue": {"maxResources": {"vcore": 5}}},
+                                                 "groups": {"dev": {"maxResources": {"vcore": 7}}}}}
+    assert m.headroom("root.a", "app-1", ug("bob")) is None
+
+
+def test_c1_first_entry_for_a_name_wins_within_one_queue() -> None:
+    """V-3 rejects duplicates in a loaded config; a hand-built model keeps the first entry."""
+    m = manager({"root": [lim(users=["sue"], res={"vcore": 5}), lim(users=["sue"], res={"vcore": 9})]})
+    assert m.headroom("root.a", "app-1", ug("sue")) == {"vcore": 5}
+
+
+def test_c3_users_with_running_apps_are_kept_when_their_limits_go() -> None:
+    m = manager({"root": [lim(users=["sue"], res={"vcore": 5000})]})
+    m.increase_tracked_resource("root.a", "app-1", R(vcore=1000), ug("sue"))
+    m.update_config(partition())
+    assert m.tracked_users() == ["sue"]
+    assert m.get_user_resources(ug("sue")) == {"vcore": 1000}
+
+
+def test_c8_u6_reload_below_usage_is_not_an_error() -> None:
+    m = manager({"root": [lim(groups=["dev"], res={"vcore": 5000})]})
+    m.increase_tracked_resource("root.a", "app-1", R(vcore=4000), ug("sue", "dev"))
+    m.update_config(partition({"root": [lim(groups=["dev"], res={"vcore": 1000})]}))   # no exception
+    assert m.headroom("root.a", "app-1", ug("sue", "dev")) == {"vcore": -3000}
+
+
+def test_c9_u3_one_manager_per_partition_is_independent() -> None:
+    """U3: one manager per partition; YuniKorn's global singleton let partitions overwrite each other."""
+    a = manager({"root": [lim(users=["*"], res={"vcore": 1})]})
+    b = manager({"root": [lim(users=["*"], res={"vcore": 100})]})
+    assert not a.increase_tracked_resource("root.x", "app-1", R(vcore=50), ug("sue"))
+    assert b.increase_tracked_resource("root.x", "app-1", R(vcore=50), ug("sue"))
+    assert a.tracked_users() == [] and b.tracked_users() == ["sue"]
+
+
+def test_k2_trackers_are_removed_only_by_decreases() -> None:
+    """K-2 as adapted: a reload never removes a tracker (usage is never lost); decreases do (U9)."""
+    m = manager({"root": [lim(users=["sue"], res={"vcore": 5000})]})
+    m.increase_tracked_resource("root.a", "app-1", R(vcore=1000), ug("sue"))
+    m.update_config(partition())
+    m.update_config(partition({"root": [lim(users=["*"], res={"vcore": 1})]}))
+    assert m.tracked_users() == ["sue"]
+    m.decrease_tracked_resource("root.a", "app-1", R(vcore=1000), True, ug("sue"))
+    assert m.tracked_users() == []
+
+
+def test_update_config_rejects_a_non_partition() -> None:
+    with pytest.raises(TypeError):
+        Manager().update_config({"root": []})  # type: ignore[arg-type]
