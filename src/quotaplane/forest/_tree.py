@@ -56,8 +56,8 @@ class Node:
 class TreeConsumer:
     """A consumer realised on one tree (§1.3). Identity-hashed: it is the key of node consumer dicts."""
 
-    __slots__ = ("akey", "anode", "gleaf", "group_id", "id", "priority", "request", "request_map", "seq",
-                 "type", "unpreemptable")
+    __slots__ = ("akey", "anode", "gleaf", "group_id", "id", "priority", "request", "request_map", "rng",
+                 "seq", "type", "unpreemptable")
 
     def __init__(self, consumer_id: str, group_id: str, request_map: dict[str, int], request: list[int],
                  priority: int, ctype: int, unpreemptable: bool) -> None:
@@ -65,6 +65,7 @@ class TreeConsumer:
         self.group_id = group_id
         self.request_map = request_map
         self.request = request
+        self.rng = _range(len(request))
         self.priority = priority
         self.type = ctype
         self.unpreemptable = unpreemptable
@@ -160,14 +161,16 @@ def _agg_add(n: Node, c: TreeConsumer) -> None:
     if a is None:
         n.agg[c.akey] = list(c.request)
     else:
-        for i, r in enumerate(c.request):
-            a[i] += r
+        req = c.request
+        for i in c.rng:
+            a[i] += req[i]
 
 
 def _agg_sub(n: Node, c: TreeConsumer) -> None:
     a = n.agg[c.akey]
-    for i, r in enumerate(c.request):
-        a[i] -= r
+    req = c.request
+    for i in c.rng:
+        a[i] -= req[i]
 
 
 def _sub_dict(n: Node, c: TreeConsumer) -> dict[TreeConsumer, None] | None:
@@ -213,18 +216,25 @@ def detach(n: Node, c: TreeConsumer, log: Log | None) -> None:
 
 def take(free: list[int], req: list[int], log: Log | None) -> None:
     """``free -= req`` (i.e. a(n) += req)."""
-    for i, r in enumerate(req):
-        free[i] -= r
+    for i in _range(len(req)):
+        free[i] -= req[i]
     if log is not None:
         log.entries.append((_FREE, free, req))
 
 
 def give(free: list[int], req: list[int], log: Log | None) -> None:
     """``free += req`` (i.e. a(n) -= req)."""
-    for i, r in enumerate(req):
-        free[i] += r
+    for i in _range(len(req)):
+        free[i] += req[i]
     if log is not None:
         log.entries.append((_UNFREE, free, req))
+
+
+_RANGES = tuple(range(k) for k in range(17))
+
+
+def _range(k: int) -> range:
+    return _RANGES[k] if k < 17 else range(k)
 
 
 def rollback(log: Log) -> None:
@@ -272,8 +282,8 @@ def rollback(log: Log) -> None:
 
 
 def _fits(req: list[int], free: list[int]) -> bool:
-    for i, r in enumerate(req):  # noqa: SIM110 - a plain loop is faster than all() on the hot path
-        if r > free[i]:
+    for i in _range(len(req)):  # noqa: SIM110 - a plain loop is faster than all() on the hot path
+        if req[i] > free[i]:
             return False
     return True
 
@@ -350,6 +360,8 @@ class Controller:
               preempted: list[TreeConsumer]) -> tuple[bool, Node]:
         """A3: the bottom-up walk from the gNode. Returns (placed, attemptedNode)."""
         req = c.request
+        rng = c.rng
+        append = log.entries.append
         placed: Node | None = None
         hit_hard = False
         attempted = path[0]
@@ -361,20 +373,24 @@ class Controller:
                 hit_hard = True
             free = n.free
             fits = True
-            for i, r in enumerate(req):
-                if r > free[i]:
+            for i in rng:
+                if req[i] > free[i]:
                     fits = False
                     break
             if placed is None:
                 if fits or self._slide_up(n, c, True, log, rec_moved, preempted):
-                    take(free, req, log)
+                    for i in rng:
+                        free[i] -= req[i]
+                    append((_FREE, free, req))
                     attach(n, c, log)
                     rec_nodes.append(n)
                     placed = n
                 elif n.hard:
                     break
             elif fits or self._slide_up(n, c, False, log, rec_moved, preempted):
-                take(free, req, log)
+                for i in rng:
+                    free[i] -= req[i]
+                append((_FREE, free, req))
                 rec_nodes.append(n)
             else:
                 self._recover(c, rec_nodes, rec_moved, log, preempted)
@@ -394,20 +410,22 @@ class Controller:
         if n.hard and not is_root:
             return False
         req = c.request
+        rng = c.rng
         cprio = c.priority
         ctype = c.type
         # Quick refusal: even every eligible consumer together would not make room.
-        acc = list(n.free)
+        acc = n.free.copy()
         for (t, unp, p), vec in n.agg.items():
             if apply_priority and not cprio > p:
                 continue
             if is_root and (unp or t != ctype):
                 continue
-            for i, r in enumerate(vec):
-                acc[i] += r
-        if not _fits(req, acc):
-            return False
-        acc = list(n.free)
+            for i in rng:
+                acc[i] += vec[i]
+        for i in rng:
+            if req[i] > acc[i]:
+                return False
+        acc = n.free.copy()
         victims: list[TreeConsumer] = []
         for v in n.consumers:
             if apply_priority and not cprio > v.priority:
@@ -415,8 +433,9 @@ class Controller:
             if is_root and (v.unpreemptable or v.type != ctype):
                 continue
             victims.append(v)
-            for i, r in enumerate(v.request):
-                acc[i] += r
+            vr = v.request
+            for i in rng:
+                acc[i] += vr[i]
             if _fits(req, acc):
                 break
         else:  # pragma: no cover - the sum test above guarantees a fitting prefix
@@ -489,9 +508,13 @@ class Controller:
         self.map_del(c, log)
         detach(n, c, log)
         req = c.request
+        rng = c.rng
         for m in n.path:
             free = m.free
-            give(free, req, log)
+            for i in rng:
+                free[i] += req[i]
+            if log is not None:
+                log.entries.append((_UNFREE, free, req))
             p = m.parent
             if p is not None:
                 sub = p.by_child[m]
@@ -499,8 +522,8 @@ class Controller:
                     for v in list(sub):
                         vr = v.request
                         ok = True
-                        for i, r in enumerate(vr):
-                            if r > free[i]:
+                        for i in rng:
+                            if vr[i] > free[i]:
                                 ok = False
                                 break
                         if ok:
@@ -541,6 +564,7 @@ class Controller:
             gid = _follow(c.group_id, renamed)
             c.group_id = gid
             c.request = [c.request_map.get(r, 0) for r in names]   # B10 fixed
+            c.rng = _range(len(names))
             c.gleaf = None
             new_g = new.nodes.get(gid)
             a_id = _follow(old_anode.id, renamed) if old_anode is not None else None
