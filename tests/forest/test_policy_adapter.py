@@ -6,12 +6,15 @@ from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from quotaplane.config.identity import UserGroup
 from quotaplane.forest import Mode
 from quotaplane.policies.forest import FOREST_TAG, TREE_TAG_PREFIX, ForestPolicy, build_policy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy
 from quotaplane.resources import Resource
-from tests.forest.helpers import tree_doc
+from tests.forest.helpers import check_invariant, tree_doc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -154,3 +157,44 @@ def test_build_policy_from_partition_extension() -> None:
     p.update_config(SimpleNamespace(extensions={"quotatrees": {"trees": [doc]}}))
     assert p.manager.node_quota("TestTree", "C") == {"cpu": 1, "memory": 64}
     assert p.manager.consumer_node("TestTree", "k") == "C"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["check", "apply", "release", "undo"]), st.integers(0, 7),
+                          st.sampled_from(["a", "b"]), st.integers(0, 3000), st.integers(0, 2)),
+                min_size=1, max_size=30))
+def test_policy_properties(steps: list[tuple[str, int, str, int, int]]) -> None:
+    """check never changes state; a refused apply changes nothing; preempted keys are gone; sums hold."""
+    p = policy()
+    live: dict[str, AdmissionRequest] = {}
+    gone: dict[str, AdmissionRequest] = {}
+    last_applied: str | None = None
+    for op, k, node, vcore, prio in steps:
+        key = f"k{k}"
+        r = live.get(key) or req(key, vcore, 1, priority=prio, **teams(node))
+        before = p.dump_state()
+        if op == "check":
+            p.check(r)
+            assert p.dump_state() == before
+        elif op == "apply" and key not in live:
+            refused = p.apply(r)
+            if refused:
+                assert p.dump_state() == before
+            else:
+                live[key] = r
+                last_applied = key
+                gone = {}
+                for victim in p.take_preempted():
+                    assert not p.manager.is_allocated("Teams", victim)
+                    gone[victim] = live.pop(victim)
+        elif op == "release" and key in live:
+            p.release(live.pop(key), last_allocation=True)
+            assert not p.manager.is_allocated("Teams", key)
+        elif op == "undo" and key in live and key == last_applied:
+            p.undo(live.pop(key))
+            assert not p.manager.is_allocated("Teams", key)
+            # exact undo (nothing changed since the apply) brings the victims back
+            live.update({v: r for v, r in gone.items() if p.manager.is_allocated("Teams", v)})
+            last_applied = None
+        check_invariant(p.manager)
+        assert sorted(p.manager.allocated_consumers("Teams")) == sorted(live)
