@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         url = pg + ("&" if "?" in pg else "?") + f"schema={schema}"
         print("postgresql", flush=True)
         try:
-            results["postgresql"] = bench_store("postgresql", lambda: open_journal(url), n_single=2000,
+            results["postgresql"] = bench_store("postgresql", lambda: open_journal(url), n_single=1000,
                                                 **common)
         finally:
             j = open_journal(url)

@@ -192,3 +192,22 @@ def test_unreachable_server_is_a_journal_error() -> None:
     with pytest.raises(JournalError, match="cannot connect") as err:
         open_journal("postgresql://nobody:pw@127.0.0.1:1/nodb?connect_timeout=2")
     assert "pw@" not in str(err.value)
+
+
+def test_a_missing_or_corrupted_event_is_reported(pg_url: str) -> None:
+    import psycopg
+
+    j = open_journal(pg_url)
+    assert isinstance(j, PostgresJournal)
+    try:
+        j.append("p", [{"i": i} for i in range(6)])
+        with psycopg.connect(pg_base_url(), autocommit=True) as raw:
+            raw.execute(f'DELETE FROM "{j.schema}".events WHERE seq = 2')
+            raw.execute(f"UPDATE \"{j.schema}\".events SET data = '{{oops' WHERE seq = 5")
+        with pytest.raises(JournalError, match="gap"):
+            list(j.read("p"))
+        with pytest.raises(JournalError, match="not JSON"):
+            list(j.read("p", 2))
+        assert [s for s, _ in j.read("p", 5)] == [6]
+    finally:
+        j.close()

@@ -167,12 +167,13 @@ def canonical_json(value: Any) -> str:
         raise ValueError("not JSON-able: nested too deeply") from exc
 
 
-def decode_page(texts: Sequence[str]) -> list[Any]:
+def decode_page(texts: Sequence[str], count: int | None = None) -> list[Any]:
     """Decode many canonical JSON texts at once (one C-level parse per page instead of one per event).
 
     Reading is the cost of a restart (quality.md "Recovery"): decoding a page as one JSON array is
-    several times faster than ``json.loads`` per event. Raises :class:`JournalError` naming the bad
-    text if the store holds something that is not JSON.
+    several times faster than ``json.loads`` per event. ``count`` is the number of values expected
+    (default ``len(texts)``; a caller may pass texts already joined with commas). Raises
+    :class:`JournalError` if the store holds something that is not one JSON value per event.
     """
     if not texts:
         return []
@@ -185,7 +186,7 @@ def decode_page(texts: Sequence[str]) -> list[Any]:
             except ValueError as exc:
                 raise JournalError(f"stored event #{i} of the page is not JSON: {exc}") from exc
         raise
-    if len(out) != len(texts):  # a text with a top-level comma would split; canonical texts never do
+    if len(out) != (len(texts) if count is None else count):
         raise JournalError("stored events are not one JSON value each")
     return out
 

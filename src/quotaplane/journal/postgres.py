@@ -238,27 +238,34 @@ class PostgresJournal:
         return 0 if row is None else int(row[0])
 
     def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        # One row per page: the server joins the page's JSON texts (in seq order) into one string, so the
+        # client decodes a whole page with one parse instead of building 5,000 rows (restart time, quality.md)
         seq = after
-        sql = (f"SELECT seq, data FROM {self._q['events']} WHERE stream = %s AND seq > %s "
-               "ORDER BY seq LIMIT %s")
+        sql = (f"SELECT count(*), min(seq), max(seq), string_agg(data, ',' ORDER BY seq) "
+               f"FROM {self._q['events']} WHERE stream = %s AND seq > %s AND seq <= %s")
         while True:
             with self._lock:
                 try:
-                    rows = self._connection().execute(sql, (stream, seq, _PAGE)).fetchall()
+                    row = self._connection().execute(sql, (stream, seq, seq + _PAGE)).fetchone()
                 except psycopg.Error as exc:
                     raise self._fail(f"read of {stream!r}", exc) from exc
-                if rows and int(rows[0][0]) != seq + 1:
+                assert row is not None
+                count = int(row[0])
+                if count == 0 or int(row[1]) != seq + 1:
                     compacted = self._compacted_seq(stream)
                     if seq < compacted:  # another instance compacted while we were reading
                         raise JournalCompactedError(
                             f"stream {stream!r} was compacted past {seq} during the read", compacted)
-            if rows and int(rows[-1][0]) != seq + len(rows):
+            if count == 0:
+                return
+            if int(row[1]) != seq + 1 or int(row[2]) != seq + count:
                 # integrity: seqs are contiguous by construction (PRIMARY KEY + locked counter)
                 raise JournalError(f"stream {stream!r} in {mask_url(self.url)!r} has a gap after seq {seq}")
-            for data in decode_page([r[1] for r in rows]):
+            # the comma-joined canonical texts are the body of one JSON array
+            for data in decode_page([row[3]], count):
                 seq += 1
                 yield seq, data
-            if len(rows) < _PAGE:
+            if count < _PAGE:
                 return
 
     def last_seq(self, stream: str) -> int:
