@@ -563,10 +563,10 @@ class Partition:
         ``placeholder=True`` marks a gang placeholder (``task_group`` required). Unknown application:
         NotFoundError; existing ``allocation_key``: ConflictError (nothing counted twice).
         """
-        ev = self._validate_alloc(application_id, allocation_key, resource, priority, preemptible,
-                                  placeholder, task_group)
+        ev, res = self._validate_alloc(application_id, allocation_key, resource, priority, preemptible,
+                                       placeholder, task_group)
         with self.lock:
-            decision, done, undo = self._allocate_locked(ev)
+            decision, done, undo = self._allocate_locked(ev, res)
             if done is not None:
                 try:
                     self._record([done])
@@ -583,7 +583,7 @@ class Partition:
         ``placeholder``, ``task_group``). An invalid item (unknown application, duplicate key, bad
         amounts) raises before anything changes.
         """
-        evs: list[dict[str, Any]] = []
+        evs: list[tuple[dict[str, Any], Resource]] = []
         for item in items:
             if not isinstance(item, Mapping):
                 raise ValueError("each batch entry must be a mapping")
@@ -594,7 +594,7 @@ class Partition:
                                             item.get("task_group", item.get("taskGroupName"))))
         with self.lock:
             seen: set[str] = set()
-            for ev in evs:
+            for ev, _ in evs:
                 self._active_app(ev["app"])
                 if ev["key"] in self._allocs or ev["key"] in seen:
                     raise ConflictError(f"allocation {ev['key']!r} already exists in partition {self.name!r}")
@@ -602,8 +602,8 @@ class Partition:
             decisions: list[Decision] = []
             done_evs: list[dict[str, Any]] = []
             undos: list[tuple[Any, ...]] = []
-            for ev in evs:
-                decision, done, undo = self._allocate_locked(ev)
+            for ev, res in evs:
+                decision, done, undo = self._allocate_locked(ev, res)
                 decisions.append(decision)
                 if done is not None:
                     done_evs.append(done)
@@ -617,7 +617,8 @@ class Partition:
             return decisions
 
     def _validate_alloc(self, application_id: Any, allocation_key: Any, resource: Any, priority: Any,
-                        preemptible: Any, placeholder: Any, task_group: Any) -> dict[str, Any]:
+                        preemptible: Any, placeholder: Any, task_group: Any
+                        ) -> tuple[dict[str, Any], Resource]:
         _check_id(application_id, "application id")
         _check_id(allocation_key, "allocation key")
         if resource is None:
@@ -631,17 +632,17 @@ class Partition:
             raise ValueError("a placeholder allocation needs a task group")
         if task_group is not None and not isinstance(task_group, str):
             raise ValueError("task_group must be a string")
-        return {"type": "allocated", "app": application_id, "key": allocation_key, "resource": _res_json(res),
-                "priority": priority, "preemptible": preemptible, "placeholder": placeholder,
-                "task_group": task_group or None}
+        return ({"type": "allocated", "app": application_id, "key": allocation_key,
+                 "resource": _res_json(res), "priority": priority, "preemptible": preemptible,
+                 "placeholder": placeholder,
+                 "task_group": task_group or None}, res)
 
-    def _allocate_locked(self, ev: dict[str, Any]
+    def _allocate_locked(self, ev: dict[str, Any], res: Resource
                          ) -> tuple[Decision, dict[str, Any] | None, tuple[Any, ...]]:
         app = self._active_app(ev["app"])
         key = ev["key"]
         if key in self._allocs:
             raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
-        res = Resource(ev["resource"])
         req = self._request(app, key, res, ev["priority"], ev["preemptible"], first=not app.counted)
         reasons = self._check(req)
         if reasons:
@@ -653,15 +654,18 @@ class Partition:
         if refused:
             return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, ()
         ev["preempted"] = [k for _, k in preempted]
-        self._after_allocated(app, ev, preempted)
+        self._after_allocated(app, ev, preempted, res)
         return (Decision(True, [], list(ev["preempted"]), queue=app.queue_path, allocation_key=key), ev,
                 undo)
 
     def _after_allocated(self, app: Application, ev: Mapping[str, Any],
-                         preempted: Sequence[tuple[QuotaPolicy, str]] = ()) -> None:
+                         preempted: Sequence[tuple[QuotaPolicy, str]] = (),
+                         res: Resource | None = None) -> None:
         """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
         t = ev["t"]
-        alloc = Allocation(ev["key"], app.application_id, Resource(ev["resource"]), priority=ev["priority"],
+        if res is None:
+            res = Resource(ev["resource"])
+        alloc = Allocation(ev["key"], app.application_id, res, priority=ev["priority"],
                            preemptible=ev["preemptible"], placeholder=ev["placeholder"],
                            task_group=ev["task_group"], time=t)
         if alloc.placeholder and not app.has_placeholders():
