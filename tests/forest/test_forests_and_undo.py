@@ -241,3 +241,14 @@ def test_parallel_try_undo_under_transaction() -> None:
     assert not errors
     assert qm.dump_state() == before
     assert qm.get_mode() is Mode.NORMAL
+
+
+def test_f8_forest_try_snapshot_failure_refuses_undo() -> None:
+    """F8/B5: a forest try whose gNode is not a leaf takes no snapshot; the undo then changes nothing."""
+    qm = forest_manager()
+    add_job(qm, "j", ctx="Root", srv="Srvc-X")
+    before = qm.dump_state()
+    r = qm.try_allocate_forest("F", "j")
+    assert not r.allocated and r.message == " Failed to take a state snapshot of tree 'ContextTree'"
+    assert qm.undo_allocate_forest("F", "j") is False
+    assert qm.dump_state() == before

@@ -395,6 +395,15 @@ class QuotaManager:
         """Like :meth:`allocate_forest`, remembering how to undo it (outside Normal mode: forced, §5)."""
         with self._lock:
             f, info, ctrls = self._forest_call(forest, consumer_id)
+            if self._mode is Mode.NORMAL:
+                for ctrl in ctrls:   # F8: no snapshot when a gNode is not a leaf
+                    if info.trees[ctrl.name].group_id not in ctrl.tree.leaves:
+                        f.snapshot = None
+                        resp = AllocationResponse(consumer_id, False,
+                                                  f" Failed to take a state snapshot of tree '{ctrl.name}'")
+                        resp.failed_tree = ctrl.name
+                        resp.failed_node = info.trees[ctrl.name].group_id
+                        return resp
             return self._forest_allocate(f, ctrls, info, Log(), keep=True, prefix=" ")
 
     def undo_allocate_forest(self, forest: str, consumer_id: str) -> bool:
