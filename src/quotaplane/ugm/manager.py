@@ -472,6 +472,11 @@ class Manager:
         with self._lock:
             table = self._table
             unodes, group, gnodes = self._context(levels, application_id, user)
+            # Fast path (the admission path checks every request): the same test the increase runs.
+            if _fits(unodes, levels, items, application_id, table.user_limit, name, False) and (
+                    group is None
+                    or _fits(gnodes, levels, items, application_id, table.group_limit, group, False)):
+                return []
             out = _explain(unodes, levels, items, application_id, table.user_limit, "user", name)
             if group is not None:
                 out.extend(_explain(gnodes, levels, items, application_id, table.group_limit,
