@@ -283,8 +283,12 @@ class QuotaManager:
             return consumer_id in self._ctrl(tree).consumers
 
     def _tree_call(self, tree: str, consumer_id: str) -> tuple[Controller, ConsumerInfo, ConsumerTreeSpec]:
-        ctrl = self._ctrl(tree)
-        info = self._info(consumer_id, f"consumer {consumer_id} does not exist, create and add first")
+        ctrl = self._ctrls.get(tree)
+        if ctrl is None:
+            raise QuotaError(f"invalid tree name {tree}")
+        info = self._infos.get(consumer_id)
+        if info is None:
+            raise QuotaError(f"consumer {consumer_id} does not exist, create and add first")
         spec = info.trees.get(tree)
         if spec is None:
             raise QuotaError(f"failure creating consumer {consumer_id} on tree {tree}")
@@ -447,7 +451,9 @@ class QuotaManager:
 
     def _forest_call(self, forest: str, consumer_id: str) -> tuple[_Forest, ConsumerInfo, list[Controller]]:
         f = self._forest(forest)
-        info = self._info(consumer_id, f"consumer {consumer_id} does not exist, create and add first")
+        info = self._infos.get(consumer_id)
+        if info is None:
+            raise QuotaError(f"consumer {consumer_id} does not exist, create and add first")
         ctrls = [self._ctrls[t] for t in f.trees if t in info.trees]   # B1 fixed: the intersection
         if not ctrls:
             raise QuotaError(f"consumer {consumer_id} names no tree of forest {forest}")
