@@ -47,8 +47,9 @@ op = st.one_of(
 )
 
 
-def build(params: dict[str, dict[str, Any]], scale_min: bool = True) -> ElasticQuotaManager:
-    e = ElasticQuotaManager({V: 100, G: 8}, scale_min=scale_min)
+def build(params: dict[str, dict[str, Any]], scale_min: bool = True,
+          check_parent: bool = False) -> ElasticQuotaManager:
+    e = ElasticQuotaManager({V: 100, G: 8}, scale_min=scale_min, check_parent=check_parent)
     for name in ORDER:
         parent, is_parent = TREE[name]
         e.upsert(name, parent=parent, is_parent=is_parent, force_update=True, **params[name])
@@ -143,3 +144,21 @@ def test_refused_upsert_changes_nothing_and_replay_is_identical(
         assert e.dump_state() == before
     else:
         assert_consistent(e)
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({n: quota_params() for n in ORDER}), st.lists(op, max_size=15),
+       st.sampled_from(POD_LEAVES), amount, st.integers(0, 15), st.booleans(), st.booleans())
+def test_what_if_check_equals_adding_the_pending_pod(
+        params: dict[str, Any], ops: list[tuple[Any, ...]], leaf: str, v: int, g: int, preemptible: bool,
+        scale_min: bool) -> None:
+    """§2.9: check(include_request=True) answers exactly what check gives once the pod is pending,
+    for the quota and (check_parent) every ancestor — and changes nothing."""
+    e = build(params, scale_min=scale_min, check_parent=True)
+    run(e, ops, check_each=False)
+    before = e.dump_state()
+    what_if = e.violations(leaf, {V: v, G: g}, preemptible=preemptible, include_request=True)
+    assert e.dump_state() == before
+    e.add_pod(leaf, "probe", {V: v, G: g})
+    real = e.violations(leaf, {V: v, G: g}, preemptible=preemptible)
+    assert what_if == real

@@ -248,3 +248,12 @@ def test_dump_state_is_deterministic() -> None:
     state = three_level().dump_state()
     assert list(state["quotas"]) == sorted(state["quotas"])
     assert state["quotas"]["l1"]["runtime"] == {V: 35}
+
+
+def test_negative_total_is_refused() -> None:
+    with pytest.raises(ValueError):
+        ElasticQuotaManager({V: -1})
+    e = ElasticQuotaManager({V: 1})
+    with pytest.raises(ValueError):
+        e.set_total({V: -5})
+    assert e.total == {V: 1}

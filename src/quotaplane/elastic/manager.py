@@ -247,7 +247,7 @@ class ElasticQuotaManager:
                  system_max: Mapping[str, int] | None = None) -> None:
         if revoke_delay < 0:
             raise ValueError("revoke_delay must be >= 0")
-        self._total: Dims = dict(Resource(total)._values)
+        self._total: Dims = dict(_nonneg(total)._values)
         self._scale_min = scale_min
         self._delay = float(revoke_delay)
         self._check_parent = check_parent
@@ -328,7 +328,7 @@ class ElasticQuotaManager:
 
     def set_total(self, total: Mapping[str, int]) -> None:
         """Set the cluster total (internal units); the root runtime follows (E4)."""
-        self._total = dict(Resource(total)._values)
+        self._total = dict(_nonneg(total)._values)
         self._root.group_dirty = True
 
     # ------------------------------------------------------------------------------------------------
@@ -862,6 +862,8 @@ class ElasticQuotaManager:
                 value = self._group_values(static, total, limited)[idx]
             else:
                 value = node.runtime
+            # (overrides run contiguously from q upwards, so below the first override every node has
+            # one; ``changed`` only guards that invariant)
             changed = value != node.runtime
             result[node.name] = value
             total = value
