@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,9 +112,10 @@ class Queue:
     """
 
     __slots__ = (
+        "_alloc",
         "admin_acl",
-        "allocated",
         "applications",
+        "chain",
         "child_template",
         "children",
         "guaranteed",
@@ -142,7 +143,8 @@ class Queue:
     max: Resource | None
     guaranteed: Resource | None
     max_applications: int
-    allocated: Resource
+    chain: tuple[Queue, ...]
+    _alloc: dict[str, int]
     running_apps: dict[str, None]
     applications: dict[str, None]
     own_properties: dict[str, str]
@@ -155,6 +157,8 @@ class Queue:
         self.name = name
         self.parent = parent
         self.path = name if parent is None else f"{parent.path}.{name}"
+        # this queue, its parent, ... the root: the M-2 walk, fixed for the queue's life
+        self.chain = (self,) if parent is None else (self, *parent.chain)
         self.children = {}
         self.is_leaf = is_leaf
         self.managed = managed
@@ -162,7 +166,7 @@ class Queue:
         self.max = None
         self.guaranteed = None
         self.max_applications = 0
-        self.allocated = Resource()
+        self._alloc = {}
         self.running_apps = {}
         self.applications = {}
         self.own_properties = {}
@@ -170,6 +174,11 @@ class Queue:
         self.child_template = None
         self.submit_acl = ACL(None)
         self.admin_acl = ACL(None)
+
+    @property
+    def allocated(self) -> Resource:
+        """The sum of every allocation in the subtree (a snapshot; zero names pruned)."""
+        return Resource._wrap(dict(self._alloc))
 
     @property
     def is_root(self) -> bool:
@@ -196,15 +205,12 @@ class Queue:
 
     def ancestors(self) -> Iterator[Queue]:
         """This queue, then its parent, … up to the root (the M-2 walk order)."""
-        q: Queue | None = self
-        while q is not None:
-            yield q
-            q = q.parent
+        yield from self.chain
 
     def is_empty(self) -> bool:
         """No children, no usage, no running or placed applications."""
         return (not self.children and not self.running_apps and not self.applications
-                and all(v == 0 for v in self.allocated.values()))
+                and not any(self._alloc.values()))
 
     def __repr__(self) -> str:
         return f"Queue({self.path!r}, leaf={self.is_leaf}, managed={self.managed}, status={self.status})"
@@ -479,26 +485,34 @@ class QueueTree:
         (FitInMaxUndef, ``queue.max``). The root: strict against the cluster size — a name no node
         provides does not fit (FitIn, ``root.capacity``). Changes nothing.
         """
-        q: Queue | None = self._get(path)
         request = resource._values if isinstance(resource, Resource) else resource
         limits: list[QueueLimit] = []
-        while q is not None:
+        for q in self._get(path).chain:
             max_res = q.max
             if q.parent is None:
-                limit = self._over(q, request, max_res, strict=True)
-            elif max_res is not None:
-                limit = self._over(q, request, max_res, strict=False)
+                strict = True
+                maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
+            elif max_res is None:
+                continue
             else:
-                limit = None
-            if limit is not None:
-                limits.append(limit)
-            q = q.parent
+                strict = False
+                maxv = max_res._values
+            used = q._alloc
+            for name, amount in request.items():
+                limit = maxv.get(name)
+                if limit is None:
+                    if not strict:
+                        continue  # R-6: a name missing from the max is unlimited
+                    limit = 0     # R-7: strict, a name missing from the root counts as 0
+                if used.get(name, 0) + amount > (limit if limit > 0 else 0):
+                    limits.append(self._over(q, request, max_res, strict=strict))
+                    break
         return limits
 
     @staticmethod
     def _over(q: Queue, request: Mapping[str, int], max_res: Resource | None, *,
-              strict: bool) -> QueueLimit | None:
-        used = q.allocated._values
+              strict: bool) -> QueueLimit:
+        used = q._alloc
         maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
         shortfall: dict[str, int] = {}
         for name, amount in request.items():
@@ -512,8 +526,6 @@ class QueueTree:
             total = used.get(name, 0) + amount
             if total > limit:
                 shortfall[name] = total - limit
-        if not shortfall:
-            return None
         shown_max = max_res if max_res is not None else Resource()
         message = (f"allocation ({Resource._wrap(dict(request))}) puts queue '{q.path}' over maximum "
                    f"allocation ({shown_max}), current usage ({q.allocated})")
@@ -529,34 +541,36 @@ class QueueTree:
     def increase_allocated(self, path: str, resource: Mapping[str, int]) -> None:
         """Add ``resource`` to every queue from the leaf ``path`` to the root (no check: call
         :meth:`check_allocation` first)."""
-        q: Queue | None = self._get(path)
         delta = resource._values if isinstance(resource, Resource) else resource
-        while q is not None:
-            values = dict(q.allocated._values)
-            for name, amount in delta.items():
-                new = values.get(name, 0) + amount
+        self._add(self._get(path).chain, delta.items(), 1)
+
+    @staticmethod
+    def _add(chain: tuple[Queue, ...], items: Iterable[tuple[str, int]], sign: int) -> None:
+        for q in chain:
+            values = q._alloc
+            for name, amount in items:
+                new = values.get(name, 0) + sign * amount
                 if new:
                     values[name] = new
                 else:
                     values.pop(name, None)
-            q.allocated = Resource._wrap(values)
-            q = q.parent
 
     def decrease_allocated(self, path: str, resource: Mapping[str, int]) -> None:
         """Subtract ``resource`` from every queue from the leaf ``path`` to the root.
 
         Raises ValueError (changing nothing) when a queue would go below zero for some name.
         """
-        leaf = self._get(path)
+        chain = self._get(path).chain
         delta = resource._values if isinstance(resource, Resource) else resource
-        for q in leaf.ancestors():
-            used = q.allocated._values
-            for name, amount in delta.items():
+        items = delta.items()
+        for q in chain:
+            used = q._alloc
+            for name, amount in items:
                 if amount > 0 and used.get(name, 0) < amount:
                     raise ValueError(
                         f"released allocation ({Resource._wrap(dict(delta))}) is larger than the "
                         f"allocation of queue '{q.path}' ({q.allocated})")
-        self.increase_allocated(path, {k: -v for k, v in delta.items()})
+        self._add(chain, items, -1)
 
     # ------------------------------------------------------------------------------------------------
     # running applications (M-4)
@@ -653,7 +667,7 @@ class QueueTree:
             delay = _parse_duration(q.properties.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
             if delay <= 0:
                 continue
-            used = q.allocated._values
+            used = q._alloc
             excess = {k: used.get(k, 0) - v for k, v in q.max.items() if used.get(k, 0) > v}
             if excess:
                 out.append((q.path, Resource._wrap({k: excess[k] for k in sorted(excess)}), delay))
