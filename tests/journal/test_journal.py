@@ -185,8 +185,13 @@ def test_compaction_of_everything_keeps_last_seq(store: Store) -> None:
     assert j.compact("p") == 3
     assert list(j.read("p", 3)) == []
     assert j.last_seq("p") == 3
+    j = store.reopen()  # the counter survives a restart with no event left
+    assert j.last_seq("p") == 3
     assert j.streams() == ["p"]
-    assert j.append("p", events(4, 1)) == 4
+    assert j.append("p", events(4, 2)) == 5
+    j = store.reopen()
+    assert j.last_seq("p") == 5
+    assert [s for s, _ in j.read("p", 3)] == [4, 5]
 
 
 def test_compact_on_snapshot_option(store: Store) -> None:
