@@ -1,0 +1,67 @@
+"""Small helpers shared by the route modules: documented error responses, JSON answers, name checks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from quotaplane.server.errors import ApiError
+from quotaplane.server.models import ErrorBody
+
+__all__ = [
+    "GROUP_RE",
+    "QUEUE_PART_RE",
+    "USER_RE",
+    "errors",
+    "json",
+    "resource_dict",
+]
+
+#: Reference Appendix B regexes (YuniKorn's webservice checks the same).
+QUEUE_PART_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+USER_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
+GROUP_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$")
+
+_DESCRIPTIONS = {
+    400: "bad request: malformed body, wrong type, amount outside int64, invalid name, rejected",
+    401: "missing or unknown bearer token",
+    403: "the token's role or the user's queue ACL does not allow this",
+    404: "unknown partition, queue, user, group, application, allocation, node or quota",
+    409: "conflict with existing state (duplicate id) or the request does not fit",
+    503: "not the leader (see `leader`) or the store is unavailable; nothing was changed",
+}
+
+
+def errors(*codes: int, auth: bool = False, write: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the given error statuses (plus 401/403 with ``auth``, 503 with ``write``)."""
+    wanted = {400, *codes}
+    if auth:
+        wanted |= {401, 403}
+    if write:
+        wanted.add(503)
+    return {c: {"model": ErrorBody, "description": _DESCRIPTIONS.get(c, "error")} for c in sorted(wanted)}
+
+
+def json(content: Any, status_code: int = 200) -> JSONResponse:
+    """A JSON answer."""
+    return JSONResponse(content, status_code=status_code)
+
+
+def resource_dict(r: Any) -> dict[str, int]:
+    """A Resource (or None) as a plain dict for JSON."""
+    if r is None:
+        return {}
+    return {k: int(v) for k, v in r.items()}
+
+
+def check_queue_name(queue: str) -> str:
+    """400 unless every dot-separated part matches the queue regexp (reference §2.3)."""
+    parts = queue.split(".")
+    for part in parts:
+        if not QUEUE_PART_RE.match(part):
+            raise ApiError(400, f"problem in queue query parameter parsing as queue param {queue} "
+                                f"contains invalid queue name {part}. Queue name must only have "
+                                "alphanumeric characters, - or _, and be no longer than 64 characters")
+    return queue.lower()

@@ -1,0 +1,220 @@
+"""The service's error model: every error is ``{"status_code", "message", "description"}``.
+
+Decision S3: never a 500 and never FastAPI's default 422 body. Every failure — a body that is not
+JSON, a field of the wrong type, an amount outside int64, an unknown partition, a duplicate id, a
+rejected placement, a write sent to a follower — becomes a 4xx (or 503 for "not the leader") with
+YuniKorn's ``dao.YAPIError`` shape (reference §2.1). ``description`` repeats the message and adds the
+cause when there is one, as YuniKorn does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from quotaplane.errors import (
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    NotLeaderError,
+    QuotaplaneError,
+    RejectedError,
+)
+
+__all__ = [
+    "ApiError",
+    "error_body",
+    "error_response",
+    "install_error_handlers",
+    "status_for",
+]
+
+_log = logging.getLogger("quotaplane.server")
+
+#: Status used for a write that reached an instance which is not the partition's leader.
+NOT_LEADER_STATUS = 503
+
+
+class ApiError(Exception):
+    """An error raised by a route with an explicit HTTP status (and optional extra body keys)."""
+
+    def __init__(self, status_code: int, message: str, description: str | None = None,
+                 extra: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.headers = headers
+        self.status_code = status_code
+        self.message = message
+        self.description = description if description is not None else message
+        self.extra = extra or {}
+
+
+def error_body(status_code: int, message: str, description: str | None = None,
+               **extra: Any) -> dict[str, Any]:
+    """The YuniKorn error body (``dao.YAPIError``) plus optional extra keys (``leader`` …)."""
+    body: dict[str, Any] = {
+        "status_code": status_code,
+        "message": message,
+        "description": description if description is not None else message,
+    }
+    body.update(extra)
+    return body
+
+
+def error_response(status_code: int, message: str, description: str | None = None,
+                   headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    """A :class:`JSONResponse` carrying :func:`error_body`."""
+    return JSONResponse(error_body(status_code, message, description, **extra),
+                        status_code=status_code, headers=headers)
+
+
+def _is_acl(err: BaseException) -> bool:
+    # The partition signals an ACL refusal with a RejectedError; it may carry a code attribute, else
+    # the message names the ACL (decision S2: an ACL refusal is 403, any other rejection 400).
+    code = getattr(err, "code", None)
+    if isinstance(code, str):
+        return code.startswith("acl")
+    text = str(err).lower()
+    return "acl" in text or "not allowed" in text or "access" in text
+
+
+def _is_store_failure(err: BaseException) -> bool:
+    # quotaplane.journal.JournalError (the store failed: I/O, database down, locked …) — matched by
+    # name so this module does not import the journal package.
+    return any(cls.__name__ == "JournalError" for cls in type(err).__mro__)
+
+
+def status_for(err: BaseException) -> int:
+    """The HTTP status of a quotaplane (or plain ValueError/KeyError) exception."""
+    if isinstance(err, ApiError):
+        return err.status_code
+    if isinstance(err, NotLeaderError) or _is_store_failure(err):
+        return NOT_LEADER_STATUS
+    if isinstance(err, NotFoundError):
+        return 404
+    if isinstance(err, ConflictError):
+        return 409
+    if isinstance(err, RejectedError):
+        return 403 if _is_acl(err) else 400
+    if isinstance(err, (ConfigError, ValueError, TypeError)):
+        return 400
+    if isinstance(err, KeyError):
+        return 404
+    return 500
+
+
+def _message(err: BaseException) -> str:
+    if isinstance(err, KeyError) and not isinstance(err, NotFoundError):
+        # KeyError("x") prints as "'x'"; say what was not found instead.
+        arg = err.args[0] if err.args else ""
+        return f"not found: {arg}"
+    text = str(err)
+    return text or type(err).__name__
+
+
+def exception_response(err: BaseException) -> JSONResponse:
+    """Turn any exception into the error response (used by the handlers and by routes)."""
+    if isinstance(err, ApiError):
+        return error_response(err.status_code, err.message, err.description, headers=err.headers,
+                              **err.extra)
+    status = status_for(err)
+    message = _message(err)
+    if isinstance(err, NotLeaderError):
+        extra: dict[str, Any] = {"leader": err.leader}
+        headers = {"Retry-After": "1"}
+        if err.leader:
+            headers["X-Quotaplane-Leader"] = err.leader
+        return error_response(status, message, f"{message}; send writes to the leader: {err.leader}",
+                              headers=headers, **extra)
+    if isinstance(err, ConfigError):
+        problems = [{"line": line, "reason": reason} for line, reason in err.problems]
+        where = f" (line {err.line})" if err.line else ""
+        return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
+    if status == NOT_LEADER_STATUS:
+        # The store failed: nothing was acknowledged; the caller may retry.
+        return error_response(status, f"store unavailable: {message}", headers={"Retry-After": "1"})
+    if status == 500:
+        _log.exception("unexpected error", exc_info=err)
+        # Decision S3 — never a 500: the request could not be served; report it as a bad request
+        # with the cause, so the caller sees what went wrong instead of a bare server error.
+        return error_response(400, "request could not be processed",
+                              f"request could not be processed. Original Cause : {type(err).__name__}: {err}")
+    return error_response(status, message)
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts) if parts else "body"
+
+
+def validation_message(errors: Sequence[Any]) -> tuple[str, str]:
+    """(message, description) for a list of pydantic/FastAPI validation errors."""
+    lines = []
+    for e in errors:
+        kind = e.get("type", "")
+        where = _loc(e.get("loc", ()))
+        if kind == "json_invalid":
+            ctx = e.get("ctx") or {}
+            lines.append(f"request body is not valid JSON: {ctx.get('error', 'parse error')}")
+        elif kind == "missing":
+            lines.append(f"{where}: field required")
+        else:
+            lines.append(f"{where}: {e.get('msg', 'invalid value')}")
+    if not lines:
+        return "invalid request", "invalid request"
+    return lines[0], "; ".join(lines)
+
+
+_REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+}
+
+
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    methods: set[str] = set()
+    for route in app.routes:
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(path):
+            methods.update(getattr(route, "methods", None) or ())
+    methods.discard("HEAD")
+    return sorted(methods)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Install the handlers that map every failure to the YuniKorn error body (S3)."""
+
+    async def on_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, description = validation_message(exc.errors())
+        return error_response(400, message, description)
+
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code if 400 <= exc.status_code < 500 else 400
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        message = detail or _REASONS.get(status, "error")
+        headers = dict(getattr(exc, "headers", None) or {})
+        if status == 405:
+            # Several routes share a path (GET and PUT /ws/v1/config): list every method of the path.
+            headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
+        return error_response(status, message, headers=headers or None)
+
+    async def on_quotaplane(_request: Request, exc: Exception) -> JSONResponse:
+        return exception_response(exc)
+
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    for cls in (ApiError, QuotaplaneError, ValueError, KeyError, TypeError):
+        app.add_exception_handler(cls, on_quotaplane)

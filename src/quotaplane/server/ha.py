@@ -1,0 +1,189 @@
+"""Leadership and fail-over for several instances on one PostgreSQL store.
+
+One instance leads: it holds the lease of the ``scheduler`` stream and of every partition stream
+(journal leases, ``acquire_lease(stream, holder, ttl)``), renews them every ``interval`` seconds and
+passes its holder name to every append, so an append after the lease was lost fails (fencing) instead
+of forking the journal. The other instances follow: they serve reads from a copy of the state that
+they bring up to date from the journal, and refuse writes with 503 and the leader's URL in the body
+(``{"status_code": 503, …, "leader": "http://host:port"}``).
+
+When the leader dies its leases expire after ``ttl`` seconds; a follower polls every ``interval``
+seconds, takes the leases, rebuilds the state from the store (every acknowledged change is there,
+decision S1) and starts accepting writes: with the defaults (ttl 5 s, interval 1 s) within about
+6–7 seconds, inside the 10 s of quality.md.
+
+The holder name is ``"<advertised URL>#<random>"``: the URL tells clients where to go, the random
+part keeps a restarted instance from mistaking an old lease for its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["LEASE_STREAM", "Leadership"]
+
+_log = logging.getLogger("quotaplane.server.ha")
+
+#: The stream whose lease decides leadership (the scheduler's config stream).
+LEASE_STREAM = "scheduler"
+
+
+class Leadership:
+    """Lease-based leadership of one instance (see the module docstring).
+
+    ``lease_journal`` is a journal used only for leases (its own connection). ``build_leader()`` makes
+    a scheduler from the store for a new leader (everything journalled restored, appends fenced with
+    :attr:`holder`); ``build_follower()`` makes a read-only copy; ``refresh(scheduler)`` brings a
+    follower copy up to date from the journal and returns the scheduler to serve (the same object or a
+    new one).
+    """
+
+    def __init__(self, lease_journal: Any, *, advertise: str,
+                 build_leader: Callable[[str], Any], build_follower: Callable[[], Any],
+                 refresh: Callable[[Any], Any] | None = None,
+                 ttl: float = 5.0, interval: float = 1.0) -> None:
+        if ttl <= interval:
+            raise ValueError("the lease ttl must be longer than the renewal interval")
+        self.journal = lease_journal
+        self.advertise = advertise
+        self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
+        self.ttl = ttl
+        self.interval = interval
+        self._build_leader = build_leader
+        self._build_follower = build_follower
+        self._refresh = refresh
+        self._leader = False
+        self._streams: list[str] = [LEASE_STREAM]
+        self._task: asyncio.Task[None] | None = None
+        self._service: Any = None
+        self._lock = threading.Lock()
+        self.took_over_at: float | None = None
+
+    # -- state ------------------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        """True while this instance holds the leases."""
+        return self._leader
+
+    def leader_url(self) -> str | None:
+        """The advertised URL of the current leader (this one when leading), or None when unknown."""
+        if self._leader:
+            return self.advertise
+        try:
+            holder = self.journal.lease_holder(LEASE_STREAM)
+        except Exception:
+            return None
+        if not holder:
+            return None
+        return str(holder).split("#", 1)[0]
+
+    # -- lease handling (blocking; run in a thread from the loop) -----------------------------------
+    def _partition_streams(self, scheduler: Any) -> list[str]:
+        names: list[str] = []
+        with contextlib.suppress(Exception):
+            for p in scheduler.partitions():
+                names.append(str(getattr(p, "stream", p.name)))
+        return names
+
+    def try_acquire(self) -> bool:
+        """Take or renew every lease; True when this instance leads afterwards."""
+        if not self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
+            return False
+        ok = True
+        for stream in self._streams[1:]:
+            if not self.journal.acquire_lease(stream, self.holder, self.ttl):
+                ok = False
+        return ok
+
+    def initial(self) -> Any:
+        """Decide the role at start-up; return the scheduler to serve."""
+        if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
+            return self._become_leader(None)
+        self._leader = False
+        return self._build_follower()
+
+    def _become_leader(self, old: Any) -> Any:
+        # Partition leases first (they may still be held by a dead leader until they expire), then
+        # rebuild from the store so every acknowledged change is there.
+        scheduler = self._build_leader(self.holder)
+        self._streams = [LEASE_STREAM, *self._partition_streams(scheduler)]
+        deadline = time.monotonic() + self.ttl + 2 * self.interval
+        while not self.try_acquire():
+            if time.monotonic() > deadline:
+                with contextlib.suppress(Exception):
+                    scheduler.close()
+                raise RuntimeError("could not take the partition leases")
+            time.sleep(self.interval / 2)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
+        self._leader = True
+        self.took_over_at = time.time()
+        _log.warning("quotaplane: this instance (%s) is now the leader", self.advertise)
+        return scheduler
+
+    def step(self, current: Any) -> Any:
+        """One round of the loop: renew, take over, or follow. Returns the scheduler to serve."""
+        if self._leader:
+            self._streams = [LEASE_STREAM, *self._partition_streams(current)]
+            if self.try_acquire():
+                return current
+            # Lost the lease (paused too long, database trouble): stop accepting writes at once.
+            self._leader = False
+            _log.warning("quotaplane: lost the leader lease; following")
+            return current
+        if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
+            try:
+                return self._become_leader(current)
+            except Exception:
+                _log.exception("take-over failed; releasing the lease")
+                self.release()
+                return current
+        if self._refresh is not None:
+            return self._refresh(current)
+        return current
+
+    def release(self) -> None:
+        """Give up every lease (clean shutdown lets a follower take over at once)."""
+        for stream in reversed(self._streams):
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(stream, self.holder)
+        self._leader = False
+
+    # -- asyncio integration ----------------------------------------------------------------------
+    async def start(self, service: Any) -> None:
+        """Start the background task (called by the app's lifespan)."""
+        self._service = service
+        self._task = asyncio.create_task(self._run(), name="quotaplane-leadership")
+
+    async def stop(self) -> None:
+        """Stop the background task and release the leases."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.release)
+
+    async def _run(self) -> None:
+        while True:
+            start = time.monotonic()
+            try:
+                current = self._service.scheduler
+                new = await asyncio.to_thread(self.step, current)
+                if new is not current:
+                    self._service.scheduler = new
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("leadership round failed")
+                if self._leader:
+                    self._leader = False
+            elapsed = time.monotonic() - start
+            await asyncio.sleep(max(0.05, self.interval - elapsed))

@@ -1,0 +1,235 @@
+"""``quotaplane serve``: start the REST service on a store.
+
+* ``--store``: ``sqlite:///quotaplane.db`` (a file under the working directory) by default;
+  ``postgresql://…`` for production and for several instances (fail-over, :mod:`quotaplane.server.ha`).
+* On start with a non-empty store the journalled state is restored first; a ``--config`` that
+  differs from the journalled config is then applied as a normal config update. An invalid
+  ``--config`` refuses to start (exit 1) and says why (``FILE:LINE: reason``).
+* Tokens (decision S2) come from ``QUOTAPLANE_TOKENS`` / ``QUOTAPLANE_TOKENS_FILE``
+  (:mod:`quotaplane.server.auth`). Without tokens the service only binds to a loopback address.
+* ``QUOTAPLANE_ADVERTISE_URL`` (PostgreSQL): the URL other instances send clients to; default
+  ``http://HOST:PORT``. ``QUOTAPLANE_LEASE_TTL`` (seconds, default 5).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from quotaplane.errors import ConfigError
+
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_STORE", "build_scheduler", "serve"]
+
+#: The store used when ``--store`` is not given: a SQLite file in the working directory.
+DEFAULT_STORE = "sqlite:///quotaplane.db"
+
+#: The configuration used when neither ``--config`` nor a journalled config exists: one partition
+#: ``default`` with ``root`` (everyone may submit) and a leaf ``root.default``.
+DEFAULT_CONFIG = """\
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: default
+"""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _scheduler_class() -> Any:
+    from quotaplane.scheduler import Scheduler
+
+    return Scheduler
+
+
+def journalled_config(journal: Any) -> str | None:
+    """The text of the last configuration journalled in ``journal`` (stream ``scheduler``), or None."""
+    text: str | None = None
+    for _seq, event in journal.read("scheduler"):
+        if event.get("type") == "config" and isinstance(event.get("text"), str):
+            text = event["text"]
+    return text
+
+
+def build_scheduler(config_text: str | None, store: str | None, *, holder: str | None = None) -> Any:
+    """Open the scheduler on ``store``: restore the journal, then apply ``config_text`` if it differs.
+
+    Without ``config_text`` the journalled configuration is kept (or :data:`DEFAULT_CONFIG` is used
+    for an empty store).
+    """
+    from quotaplane.journal import open_journal
+
+    scheduler_cls = _scheduler_class()
+    journal = open_journal(store)
+    try:
+        text = config_text
+        if text is None:
+            text = journalled_config(journal) or DEFAULT_CONFIG
+        kwargs: dict[str, Any] = {"store": journal}
+        if holder is not None:
+            kwargs["holder"] = holder
+        return scheduler_cls.from_yaml(text, **kwargs)
+    except BaseException:
+        journal.close()
+        raise
+
+
+def _read_config(config: Path) -> str:
+    from quotaplane.config import load_config
+
+    try:
+        text = config.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {config}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{config} is not UTF-8 text: {exc}") from None
+    load_config(text)  # raises ConfigError with the line
+    return text
+
+
+def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
+          port: int = 9080) -> int:
+    """Run the service until interrupted; return the process exit code (non-zero: refused to start)."""
+    import uvicorn
+
+    from quotaplane.server.app import create_app
+    from quotaplane.server.auth import load_tokens
+
+    try:
+        tokens = load_tokens()
+    except (OSError, ValueError) as exc:
+        _err(f"quotaplane: cannot load tokens: {exc}")
+        return 2
+    if not tokens and not _is_loopback(host):
+        _err(f"quotaplane: refusing to bind {host}: no tokens are configured (set QUOTAPLANE_TOKENS or "
+             "QUOTAPLANE_TOKENS_FILE), so the service only listens on a loopback address")
+        return 2
+
+    text: str | None = None
+    if config is not None:
+        try:
+            text = _read_config(config)
+        except ConfigError as exc:
+            for line, reason in exc.problems:
+                _err(f"{config}:{line if line is not None else 0}: {reason}")
+            _err(f"quotaplane: refusing to start: {config} is not a valid configuration")
+            return 1
+
+    store_url = store or DEFAULT_STORE
+    leadership = None
+    try:
+        if store_url.startswith(("postgresql:", "postgres:")):
+            leadership, scheduler = _start_ha(text, store_url, host, port)
+        else:
+            scheduler = build_scheduler(text, store_url)
+    except ConfigError as exc:
+        _err(f"quotaplane: refusing to start: {exc}" + (f" (line {exc.line})" if exc.line else ""))
+        return 1
+    except Exception as exc:  # store unreachable, locked by another process, unreadable journal …
+        _err(f"quotaplane: refusing to start: {type(exc).__name__}: {exc}")
+        return 1
+
+    app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+    _err(f"quotaplane: serving on http://{host}:{port} (store {_mask(store_url)}, "
+         f"{'tokens' if tokens else 'no tokens: loopback only'})")
+    rc = 0
+    # uvicorn re-raises the stop signal after its graceful shutdown; with these no-op handlers in
+    # place underneath, the process closes the store and exits 0 instead of dying by the signal.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run()
+        if not server.started:
+            rc = 1
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        rc = int(exc.code) if isinstance(exc.code, int) else 1
+    finally:
+        try:
+            app.state.service.scheduler.close()
+        except Exception as exc:
+            _err(f"quotaplane: error while closing the store: {exc}")
+    return rc
+
+
+def _mask(url: str) -> str:
+    try:
+        from quotaplane.journal.base import mask_url
+
+        return mask_url(url)
+    except Exception:
+        return url.split("@")[-1]
+
+
+def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[Any, Any]:
+    from quotaplane.journal import open_journal
+    from quotaplane.server.ha import Leadership
+
+    advertise = os.environ.get("QUOTAPLANE_ADVERTISE_URL") or f"http://{host}:{port}"
+    ttl = float(os.environ.get("QUOTAPLANE_LEASE_TTL", "5"))
+    lease_journal = open_journal(store_url)
+    holder_box: list[str] = []
+
+    def build_leader(holder: str) -> Any:
+        # The new leader restores everything journalled, then applies its --config if it differs.
+        return build_scheduler(text, store_url, holder=holder)
+
+    def build_follower() -> Any:
+        # A follower keeps the journalled config as it is (applying its own would be a write); its
+        # appends are fenced with its holder name, so it can never fork the journal. Before the leader
+        # has written anything, it serves an in-memory copy of the config until the store fills.
+        if journalled_config(lease_journal) is None:
+            placeholder = _scheduler_class().from_yaml(text or DEFAULT_CONFIG)
+            placeholder.config_seq = -1
+            return placeholder
+        return build_scheduler(None, store_url, holder=holder_box[0] if holder_box else None)
+
+    leadership = Leadership(lease_journal, advertise=advertise, build_leader=build_leader,
+                            build_follower=build_follower,
+                            refresh=lambda cur: catch_up(cur, build_follower, lease_journal),
+                            ttl=ttl, interval=max(0.2, min(1.0, ttl / 5)))
+    holder_box.append(leadership.holder)
+    scheduler = leadership.initial()
+    return leadership, scheduler
+
+
+def catch_up(current: Any, rebuild: Any, journal: Any) -> Any:
+    """Bring a follower's copy up to date from the journal (poll ``read(after)``).
+
+    New partition events are replayed into the live partitions; a new configuration event (or any
+    surprise: compaction, a new partition) rebuilds the copy from the store instead.
+    """
+    try:
+        if journal.last_seq("scheduler") == getattr(current, "config_seq", -1):
+            known = {p.stream for p in current.partitions()}
+            if all(s in known for s in journal.streams() if s != "scheduler"):
+                for p in current.partitions():
+                    if journal.last_seq(p.stream) > p.last_seq:
+                        p.replay(journal.read(p.stream, after=p.last_seq))
+                return current
+    except Exception as exc:  # anything unexpected: fall back to a full rebuild
+        _err(f"quotaplane: follower catch-up failed ({exc}); rebuilding from the store")
+    fresh = rebuild()
+    try:
+        current.close()
+    except Exception as exc:
+        _err(f"quotaplane: closing the old follower copy failed: {exc}")
+    return fresh

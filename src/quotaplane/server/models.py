@@ -1,0 +1,266 @@
+"""Request bodies and documented response shapes of the REST service.
+
+Request bodies are pydantic models so that a wrong type, a missing field or an amount outside int64
+is a 400 with a sentence naming the field (decision S3). Amounts are strict JSON integers in
+``[0, 2**63-1]``: ``"5"``, ``5.0``, ``true``, negative or overflowing amounts are refused.
+
+Response models document ``/openapi.json``; handlers build their JSON directly (the shapes come from
+the engines' ``dao``/``to_dict`` methods), so these models only describe them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
+
+from quotaplane.resources import INT64_MAX
+
+__all__ = [
+    "AllocationBody",
+    "Amount",
+    "ApplicationBody",
+    "BatchBody",
+    "NodeBody",
+    "ResourceMap",
+    "WhatIfBody",
+]
+
+def _integer(value: Any) -> Any:
+    # JSON Schema's "integer" includes 2.0 (a number with a zero fraction): accept it as 2. Refuse
+    # booleans, strings and fractions (pydantic's lax mode would turn "5" into 5).
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ValueError("must be an integer")
+    if not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
+
+
+#: A resource amount: a JSON integer within int64, never negative in a request.
+Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integer)]
+#: A priority: YuniKorn priorities are int32.
+Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_integer)]
+#: A non-empty name (ids, users, resource names).
+Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+#: ``{resource name: amount}`` in internal units (vcore milli, memory bytes).
+ResourceMap = dict[Name, Amount]
+#: A response resource map (may hold negative amounts, e.g. headroom).
+ResourceOut = dict[str, int]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+
+class NodeBody(_Body):
+    """``PUT /ws/v1/partition/{p}/node/{node}``: the node's capacity."""
+
+    capacity: ResourceMap = Field(description="capacity in internal units, e.g. {\"vcore\": 16000}")
+
+
+class ApplicationBody(_Body):
+    """``POST /ws/v1/partition/{p}/applications``."""
+
+    applicationID: Name
+    user: Name
+    groups: list[Name] = Field(default_factory=list)
+    queue: Name | None = Field(default=None, description="requested queue (full path); placement decides")
+    tags: dict[StrictStr, StrictStr] | None = None
+
+
+class AllocationBody(_Body):
+    """``POST /ws/v1/partition/{p}/allocations`` (also one entry of a batch)."""
+
+    applicationID: Name
+    allocationKey: Name
+    resource: ResourceMap
+    priority: Priority = 0
+    preemptible: StrictBool = True
+
+
+class WhatIfBody(_Body):
+    """``POST /ws/v1/partition/{p}/whatif``: an allocation body; the key is optional and unused."""
+
+    applicationID: Name
+    allocationKey: Name | None = None
+    resource: ResourceMap
+    priority: Priority = 0
+    preemptible: StrictBool = True
+
+
+class BatchBody(_Body):
+    """``POST /ws/v1/partition/{p}/allocations/batch``: many allocations, one journal transaction."""
+
+    allocations: list[AllocationBody] = Field(max_length=100_000)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Documented responses
+
+
+class ErrorBody(BaseModel):
+    """YuniKorn's ``dao.YAPIError``; a "not the leader" answer also carries ``leader``."""
+
+    status_code: int
+    message: str
+    description: str
+    leader: str | None = None
+    line: int | None = None
+    problems: list[dict[str, Any]] | None = None
+
+
+class ViolationOut(BaseModel):
+    """One reason a request does not fit."""
+
+    policy: str
+    code: str
+    path: str
+    message: str
+    resource: ResourceOut
+
+
+class DecisionOut(BaseModel):
+    """An admission decision."""
+
+    allocated: bool
+    allocationKey: str | None = None
+    queueName: str | None = None
+    reasons: list[ViolationOut]
+    preempted: list[str] | None = None
+
+
+class BatchOut(BaseModel):
+    """A decision per entry of a batch, in order."""
+
+    decisions: list[DecisionOut]
+    allocated: int
+    refused: int
+
+
+class ApplicationOut(BaseModel):
+    """An application: id, placed queue and lifecycle state (seed 001 names)."""
+
+    applicationID: str
+    queueName: str
+    state: str
+    user: str | None = None
+    groups: list[str] | None = None
+    tags: dict[str, str] | None = None
+    allocations: list[dict[str, Any]] | None = None
+
+
+class NodeOut(BaseModel):
+    """A registered node."""
+
+    nodeID: str
+    capacity: ResourceOut
+
+
+class CapacityOut(BaseModel):
+    """Partition capacity and used capacity."""
+
+    capacity: ResourceOut
+    usedCapacity: ResourceOut
+
+
+class PartitionOut(BaseModel):
+    """An entry of ``GET /ws/v1/partitions``."""
+
+    name: str
+    state: str
+    totalNodes: int
+    totalApplications: int | None = None
+    capacity: CapacityOut
+    lastStateTransitionTime: int | None = None
+
+
+class QueueOut(BaseModel):
+    """YuniKorn's ``PartitionQueueDAOInfo`` (reference §2.3); empty fields are omitted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    queuename: str
+    status: str | None = None
+    partition: str | None = None
+    maxResource: ResourceOut | None = None
+    guaranteedResource: ResourceOut | None = None
+    allocatedResource: ResourceOut | None = None
+    headroom: ResourceOut | None = None
+    isLeaf: bool | None = None
+    isManaged: bool | None = None
+    children: list[QueueOut] | None = None
+
+
+class ResourceUsageOut(BaseModel):
+    """YuniKorn's ``ResourceUsageDAOInfo`` (reference §2.1), recursive."""
+
+    model_config = ConfigDict(extra="allow")
+
+    queuePath: str
+    resourceUsage: ResourceOut | None = None
+    runningApplications: list[str] | None = None
+    maxResources: ResourceOut | None = None
+    maxApplications: int | None = None
+    children: list[ResourceUsageOut] | None = None
+
+
+class UserUsageOut(BaseModel):
+    """YuniKorn's ``UserResourceUsageDAOInfo``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    userName: str
+    groups: dict[str, str] | None = None
+    queues: ResourceUsageOut | None = None
+
+
+class GroupUsageOut(BaseModel):
+    """YuniKorn's ``GroupResourceUsageDAOInfo``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    groupName: str
+    applications: list[str] | None = None
+    queues: ResourceUsageOut | None = None
+
+
+class ValidateConfOut(BaseModel):
+    """``POST /ws/v1/validate-conf``."""
+
+    allowed: bool
+    reason: str
+
+
+class HealthCheckOut(BaseModel):
+    """One health check."""
+
+    Name: str
+    Succeeded: bool
+    Description: str
+    DiagnosisMessage: str
+
+
+class HealthOut(BaseModel):
+    """``GET /ws/v1/scheduler/healthcheck``."""
+
+    Healthy: bool
+    HealthChecks: list[HealthCheckOut]
+
+
+class ConfigAppliedOut(BaseModel):
+    """``PUT /ws/v1/config``."""
+
+    applied: bool
+    checksum: str | None = None
+
+
+class OkOut(BaseModel):
+    """A plain acknowledgement of a change that was journalled."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool

@@ -1,0 +1,310 @@
+"""quotaplane's own endpoints: config, nodes, applications, allocations (single, batch), what-if.
+
+Every write checks the role of the token, that this instance leads (fail-over), and then calls the
+partition, which journals the change before it returns (decision S1) — the answer is only sent after.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.errors import NotFoundError, RejectedError
+from quotaplane.resources import Resource
+from quotaplane.server.common import errors, json, resource_dict
+from quotaplane.server.errors import ApiError
+from quotaplane.server.models import (
+    AllocationBody,
+    ApplicationBody,
+    ApplicationOut,
+    BatchBody,
+    BatchOut,
+    ConfigAppliedOut,
+    DecisionOut,
+    NodeBody,
+    NodeOut,
+    OkOut,
+    WhatIfBody,
+)
+
+__all__ = ["router"]
+
+_YAML_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "the queue configuration YAML, whatever the Content-Type",
+        "content": {
+            "application/x-yaml": {"schema": {"type": "string"}},
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+_USER_QUERY = Query(min_length=1, description=(
+    "the user on whose behalf the call is made: must own the application or pass the queue's adminacl"))
+_GROUPS_QUERY = Query(description="the user's groups (repeat the parameter)")
+
+
+def application_json(app: Any) -> dict[str, Any]:
+    """The REST shape of an application."""
+    user = app.user
+    out: dict[str, Any] = {
+        "applicationID": app.application_id,
+        "queueName": app.queue_path,
+        "state": str(getattr(app.state, "value", app.state)),
+        "user": user.user,
+        "groups": list(user.groups),
+    }
+    tags = getattr(app, "tags", None)
+    if tags:
+        out["tags"] = dict(tags)
+    return out
+
+
+def allocation_json(a: Any) -> dict[str, Any]:
+    """The REST shape of an allocation."""
+    return {
+        "allocationKey": a.allocation_key,
+        "applicationID": a.application_id,
+        "resource": resource_dict(a.resource),
+        "priority": int(a.priority),
+        "preemptible": bool(a.preemptible),
+        "placeholder": bool(getattr(a, "placeholder", False)),
+    }
+
+
+def _acl_allows(p: Any, queue_path: str, user: UserGroup, kind: str) -> bool:
+    queues = p.queues
+    fn = getattr(queues, f"check_{kind}_acl", None)
+    if fn is None:
+        return True
+    return bool(fn(queue_path, user))
+
+
+def check_admin_or_owner(p: Any, application_id: str, user: str | None, groups: list[str] | None) -> None:
+    """Decision S2: a user named in a request must own the application or pass the queue's adminacl."""
+    if user is None:
+        return
+    app = p.application(application_id)
+    if app is None:
+        raise NotFoundError(f"application {application_id!r} not found")
+    ug = UserGroup(user, groups or [])
+    if app.user.user == user:
+        return
+    if not _acl_allows(p, app.queue_path, ug, "admin"):
+        raise ApiError(403, f"user {user!r} is not the owner of application {application_id!r} and not in "
+                            f"the adminacl of queue {app.queue_path!r}", extra={"code": "acl.admin"})
+
+
+def router(service: Any) -> APIRouter:
+    """The quotaplane routes bound to ``service``."""
+    r = APIRouter(tags=["quotaplane"])
+    tokens = service.tokens
+    read = Depends(tokens.dependency("read"))
+    submit = Depends(tokens.dependency("submit"))
+    admin = Depends(tokens.dependency("admin"))
+    metrics = service.metrics
+
+    # -- config ------------------------------------------------------------------------------------
+    @r.get("/ws/v1/config", response_model=None, dependencies=[read],
+           responses={200: {"content": {"application/x-yaml": {"schema": {
+                                "type": "object", "description": "a YuniKorn queue configuration document"}}},
+                            "description": "the running queue configuration (YAML)"},
+                      **errors(auth=True)})
+    async def get_config() -> Response:
+        """The running configuration as YAML."""
+        text = service.scheduler.config_text
+        return Response(text, media_type="application/x-yaml")
+
+    @r.put("/ws/v1/config", response_model=None, dependencies=[admin], openapi_extra=_YAML_BODY,
+           responses={200: {"model": ConfigAppliedOut}, **errors(auth=True, write=True)})
+    async def put_config(request: Request) -> JSONResponse:
+        """Apply a new configuration (admin). All-or-nothing: an invalid one is 400 and changes nothing."""
+        service.ensure_writable()
+        raw = await request.body()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ApiError(400, f"configuration is not UTF-8 text: {exc}") from None
+        service.scheduler.update_config(text)
+        checksum = getattr(service.scheduler.config, "checksum", "") or None
+        return json({"applied": True, "checksum": checksum})
+
+    # -- nodes -------------------------------------------------------------------------------------
+    @r.get("/ws/v1/partition/{partition}/nodes", response_model=None, dependencies=[read],
+           responses={200: {"model": list[NodeOut]}, **errors(404, auth=True)})
+    async def list_nodes(partition: str) -> JSONResponse:
+        """The registered nodes and their capacities."""
+        p = service.partition(partition)
+        with p.lock:
+            nodes = p.nodes()
+        return json([{"nodeID": n, "capacity": resource_dict(c)} for n, c in sorted(nodes.items())])
+
+    @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None, status_code=201,
+           dependencies=[admin],
+           responses={200: {"model": NodeOut, "description": "already registered with this capacity"},
+                      201: {"model": NodeOut}, **errors(404, 409, auth=True, write=True)})
+    async def put_node(partition: str, node: str, body: NodeBody) -> JSONResponse:
+        """Register a node (admin): the root queue's max follows the cluster size.
+
+        The same node with the same capacity again is a no-op (200); a different capacity is 409
+        (DELETE it first).
+        """
+        service.ensure_writable()
+        p = service.partition(partition)
+        capacity = Resource(body.capacity)
+        existing = p.nodes().get(node)
+        if existing is not None:
+            if Resource(existing) == capacity:
+                return json({"nodeID": node, "capacity": resource_dict(existing)}, 200)
+            raise ApiError(409, f"node {node!r} is already registered with a different capacity; "
+                                "DELETE it first")
+        p.add_node(node, capacity)
+        return json({"nodeID": node, "capacity": resource_dict(capacity)}, 201)
+
+    @r.delete("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=[admin],
+              responses={200: {"model": OkOut}, **errors(404, 409, auth=True, write=True)})
+    async def delete_node(partition: str, node: str) -> JSONResponse:
+        """Remove a node (admin)."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        p.remove_node(node)
+        return json({"ok": True, "nodeID": node})
+
+    # -- applications ------------------------------------------------------------------------------
+    @r.post("/ws/v1/partition/{partition}/applications", response_model=None, status_code=201,
+            dependencies=[submit],
+            responses={201: {"model": ApplicationOut}, **errors(404, 409, auth=True, write=True)})
+    async def add_application(partition: str, body: ApplicationBody) -> JSONResponse:
+        """Submit an application for a user; placement decides the queue; 403 when the submit ACL refuses."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        user = UserGroup(body.user, body.groups)
+        try:
+            p.add_application(body.applicationID, user, queue=body.queue, tags=body.tags)
+        except RejectedError as exc:
+            # ACL refusals are 403 (decision S2); other placement rejections 400.
+            code = getattr(exc, "code", None)
+            if code is None and body.queue is not None:
+                target = body.queue.lower()
+                if p.queues.queue(target) is not None and not _acl_allows(p, target, user, "submit"):
+                    raise ApiError(403, str(exc), extra={"code": "acl.submit"}) from None
+            raise
+        app = p.application(body.applicationID)
+        return json(application_json(app), 201)
+
+    @r.get("/ws/v1/partition/{partition}/applications", response_model=None, dependencies=[read],
+           responses={200: {"model": list[ApplicationOut]}, **errors(404, auth=True)})
+    async def list_applications(partition: str) -> JSONResponse:
+        """Every application of the partition."""
+        p = service.partition(partition)
+        with p.lock:
+            return json([application_json(a) for a in p.applications()])
+
+    @r.get("/ws/v1/partition/{partition}/application/{application_id}", response_model=None,
+           dependencies=[read], responses={200: {"model": ApplicationOut}, **errors(404, auth=True)})
+    async def get_application(partition: str, application_id: str) -> JSONResponse:
+        """One application with its allocations."""
+        p = service.partition(partition)
+        with p.lock:
+            app = p.application(application_id)
+            if app is None:
+                raise NotFoundError(f"application {application_id!r} not found")
+            out = application_json(app)
+            allocs = getattr(app, "allocations", None) or {}
+            values = allocs.values() if isinstance(allocs, dict) else allocs
+            out["allocations"] = [allocation_json(a) for a in values]
+        return json(out)
+
+    @r.delete("/ws/v1/partition/{partition}/application/{application_id}", response_model=None,
+              dependencies=[submit], responses={200: {"model": OkOut}, **errors(404, auth=True, write=True)})
+    async def remove_application(partition: str, application_id: str,
+                                 user: Annotated[str | None, _USER_QUERY] = None,
+                                 groups: Annotated[list[str] | None, _GROUPS_QUERY] = None) -> JSONResponse:
+        """Remove an application and release its allocations."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        check_admin_or_owner(p, application_id, user, groups)
+        p.remove_application(application_id)
+        return json({"ok": True, "applicationID": application_id})
+
+    # -- allocations -------------------------------------------------------------------------------
+    @r.post("/ws/v1/partition/{partition}/allocations", response_model=None, status_code=201,
+            dependencies=[submit],
+            responses={201: {"model": DecisionOut, "description": "allocated"},
+                       409: {"model": DecisionOut,
+                             "description": "refused with every reason (or a duplicate allocationKey: "
+                                            "error body)"},
+                       **{k: v for k, v in errors(404, auth=True, write=True).items() if k != 409}})
+    async def allocate(partition: str, body: AllocationBody) -> JSONResponse:
+        """Ask for an allocation: 201 when every policy admits it, 409 with every reason otherwise."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        decision = p.allocate(body.applicationID, body.allocationKey, Resource(body.resource),
+                              priority=body.priority, preemptible=body.preemptible)
+        metrics.observe_decision(decision)
+        out = decision.to_dict()
+        out.setdefault("allocationKey", body.allocationKey)
+        return json(out, 201 if decision.allocated else 409)
+
+    @r.get("/ws/v1/partition/{partition}/allocation/{allocation_key}", response_model=None,
+           dependencies=[read], responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
+    async def get_allocation(partition: str, allocation_key: str) -> JSONResponse:
+        """One allocation."""
+        p = service.partition(partition)
+        with p.lock:
+            a = p.allocation(allocation_key)
+            if a is None:
+                raise NotFoundError(f"allocation {allocation_key!r} not found")
+            return json(allocation_json(a))
+
+    @r.delete("/ws/v1/partition/{partition}/allocation/{allocation_key}", response_model=None,
+              dependencies=[submit], responses={200: {"model": OkOut}, **errors(404, auth=True, write=True)})
+    async def release(partition: str, allocation_key: str,
+                      user: Annotated[str | None, _USER_QUERY] = None,
+                      groups: Annotated[list[str] | None, _GROUPS_QUERY] = None) -> JSONResponse:
+        """Release an allocation."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        if user is not None:
+            a = p.allocation(allocation_key)
+            if a is None:
+                raise NotFoundError(f"allocation {allocation_key!r} not found")
+            check_admin_or_owner(p, a.application_id, user, groups)
+        p.release(allocation_key)
+        return json({"ok": True, "released": True, "allocationKey": allocation_key})
+
+    @r.post("/ws/v1/partition/{partition}/allocations/batch", response_model=None, dependencies=[submit],
+            responses={200: {"model": BatchOut}, **errors(404, 409, auth=True, write=True)})
+    async def allocate_batch(partition: str, body: BatchBody) -> JSONResponse:
+        """Many allocations in one request and one journal transaction; a decision per entry, in order."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        entries = [{"application_id": a.applicationID, "allocation_key": a.allocationKey,
+                    "resource": Resource(a.resource), "priority": a.priority,
+                    "preemptible": a.preemptible} for a in body.allocations]
+        decisions = p.allocate_batch(entries)
+        out = []
+        n_ok = 0
+        for entry, d in zip(entries, decisions, strict=True):
+            metrics.observe_decision(d)
+            n_ok += 1 if d.allocated else 0
+            dj = d.to_dict()
+            dj.setdefault("allocationKey", entry["allocation_key"])
+            out.append(dj)
+        return json({"decisions": out, "allocated": n_ok, "refused": len(out) - n_ok})
+
+    @r.post("/ws/v1/partition/{partition}/whatif", response_model=None, dependencies=[read],
+            responses={200: {"model": DecisionOut}, **errors(404, auth=True)})
+    async def what_if(partition: str, body: WhatIfBody) -> JSONResponse:
+        """The decision an allocation would get now; nothing changes."""
+        p = service.partition(partition)
+        decision = p.what_if(body.applicationID, Resource(body.resource),
+                             priority=body.priority, preemptible=body.preemptible)
+        metrics.observe_whatif(decision)
+        return json(decision.to_dict())
+
+    return r

@@ -1,0 +1,180 @@
+"""YuniKorn-compatible endpoints (reference §2): partitions, queues, usage, validate-conf, healthcheck.
+
+Paths, keys and omitted empty fields follow YuniKorn's webservice; the shapes come from the engines'
+``dao`` methods (queues: ``QueueTree.dao``; users and groups: ``ugm.Manager.users_usage`` …). Unlike
+YuniKorn the partition parameter of the usage endpoints is honoured (decision U3).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from quotaplane.errors import ConfigError, NotFoundError
+from quotaplane.server.common import GROUP_RE, USER_RE, check_queue_name, errors, json, resource_dict
+from quotaplane.server.errors import ApiError
+from quotaplane.server.models import (
+    GroupUsageOut,
+    HealthOut,
+    PartitionOut,
+    QueueOut,
+    UserUsageOut,
+    ValidateConfOut,
+)
+
+__all__ = ["router"]
+
+_YAML_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": False,
+        "description": "the queue configuration YAML, whatever the Content-Type",
+        "content": {
+            # any body is accepted (and judged): no schema, so no body is "of the wrong type"
+            "application/x-yaml": {"schema": {}},
+            "text/plain": {"schema": {}},
+            "application/octet-stream": {"schema": {}},
+        },
+    }
+}
+
+
+def validate_text(raw: bytes) -> dict[str, Any]:
+    """``{"allowed", "reason"}`` for a config body (never raises)."""
+    from quotaplane.config import load_config
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return {"allowed": False, "reason": f"configuration is not UTF-8 text: {exc}"}
+    try:
+        load_config(text)
+    except ConfigError as exc:
+        text_msg = str(exc)
+        where = f"line {exc.line}: " if exc.line and not text_msg.startswith("line") else ""
+        return {"allowed": False, "reason": f"{where}{text_msg}"}
+    except Exception as exc:  # the loader documents ConfigError only; any other failure is "not allowed"
+        return {"allowed": False, "reason": f"{type(exc).__name__}: {exc}"}
+    return {"allowed": True, "reason": ""}
+
+
+def router(service: Any) -> APIRouter:
+    """The YuniKorn-compatible routes bound to ``service``."""
+    r = APIRouter(tags=["yunikorn"])
+    read = Depends(service.tokens.dependency("read"))
+
+    @r.get("/ws/v1/scheduler/healthcheck", response_model=None,
+           responses={200: {"model": HealthOut}, **errors()})
+    async def healthcheck() -> JSONResponse:
+        """Scheduler health (YuniKorn shape). Open to everyone (probes)."""
+        checks = []
+        ok_partitions = True
+        try:
+            parts = service.scheduler.partitions()
+            ok_partitions = bool(parts)
+        except Exception:  # a broken scheduler is unhealthy, not a 500
+            ok_partitions = False
+        checks.append({"Name": "Scheduler partitions", "Succeeded": ok_partitions,
+                       "Description": "the scheduler has at least one partition",
+                       "DiagnosisMessage": "" if ok_partitions else "no partition"})
+        lead = service.leadership
+        if lead is not None:
+            leader = lead.leader_url() or ""
+            checks.append({"Name": "Leadership", "Succeeded": True,
+                           "Description": "this instance leads, or follows the leader's journal",
+                           "DiagnosisMessage": "leader" if lead.is_leader() else f"follower of {leader}"})
+        healthy = all(c["Succeeded"] for c in checks)
+        return json({"Healthy": healthy, "HealthChecks": checks})
+
+    @r.get("/ws/v1/partitions", response_model=None, dependencies=[read],
+           responses={200: {"model": list[PartitionOut]}, **errors(auth=True)})
+    async def partitions() -> JSONResponse:
+        """Every partition with its node count and capacity."""
+        out = []
+        for p in service.scheduler.partitions():
+            with p.lock:
+                out.append({
+                    "name": p.name,
+                    "state": "Active",
+                    "totalNodes": len(p.nodes()),
+                    "totalApplications": len(p.applications()),
+                    "capacity": {"capacity": resource_dict(p.total_capacity()),
+                                 "usedCapacity": resource_dict(p.used_capacity())},
+                })
+        return json(out)
+
+    @r.get("/ws/v1/partition/{partition}/queues", response_model=None, dependencies=[read],
+           responses={200: {"model": QueueOut}, **errors(404, auth=True)})
+    async def queues(partition: str) -> JSONResponse:
+        """The root queue with its whole subtree (PartitionQueueDAOInfo)."""
+        p = service.partition(partition)
+        with p.lock:
+            dao = p.queues.dao(None, subtree=True, partition=p.name)
+        return json(dao)
+
+    @r.get("/ws/v1/partition/{partition}/queue/{queue}", response_model=None, dependencies=[read],
+           responses={200: {"model": QueueOut}, **errors(404, auth=True)})
+    async def queue(partition: str, queue: str, request: Request,
+                    subtree: Annotated[str | None, Query(
+                        description="present (any value): include the children")] = None) -> JSONResponse:
+        """One queue; its children only when the ``subtree`` query key is present."""
+        p = service.partition(partition)
+        path = check_queue_name(queue)
+        with_children = "subtree" in request.query_params
+        with p.lock:
+            if p.queues.queue(path) is None:
+                raise NotFoundError("Queue not found")
+            dao = p.queues.dao(path, subtree=with_children, partition="")
+        return json(dao)
+
+    @r.get("/ws/v1/partition/{partition}/usage/users", response_model=None, dependencies=[read],
+           responses={200: {"model": list[UserUsageOut]}, **errors(404, auth=True)})
+    async def users_usage(partition: str) -> JSONResponse:
+        """Usage of every tracked user (``[]`` when none)."""
+        p = service.partition(partition)
+        with p.lock:
+            return json(p.ugm.users_usage())
+
+    @r.get("/ws/v1/partition/{partition}/usage/user/{user}", response_model=None, dependencies=[read],
+           responses={200: {"model": UserUsageOut}, **errors(404, auth=True)})
+    async def user_usage(partition: str, user: str) -> JSONResponse:
+        """Usage of one user; 400 ``Invalid user name``; 404 ``User not found``."""
+        p = service.partition(partition)
+        if not USER_RE.match(user):
+            raise ApiError(400, "Invalid user name")
+        with p.lock:
+            dao = p.ugm.user_usage(user)
+        if dao is None:
+            raise NotFoundError("User not found")
+        return json(dao)
+
+    @r.get("/ws/v1/partition/{partition}/usage/groups", response_model=None, dependencies=[read],
+           responses={200: {"model": list[GroupUsageOut]}, **errors(404, auth=True)})
+    async def groups_usage(partition: str) -> JSONResponse:
+        """Usage of every tracked group (``[]`` when none)."""
+        p = service.partition(partition)
+        with p.lock:
+            return json(p.ugm.groups_usage())
+
+    @r.get("/ws/v1/partition/{partition}/usage/group/{group}", response_model=None, dependencies=[read],
+           responses={200: {"model": GroupUsageOut}, **errors(404, auth=True)})
+    async def group_usage(partition: str, group: str) -> JSONResponse:
+        """Usage of one group; 400 ``Invalid group name`` (so ``*`` is 400, as in YuniKorn); 404."""
+        p = service.partition(partition)
+        if not GROUP_RE.match(group):
+            raise ApiError(400, "Invalid group name")
+        with p.lock:
+            dao = p.ugm.group_usage(group)
+        if dao is None:
+            raise NotFoundError("Group not found")
+        return json(dao)
+
+    @r.post("/ws/v1/validate-conf", response_model=None, dependencies=[read],
+            responses={200: {"model": ValidateConfOut}, **errors(auth=True)}, openapi_extra=_YAML_BODY)
+    async def validate_conf(request: Request) -> JSONResponse:
+        """Validate a queue configuration; always 200 ``{"allowed", "reason"}``."""
+        raw = await request.body()
+        return json(validate_text(raw))
+
+    return r
