@@ -346,3 +346,21 @@ def test_c4_try_snapshot_failure_and_c5_undo() -> None:
     before = qm.dump_state()
     assert qm.undo_allocate("T", "a") is False
     assert qm.dump_state() == before
+
+
+def test_a6_mid_walk_recover_appends_restored_consumers() -> None:
+    """A6: a recover in the middle of a successful walk puts slid consumers back at the end of their list."""
+    t = tree_doc("T", {"R": ("", False, {"cpu": 10, "mem": 10}), "G": ("R", False, {"cpu": 10, "mem": 10}),
+                       "P": ("G", False, {"cpu": 10, "mem": 0}), "L": ("P", False, {"cpu": 2, "mem": 10})},
+                 ("cpu", "mem"))
+    qm = manager(t)
+    add_alloc(qm, "T", "a", "L", {"cpu": 1})
+    add_alloc(qm, "T", "x", "L", {"cpu": 1}, priority=1)
+    assert qm.node_consumers("T", "L") == ["a", "x"]
+    # c slides a up to P and is placed at L; P (mem 0) refuses c and cannot make room → recover;
+    # c is then placed at G; a came back to L, appended after x.
+    r = add_alloc(qm, "T", "c", "L", {"cpu": 1, "mem": 1}, priority=1)
+    assert r.allocated and r.preempted_ids == []
+    assert qm.consumer_node("T", "c") == "G"
+    assert qm.node_consumers("T", "L") == ["x", "a"]
+    check_invariant(qm)

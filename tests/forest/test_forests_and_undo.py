@@ -252,3 +252,33 @@ def test_f8_forest_try_snapshot_failure_refuses_undo() -> None:
     assert not r.allocated and r.message == " Failed to take a state snapshot of tree 'ContextTree'"
     assert qm.undo_allocate_forest("F", "j") is False
     assert qm.dump_state() == before
+
+
+def test_f2_empty_group_fails_and_f6_empty_forest() -> None:
+    """F2.2: an empty groupID fails with Go's message, nothing changes; F6: an empty forest answers True."""
+    qm = forest_manager()
+    add_job(qm, "j", ctx="", srv="Srvc-X")
+    before = qm.dump_state()
+    r = qm.allocate_forest("F", "j")
+    assert not r.allocated and r.message == "No quota designations provided for 'ContextTree'"
+    assert qm.dump_state() == before
+    qm.add_forest("Empty")
+    assert qm.is_allocated_forest("Empty", "j") is True
+
+
+def test_f2_3_victims_leave_later_trees_before_the_newcomer_is_placed() -> None:
+    """F2.3: a consumer preempted on an earlier tree is de-allocated from the next tree first."""
+    qm = forest_manager()
+    qm.add_consumer(consumer("v2", ("ContextTree", "Context-1", {"cpu": 2})))
+    assert qm.allocate("ContextTree", "v2").allocated       # Context-1 is full
+    add_job(qm, "big", ctx="Context-1", srv="Srvc-X", cpu=2)
+    assert qm.allocate_forest("F", "big").allocated          # ContextTree: borrows at Root; Srvc-X full
+    assert qm.consumer_node("ContextTree", "big") == "Root"
+    add_job(qm, "owner", ctx="Context-4", srv="Srvc-X", cpu=2)
+    # owner evicts the root borrower big on ContextTree; big leaves ServiceTree before owner is placed
+    # there, so owner fits in the Hard Srvc-X
+    r = qm.allocate_forest("F", "owner")
+    assert r.allocated and r.preempted_ids == ["big"]
+    assert qm.consumer_node("ServiceTree", "owner") == "Srvc-X"
+    assert not qm.is_allocated("ServiceTree", "big")
+    check_invariant(qm)
