@@ -68,8 +68,25 @@ def test_runtime_violation_with_path_and_shortfall() -> None:
     assert p.apply(req("k1", 40, tags={NAME_TAG: "a"})) == []
     [v] = p.check(req("k2", 15, tags={NAME_TAG: "a"}))
     assert (v.policy, v.code, v.path, v.resource) == ("elastic", "elastic.runtime", "a", Resource({V: 5}))
+
+def test_apply_counts_without_rechecking() -> None:
+    """apply is the count after the partition's check: a restore (placeholder put back, journal replay)
+    is never refused because the runtime moved meanwhile."""
+    p = policy()
+    p.manager.set_request("b", {V: 50})
+    assert p.apply(req("k1", 40, tags={NAME_TAG: "a"})) == []
+    assert p.check(req("k2", 15, tags={NAME_TAG: "a"})) != []
+    assert p.apply(req("k2", 15, tags={NAME_TAG: "a"})) == []
+    assert p.manager.used("a") == {V: 55}
+
+
+def test_apply_refuses_what_cannot_be_counted_and_changes_nothing() -> None:
+    p = policy()
+    p.manager.set_used("b", {V: 1})                                 # b is fed in aggregate form
     before = p.manager.dump_state()
-    assert p.apply(req("k2", 15, tags={NAME_TAG: "a"})) != []      # apply refuses and changes nothing
+    for r in (req("k", 1, tags={NAME_TAG: "dept"}), req("k", 1, tags={NAME_TAG: "b"})):
+        [v] = p.apply(r)
+        assert v.code == "elastic.runtime" and v.path in ("dept", "b")
     assert p.manager.dump_state() == before
 
 

@@ -10,7 +10,8 @@ allocation is not registered anywhere before admission, reference §2.9 "the pen
 already part of Request(q)"), and for a non-preemptible request also
 ``non-preemptible used + request <= min``.
 Violations: ``elastic.runtime`` (path = the quota, resource = the shortfall) and ``elastic.min``. ``apply``
-adds an assigned pod with id = the allocation key; ``undo`` and ``release`` remove it.
+adds an assigned pod with id = the allocation key (without repeating the check); ``undo`` and ``release``
+remove it. ``revoke(now)`` gives the allocation keys the over-use monitor wants released (decision E5).
 """
 
 from __future__ import annotations
@@ -58,12 +59,21 @@ class ElasticPolicy:
                 for code, path, message, short in found]
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
-        """Re-check, then count the allocation as an assigned pod of its quota; refuse atomically."""
-        violations = self.check(request)
-        if violations:
-            return violations
-        self.manager.add_pod(self.quota_of(request), request.allocation_key, request.resource,
-                             priority=request.priority, preemptible=request.preemptible, assigned=True)
+        """Count the allocation as an assigned pod (id = allocation key) of its quota.
+
+        The runtime check is :meth:`check`'s, which the partition runs first under its lock; apply does not
+        repeat it, so that journal replay and the partition's restore paths (a placeholder put back) can
+        never be refused by a runtime that moved meanwhile. It refuses, changing nothing, only what can
+        never be counted: a parent quota (reference §3.4), or a quota fed by ``set_request``/``set_used``.
+        """
+        quota = self.quota_of(request)
+        try:
+            self.manager.add_pod(quota, request.allocation_key, request.resource, priority=request.priority,
+                                 preemptible=request.preemptible, assigned=True)
+        except ValueError as exc:       # QuotaValidationError included
+            message = exc.message if isinstance(exc, QuotaValidationError) else str(exc)
+            return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=message,
+                              resource=None)]
         return []
 
     def undo(self, request: AdmissionRequest) -> None:
