@@ -130,3 +130,44 @@ def test_finance_namespace_manifest() -> None:
     assert path == "root.production.finance"
     q = tree.ensure_dynamic_queue(path)
     assert not q.managed and q.parent is tree.queue("root.production")
+
+
+CHILD_TEMPLATE = """
+partitions:
+- name: default
+  placementrules:
+  - name: tag
+    value: namespace
+    create: true
+  queues:
+  - name: root
+    submitacl: '*'
+    childtemplate:
+      maxapplications: 10
+      properties:
+        application.sort.policy: fair
+      resources:
+        guaranteed: {vcore: 1, memory: 1G}
+        max: {vcore: 20, memory: 600G}
+    queues:
+    - name: tenants
+      parent: true
+      childtemplate:
+        resources:
+          max: {vcore: 2}
+"""
+
+
+def test_m6_child_templates_from_yaml() -> None:
+    tree, pm = build(CHILD_TEMPLATE)
+    path = pm.place("app", UserGroup("u"), {"namespace": "ns1"}, tree)
+    q = tree.ensure_dynamic_queue(path)
+    assert path == "root.ns1" and q.max_applications == 10
+    assert q.max == {"vcore": 20_000, "memory": 600_000_000_000}
+    assert q.guaranteed == {"vcore": 1000, "memory": 1_000_000_000}
+    assert q.properties["application.sort.policy"] == "fair"
+    # the nearest template wins: root.tenants has its own
+    q2 = tree.ensure_dynamic_queue("root.tenants.team")
+    assert q2.max == {"vcore": 2000} and q2.guaranteed is None and q2.max_applications == 0
+    dao = tree.dao("root", subtree=False)
+    assert dao["template"]["maxApplications"] == 10
