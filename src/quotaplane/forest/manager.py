@@ -131,6 +131,10 @@ class QuotaManager:
                 raise QuotaError(f"consumer {consumer_id} does not exist")
             del self._infos[consumer_id]
 
+    def has_consumer(self, consumer_id: str) -> bool:
+        """Whether a consumer specification with this id is registered."""
+        return consumer_id in self._infos
+
     def consumer_ids(self) -> list[str]:
         """Ids of all registered consumers, sorted."""
         with self._lock:

@@ -201,7 +201,7 @@ class ForestPolicy:
             cid = request.allocation_key or _WHAT_IF_ID
             qm = self.manager
             with qm.transaction():
-                if cid in qm.consumer_ids():
+                if qm.has_consumer(cid):
                     return [_violation(target[1], f"allocation {cid!r} is already a quota-tree consumer")]
                 qm.add_consumer(self._info(cid, request, target[2]))
                 try:
@@ -231,7 +231,7 @@ class ForestPolicy:
             cid = request.allocation_key
             qm = self.manager
             with qm.transaction():
-                if cid in qm.consumer_ids():
+                if qm.has_consumer(cid):
                     return [_violation(target[1], f"allocation {cid!r} is already a quota-tree consumer")]
                 qm.add_consumer(self._info(cid, request, target[2]))
                 try:
@@ -289,7 +289,7 @@ class ForestPolicy:
             if self._last is not None and self._last[0] == cid:
                 self._last = None
             self._deallocate(target, cid)
-            if cid in qm.consumer_ids():
+            if qm.has_consumer(cid):
                 qm.remove_consumer(cid)
 
     def take_preempted(self) -> list[str]:
