@@ -297,3 +297,28 @@ def test_implements_the_protocol(store: Store) -> None:
     j = store.open()
     assert isinstance(j, Journal)
     assert isinstance(j.url, str) and j.url
+
+
+def test_mappings_such_as_resources_are_stored_as_objects(store: Store) -> None:
+    """A Resource (an immutable Mapping, not a dict) inside or as an event is encoded as a JSON object."""
+    from types import MappingProxyType
+
+    from quotaplane.resources import Resource
+
+    j = store.open()
+    r = Resource({"vcore": 100, "memory": 2048})
+    j.append("p", [{"type": "alloc", "resource": r}, MappingProxyType({"type": "proxy"})])
+    assert [e for _, e in j.read("p")] == [
+        {"type": "alloc", "resource": {"memory": 2048, "vcore": 100}}, {"type": "proxy"}]
+
+
+def test_canonical_json_is_stable() -> None:
+    from quotaplane.journal import canonical_json
+
+    assert canonical_json({"b": [1, {"d": 1, "c": 2}], "a": "é"}) == '{"a":"é","b":[1,{"c":2,"d":1}]}'
+    with pytest.raises(ValueError, match="not JSON-able"):
+        canonical_json({"x": object()})
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="not JSON-able"):
+        canonical_json(loop)

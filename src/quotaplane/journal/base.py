@@ -148,16 +148,25 @@ class Journal(Protocol):
 # canonical JSON and argument checks (shared by every implementation so they behave identically)
 
 
+def _default(value: Any) -> Any:
+    """Encode read-only mappings (e.g. :class:`~quotaplane.resources.Resource`) as JSON objects."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 # one encoder for the process: json.dumps with options builds a new JSONEncoder on every call (hot path)
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                           check_circular=True).encode
+                           check_circular=True, default=_default).encode
 
 
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of ``value``: sorted keys, compact separators, UTF-8, no NaN/Infinity.
 
     The same value always gives the same text, so stores written by different runs compare byte for
-    byte. Raises ``ValueError`` (naming the problem) when ``value`` is not JSON-able.
+    byte. Any ``Mapping`` (e.g. a ``Resource``) is written as an object, tuples as arrays; non-string
+    keys are converted by JSON's rules (so use string keys). Raises ``ValueError`` (naming the
+    problem) when ``value`` is not JSON-able.
     """
     try:
         return _ENCODE(value)
