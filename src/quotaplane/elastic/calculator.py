@@ -88,15 +88,13 @@ def redistribute(total: int, mins: Sequence[int], requests: Sequence[int], weigh
     borrowers: list[int] = []
     weight_sum = 0
     to_partition = total
-    for i in range(n):
-        m = mins[i]
-        r = requests[i]
+    for i, (m, r, lend) in enumerate(zip(mins, requests, lends, strict=True)):
         if r > m:
             rt[i] = m
             borrowers.append(i)
             weight_sum += weights[i]
             to_partition -= m
-        elif lends[i]:
+        elif lend:
             rt[i] = r
             to_partition -= r
         else:
@@ -115,8 +113,11 @@ def redistribute(total: int, mins: Sequence[int], requests: Sequence[int], weigh
                 base, rem = divmod(w * pool, weight_sum)
                 rt[i] += base
                 residual -= base
-                positive.append(i)
-                neg_rems[i] = -rem
+                if rem:
+                    # Σ rem = residual·W with every rem < W, so more than `residual` nodes have rem > 0:
+                    # the winners are always among them.
+                    positive.append(i)
+                    neg_rems[i] = -rem
         if residual:
             key = neg_rems.__getitem__
             if residual * 8 < len(positive):
@@ -130,11 +131,12 @@ def redistribute(total: int, mins: Sequence[int], requests: Sequence[int], weigh
         next_weight = 0
         for i in nodes:
             r = requests[i]
-            if rt[i] < r:
+            x = rt[i]
+            if x < r:
                 hungry.append(i)
                 next_weight += weights[i]
             else:
-                excess += rt[i] - r
+                excess += x - r
                 rt[i] = r
         if not hungry:
             break
