@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from quotaplane.elastic import hamilton_split, redistribute, scale_mins
 
 
@@ -95,3 +98,72 @@ def test_scale_mins_floors_proportionally_only_when_sum_exceeds_total() -> None:
     assert scale_mins(8, [3, 3, 3]) == [2, 2, 2]
     assert scale_mins(0, [3, 3]) == [0, 0]
     assert scale_mins(-5, [3, 3]) == [0, 0]
+
+
+def _reference(total: int, mins: list[int], reqs: list[int], weights: list[int],
+               lends: list[bool]) -> list[int]:
+    """Reference §2.1/§2.2 pseudo-code transcribed literally (recursive iterate, full sort)."""
+    rt = [0] * len(mins)
+    borrowers: list[int] = []
+    to_partition = total
+    for i, (m, r) in enumerate(zip(mins, reqs, strict=True)):
+        if r > m:
+            rt[i] = m
+            borrowers.append(i)
+        else:
+            rt[i] = r if lends[i] else m
+        to_partition -= rt[i]
+
+    def iterate(pool: int, nodes: list[int]) -> None:
+        w_sum = sum(weights[i] for i in nodes)
+        if w_sum <= 0 or pool <= 0 or not nodes:
+            return
+        delta = {i: 0 for i in nodes}
+        rems = []
+        for i in nodes:
+            if weights[i] > 0:
+                delta[i], rem = divmod(weights[i] * pool, w_sum)
+                rems.append((-rem, i))
+        residual = pool - sum(delta.values())
+        for _, i in sorted(rems)[:residual]:
+            delta[i] += 1
+        hungry, excess = [], 0
+        for i in nodes:
+            rt[i] += delta[i]
+            if rt[i] < reqs[i]:
+                hungry.append(i)
+            else:
+                excess += rt[i] - reqs[i]
+                rt[i] = reqs[i]
+        if excess > 0 and hungry:
+            iterate(excess, hungry)
+
+    if to_partition > 0:
+        iterate(to_partition, borrowers)
+    return rt
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-20, 400), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 120), st.integers(0, 9),
+                                                  st.booleans()), max_size=12))
+def test_optimised_calculator_equals_reference_pseudo_code(total: int,
+                                                           kids: list[tuple[int, int, int, bool]]) -> None:
+    """The fast loops (zip, nsmallest, rem-0 skipping) give exactly the reference's numbers."""
+    mins = [k[0] for k in kids]
+    reqs = [k[1] for k in kids]
+    weights = [k[2] for k in kids]
+    lends = [k[3] for k in kids]
+    assert redistribute(total, mins, reqs, weights, lends) == _reference(total, mins, reqs, weights, lends)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**6), st.lists(st.integers(0, 10**4), min_size=1, max_size=40))
+def test_hamilton_split_sums_to_pool_and_is_within_one_of_exact(pool: int, weights: list[int]) -> None:
+    out = hamilton_split(pool, weights)
+    w_sum = sum(weights)
+    if w_sum == 0:
+        assert out == [0] * len(weights)
+        return
+    assert sum(out) == pool
+    for share, w in zip(out, weights, strict=True):
+        assert w * pool // w_sum <= share <= w * pool // w_sum + 1
