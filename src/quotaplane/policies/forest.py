@@ -308,8 +308,10 @@ class ForestPolicy:
     def update_config(self, partition_config: Any) -> None:
         """A config reload kept ``quotatrees``: re-sync tree definitions and forests, then update.
 
-        Tree definitions replace the caches of existing trees (new trees are added); consumers the
-        update leaves unallocated are reported through :meth:`take_preempted`.
+        Tree definitions replace the caches of existing trees (new trees are added; trees no longer
+        listed, and forest memberships no longer listed, are kept); forests gain the listed trees that
+        are in no forest yet. Consumers the update leaves unallocated are de-allocated everywhere and
+        reported through :meth:`take_preempted`.
         """
         opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
         qm = self.manager
