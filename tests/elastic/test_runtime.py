@@ -257,3 +257,11 @@ def test_negative_total_is_refused() -> None:
     with pytest.raises(ValueError):
         e.set_total({V: -5})
     assert e.total == {V: 1}
+
+
+def test_describe_one_quota() -> None:
+    e = three_level()
+    d = e.describe("q1")
+    assert d["name"] == "q1" and d["parent"] == "p1" and d["is_parent"]
+    assert d["children"] == ["l1", "l2"] and d["runtime"] == {V: 40} and d["request"] == {V: 55}
+    assert d == e.dump_state()["quotas"]["q1"]

@@ -629,30 +629,35 @@ class ElasticQuotaManager:
     # ------------------------------------------------------------------------------------------------
     # state for tests and the journal
     # ------------------------------------------------------------------------------------------------
+    def describe(self, name: str) -> dict[str, Any]:
+        """One quota as plain JSON-able data (spec, request, used, runtime, children, pods); for REST."""
+        return self._describe(self._get(name))
+
+    def _describe(self, q: _Quota) -> dict[str, Any]:
+        s = q.spec
+        return {
+            "name": q.name,
+            "parent": s.parent,
+            "is_parent": s.is_parent,
+            "allow_lent": s.allow_lent,
+            "min": _sorted(q.min),
+            "max": _sorted(q.max),
+            "shared_weight": _sorted(q.weight),
+            "namespaces": list(s.namespaces),
+            "tree_id": s.tree_id,
+            "children": list(q.children),
+            # zero amounts are the same as missing ones (contract "Units"): dumped pruned
+            "request": _sorted(q.request, prune=True),
+            "used": _sorted(q.used, prune=True),
+            "non_preemptible_used": _sorted(q.np_used, prune=True),
+            "runtime": _sorted(self._runtime_of(q)),
+            "pods": sorted(q.pods),
+        }
+
     def dump_state(self) -> dict[str, Any]:
         """Everything observable, as plain sorted JSON-able data (deterministic)."""
         self._ensure_all()
-        quotas: dict[str, Any] = {}
-        for name in sorted(self._q):
-            q = self._q[name]
-            s = q.spec
-            quotas[name] = {
-                "parent": s.parent,
-                "is_parent": s.is_parent,
-                "allow_lent": s.allow_lent,
-                "min": _sorted(q.min),
-                "max": _sorted(q.max),
-                "shared_weight": _sorted(q.weight),
-                "namespaces": list(s.namespaces),
-                "tree_id": s.tree_id,
-                "children": list(q.children),
-                # zero amounts are the same as missing ones (contract "Units"): dumped pruned
-                "request": _sorted(q.request, prune=True),
-                "used": _sorted(q.used, prune=True),
-                "non_preemptible_used": _sorted(q.np_used, prune=True),
-                "runtime": _sorted(self._runtime_of(q)),
-                "pods": sorted(q.pods),
-            }
+        quotas = {name: self._describe(self._q[name]) for name in sorted(self._q)}
         pods = {pid: {"quota": p.quota, "request": _sorted(p.request), "priority": p.priority,
                       "preemptible": p.preemptible, "assigned": p.assigned, "start_time": p.start_time}
                 for pid, p in sorted(self._pods.items())}
