@@ -166,19 +166,44 @@ def test_schemas_isolate_stores(pg_url: str) -> None:
             b.drop_schema()
 
 
-def test_reconnects_after_the_connection_is_killed(pg_url: str) -> None:
-    """A broken connection fails the current call with JournalError; the next call reconnects."""
+def _kill_backend(j: PostgresJournal) -> None:
     import psycopg
 
+    assert j._conn is not None
+    pid = j._conn.info.backend_pid
+    with psycopg.connect(pg_base_url(), autocommit=True) as raw:
+        raw.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.1)
+
+
+def test_reads_and_leases_reconnect_transparently(pg_url: str) -> None:
+    """Idempotent calls survive a killed connection (reconnect + one retry)."""
     j = open_journal(pg_url)
     assert isinstance(j, PostgresJournal)
     try:
         j.append("p", [{"i": 1}])
-        assert j._conn is not None
-        pid = j._conn.info.backend_pid
-        with psycopg.connect(pg_base_url(), autocommit=True) as raw:
-            raw.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        time.sleep(0.1)
+        _kill_backend(j)
+        assert j.last_seq("p") == 1
+        _kill_backend(j)
+        assert j.acquire_lease("p", "a", 30)
+        _kill_backend(j)
+        assert j.lease_holder("p") == "a"
+        _kill_backend(j)
+        assert [s for s, _ in j.read("p")] == [1]
+        _kill_backend(j)
+        assert j.streams() == ["p"]
+    finally:
+        j.close()
+
+
+def test_append_on_a_killed_connection_fails_then_reconnects(pg_url: str) -> None:
+    """A broken connection fails an append with JournalError (never retried: ambiguous); the next
+    call reconnects."""
+    j = open_journal(pg_url)
+    assert isinstance(j, PostgresJournal)
+    try:
+        j.append("p", [{"i": 1}])
+        _kill_backend(j)
         with pytest.raises(JournalError):
             j.append("p", [{"i": 2}])
         assert j.append("p", [{"i": 3}]) >= 2  # reconnected (the failed one may or may not be stored)

@@ -18,8 +18,9 @@ among themselves:
 
 Durability is the server's: with the default ``synchronous_commit=on`` an append is on disk before it
 returns. One connection guarded by a lock serves every thread of the journal object; a connection that
-broke is replaced on the next call (the failing call raises :class:`JournalError`; appends are never
-retried, because a lost COMMIT acknowledgement is ambiguous).
+broke is replaced: idempotent calls (reads, leases) reconnect and retry once; an append that fails
+raises :class:`JournalError` and is never retried, because a lost COMMIT acknowledgement is ambiguous
+(the next call reconnects).
 
 Tables live in one schema (default ``quotaplane``, option ``?schema=name``), created if missing, with the
 schema version in ``meta``.
@@ -173,6 +174,25 @@ class PostgresJournal:
     def _fail(self, what: str, exc: psycopg.Error) -> JournalError:
         return JournalError(f"{what} failed in {mask_url(self.url)!r}: {exc}")
 
+    def _query(self, what: str, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run one idempotent statement under the lock held by the caller; return its first row.
+
+        If the connection turns out to be dead (idle timeout, server restart), reconnect and run the
+        statement once more: safe because every statement sent here gives the same result when repeated
+        (reads, lease renewal by the same holder, lease release). Appends never come here.
+        """
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                return conn.execute(sql, params).fetchone()
+            except psycopg.OperationalError as exc:
+                if attempt == 0 and (conn.broken or conn.closed):
+                    continue
+                raise self._fail(what, exc) from exc
+            except psycopg.Error as exc:
+                raise self._fail(what, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # -- events ---------------------------------------------------------------------------------------
 
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
@@ -230,11 +250,8 @@ class PostgresJournal:
         return self._iter(stream, after)
 
     def _compacted_seq(self, stream: str) -> int:
-        try:
-            row = self._connection().execute(
-                f"SELECT compacted_seq FROM {self._q['streams']} WHERE stream = %s", (stream,)).fetchone()
-        except psycopg.Error as exc:
-            raise self._fail(f"read of {stream!r}", exc) from exc
+        row = self._query(f"read of {stream!r}",
+                          f"SELECT compacted_seq FROM {self._q['streams']} WHERE stream = %s", (stream,))
         return 0 if row is None else int(row[0])
 
     def _iter(self, stream: str, after: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -245,10 +262,7 @@ class PostgresJournal:
                f"FROM {self._q['events']} WHERE stream = %s AND seq > %s AND seq <= %s")
         while True:
             with self._lock:
-                try:
-                    row = self._connection().execute(sql, (stream, seq, seq + _PAGE)).fetchone()
-                except psycopg.Error as exc:
-                    raise self._fail(f"read of {stream!r}", exc) from exc
+                row = self._query(f"read of {stream!r}", sql, (stream, seq, seq + _PAGE))
                 assert row is not None
                 count = int(row[0])
                 if count == 0 or int(row[1]) != seq + 1:
@@ -272,11 +286,8 @@ class PostgresJournal:
         """The last seq of ``stream`` (0 if none)."""
         check_stream(stream)
         with self._lock:
-            try:
-                row = self._connection().execute(
-                    f"SELECT last_seq FROM {self._q['streams']} WHERE stream = %s", (stream,)).fetchone()
-            except psycopg.Error as exc:
-                raise self._fail(f"last_seq of {stream!r}", exc) from exc
+            row = self._query(f"last_seq of {stream!r}",
+                              f"SELECT last_seq FROM {self._q['streams']} WHERE stream = %s", (stream,))
         return 0 if row is None else int(row[0])
 
     # -- snapshots ------------------------------------------------------------------------------------
@@ -319,11 +330,8 @@ class PostgresJournal:
         """The latest snapshot of ``stream`` or ``None``."""
         check_stream(stream)
         with self._lock:
-            try:
-                row = self._connection().execute(
-                    f"SELECT seq, state FROM {self._q['snapshots']} WHERE stream = %s", (stream,)).fetchone()
-            except psycopg.Error as exc:
-                raise self._fail(f"loading the snapshot of {stream!r}", exc) from exc
+            row = self._query(f"loading the snapshot of {stream!r}",
+                              f"SELECT seq, state FROM {self._q['snapshots']} WHERE stream = %s", (stream,))
         return None if row is None else (int(row[0]), json.loads(row[1]))
 
     def compact(self, stream: str) -> int:
@@ -352,11 +360,8 @@ class PostgresJournal:
     def streams(self) -> list[str]:
         """Every stream with events or a snapshot, sorted (by code point, like Python)."""
         with self._lock:
-            try:
-                rows = self._connection().execute(f"SELECT stream FROM {self._q['streams']}").fetchall()
-            except psycopg.Error as exc:
-                raise self._fail("listing streams", exc) from exc
-        return sorted(str(r[0]) for r in rows)
+            row = self._query("listing streams", f"SELECT array_agg(stream) FROM {self._q['streams']}")
+        return sorted(str(x) for x in (row[0] if row is not None and row[0] is not None else []))
 
     # -- leases (database clock) ----------------------------------------------------------------------
 
@@ -364,27 +369,23 @@ class PostgresJournal:
         """Take or renew the lease for ``ttl`` seconds of the database clock; see the module doc."""
         check_lease_args(stream, holder, ttl)
         with self._lock:
-            try:
-                row = self._connection().execute(
-                    f"INSERT INTO {self._q['leases']} AS l (stream, holder, expires_at) "
-                    "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
-                    "ON CONFLICT (stream) DO UPDATE SET holder = EXCLUDED.holder, "
-                    "expires_at = clock_timestamp() + make_interval(secs => %s) "
-                    "WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp() "
-                    "RETURNING l.holder", (stream, holder, float(ttl), float(ttl))).fetchone()
-            except psycopg.Error as exc:
-                raise self._fail(f"acquiring the lease of {stream!r}", exc) from exc
+            row = self._query(
+                f"acquiring the lease of {stream!r}",
+                f"INSERT INTO {self._q['leases']} AS l (stream, holder, expires_at) "
+                "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
+                "ON CONFLICT (stream) DO UPDATE SET holder = EXCLUDED.holder, "
+                "expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp() "
+                "RETURNING l.holder", (stream, holder, float(ttl), float(ttl)))
         return row is not None
 
     def release_lease(self, stream: str, holder: str) -> None:
         """Give up the lease if held by ``holder``."""
         check_lease_args(stream, holder)
         with self._lock:
-            try:
-                self._connection().execute(
-                    f"DELETE FROM {self._q['leases']} WHERE stream = %s AND holder = %s", (stream, holder))
-            except psycopg.Error as exc:
-                raise self._fail(f"releasing the lease of {stream!r}", exc) from exc
+            self._query(f"releasing the lease of {stream!r}",
+                        f"DELETE FROM {self._q['leases']} WHERE stream = %s AND holder = %s RETURNING 1",
+                        (stream, holder))
 
     def lease_holder(self, stream: str) -> str | None:
         """The live lease holder (database clock) or ``None``."""
@@ -393,12 +394,9 @@ class PostgresJournal:
             return self._lease_holder_locked(stream)
 
     def _lease_holder_locked(self, stream: str) -> str | None:
-        try:
-            row = self._connection().execute(
-                f"SELECT holder FROM {self._q['leases']} WHERE stream = %s "
-                "AND expires_at > clock_timestamp()", (stream,)).fetchone()
-        except psycopg.Error as exc:
-            raise self._fail(f"reading the lease of {stream!r}", exc) from exc
+        row = self._query(f"reading the lease of {stream!r}",
+                          f"SELECT holder FROM {self._q['leases']} WHERE stream = %s "
+                          "AND expires_at > clock_timestamp()", (stream,))
         return None if row is None else str(row[0])
 
     # -- closing --------------------------------------------------------------------------------------
