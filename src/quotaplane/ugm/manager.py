@@ -172,6 +172,52 @@ def _add(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterabl
         parent = node
 
 
+def _increase_known(unodes: dict[str, QueueTracker], gnodes: dict[str, QueueTracker] | None,
+                    levels: tuple[str, ...], items: Iterable[tuple[str, int]]) -> bool:
+    """Check and apply an increase of a running application on its own path (user and group).
+
+    Same rules as :func:`_fits` + :func:`_add` with ``known=True``, fused: one call, and the user
+    and the group are both checked before either is changed (U1).
+    """
+    for level in levels:
+        node = unodes[level]
+        mx = node.max_resources
+        if mx is not None:
+            usage = node.usage
+            for k, v in items:
+                if v > 0:
+                    lim = mx.get(k)
+                    if lim is not None and usage.get(k, 0) + v > lim:
+                        return False
+        if gnodes is not None:
+            node = gnodes[level]
+            mx = node.max_resources
+            if mx is not None:
+                usage = node.usage
+                for k, v in items:
+                    if v > 0:
+                        lim = mx.get(k)
+                        if lim is not None and usage.get(k, 0) + v > lim:
+                            return False
+    for level in levels:
+        usage = unodes[level].usage
+        for k, v in items:
+            nv = usage.get(k, 0) + v
+            if nv:
+                usage[k] = nv
+            elif k in usage:
+                del usage[k]          # R-3: zero amounts are pruned
+        if gnodes is not None:
+            usage = gnodes[level].usage
+            for k, v in items:
+                nv = usage.get(k, 0) + v
+                if nv:
+                    usage[k] = nv
+                elif k in usage:
+                    del usage[k]
+    return True
+
+
 def _sub(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable[tuple[str, int]],
          app: str, remove_app: bool) -> None:
     """T-4/T-6: subtract at every existing level, then remove empty nodes leaf → root (U9)."""
@@ -329,8 +375,8 @@ class Manager:
             levels = self._split(queue_path)
         if not application_id or not isinstance(application_id, str):
             _check_app(application_id)
-        name = _check_user(user)
-        items = _items_of(usage)
+        name = user.user if type(user) is UserGroup else _check_user(user)
+        items = usage._values.items() if type(usage) is Resource else _items_of(usage)
         with self._lock:
             table = self._table
             ut = self._users.get(name)
@@ -343,6 +389,14 @@ class Manager:
                 group = link[0]
                 known = link[1] == levels[-1]
                 unodes = ut.nodes if ut is not None else _EMPTY_NODES
+                if known:
+                    # Steady state: the application runs on this path already, so every node of
+                    # the user (and of its group) exists and no count limit can refuse it.
+                    if group is None:
+                        return _increase_known(unodes, None, levels, items)
+                    gt_known = self._groups.get(group)
+                    if gt_known is not None:
+                        return _increase_known(unodes, gt_known.nodes, levels, items)
             if not _fits(unodes, levels, items, application_id, table.user_limit, name, known):
                 return False
             gt: GroupTracker | None = None
@@ -386,8 +440,8 @@ class Manager:
             levels = self._split(queue_path)
         if not application_id or not isinstance(application_id, str):
             _check_app(application_id)
-        name = _check_user(user)
-        items = _items_of(usage)
+        name = user.user if type(user) is UserGroup else _check_user(user)
+        items = usage._values.items() if type(usage) is Resource else _items_of(usage)
         with self._lock:
             ut = self._users.get(name)
             if ut is None:
