@@ -221,3 +221,18 @@ def test_limit_is_per_named_user_not_combined() -> None:
         assert m.increase_tracked_resource("root.a", f"{user}-2", R(memory=10), ug(user))
         assert not m.increase_tracked_resource("root.a", f"{user}-3", R(memory=10), ug(user))
     assert m.increase_tracked_resource("root.a", "other-1", R(vcore=10**6), ug("carl"))
+
+
+def test_u1_running_app_on_its_own_path_is_still_checked_for_user_and_group() -> None:
+    """The steady-state path (an app already running on the path) enforces user and group limits."""
+    m = manager({"root": [lim(groups=["dev"], res={"vcore": 3000})],
+                 "root.a.b": [lim(users=["*"], res={"vcore": 2500, "memory": 10})]})
+    sue = ug("sue", "dev")
+    assert m.increase_tracked_resource("root.a.b", "app-1", R(vcore=1000), sue)
+    assert m.increase_tracked_resource("root.a", "app-2", R(vcore=1500), ug("bob", "dev"))
+    before = m.dump_state()
+    assert not m.increase_tracked_resource("root.a.b", "app-1", R(vcore=600), sue)       # group: 3100
+    assert not m.increase_tracked_resource("root.a.b", "app-1", R(memory=11), sue)       # user leaf
+    assert m.dump_state() == before
+    assert m.increase_tracked_resource("root.a.b", "app-1", R(vcore=500, memory=10), sue)
+    assert m.get_group_resources("dev") == {"vcore": 3000, "memory": 10}
