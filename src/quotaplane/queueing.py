@@ -1,0 +1,527 @@
+"""Pending asks and the scheduling cycle (seed 004: quotas are enforced on consumption, not submission).
+
+A request that does not fit is **queued**, not rejected: it waits as a pending *ask* that counts
+towards no quota, and a later scheduling cycle allocates it through the one admission path once it
+fits. The client needs no retry loop.
+
+Order, as YuniKorn documents it:
+
+* **queues** by fair share, hierarchically from the root: at each level the child whose usage is
+  lowest relative to its ``guaranteed`` resource goes first (YuniKorn ``getShares``: per resource the
+  share is ``allocated / guaranteed``, or the raw amount when nothing is guaranteed for it; shares
+  sorted descending and compared lexicographically), then relative to its ``max``, then by name;
+* **applications** within a leaf queue by the queue's ``application.sort.policy``: ``fifo`` (the
+  default: submission order), ``fair`` (lowest usage share first, then submission order) or
+  ``stateaware`` (fifo, but only one application may be starting at a time: while an application is
+  Starting, Accepted/New applications wait);
+* **asks** within an application by priority (highest first), then age (oldest first).
+
+The cycle re-sorts after every allocation, like YuniKorn's one-allocation-per-attempt loop, with one
+heap per parent queue so an attempt costs ``O(depth · log fanout)`` rather than a full sort. Every
+pending ask is tried at most once per cycle; an ask that fits at its turn is always allocated, so no
+ask that fits is skipped by later ones (no starvation of fitting asks). A cycle only consumes, never
+frees, so an ask refused in a cycle still does not fit at its end: after a cycle no pending ask fits.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.policy import Decision, Violation
+from quotaplane.resources import Resource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.application import Application
+    from quotaplane.queues.tree import Queue
+
+__all__ = ["SORT_POLICIES", "Ask", "AskQueue", "run_cycle", "usage_shares"]
+
+#: The values of the ``application.sort.policy`` queue property.
+SORT_POLICIES = ("fifo", "fair", "stateaware")
+SORT_POLICY_PROPERTY = "application.sort.policy"
+
+_WAITING_STATES = ("New", "Accepted")
+_STARTING = "Starting"
+
+
+class Ask:
+    """One pending request of an application: it waits until it fits, counting towards no quota.
+
+    ``seq`` is the arrival order within the partition (journalled, so a restart keeps the order);
+    ``reasons`` are the violations that kept it waiting at the last attempt, exactly the
+    ``what_if`` answer for the same request (refreshed each cycle; ``None`` before the first).
+    """
+
+    __slots__ = ("allocation_key", "application_id", "created", "placeholder", "preemptible", "priority",
+                 "reasons", "resource", "seq", "task_group")
+
+    def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
+                 preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
+                 seq: int = 0, created: float = 0.0) -> None:
+        self.allocation_key = allocation_key
+        self.application_id = application_id
+        self.resource = resource
+        self.priority = priority
+        self.preemptible = preemptible
+        self.placeholder = placeholder
+        self.task_group = task_group
+        self.seq = seq
+        self.created = created
+        self.reasons: list[Violation] | None = None
+
+    def sort_key(self) -> tuple[int, int]:
+        """Priority first (highest), then age (oldest)."""
+        return (-self.priority, self.seq)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape of a pending ask, with the reasons it waits."""
+        out: dict[str, Any] = {
+            "allocationKey": self.allocation_key,
+            "applicationID": self.application_id,
+            "resource": self.resource.to_dict(),
+            "priority": self.priority,
+            "preemptible": self.preemptible,
+            "createTime": self.created,
+            "reasons": [v.to_dict() for v in (self.reasons or [])],
+        }
+        if self.placeholder:
+            out["placeholder"] = True
+        if self.task_group is not None:
+            out["taskGroupName"] = self.task_group
+        return out
+
+    def event(self) -> dict[str, Any]:
+        """The journal event that adds this ask."""
+        ev: dict[str, Any] = {"type": "ask_added", "key": self.allocation_key, "app": self.application_id,
+                              "resource": self.resource.to_dict(), "priority": self.priority,
+                              "preemptible": self.preemptible, "seq": self.seq, "t": self.created}
+        if self.placeholder:
+            ev["placeholder"] = True
+        if self.task_group is not None:
+            ev["task_group"] = self.task_group
+        return ev
+
+    @classmethod
+    def from_event(cls, ev: Mapping[str, Any]) -> Ask:
+        """Rebuild an ask from its ``ask_added`` event."""
+        return cls(str(ev["key"]), str(ev["app"]), Resource(ev.get("resource") or {}),
+                   priority=int(ev.get("priority", 0)), preemptible=bool(ev.get("preemptible", True)),
+                   placeholder=bool(ev.get("placeholder", False)), task_group=ev.get("task_group"),
+                   seq=int(ev.get("seq", 0)), created=float(ev.get("t", 0.0)))
+
+    def __repr__(self) -> str:
+        return f"Ask({self.allocation_key!r}, app={self.application_id!r}, {self.resource!r})"
+
+
+def usage_shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
+    """YuniKorn ``getShares``: per used resource ``used / base`` (raw ``used`` when the base lacks it),
+    sorted descending; compared lexicographically, lower first."""
+    shares: list[float] = []
+    for name, used in allocated.items():
+        if used == 0:
+            continue
+        total = base.get(name, 0) if base else 0
+        shares.append(float(used) / total if total > 0 else float(used))
+    shares.sort(reverse=True)
+    return tuple(shares)
+
+
+def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
+    alloc = q._alloc
+    return (usage_shares(alloc, q.guaranteed), usage_shares(alloc, q.max), q.name)
+
+
+class AskQueue:
+    """The pending asks of one partition, in arrival order, indexed by key and by application."""
+
+    __slots__ = ("_by_app", "_by_key", "_next_seq", "dirty")
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Ask] = {}
+        self._by_app: dict[str, dict[str, Ask]] = {}
+        self._next_seq = 1
+        #: Something freed capacity or quota since the last cycle (or an ask was added).
+        self.dirty = False
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def get(self, key: str) -> Ask | None:
+        """The pending ask with ``key``, or None."""
+        return self._by_key.get(key)
+
+    def next_seq(self) -> int:
+        """The arrival number the next ask gets."""
+        return self._next_seq
+
+    def add(self, ask: Ask) -> None:
+        """Queue ``ask`` (its ``seq`` is kept; later asks get a higher one)."""
+        self._by_key[ask.allocation_key] = ask
+        self._by_app.setdefault(ask.application_id, {})[ask.allocation_key] = ask
+        if ask.seq >= self._next_seq:
+            self._next_seq = ask.seq + 1
+        self.dirty = True
+
+    def remove(self, key: str) -> Ask | None:
+        """Drop the ask with ``key``; return it (None when unknown)."""
+        ask = self._by_key.pop(key, None)
+        if ask is not None:
+            app_asks = self._by_app.get(ask.application_id)
+            if app_asks is not None:
+                app_asks.pop(key, None)
+                if not app_asks:
+                    del self._by_app[ask.application_id]
+        return ask
+
+    def remove_application(self, application_id: str) -> list[Ask]:
+        """Drop every ask of an application; return them in arrival order."""
+        asks = self._by_app.pop(application_id, {})
+        for key in asks:
+            self._by_key.pop(key, None)
+        return sorted(asks.values(), key=lambda a: a.seq)
+
+    def of_application(self, application_id: str) -> list[Ask]:
+        """The pending asks of one application, in scheduling order."""
+        return sorted(self._by_app.get(application_id, {}).values(), key=Ask.sort_key)
+
+    def applications(self) -> list[str]:
+        """The applications with pending asks (sorted)."""
+        return sorted(self._by_app)
+
+    def all(self) -> list[Ask]:
+        """Every pending ask in arrival order."""
+        return sorted(self._by_key.values(), key=lambda a: a.seq)
+
+    def pending_of(self, application_id: str) -> Resource:
+        """The sum of an application's pending asks (YuniKorn's pending resource)."""
+        total: dict[str, int] = {}
+        for ask in self._by_app.get(application_id, {}).values():
+            for k, v in ask.resource.items():
+                total[k] = total.get(k, 0) + v
+        return Resource._wrap(total)
+
+    def dump(self) -> list[dict[str, Any]]:
+        """Deterministic plain data (arrival order) for ``dump_state``."""
+        return [a.event() for a in self.all()]
+
+    # -- ordering -----------------------------------------------------------------------------------
+    def order_applications(self, leaf: Queue, apps: Mapping[str, Application]) -> list[Application]:
+        """The applications of ``leaf`` with pending asks, in the leaf's sort policy order."""
+        policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
+        candidates = [apps[a] for a in leaf.applications if a in self._by_app and a in apps]
+        if policy == "fair":
+            def fair_key(a: Application) -> tuple[tuple[float, ...], float, int, str]:
+                return (usage_shares(a.allocated, leaf.guaranteed), a.submit_time, a.added_seq,
+                        a.application_id)
+            return sorted(candidates, key=fair_key)
+        ordered = sorted(candidates, key=lambda a: (a.submit_time, a.added_seq, a.application_id))
+        if policy == "stateaware":
+            # Only one application may be starting at a time: while one is Starting, waiting
+            # applications stay back; otherwise only the oldest waiting one may start.
+            starting = any(apps[a].state == _STARTING for a in leaf.applications if a in apps)
+            out: list[Application] = []
+            admitted_waiting = starting
+            for app in ordered:
+                if app.state in _WAITING_STATES:
+                    if admitted_waiting:
+                        continue
+                    admitted_waiting = True
+                out.append(app)
+            return out
+        return ordered
+
+    def candidates(self, root: Queue, apps: Mapping[str, Application]) -> Iterator[tuple[Queue, Ask]]:
+        """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
+
+        The consumer tries the ask (which may change the queues' usage) before asking for the next;
+        each pending ask is yielded at most once.
+        """
+        leaf_iters: dict[str, Iterator[Ask]] = {}
+
+        def leaf_asks(leaf: Queue) -> Iterator[Ask]:
+            # Applications are ordered once per cycle per leaf: their order can only change through
+            # allocations of this leaf, and YuniKorn also sorts them once per attempt of the queue.
+            for app in self.order_applications(leaf, apps):
+                yield from self.of_application(app.application_id)
+
+        def has_work(q: Queue) -> bool:
+            if q.is_leaf:
+                return any(a in self._by_app for a in q.applications)
+            return any(has_work(c) for c in q.children.values())
+
+        # One heap per parent of children that still have work: entries (key, name).
+        heaps: dict[str, list[tuple[Any, str]]] = {}
+
+        def heap_of(q: Queue) -> list[tuple[Any, str]]:
+            h = heaps.get(q.path)
+            if h is None:
+                h = [(_queue_key(c), c.name) for c in q.children.values() if has_work(c)]
+                heapq.heapify(h)
+                heaps[q.path] = h
+            return h
+
+        def next_from(q: Queue) -> tuple[Queue, Ask] | None:
+            if q.is_leaf:
+                it = leaf_iters.get(q.path)
+                if it is None:
+                    it = leaf_asks(q)
+                    leaf_iters[q.path] = it
+                ask = next(it, None)
+                return None if ask is None else (q, ask)
+            h = heap_of(q)
+            while h:
+                _, name = heapq.heappop(h)
+                child = q.children.get(name)
+                if child is None:
+                    continue
+                found = next_from(child)
+                if found is not None:
+                    pending_children.append((h, child))
+                    return found
+            return None
+
+        pending_children: list[tuple[list[tuple[Any, str]], Queue]] = []
+        while True:
+            pending_children.clear()
+            found = next_from(root)
+            if found is None:
+                return
+            yield found
+            # the ask has been tried: re-insert the chosen path with its updated fair-share keys
+            for h, child in pending_children:
+                heapq.heappush(h, (_queue_key(child), child.name))
+
+
+def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+              try_ask: Callable[[Ask], Decision]) -> list[Ask]:
+    """One scheduling cycle: try every pending ask once in order; return the asks allocated.
+
+    ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
+    the decision; a refused ask keeps waiting with the decision's reasons.
+    """
+    allocated: list[Ask] = []
+    seen: set[str] = set()
+    for _leaf, ask in asks.candidates(root, apps):
+        if ask.allocation_key in seen or ask.allocation_key not in asks:
+            continue
+        seen.add(ask.allocation_key)
+        decision = try_ask(ask)
+        if decision.allocated:
+            allocated.append(ask)
+        else:
+            ask.reasons = list(decision.reasons)
+    asks.dirty = False
+    return allocated
+
+
+
+class PendingAsksMixin:
+    """The ask side of :class:`~quotaplane.partition.Partition` (issue "Queueing").
+
+    Kept apart from the admission path so the partition module stays about admission; it relies on
+    the partition's lock, journal (``_record``), applications and ``allocate``. Asks and their
+    removals are journalled events; an allocation made for an ask removes the ask in the same
+    ``allocated`` event (so a crash can never leave both).
+    """
+
+    # provided by Partition
+    name: str
+    lock: Any
+    clock: Callable[[], float]
+    queues: Any
+    _apps: dict[str, Application]
+    _allocs: dict[str, Any]
+    _replaying: bool
+
+    _asks: AskQueue
+    _subscribers: list[Callable[[dict[str, Any]], None]]
+    #: Run a cycle right after anything that frees capacity or quota (and after add_ask).
+    auto_schedule: bool
+
+    if TYPE_CHECKING:  # pragma: no cover - the partition's methods this mixin relies on
+        def _validate_alloc(self, application_id: Any, allocation_key: Any, resource: Any, priority: Any,
+                            preemptible: Any, placeholder: Any, task_group: Any
+                            ) -> tuple[dict[str, Any], Resource]: ...
+        def _usable(self) -> None: ...
+        def _active_app(self, application_id: str) -> Application: ...
+        def _record(self, events: list[dict[str, Any]], *, recoverable: bool = False) -> None: ...
+        def _leave(self, app: Application) -> None: ...
+        def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
+                    preemptible: bool = True) -> Decision: ...
+        def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
+                     *, priority: int = 0, preemptible: bool = True, placeholder: bool = False,
+                     task_group: str | None = None) -> Decision: ...
+
+    def _init_asks(self, auto_schedule: bool = True) -> None:
+        self._asks = AskQueue()
+        self._subscribers = []
+        self.auto_schedule = auto_schedule
+
+    # -- public API -----------------------------------------------------------------------------------
+    def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
+                priority: int = 0, preemptible: bool = True, placeholder: bool = False,
+                task_group: str | None = None) -> Ask:
+        """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
+
+        Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
+        :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
+        """
+        from quotaplane.errors import ConflictError
+
+        ev, res = self._validate_alloc(application_id, allocation_key, resource, priority, preemptible,
+                                       placeholder, task_group)
+        with self.lock:
+            self._usable()
+            self._active_app(application_id)
+            if allocation_key in self._allocs or allocation_key in self._asks:
+                raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
+                                    f"{self.name!r}")
+            add = {"type": "ask_added", "key": allocation_key, "app": application_id,
+                   "resource": res.to_dict(), "priority": ev["priority"], "preemptible": ev["preemptible"],
+                   "seq": self._asks.next_seq(), "t": self.clock()}
+            if placeholder:
+                add["placeholder"] = True
+            if task_group:
+                add["task_group"] = task_group
+            prev_state = self._apps[application_id].state
+            self._ev_ask_added(add)
+            try:
+                self._record([add], recoverable=True)
+            except BaseException:
+                self._asks.remove(allocation_key)
+                self._apps[application_id].state = prev_state
+                raise
+            ask = self._asks.get(allocation_key)
+            assert ask is not None
+            self._schedule_if_needed()
+            return ask
+
+    def remove_ask(self, allocation_key: str) -> None:
+        """Withdraw a pending ask. Unknown key: NotFoundError."""
+        from quotaplane.errors import NotFoundError
+
+        with self.lock:
+            if allocation_key not in self._asks:
+                raise NotFoundError(f"ask {allocation_key!r} not found in partition {self.name!r}")
+            self._usable()
+            ev = {"type": "ask_removed", "key": allocation_key, "t": self.clock()}
+            self._ev_ask_removed(ev)
+            self._record([ev])
+
+    def pending(self, application_id: str | None = None) -> list[Ask]:
+        """The pending asks (of one application, or all), each with the reasons it waits.
+
+        Reasons are those of the last attempt; an ask not yet tried is explained now with the same
+        checks as :meth:`what_if`.
+        """
+        with self.lock:
+            asks = (self._asks.of_application(application_id) if application_id is not None
+                    else self._asks.all())
+            for ask in asks:
+                if ask.reasons is None:
+                    ask.reasons = self._explain(ask)
+            return asks
+
+    def schedule(self) -> list[Any]:
+        """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
+        allocations made (:class:`~quotaplane.application.Allocation`)."""
+        with self.lock:
+            if not len(self._asks):
+                self._asks.dirty = False
+                return []
+            self._usable()
+            root = self.queues.queue("root")
+            made = run_cycle(self._asks, root, self._apps, self._try_ask)
+            out = [self._allocs[a.allocation_key] for a in made if a.allocation_key in self._allocs]
+        return out
+
+    def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every allocation a cycle makes for a pending ask.
+
+        The event is ``{"type": "allocated", "partition", "applicationID", "allocationKey",
+        "queueName", "resource"}``. Callbacks run under the partition lock and must be quick (the
+        service hands them to its event streams). Returns a function that unsubscribes.
+        """
+        with self.lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self.lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+        return unsubscribe
+
+    @property
+    def schedule_needed(self) -> bool:
+        """True when asks are pending and something changed since the last cycle."""
+        return self._asks.dirty and len(self._asks) > 0
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _explain(self, ask: Ask) -> list[Violation]:
+        app = self._apps.get(ask.application_id)
+        if app is None:
+            return []
+        decision = self.what_if(
+            ask.application_id, ask.resource, priority=ask.priority, preemptible=ask.preemptible)
+        return list(decision.reasons)
+
+    def _try_ask(self, ask: Ask) -> Decision:
+        decision = self.allocate(
+            ask.application_id, ask.allocation_key, ask.resource, priority=ask.priority,
+            preemptible=ask.preemptible, placeholder=ask.placeholder, task_group=ask.task_group)
+        if decision.allocated and self._subscribers:
+            app = self._apps[ask.application_id]
+            event = {"type": "allocated", "partition": self.name, "applicationID": ask.application_id,
+                     "allocationKey": ask.allocation_key, "queueName": app.queue_path,
+                     "resource": ask.resource.to_dict()}
+            for cb in list(self._subscribers):
+                try:
+                    cb(event)
+                except Exception:  # a broken subscriber must not break scheduling
+                    self._subscribers.remove(cb)
+        return decision
+
+    def _freed(self) -> None:
+        """Capacity or quota may have been freed: mark for a cycle and run one when automatic."""
+        self._asks.dirty = True
+        self._schedule_if_needed()
+
+    def _schedule_if_needed(self) -> None:
+        if self.auto_schedule and not self._replaying and self.schedule_needed:
+            self.schedule()
+
+    def _ev_ask_added(self, ev: Mapping[str, Any]) -> None:
+        ask = Ask.from_event(ev)
+        self._asks.add(ask)
+        app = self._apps[ask.application_id]
+        if app.state == "New":
+            app.state = "Accepted"          # seed 001: a request moves the application to Accepted
+            app.state_since = ask.created
+
+    def _ev_ask_removed(self, ev: Mapping[str, Any]) -> None:
+        ask = self._asks.remove(ev["key"])
+        if ask is None:
+            return
+        app = self._apps.get(ask.application_id)
+        if app is not None and self._pending_done(app):
+            self._app_idle(app, float(ev.get("t", 0.0)))
+
+    def _pending_done(self, app: Application) -> bool:
+        return not app.allocations and app.application_id not in self._asks._by_app
+
+    def _app_idle(self, app: Application, t: float) -> None:
+        """The last ask of an application with no allocation went away: it leaves the running count."""
+        if app.counted:
+            self._leave(app)
+            if app.state in ("Starting", "Running", "Resuming"):
+                app.state, app.state_since = "Completing", t
+        elif app.state == "Accepted":
+            app.state, app.state_since = "New", t
+
+    def _has_pending(self, application_id: str) -> bool:
+        return application_id in self._asks._by_app
