@@ -4,6 +4,7 @@ deterministic."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -44,6 +45,7 @@ op = st.one_of(
     st.tuples(st.just("respec"), st.sampled_from(ORDER), quota_params()),
     st.tuples(st.just("read"), st.sampled_from(ORDER)),
     st.tuples(st.just("system"), st.integers(0, 20)),
+    st.tuples(st.just("move"), st.sampled_from(["l2", "l3", "p3"]), st.sampled_from(["p1", "p2", "p3"])),
 )
 
 
@@ -83,6 +85,9 @@ def run(e: ElasticQuotaManager, ops: list[tuple[Any, ...]], check_each: bool) ->
             e.runtime(o[1])
         elif kind == "system":
             e.set_used(SYSTEM_QUOTA, {V: o[1]})
+        elif kind == "move" and o[1] != o[2]:
+            # re-parenting (proposal rule 6); p3 may not move below itself
+            e.apply_specs([replace(e.spec(o[1]), parent=o[2])])
         if check_each:
             assert_consistent(e)
 
