@@ -427,6 +427,20 @@ class PendingAsksMixin:
                     ask.reasons = self._explain(ask)
             return asks
 
+    def get_ask(self, allocation_key: str) -> Ask | None:
+        """The pending ask with ``allocation_key``, or None."""
+        return self._asks.get(allocation_key)
+
+    def pending_reasons(self, allocation_key: str) -> list[Violation] | None:
+        """Why the pending ask waits (None when no such ask is pending)."""
+        with self.lock:
+            ask = self._asks.get(allocation_key)
+            if ask is None:
+                return None
+            if ask.reasons is None:
+                ask.reasons = self._explain(ask)
+            return list(ask.reasons)
+
     def schedule(self) -> list[Any]:
         """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
         allocations made (:class:`~quotaplane.application.Allocation`)."""

@@ -1,0 +1,180 @@
+"""Queueing endpoints: pending asks with the reasons they wait, and a stream of allocation events.
+
+Seed 004: a request that does not fit is queued, not rejected. A platform posts asks, then listens on
+``GET /ws/v1/partition/{p}/events/stream`` (server-sent events) for the allocations the scheduling
+cycle makes, so it never polls nor retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json as _json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import Field, StrictBool
+
+from quotaplane.errors import NotFoundError
+from quotaplane.resources import Resource
+from quotaplane.server.common import errors, json
+from quotaplane.server.models import Name, Priority, ResourceMap, _Body
+
+__all__ = ["AskBody", "router", "scheduling_loop"]
+
+#: Seconds between timer-driven cycles of the service's scheduling loop.
+SCHEDULE_INTERVAL = 0.5
+
+
+class AskBody(_Body):
+    """``POST /ws/v1/partition/{p}/application/{app}/asks``: one pending request."""
+
+    allocationKey: Name
+    resource: ResourceMap
+    priority: Priority = 0
+    preemptible: StrictBool = True
+    placeholder: StrictBool = False
+    taskGroupName: Name | None = Field(default=None, description="gang task group (placeholders)")
+
+
+def ask_json(ask: Any) -> dict[str, Any]:
+    """The REST shape of a pending ask (with the reasons it waits)."""
+    out: dict[str, Any] = ask.to_dict()
+    return out
+
+
+def router(service: Any) -> APIRouter:
+    """The queueing routes bound to ``service``."""
+    r = APIRouter(tags=["queueing"])
+    tokens = service.tokens
+    read = Depends(tokens.dependency("read"))
+    submit = Depends(tokens.dependency("submit"))
+
+    @r.post("/ws/v1/partition/{partition}/application/{application_id}/asks", response_model=None,
+            status_code=201, dependencies=[submit],
+            responses={201: {"model": dict[str, Any],
+                             "description": "queued (allocated: true when a cycle allocated it at once)"},
+                       **errors(404, 409, auth=True, write=True)})
+    async def add_ask(partition: str, application_id: str, body: AskBody) -> JSONResponse:
+        """Queue an ask: it counts towards no quota and is allocated as soon as it fits."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
+                        preemptible=body.preemptible, placeholder=body.placeholder,
+                        task_group=body.taskGroupName)
+        with p.lock:
+            allocated = p.allocation(body.allocationKey) is not None
+            out = ask_json(ask)
+            if not allocated:
+                out["reasons"] = [v.to_dict() for v in (p.pending_reasons(body.allocationKey) or [])]
+        out["allocated"] = allocated
+        return json(out, 201)
+
+    @r.get("/ws/v1/partition/{partition}/application/{application_id}/asks", response_model=None,
+           dependencies=[read], responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})
+    async def list_asks(partition: str, application_id: str) -> JSONResponse:
+        """The application's pending asks in scheduling order, each with the reasons it waits."""
+        p = service.partition(partition)
+        if p.application(application_id) is None:
+            raise NotFoundError(f"application {application_id!r} not found")
+        return json([ask_json(a) for a in p.pending(application_id)])
+
+    @r.get("/ws/v1/partition/{partition}/asks", response_model=None, dependencies=[read],
+           responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})
+    async def list_all_asks(partition: str) -> JSONResponse:
+        """Every pending ask of the partition (arrival order) with the reasons it waits."""
+        p = service.partition(partition)
+        return json([ask_json(a) for a in p.pending()])
+
+    @r.delete("/ws/v1/partition/{partition}/application/{application_id}/ask/{allocation_key}",
+              response_model=None, dependencies=[submit],
+              responses={200: {"model": dict[str, Any]}, **errors(404, auth=True, write=True)})
+    async def remove_ask(partition: str, application_id: str, allocation_key: str) -> JSONResponse:
+        """Withdraw a pending ask."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        with p.lock:
+            ask = p.get_ask(allocation_key)
+            if ask is None or ask.application_id != application_id:
+                raise NotFoundError(f"ask {allocation_key!r} of application {application_id!r} not found")
+            p.remove_ask(allocation_key)
+        return json({"ok": True, "allocationKey": allocation_key})
+
+    @r.post("/ws/v1/partition/{partition}/schedule", response_model=None, dependencies=[submit],
+            responses={200: {"model": dict[str, Any]}, **errors(404, auth=True, write=True)})
+    async def schedule(partition: str) -> JSONResponse:
+        """Run one scheduling cycle now; answer the allocations it made."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        made = p.schedule()
+        return json({"allocations": [{"allocationKey": a.allocation_key, "applicationID": a.application_id,
+                                      "resource": a.resource.to_dict()} for a in made]})
+
+    @r.get("/ws/v1/partition/{partition}/events/stream", response_model=None, dependencies=[read],
+           responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                            "description": "server-sent events, one `allocated` event per allocation "
+                                           "made for a pending ask"},
+                      **errors(404, auth=True)})
+    async def events_stream(
+        partition: str,
+        applicationID: Annotated[str | None, Query(description="only this application's events")] = None,
+        timeout: Annotated[float, Query(ge=0, le=86400, description="close after this many seconds "
+                                                                   "(0: never)")] = 0,
+        max_events: Annotated[int, Query(ge=0, le=1_000_000, description="close after this many "
+                                                                        "events (0: no limit)")] = 0,
+    ) -> StreamingResponse:
+        """Server-sent events of the allocations the scheduling cycle makes for pending asks."""
+        p = service.partition(partition)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def on_event(event: dict[str, Any]) -> None:
+            if applicationID is None or event.get("applicationID") == applicationID:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        unsubscribe = p.subscribe(on_event)
+
+        async def stream() -> AsyncIterator[bytes]:
+            sent = 0
+            deadline = time.monotonic() + timeout if timeout > 0 else None
+            try:
+                yield b": quotaplane allocation events\n\n"
+                while max_events == 0 or sent < max_events:
+                    wait = 15.0
+                    if deadline is not None:
+                        wait = min(wait, deadline - time.monotonic())
+                        if wait <= 0:
+                            break
+                    try:
+                        event = await asyncio.wait_for(queue.get(), wait)
+                    except TimeoutError:
+                        if deadline is None:
+                            yield b": keep-alive\n\n"
+                        continue
+                    data = _json.dumps(event, sort_keys=True)
+                    yield f"event: {event['type']}\ndata: {data}\n\n".encode()
+                    sent += 1
+            finally:
+                unsubscribe()
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    return r
+
+
+async def scheduling_loop(service: Any, interval: float = SCHEDULE_INTERVAL) -> None:
+    """The timer side of the scheduling cycle: every ``interval`` seconds, run a cycle for each
+    partition whose pending asks may fit now (something changed since its last cycle)."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            if not service.is_leader():
+                continue
+            for p in service.scheduler.partitions():
+                if p.schedule_needed:
+                    p.schedule()
+        except Exception:  # the loop must survive a bad moment (e.g. a journal hiccup); retry later
+            continue
