@@ -34,6 +34,7 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "MemoryJournal",
+    "PostgresJournal",
     "SQLiteJournal",
     "StoreURL",
     "canonical_json",
@@ -41,6 +42,15 @@ __all__ = [
     "open_journal",
     "parse_store_url",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresJournal`` is imported on first use, so psycopg is only needed with PostgreSQL."""
+    if name == "PostgresJournal":
+        from quotaplane.journal.postgres import PostgresJournal
+
+        return PostgresJournal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_journal(url: str | None, **options: Any) -> Journal:
