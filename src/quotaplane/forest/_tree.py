@@ -12,12 +12,13 @@ Data layout, chosen for speed (quality.md: ≤ 60 µs / 20 µs per allocate / de
 
 All-or-nothing (F2) is implemented with an *undo log*: while a :class:`Log` is active every mutation
 appends its exact inverse; a failed allocation, a forest rollback and ``undo_allocate`` replay the log
-backwards. A consumer removed from the middle of a node's list is restored by saving that dict once per
-log (copy-on-first-removal), so list order comes back exactly too.
+backwards. List order comes back exactly too: every list insertion is stamped with an increasing
+position, and a rollback re-sorts the lists it re-inserted into by position.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from quotaplane.forest._model import NodeSpec, TreeCache
@@ -56,8 +57,8 @@ class Node:
 class TreeConsumer:
     """A consumer realised on one tree (§1.3). Identity-hashed: it is the key of node consumer dicts."""
 
-    __slots__ = ("akey", "anode", "gleaf", "group_id", "id", "priority", "request", "request_map", "rng",
-                 "seq", "type", "unpreemptable")
+    __slots__ = ("akey", "anode", "gleaf", "group_id", "id", "pos", "priority", "request", "request_map",
+                 "rng", "seq", "type", "unpreemptable")
 
     def __init__(self, consumer_id: str, group_id: str, request_map: dict[str, int], request: list[int],
                  priority: int, ctype: int, unpreemptable: bool) -> None:
@@ -73,6 +74,7 @@ class TreeConsumer:
         self.anode: Node | None = None
         self.gleaf: Node | None = None   # the gNode when it is a leaf of the current tree (slide-down)
         self.seq = 0                      # allocation order (F3: update_tree re-places in this order)
+        self.pos = 0                      # position in its aNode's list (see ``_positions``)
 
     def __repr__(self) -> str:
         return f"TreeConsumer({self.id}@{self.anode.id if self.anode else None})"
@@ -149,11 +151,16 @@ _ATTACH, _DETACH, _FREE, _MAP_ADD, _MAP_DEL, _UNFREE = range(6)
 class Log:
     """An undo log: the exact inverse of every mutation made while it is active."""
 
-    __slots__ = ("entries", "saved")
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
         self.entries: list[tuple[Any, ...]] = []
-        self.saved: set[int] = set()
+
+
+# Every insertion into a node's consumer dict is an append stamped with a fresh, increasing position, so
+# each dict is always ordered by position; a rollback re-inserts removed consumers with their old
+# position and re-sorts the dicts it touched (list order restored exactly, no copy on the hot path).
+_positions = itertools.count(1)
 
 
 def _agg_add(n: Node, c: TreeConsumer) -> None:
@@ -188,25 +195,16 @@ def attach(n: Node, c: TreeConsumer, log: Log | None) -> None:
         sub[c] = None
     _agg_add(n, c)
     if log is not None:
-        log.entries.append((_ATTACH, n, c, c.anode))
+        log.entries.append((_ATTACH, n, c, c.anode, c.pos))
     c.anode = n
+    c.pos = next(_positions)
 
 
 def detach(n: Node, c: TreeConsumer, log: Log | None) -> None:
     """Remove ``c`` from ``n``'s consumer list (order of the others kept); ``c.anode`` becomes None."""
     sub = _sub_dict(n, c)
     if log is not None:
-        saved = log.saved
-        cs = n.consumers
-        copy_cs = None
-        if id(cs) not in saved:
-            saved.add(id(cs))
-            copy_cs = dict(cs)
-        copy_sub = None
-        if sub is not None and id(sub) not in saved:
-            saved.add(id(sub))
-            copy_sub = dict(sub)
-        log.entries.append((_DETACH, n, c, c.anode, copy_cs, sub, copy_sub))
+        log.entries.append((_DETACH, n, c, c.anode, c.pos, sub))
     del n.consumers[c]
     if sub is not None:
         del sub[c]
@@ -240,6 +238,7 @@ def _range(k: int) -> range:
 def rollback(log: Log) -> None:
     """Undo every logged mutation, newest first; the state is exactly what it was when ``log`` began."""
     entries = log.entries
+    dirty: dict[int, dict[TreeConsumer, None]] = {}
     for e in reversed(entries):
         op = e[0]
         if op == _FREE:
@@ -251,34 +250,35 @@ def rollback(log: Log) -> None:
             for i, r in enumerate(req):
                 free[i] -= r
         elif op == _ATTACH:
-            n, c, old = e[1], e[2], e[3]
+            n, c = e[1], e[2]
             n.consumers.pop(c, None)
             sub = _sub_dict(n, c)
             if sub is not None:
                 sub.pop(c, None)
             _agg_sub(n, c)
-            c.anode = old
+            c.anode, c.pos = e[3], e[4]
         elif op == _DETACH:
-            n, c, old, copy_cs, sub, copy_sub = e[1], e[2], e[3], e[4], e[5], e[6]
-            if copy_cs is not None:
-                n.consumers.clear()
-                n.consumers.update(copy_cs)
-            else:  # an older entry of this log restores the exact order
-                n.consumers[c] = None
+            n, c, sub = e[1], e[2], e[5]
+            c.anode, c.pos = e[3], e[4]
+            n.consumers[c] = None
+            dirty[id(n.consumers)] = n.consumers
             if sub is not None:
-                if copy_sub is not None:
-                    sub.clear()
-                    sub.update(copy_sub)
-                else:
-                    sub[c] = None
+                sub[c] = None
+                dirty[id(sub)] = sub
             _agg_add(n, c)
-            c.anode = old
         elif op == _MAP_ADD:
             e[1].pop(e[2], None)
         elif op == _MAP_DEL:
             e[1][e[2]] = e[3]
+    for d in dirty.values():
+        order = sorted(d, key=_pos_key)
+        d.clear()
+        d.update(dict.fromkeys(order))
     entries.clear()
-    log.saved.clear()
+
+
+def _pos_key(c: TreeConsumer) -> int:
+    return c.pos
 
 
 def _fits(req: list[int], free: list[int]) -> bool:
