@@ -75,7 +75,7 @@ kind: ElasticQuota
 metadata:
   name: x
   annotations:
-    quota.scheduling.koordinator.sh/max-strict-check-resource-keys: '["cpu", "vcore"]'
+    quota.scheduling.koordinator.sh/max-strict-check-resource-keys: '["cpu"]'
 spec:
   max: {cpu: 30m}
 """

@@ -218,7 +218,9 @@ def spec_from_object(obj: Any) -> QuotaSpec:
         namespaces=_string_list(name, "namespaces-invalid", annotations.get(ANNOTATION_NAMESPACES)),
         tree_id=str(labels.get(LABEL_TREE_ID) or ""),
         force_update=_truthy(labels.get(LABEL_FORCE_UPDATE, "false")),
-        strict_keys=_string_list(name, "strict-keys-invalid", annotations.get(ANNOTATION_STRICT_KEYS)),
+        # Kubernetes names, like the spec: `cpu` is `vcore` inside quotaplane.
+        strict_keys=tuple("vcore" if k == "cpu" else k for k in _string_list(
+            name, "strict-keys-invalid", annotations.get(ANNOTATION_STRICT_KEYS))),
     )
 
 
