@@ -282,3 +282,41 @@ def test_f2_3_victims_leave_later_trees_before_the_newcomer_is_placed() -> None:
     assert qm.consumer_node("ServiceTree", "owner") == "Srvc-X"
     assert not qm.is_allocated("ServiceTree", "big")
     check_invariant(qm)
+
+
+def test_threads_mixing_all_calls_keep_the_invariant() -> None:
+    """One lock per manager: concurrent allocate/deallocate/forest/try-undo calls never corrupt state."""
+    qm = forest_manager()
+    for i in range(24):
+        add_job(qm, f"j{i}", ctx=("Context-1", "Context-4")[i % 2], srv=("Srvc-X", "Srvc-Y")[i % 3 % 2],
+                cpu=1 + i % 2, disk=i % 2, priority=i % 3)
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for step in range(60):
+                cid = f"j{(k * 7 + step) % 24}"
+                with qm.transaction():
+                    on = [qm.is_allocated(t, cid) for t in ("ContextTree", "ServiceTree")]
+                    assert on[0] == on[1]
+                    if on[0]:
+                        qm.deallocate_forest("F", cid)
+                    elif step % 3 == 0:
+                        before = qm.dump_state()
+                        qm.try_allocate_forest("F", cid)
+                        assert qm.undo_allocate_forest("F", cid)
+                        assert qm.dump_state() == before
+                    else:
+                        qm.allocate_forest("F", cid)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    check_invariant(qm)
+    for i in range(24):
+        assert qm.is_allocated("ContextTree", f"j{i}") == qm.is_allocated("ServiceTree", f"j{i}")
