@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from quotaplane.config.identity import UserGroup
-from quotaplane.elastic import DEFAULT_QUOTA, ElasticQuotaManager
-from quotaplane.policies.elastic import ElasticPolicy, build_policy
+from quotaplane.elastic import DEFAULT_QUOTA, ElasticQuotaManager, QuotaValidationError
+from quotaplane.policies.elastic import ElasticPolicy, build_policy, validate_extension
 from quotaplane.policy import AdmissionRequest, QuotaPolicy
 from quotaplane.resources import Resource
 
@@ -145,3 +145,89 @@ spec: {max: {cpu: 10}, min: {cpu: 2}}
     assert plain.manager.quota_names().count("team") == 1
     p.update_config(SimpleNamespace(extensions={"elasticquotas": text.replace("cpu: 10", "cpu: 20")}))
     assert p.manager.spec("team").max == {V: 20000}
+
+
+QUOTA = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata:
+  name: {name}
+  labels: {{quota.scheduling.koordinator.sh/parent: {parent}}}
+spec: {{max: {{cpu: 10}}, min: {{cpu: 1}}}}
+"""
+DEPT = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata:
+  name: dept
+  labels: {quota.scheduling.koordinator.sh/is-parent: "true"}
+spec: {max: {cpu: 10}, min: {cpu: 5}}
+"""
+
+
+def _cfg(text: str) -> SimpleNamespace:
+    return SimpleNamespace(extensions={"elasticquotas": {"quotas": text}})
+
+
+def test_update_config_syncs_the_quota_set() -> None:
+    """A reload makes the quota set exactly the configured one; removed quotas are deleted."""
+    p = build_policy(_cfg(DEPT + "---" + QUOTA.format(name="t1", parent="dept") + "---"
+                          + QUOTA.format(name="t2", parent="dept")), None)
+    assert p.manager.children("dept") == ["t1", "t2"]
+    p.update_config(_cfg(DEPT + "---" + QUOTA.format(name="t2", parent="dept")))
+    assert p.manager.children("dept") == ["t2"] and "t1" not in p.manager.quota_names()
+    p.update_config(_cfg(QUOTA.format(name="solo", parent="koordinator-root-quota")))
+    assert [n for n in p.manager.quota_names() if not n.startswith("koordinator-")] == ["solo"]
+
+
+def test_update_config_refuses_removing_a_quota_with_allocations() -> None:
+    p = build_policy(_cfg(DEPT + "---" + QUOTA.format(name="t1", parent="dept")), None)
+    p.set_cluster_resource({V: 10_000})
+    assert p.apply(req("k1", 100, tags={NAME_TAG: "t1"})) == []
+    before = p.manager.dump_state()
+    for text in (DEPT, QUOTA.format(name="t2", parent="koordinator-root-quota"),
+                 DEPT + "---" + QUOTA.format(name="t9", parent="dept")):
+        try:
+            p.update_config(_cfg(text))
+        except QuotaValidationError as exc:
+            assert (exc.quota, exc.rule) == ("t1", "delete-has-pods")
+        else:
+            raise AssertionError(f"reload accepted: {text}")
+        assert p.manager.dump_state() == before
+
+
+def test_update_config_refuses_parent_that_goes_away() -> None:
+    p = build_policy(_cfg(DEPT + "---" + QUOTA.format(name="t1", parent="dept")), None)
+    before = p.manager.dump_state()
+    try:
+        p.update_config(_cfg(QUOTA.format(name="t1", parent="dept")))
+    except QuotaValidationError as exc:
+        assert (exc.quota, exc.rule) == ("t1", "parent-not-found")
+    else:
+        raise AssertionError("reload accepted")
+    assert p.manager.dump_state() == before
+
+
+def test_validate_extension_and_bad_options() -> None:
+    validate_extension({"quotas": DEPT, "scaleMin": "false", "revokeDelay": 0})
+    for bad in ({"quotas": DEPT, "scalemin": True}, {"revokeDelay": -1}, {"revokeDelay": "soon"},
+                {"checkParent": "maybe"}, {"quotas": 42}):
+        try:
+            validate_extension(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"accepted {bad}")
+    try:
+        validate_extension(QUOTA.format(name="x", parent="ghost"))
+    except QuotaValidationError as exc:
+        assert (exc.quota, exc.rule) == ("x", "parent-not-found")
+    else:
+        raise AssertionError("accepted a missing parent")
+
+
+def test_update_config_may_move_a_busy_quota_and_drop_its_old_parent() -> None:
+    p = build_policy(_cfg(DEPT + "---" + QUOTA.format(name="t1", parent="dept")), None)
+    assert p.apply(req("k1", 100, tags={NAME_TAG: "t1"})) == []
+    p.update_config(_cfg(QUOTA.format(name="t1", parent="koordinator-root-quota")))
+    assert "dept" not in p.manager.quota_names() and p.manager.used("t1") == {V: 100}

@@ -299,6 +299,45 @@ class ElasticQuotaManager:
         """Create or update several quota groups given as :class:`QuotaSpec`; all-or-nothing."""
         self._apply_specs(list(specs))
 
+    def sync_yaml(self, text: str) -> None:
+        """Make the quota set exactly the ElasticQuotas of ``text`` (a declarative reload).
+
+        Quotas of the text are created or updated as by :meth:`apply_yaml`; every other quota (except the
+        root, system and default quotas) is deleted. All-or-nothing: a quota that would have to go but
+        still has pods, a definition naming such a quota as parent, or any rule broken by the definitions
+        raises :class:`QuotaValidationError` and changes nothing.
+        """
+        self.sync_specs(parse_elastic_quotas(text))
+
+    def sync_specs(self, specs: Sequence[QuotaSpec]) -> None:
+        """:meth:`sync_yaml` for :class:`QuotaSpec` objects."""
+        specs = list(specs)
+        keep = {s.name for s in specs}
+        removed = [n for n in sorted(self._q) if n not in keep and n not in (ROOT_QUOTA, SYSTEM_QUOTA,
+                                                                             DEFAULT_QUOTA)]
+        gone = set(removed)
+        for spec in specs:
+            if spec.parent in gone:
+                raise QuotaValidationError(spec.name, "parent-not-found",
+                                           f"the parent {spec.parent} is not in the new definitions")
+        for name in removed:
+            q = self._q[name]
+            if q.has_bound_pods():
+                raise QuotaValidationError(name, "delete-has-pods",
+                                           f"quota {name} is not in the new definitions but has pods")
+        # Every check that can fail is done: apply (itself all-or-nothing), then delete deepest first.
+        self._apply_specs(specs)
+        for name in sorted(removed, key=lambda n: (-self._depth(n), n)):
+            self.delete(name)
+
+    def _depth(self, name: str) -> int:
+        depth = 0
+        q = self._q[name]
+        while q.parent and q.parent in self._q:
+            depth += 1
+            q = self._q[q.parent]
+        return depth
+
     def delete(self, name: str) -> None:
         """Delete a quota group (reference §3.4).
 

@@ -24,7 +24,7 @@ from quotaplane.elastic.model import POD_LABEL_NAME, parse_elastic_quotas, spec_
 from quotaplane.policy import AdmissionRequest, Violation
 from quotaplane.resources import Resource
 
-__all__ = ["ElasticPolicy", "build_policy"]
+__all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
 
 NAMESPACE_TAG = "namespace"
 
@@ -100,37 +100,68 @@ class ElasticPolicy:
         return self.manager.dump_state()
 
     def update_config(self, partition_config: Any) -> None:
-        """A config reload kept the extension: apply its quota definitions (all-or-nothing)."""
+        """A config reload kept the extension: the quota set becomes exactly the configured one.
+
+        All-or-nothing (:meth:`ElasticQuotaManager.sync_specs`): quotas no longer configured are deleted,
+        which is refused — changing nothing — while they still hold allocations.
+        """
         options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
-        specs = options["specs"]
-        if specs:
-            self.manager.apply_specs(specs)
+        self.manager.sync_specs(options["specs"])
 
 
 def _options(raw: Any) -> dict[str, Any]:
     """Read the ``elasticquotas`` partition extension.
 
     Accepted shapes: ElasticQuota YAML text; a list of ElasticQuota objects; or a mapping with
-    ``quotas`` (either of the above) and the options ``scaleMin`` (bool), ``revokeDelay`` (seconds),
-    ``checkParent`` (bool).
+    ``quotas`` (either of the above) and the options ``scaleMin`` (bool), ``revokeDelay`` (seconds ≥ 0),
+    ``checkParent`` (bool). Anything else is a ``ValueError`` naming the key.
     """
     opts: dict[str, Any] = {"specs": [], "scale_min": True, "revoke_delay": 120.0, "check_parent": False}
     quotas: Any = raw
     if isinstance(raw, Mapping) and raw.get("kind") is None:
+        unknown = sorted(str(k) for k in raw if k not in _OPTION_KEYS)
+        if unknown:
+            raise ValueError(f"elasticquotas: unknown keys {unknown}; expected {list(_OPTION_KEYS)}")
         quotas = raw.get("quotas")
         if "scaleMin" in raw:
-            opts["scale_min"] = bool(raw["scaleMin"])
-        if "revokeDelay" in raw:
-            opts["revoke_delay"] = float(raw["revokeDelay"])
+            opts["scale_min"] = _flag("scaleMin", raw["scaleMin"])
         if "checkParent" in raw:
-            opts["check_parent"] = bool(raw["checkParent"])
+            opts["check_parent"] = _flag("checkParent", raw["checkParent"])
+        if "revokeDelay" in raw:
+            delay = raw["revokeDelay"]
+            if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0:
+                raise ValueError(f"elasticquotas: revokeDelay must be a number of seconds >= 0, "
+                                 f"got {delay!r}")
+            opts["revoke_delay"] = float(delay)
     if isinstance(quotas, str):
         opts["specs"] = parse_elastic_quotas(quotas)
     elif isinstance(quotas, Mapping):
         opts["specs"] = [spec_from_object(quotas)]
     elif isinstance(quotas, list):
         opts["specs"] = [spec_from_object(q) for q in quotas]
+    elif quotas is not None:
+        raise ValueError(f"elasticquotas: quotas must be ElasticQuota YAML text or a list, got {quotas!r}")
     return opts
+
+
+_OPTION_KEYS = ("quotas", "scaleMin", "revokeDelay", "checkParent")
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"elasticquotas: {key} must be true or false, got {value!r}")
+
+
+def validate_extension(raw: Any) -> None:
+    """Check an ``elasticquotas`` partition extension without side effects (for config validation).
+
+    Raises :class:`QuotaValidationError` (or ``ValueError`` for a bad option) naming the quota and rule.
+    """
+    options = _options(raw)
+    ElasticQuotaManager({}).apply_specs(options["specs"])
 
 
 def build_policy(partition_config: Any, context: Any) -> ElasticPolicy:
