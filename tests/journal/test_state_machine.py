@@ -112,7 +112,7 @@ _SETTINGS = settings(max_examples=30, stateful_step_count=20, deadline=None,
 TestMemoryJournalMachine = MemoryMachine.TestCase
 TestMemoryJournalMachine.settings = _SETTINGS
 TestSQLiteJournalMachine = SQLiteMachine.TestCase
-TestSQLiteJournalMachine.settings = _SETTINGS
+TestSQLiteJournalMachine.settings = settings(_SETTINGS, max_examples=20)
 
 
 def test_postgres_journal_machine(pg_url: str) -> None:
