@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quotaplane.journal import MemoryJournal, SQLiteJournal, mask_url, open_journal, parse_store_url
 
@@ -94,3 +96,22 @@ def test_errors_never_show_the_password() -> None:
     assert mask_url("postgresql://u:hunter2@h/db") == "postgresql://u:***@h/db"
     assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert mask_url("memory://") == "memory://"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.text(max_size=40),
+    st.builds(lambda scheme, rest: f"{scheme}://{rest}",
+              st.sampled_from(["sqlite", "postgresql", "postgres", "memory", "SQLite", "x"]),
+              st.text(max_size=40)),
+))
+def test_fuzzed_urls_raise_only_value_error(url: str) -> None:
+    """Any text either parses or raises ValueError (never another exception) — quality.md "Bad input"."""
+    try:
+        parsed = parse_store_url(url)
+    except ValueError as exc:
+        assert str(exc)
+    else:
+        assert parsed.kind in ("memory", "sqlite", "postgresql")
+        if parsed.kind == "sqlite":
+            assert parsed.path
