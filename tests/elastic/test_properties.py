@@ -10,7 +10,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotaplane.elastic import ROOT_QUOTA, SYSTEM_QUOTA, ElasticQuotaManager, QuotaValidationError, scale_mins
+from quotaplane.elastic import (
+    ROOT_QUOTA,
+    SYSTEM_QUOTA,
+    ElasticQuotaManager,
+    QuotaSpec,
+    QuotaValidationError,
+    scale_mins,
+)
+from quotaplane.resources import Resource
 
 from .conftest import assert_consistent
 
@@ -167,3 +175,32 @@ def test_what_if_check_equals_adding_the_pending_pod(
     e.add_pod(leaf, "probe", {V: v, G: g})
     real = e.violations(leaf, {V: v, G: g}, preemptible=preemptible)
     assert what_if == real
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sets(st.sampled_from(ORDER), max_size=len(ORDER)),
+                          st.fixed_dictionaries({n: quota_params() for n in ORDER})), min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(POD_LEAVES), amount), max_size=4))
+def test_sync_makes_exactly_the_configured_set_or_changes_nothing(
+        configs: list[tuple[set[str], dict[str, Any]]], pods: list[tuple[str, int]]) -> None:
+    """sync_specs (config reload): afterwards the quota set is exactly the configured one; a refused
+    reload changes nothing; runtimes stay equal to a full recompute."""
+    e = ElasticQuotaManager({V: 100, G: 8})
+    for i, (names, params) in enumerate(configs):
+        specs = [QuotaSpec(n, Resource(params[n]["min"]), Resource(params[n]["max"]),
+                           parent=TREE[n][0] or ROOT_QUOTA, is_parent=TREE[n][1],
+                           allow_lent=params[n]["allow_lent"], force_update=True)
+                 for n in ORDER if n in names]
+        before = e.dump_state()
+        try:
+            e.sync_specs(specs)
+        except QuotaValidationError:
+            assert e.dump_state() == before
+        else:
+            mine = {n for n in e.quota_names() if not n.startswith("koordinator-")}
+            assert mine == names
+        assert_consistent(e)
+        if i == 0:
+            for j, (leaf, v) in enumerate(pods):
+                if leaf in e.quota_names():
+                    e.add_pod(leaf, f"p{j}", {V: v}, assigned=True)
