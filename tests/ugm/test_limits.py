@@ -236,3 +236,14 @@ def test_u1_running_app_on_its_own_path_is_still_checked_for_user_and_group() ->
     assert m.dump_state() == before
     assert m.increase_tracked_resource("root.a.b", "app-1", R(vcore=500, memory=10), sue)
     assert m.get_group_resources("dev") == {"vcore": 3000, "memory": 10}
+
+
+def test_h6_u6_count_limit_lowered_below_running_apps_refuses_only_new_apps() -> None:
+    m = manager({"root": [lim(users=["*"], res={"vcore": 100})]})
+    for i in range(3):
+        assert m.increase_tracked_resource("root.a", f"app-{i}", R(vcore=1), ug("u0"))
+    m.update_config(partition({"root": [lim(users=["*"], res={"vcore": 100}, apps=2)]}))
+    assert m.increase_tracked_resource("root.a", "app-0", R(vcore=1), ug("u0"))
+    assert m.can_run_app("root.a", "app-1", ug("u0"))
+    assert not m.can_run_app("root.a", "app-3", ug("u0"))
+    assert not m.increase_tracked_resource("root.a", "app-3", R(vcore=1), ug("u0"))

@@ -113,13 +113,14 @@ class UgmMachine(RuleBasedStateMachine):
         if not ok:
             assert self.m.dump_state() == before
             return
+        started = known is None
         if known is None:
             known = {"user": user, "path": path, "usage": {},
                      "group": model_group(self.config, path, USERS[user])}
             self.apps[app_id] = known
         for k, v in usage.items():
             known["usage"][k] = known["usage"].get(k, 0) + v
-        self.check_within_limits(known, usage)
+        self.check_within_limits(known, usage, started)
 
     @precondition(lambda self: bool(self.apps))
     @rule(data=st.data())
@@ -201,8 +202,10 @@ class UgmMachine(RuleBasedStateMachine):
                     total[k] = total.get(k, 0) + v
         return {k: v for k, v in sorted(total.items()) if v}
 
-    def check_within_limits(self, app: dict[str, Any], usage: Resource) -> None:
-        """U1: after an admitted increase no limit on its path is exceeded for a requested type."""
+    def check_within_limits(self, app: dict[str, Any], usage: Resource, started: bool) -> None:
+        """U1: after an admitted increase no limit on its path is exceeded for a requested type,
+        and no count limit if the increase started the application (a running application is
+        never refused for its count, even after a reload lowered the limit: H-3, U6)."""
         for kind, name in (("user", app["user"]), ("group", app["group"])):
             if name is None:
                 continue
@@ -215,7 +218,7 @@ class UgmMachine(RuleBasedStateMachine):
                     for k, v in usage.items():
                         if v > 0 and k in entry.max_resources:
                             assert used.get(k, 0) <= entry.max_resources[k]
-                if entry.max_applications:
+                if entry.max_applications and started:
                     running = [a for a, x in self.members(kind, name) if level in split_queue_path(x["path"])]
                     assert len(running) <= entry.max_applications
 
