@@ -59,6 +59,8 @@ class ServerProcess:
         self.env = dict(os.environ)
         self.env.pop("QUOTAPLANE_TOKENS", None)
         self.env.pop("QUOTAPLANE_TOKENS_FILE", None)
+        # Let the subprocesses cache bytecode: without it every start recompiles FastAPI (~5 s here).
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env.update(env or {})
         self.env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + self.env.get("PYTHONPATH", "")
         self.proc: subprocess.Popen[bytes] | None = None

@@ -48,6 +48,7 @@ class Leadership:
     def __init__(self, lease_journal: Any, *, advertise: str,
                  build_leader: Callable[[str], Any], build_follower: Callable[[], Any],
                  refresh: Callable[[Any], Any] | None = None,
+                 streams_hint: Callable[[], list[str]] | None = None,
                  ttl: float = 5.0, interval: float = 1.0) -> None:
         if ttl <= interval:
             raise ValueError("the lease ttl must be longer than the renewal interval")
@@ -59,6 +60,7 @@ class Leadership:
         self._build_leader = build_leader
         self._build_follower = build_follower
         self._refresh = refresh
+        self._streams_hint = streams_hint
         self._leader = False
         self._streams: list[str] = [LEASE_STREAM]
         self._task: asyncio.Task[None] | None = None
@@ -108,18 +110,28 @@ class Leadership:
         self._leader = False
         return self._build_follower()
 
-    def _become_leader(self, old: Any) -> Any:
-        # Partition leases first (they may still be held by a dead leader until they expire), then
-        # rebuild from the store so every acknowledged change is there.
-        scheduler = self._build_leader(self.holder)
-        self._streams = [LEASE_STREAM, *self._partition_streams(scheduler)]
+    def _take_all(self) -> None:
+        # A dead leader's partition leases live until they expire: wait up to one ttl for them.
         deadline = time.monotonic() + self.ttl + 2 * self.interval
         while not self.try_acquire():
             if time.monotonic() > deadline:
-                with contextlib.suppress(Exception):
-                    scheduler.close()
                 raise RuntimeError("could not take the partition leases")
             time.sleep(self.interval / 2)
+
+    def _become_leader(self, old: Any) -> Any:
+        # Partition leases first (the restore may append, fenced by them), then rebuild from the
+        # store so every acknowledged change is there, then lease any partition the config added.
+        hint = self._streams_hint() if self._streams_hint is not None else []
+        self._streams = [LEASE_STREAM, *[s for s in hint if s != LEASE_STREAM]]
+        self._take_all()
+        scheduler = self._build_leader(self.holder)
+        try:
+            self._streams = [LEASE_STREAM, *self._partition_streams(scheduler)]
+            self._take_all()
+        except Exception:
+            with contextlib.suppress(Exception):
+                scheduler.close()
+            raise
         if old is not None:
             with contextlib.suppress(Exception):
                 old.close()

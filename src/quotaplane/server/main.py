@@ -202,8 +202,21 @@ def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[A
             return placeholder
         return build_scheduler(None, store_url, holder=holder_box[0] if holder_box else None)
 
+    def streams_hint() -> list[str]:
+        # Streams the restore and the --config may write to: every journalled stream and every
+        # partition of the configuration (the scheduler names a partition's stream after it).
+        from quotaplane.config import load_config
+
+        names = set(lease_journal.streams())
+        for source in (text, journalled_config(lease_journal)):
+            if source:
+                for pc in load_config(source).partitions:
+                    names.add("partition:scheduler" if pc.name == "scheduler" else pc.name)
+        names.discard("scheduler")
+        return sorted(names)
+
     leadership = Leadership(lease_journal, advertise=advertise, build_leader=build_leader,
-                            build_follower=build_follower,
+                            build_follower=build_follower, streams_hint=streams_hint,
                             refresh=lambda cur: catch_up(cur, build_follower, lease_journal),
                             ttl=ttl, interval=max(0.2, min(1.0, ttl / 5)))
     holder_box.append(leadership.holder)

@@ -1,0 +1,226 @@
+"""Service benchmark: allocation decisions over HTTP against a real ``quotaplane serve`` (journal on).
+
+Measures (quality.md "Service"):
+
+* single decisions/s — one client, one allocation per request, keep-alive;
+* batch decisions/s — one client, 1,000 allocations per request;
+* p50/p99 latency of single allocations with 64 concurrent clients;
+* the baseline: the trivial ``GET /ws/v1/scheduler/healthcheck`` with one client, measured in the same
+  run against the same server, so ``single_vs_healthcheck`` is a machine-independent ratio.
+
+The client side uses raw keep-alive HTTP/1.1 (http.client / asyncio streams) so the client costs as
+little as possible of the two cores. Run: ``.venv/bin/python benchmarks/service.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import write_results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFIG = """\
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: default
+"""
+
+SINGLE_SECONDS = 6.0
+BATCH_SIZE = 1000
+BATCH_REQUESTS = 20
+CONCURRENCY = 64
+CONCURRENT_PER_CLIENT = 60
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+    """Start ``quotaplane serve`` with a SQLite store and wait for the healthcheck."""
+    (workdir / "queues.yaml").write_text(CONFIG)
+    env = dict(os.environ)
+    env.pop("QUOTAPLANE_TOKENS", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = str(ROOT / "src")
+    proc = subprocess.Popen([sys.executable, "-m", "quotaplane.cli", "serve", "--config", "queues.yaml",
+                             "--store", "sqlite:///bench.db", "--port", str(port)],
+                            cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/ws/v1/scheduler/healthcheck")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not start: " + (proc.stderr.read().decode() if proc.stderr else ""))
+
+
+def call(conn: http.client.HTTPConnection, method: str, path: str,
+         body: Any | None = None) -> tuple[int, bytes]:
+    """One request on a keep-alive connection."""
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    conn.request(method, path, body=data, headers=headers)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def setup(port: int) -> None:
+    """A big node and one application per client."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    status, _ = call(conn, "PUT", "/ws/v1/partition/default/node/n1",
+                     {"capacity": {"vcore": 10**15, "memory": 10**18}})
+    assert status == 201, status
+    for i in range(CONCURRENCY + 2):
+        status, text = call(conn, "POST", "/ws/v1/partition/default/applications",
+                            {"applicationID": f"app-{i}", "user": f"user{i % 8}", "groups": ["g"],
+                             "queue": "root.default"})
+        assert status == 201, text
+    conn.close()
+
+
+def rate_healthcheck(port: int, seconds: float) -> float:
+    """Baseline: healthcheck GETs per second, one client."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    n = 0
+    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < end:
+        status, _ = call(conn, "GET", "/ws/v1/scheduler/healthcheck")
+        assert status == 200
+        n += 1
+    rate = n / (time.perf_counter() - start)
+    conn.close()
+    return rate
+
+
+def rate_single(port: int, seconds: float) -> float:
+    """Single allocation decisions per second, one client."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    n = 0
+    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < end:
+        status, text = call(conn, "POST", "/ws/v1/partition/default/allocations",
+                            {"applicationID": "app-0", "allocationKey": f"s-{n}",
+                             "resource": {"vcore": 1, "memory": 1024}})
+        assert status == 201, text
+        n += 1
+    rate = n / (time.perf_counter() - start)
+    conn.close()
+    return rate
+
+
+def rate_batch(port: int) -> float:
+    """Batch allocation decisions per second, one client, BATCH_SIZE per request."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    bodies = [{"allocations": [{"applicationID": "app-1", "allocationKey": f"b-{r}-{i}",
+                                "resource": {"vcore": 1, "memory": 1024}} for i in range(BATCH_SIZE)]}
+              for r in range(BATCH_REQUESTS)]
+    start = time.perf_counter()
+    for body in bodies:
+        status, text = call(conn, "POST", "/ws/v1/partition/default/allocations/batch", body)
+        assert status == 200, text[:200]
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return BATCH_SIZE * BATCH_REQUESTS / elapsed
+
+
+async def _client(port: int, idx: int, latencies: list[float]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for j in range(CONCURRENT_PER_CLIENT):
+        body = json.dumps({"applicationID": f"app-{idx + 2}", "allocationKey": f"c-{idx}-{j}",
+                           "resource": {"vcore": 1}}).encode()
+        req = (b"POST /ws/v1/partition/default/allocations HTTP/1.1\r\nHost: bench\r\n"
+               b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+               + b"\r\n\r\n" + body)
+        t0 = time.perf_counter()
+        writer.write(req)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        payload = await reader.readexactly(length)
+        latencies.append(time.perf_counter() - t0)
+        if not head.startswith(b"HTTP/1.1 201"):
+            raise RuntimeError(head.decode() + payload.decode())
+    writer.close()
+
+
+async def _concurrent(port: int) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    start = time.perf_counter()
+    await asyncio.gather(*(_client(port, i, latencies) for i in range(CONCURRENCY)))
+    return latencies, time.perf_counter() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (nearest rank)."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * len(s)) - 1))]
+
+
+def main() -> None:
+    """Run every measurement and write benchmarks/results/service.json."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        proc = start_server(Path(tmp), port)
+        try:
+            setup(port)
+            rate_single(port, 1.0)                    # warm-up
+            health = rate_healthcheck(port, 3.0)
+            single = rate_single(port, SINGLE_SECONDS)
+            batch = rate_batch(port)
+            latencies, elapsed = asyncio.run(_concurrent(port))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    results = {
+        "healthcheck_per_s_baseline": round(health, 1),
+        "single_decisions_per_s": round(single, 1),
+        "single_target_per_s": 1500,
+        "single_vs_healthcheck": round(single / health, 3),
+        "batch_decisions_per_s": round(batch, 1),
+        "batch_target_per_s": 20000,
+        "batch_vs_single": round(batch / single, 2),
+        "concurrent_clients": CONCURRENCY,
+        "concurrent_decisions_per_s": round(len(latencies) / elapsed, 1),
+        "concurrent_p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
+        "concurrent_p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+        "concurrent_p99_target_ms": 50,
+        "journal": "sqlite (WAL, synchronous=NORMAL)",
+    }
+    write_results("service", results)
+
+
+if __name__ == "__main__":
+    main()
