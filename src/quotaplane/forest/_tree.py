@@ -145,7 +145,7 @@ def build_structure(cache: TreeCache) -> TreeStructure:
 
 # ---------------------------------------------------------------------------------------------- undo log
 
-_ATTACH, _DETACH, _FREE, _MAP_ADD, _MAP_DEL, _UNFREE = range(6)
+_ATTACH, _DETACH, _FREE, _MAP_ADD, _MAP_DEL, _UNFREE, _MOVE = range(7)
 
 
 class Log:
@@ -212,6 +212,24 @@ def detach(n: Node, c: TreeConsumer, log: Log | None) -> None:
     c.anode = None
 
 
+def move(src: Node, dst: Node, c: TreeConsumer, log: Log | None) -> None:
+    """``detach(src, c)`` then ``attach(dst, c)`` (slide up / slide down), logged as one step."""
+    sub = _sub_dict(src, c)
+    del src.consumers[c]
+    if sub is not None:
+        del sub[c]
+    _agg_sub(src, c)
+    dst.consumers[c] = None
+    sub_dst = _sub_dict(dst, c)
+    if sub_dst is not None:
+        sub_dst[c] = None
+    _agg_add(dst, c)
+    if log is not None:
+        log.entries.append((_MOVE, src, dst, c, c.pos, sub))
+    c.anode = dst
+    c.pos = next(_positions)
+
+
 def take(free: list[int], req: list[int], log: Log | None) -> None:
     """``free -= req`` (i.e. a(n) += req)."""
     for i in _range(len(req)):
@@ -266,6 +284,20 @@ def rollback(log: Log) -> None:
                 sub[c] = None
                 dirty[id(sub)] = sub
             _agg_add(n, c)
+        elif op == _MOVE:
+            src, dst, c, sub = e[1], e[2], e[3], e[5]
+            dst.consumers.pop(c, None)
+            sub_dst = _sub_dict(dst, c)
+            if sub_dst is not None:
+                sub_dst.pop(c, None)
+            _agg_sub(dst, c)
+            c.anode, c.pos = src, e[4]
+            src.consumers[c] = None
+            dirty[id(src.consumers)] = src.consumers
+            if sub is not None:
+                sub[c] = None
+                dirty[id(sub)] = sub
+            _agg_add(src, c)
         elif op == _MAP_ADD:
             e[1].pop(e[2], None)
         elif op == _MAP_DEL:
@@ -440,14 +472,15 @@ class Controller:
                 break
         else:  # pragma: no cover - the sum test above guarantees a fitting prefix
             return False
+        free = n.free
+        give(free, [acc[i] - free[i] for i in rng], log)   # a(n) -= Σ req(victims)
         for v in victims:
             if v not in rec_moved:
                 rec_moved[v] = v.anode
-            detach(n, v, log)
-            give(n.free, v.request, log)
             if parent is not None:
-                attach(parent, v, log)     # slide up: a(parent) already counts v
+                move(n, parent, v, log)    # slide up: a(parent) already counts v
             else:
+                detach(n, v, log)
                 preempted.append(v)        # at the root moving up is preemption
         return True
 
@@ -527,8 +560,7 @@ class Controller:
                                 ok = False
                                 break
                         if ok:
-                            detach(p, v, log)
-                            attach(m, v, log)
+                            move(p, m, v, log)
                             take(free, vr, log)
         return True
 
