@@ -121,7 +121,8 @@ class Application:
     sequence number in force when it last entered the running count (used to rebuild snapshots).
     """
 
-    __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "counted", "gang_style",
+    __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "count_order", "counted",
+                 "gang_style",
                  "placeholder_since", "placeholder_timeout", "queue_path", "state", "state_since",
                  "submit_time", "tags", "user")
 
@@ -142,6 +143,7 @@ class Application:
         self.placeholder_since: float | None = None
         self.anchor_seq = added_seq
         self.added_seq = added_seq
+        self.count_order = 0          # order among the partition's running-count entries
 
     @property
     def allocated(self) -> Resource:

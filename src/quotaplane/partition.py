@@ -44,6 +44,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import ConflictError, NotFoundError, QuotaplaneError, RejectedError
 from quotaplane.policy import AdmissionRequest, Decision, QuotaPolicy, Violation
+from quotaplane.queueing import PendingAsksMixin
 from quotaplane.resources import Resource
 
 __all__ = ["Allocation", "Application", "JournalReplayError", "Partition"]
@@ -122,7 +123,7 @@ def _positive_part(a: Mapping[str, int], b: Mapping[str, int]) -> tuple[Resource
     return Resource._wrap(up), Resource._wrap(down)
 
 
-class Partition:
+class Partition(PendingAsksMixin):
     """One partition of the scheduler (contract "Scheduler and partitions").
 
     All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
@@ -171,6 +172,11 @@ class Partition:
         self._last_seq = 0
         self._snapshot_seq = 0
         self._replaying = False
+        self._poisoned: BaseException | None = None
+        self._count_seq = 0
+        #: The last error of an automatic snapshot (snapshots are optional; the events are durable).
+        self.snapshot_error: Exception | None = None
+        self._init_asks()
         self._build_extensions(config)
         self.queues.set_cluster_resource(self._total)
 
@@ -207,17 +213,36 @@ class Partition:
     # ------------------------------------------------------------------------------------------------
     # journal
 
-    def _record(self, events: list[dict[str, Any]]) -> None:
-        """Append ``events`` durably (S1); take a snapshot every ``snapshot_every`` events."""
+    def _record(self, events: list[dict[str, Any]], *, recoverable: bool = False) -> None:
+        """Append ``events`` durably (S1); take a snapshot every ``snapshot_every`` events.
+
+        The change is already applied in memory. If the append fails, a caller that can roll the
+        change back passes ``recoverable=True`` and does so; otherwise the partition refuses every
+        further change (its memory is ahead of its journal) until it is restored from the journal.
+        """
         if self.journal is None or self._replaying or not events:
             return
-        if self.holder is not None:
-            seq = self.journal.append(self.stream, events, holder=self.holder)
-        else:
-            seq = self.journal.append(self.stream, events)
+        try:
+            if self.holder is not None:
+                seq = self.journal.append(self.stream, events, holder=self.holder)
+            else:
+                seq = self.journal.append(self.stream, events)
+        except BaseException as exc:
+            if not recoverable:
+                self._poisoned = exc
+            raise
         self._last_seq = seq
         if self.snapshot_every > 0 and seq - self._snapshot_seq >= self.snapshot_every:
-            self.take_snapshot()
+            try:
+                self.take_snapshot()
+            except Exception as exc:      # a snapshot is an optimisation: the event is already durable
+                self.snapshot_error = exc
+
+    def _usable(self) -> None:
+        """Refuse changes after a journal failure left memory ahead of the journal."""
+        if self._poisoned is not None:
+            raise QuotaplaneError(f"partition {self.name!r} stopped taking changes after a journal "
+                                  f"failure ({self._poisoned!r}); restore it from the journal")
 
     def take_snapshot(self) -> int:
         """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""
@@ -310,6 +335,7 @@ class Partition:
                 "queues": self.queues.dump_state(),
                 "ugm": self.ugm.dump_state(),
                 "policies": policies,
+                "asks": self._asks.dump(),
             }
             # normalise through JSON so tuples/lists and key order never differ between runs
             normal: dict[str, Any] = json.loads(json.dumps(state, sort_keys=True))
@@ -325,18 +351,30 @@ class Partition:
         with self.lock:
             if node_id in self._nodes:
                 raise ConflictError(f"node {node_id!r} already exists in partition {self.name!r}")
+            self._usable()
             ev = {"type": "node_added", "node": node_id, "capacity": _res_json(cap)}
             self._ev_node_added(ev)
-            self._record([ev])
+            try:
+                self._record([ev], recoverable=True)
+            except BaseException:
+                self._ev_node_removed(ev)
+                raise
+            self._freed()
 
     def remove_node(self, node_id: str) -> None:
         """Remove a node; the root queue's max shrinks. Unknown node: NotFoundError."""
         with self.lock:
             if node_id not in self._nodes:
                 raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+            self._usable()
             ev = {"type": "node_removed", "node": node_id}
+            capacity = _res_json(self._nodes[node_id])
             self._ev_node_removed(ev)
-            self._record([ev])
+            try:
+                self._record([ev], recoverable=True)
+            except BaseException:
+                self._ev_node_added({"node": node_id, "capacity": capacity})
+                raise
 
     def _set_total(self) -> None:
         total: dict[str, int] = {}
@@ -450,13 +488,14 @@ class Partition:
             if application_id in self._apps:
                 raise ConflictError(f"application {application_id!r} already exists in partition "
                                     f"{self.name!r}")
+            self._usable()
             path = self._place(application_id, user, queue, tag_map)
             ev = {"type": "app_added", "app": application_id, "user": user.user, "groups": list(user.groups),
                   "queue": path, "tags": dict(sorted(tag_map.items())), "t": self.clock(),
                   "gang_style": gang_style, "placeholder_timeout": timeout}
             self._ev_app_added(ev)
             try:
-                self._record([ev])
+                self._record([ev], recoverable=True)
             except BaseException:
                 self._drop_app(self._apps[application_id])
                 raise
@@ -485,12 +524,15 @@ class Partition:
         with self.lock:
             if application_id not in self._apps:
                 raise NotFoundError(f"application {application_id!r} not found in partition {self.name!r}")
+            self._usable()
             ev = {"type": "app_removed", "app": application_id, "t": self.clock()}
             self._ev_app_removed(ev)
             self._record([ev])
+            self._freed()
 
     def _ev_app_removed(self, ev: Mapping[str, Any]) -> None:
         app = self._apps[ev["app"]]
+        self._asks.remove_application(app.application_id)
         for key in list(app.allocations):
             self._release_one(key, ev["t"], terminal=True)
         if app.counted:
@@ -566,10 +608,11 @@ class Partition:
         ev, res = self._validate_alloc(application_id, allocation_key, resource, priority, preemptible,
                                        placeholder, task_group)
         with self.lock:
+            self._usable()
             decision, done, undo = self._allocate_locked(ev, res)
             if done is not None:
                 try:
-                    self._record([done])
+                    self._record([done], recoverable=True)
                 except BaseException:
                     self._undo_allocated(done, undo)
                     raise
@@ -593,6 +636,7 @@ class Partition:
                                             item.get("preemptible", True), item.get("placeholder", False),
                                             item.get("task_group", item.get("taskGroupName"))))
         with self.lock:
+            self._usable()
             seen: set[str] = set()
             for ev, _ in evs:
                 self._active_app(ev["app"])
@@ -609,7 +653,7 @@ class Partition:
                     done_evs.append(done)
                     undos.append(undo)
             try:
-                self._record(done_evs)
+                self._record(done_evs, recoverable=True)
             except BaseException:
                 for done, undo in zip(reversed(done_evs), reversed(undos), strict=True):
                     self._undo_allocated(done, undo)
@@ -663,6 +707,8 @@ class Partition:
                          res: Resource | None = None) -> None:
         """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
         t = ev["t"]
+        # an allocation made for a pending ask ends the ask in the same event (queueing)
+        self._asks.remove(ev["key"])
         if res is None:
             res = Resource(ev["resource"])
         alloc = Allocation(ev["key"], app.application_id, res, priority=ev["priority"],
@@ -676,6 +722,8 @@ class Partition:
             # Running state entry (seed 001): the first allocation counts the application.
             app.counted = True
             app.anchor_seq = self.config_seq
+            self._count_seq += 1
+            app.count_order = self._count_seq
         if app.state in (NEW, ACCEPTED):
             self._set_state(app, STARTING, t)           # New → Accepted → Starting in one step
         elif app.state in (STARTING, COMPLETING, RESUMING):
@@ -724,6 +772,8 @@ class Partition:
         if refused:
             raise JournalReplayError(f"replay could not count application {app.application_id!r} as running")
         app.counted = True
+        self._count_seq += 1
+        app.count_order = self._count_seq
 
     def _leave(self, app: Application) -> None:
         """Leave the running count with no allocation left (seed 001 running state exit)."""
@@ -740,9 +790,11 @@ class Partition:
         with self.lock:
             if allocation_key not in self._allocs:
                 raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
+            self._usable()
             ev = {"type": "released", "key": allocation_key, "t": self.clock()}
             self._ev_released(ev)
             self._record([ev])
+            self._freed()
 
     def release_batch(self, allocation_keys: Sequence[str]) -> None:
         """Release several allocations in one journal transaction; an unknown key raises first."""
@@ -752,11 +804,13 @@ class Partition:
                 if key not in self._allocs or key in seen:
                     raise NotFoundError(f"allocation {key!r} not found in partition {self.name!r}")
                 seen.add(key)
+            self._usable()
             t = self.clock()
             evs = [{"type": "released", "key": key, "t": t} for key in allocation_keys]
             for ev in evs:
                 self._ev_released(ev)
             self._record(evs)
+            self._freed()
 
     def _ev_released(self, ev: Mapping[str, Any]) -> None:
         self._release_one(ev["key"], ev["t"])
@@ -766,7 +820,9 @@ class Partition:
         alloc = self._allocs.pop(key)
         app = self._apps[alloc.application_id]
         del app.allocations[key]
-        last = app.counted and not app.allocations and not keep_counted
+        # A-3: with asks still pending the application keeps running (and counting)
+        last = (app.counted and not app.allocations and not keep_counted
+                and not self._has_pending(app.application_id))
         req = self._request(app, key, alloc.resource, alloc.priority, alloc.preemptible)
         for policy in reversed(self._policies):
             if policy is not skip:
@@ -804,6 +860,7 @@ class Partition:
             if allocation_key in self._allocs:
                 raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
                                     f"{self.name!r}")
+            self._usable()
             app = self._active_app(ph.application_id)
             ev = {"type": "replaced", "placeholder": placeholder_key, "key": allocation_key,
                   "resource": _res_json(res), "t": self.clock()}
@@ -881,12 +938,14 @@ class Partition:
         - Completed / Failed for ``terminated_timeout`` → Expired and removed.
         """
         with self.lock:
+            self._usable()
             t = self.clock() if now is None else float(now)
             if not self._timeouts_due(t) and not self._revokers():
                 return []
             ev = {"type": "timeouts", "t": t}
             out = self._ev_timeouts(ev)
             self._record([ev])
+            self._freed()
             return out
 
     def _timeouts_due(self, t: float) -> bool:
@@ -978,6 +1037,7 @@ class Partition:
         """Journal that config ``seq`` (a sequence number of the scheduler stream) is now in force."""
         with self.lock:
             self._record([{"type": "config", "seq": seq}])
+            self._freed()
 
     # ------------------------------------------------------------------------------------------------
     # replay
@@ -994,6 +1054,8 @@ class Partition:
         "config": "_ev_config",
         "count_in": "_ev_count_in",
         "app_restore": "_ev_app_restore",
+        "ask_added": "_ev_ask_added",
+        "ask_removed": "_ev_ask_removed",
     }
 
     def apply_event(self, event: Mapping[str, Any]) -> None:
@@ -1031,38 +1093,44 @@ class Partition:
     def _rebuild_events(self) -> list[dict[str, Any]]:
         """A short event list that rebuilds the current state (snapshot restore).
 
-        Applications are re-added under the config that was in force when they entered the running
-        count (their group link depends on it, U4), then their live allocations are re-applied, then
-        the current config. The restore verifies the result against the snapshot's ``dump`` and falls
-        back to a full replay when they differ, so this is an optimisation, never a source of truth.
+        The configs in force when the live applications were added and when they entered the running
+        count are applied in order; each application is re-added under the config of its submission
+        (its queue existed then, U10/M-6) and its live allocations are re-applied under the config of
+        its running-count entry (its group link depends on it, U4); then the current config. The
+        restore verifies the result against the snapshot's ``dump`` and falls back to a full replay
+        when they differ, so this is an optimisation, never a source of truth.
         """
         out: list[dict[str, Any]] = []
         apps = list(self._apps.values())
-        anchors = sorted({a.anchor_seq if a.counted else self.config_seq for a in apps} | {self.config_seq})
-        first = True
-        for seq in anchors:
+        seqs = sorted({a.added_seq for a in apps} | {a.anchor_seq for a in apps if a.counted}
+                      | {self.config_seq})
+        for i, seq in enumerate(seqs):
             out.append({"type": "config", "seq": seq})
-            if first:
+            if i == 0:
                 out.extend({"type": "node_added", "node": n, "capacity": _res_json(c)}
                            for n, c in self._nodes.items())
-                first = False
             for app in apps:
-                if (app.anchor_seq if app.counted else self.config_seq) != seq:
+                if app.added_seq == seq:
+                    out.append({"type": "app_added", "app": app.application_id, "user": app.user.user,
+                                "groups": list(app.user.groups), "queue": app.queue_path,
+                                "tags": dict(app.tags), "t": app.submit_time, "gang_style": app.gang_style,
+                                "placeholder_timeout": app.placeholder_timeout})
+            # in running-count entry order: queues list their running applications in that order
+            for app in sorted(apps, key=lambda a: a.count_order):
+                if not app.counted or app.anchor_seq != seq:
                     continue
-                out.append({"type": "app_added", "app": app.application_id, "user": app.user.user,
-                            "groups": list(app.user.groups), "queue": app.queue_path, "tags": dict(app.tags),
-                            "t": app.submit_time, "gang_style": app.gang_style,
-                            "placeholder_timeout": app.placeholder_timeout})
                 for a in app.allocations.values():
                     out.append({"type": "allocated", "app": app.application_id, "key": a.allocation_key,
                                 "resource": _res_json(a.resource), "priority": a.priority,
                                 "preemptible": a.preemptible, "placeholder": a.placeholder,
                                 "task_group": a.task_group, "t": a.time})
-                if app.counted and not app.allocations:
+                if not app.allocations:
                     out.append({"type": "count_in", "app": app.application_id})
-                out.append({"type": "app_restore", "app": app.application_id, "state": app.state,
-                            "state_since": app.state_since, "placeholder_since": app.placeholder_since,
-                            "anchor_seq": app.anchor_seq, "added_seq": app.added_seq})
+        out.extend(ask.event() for ask in self._asks.all())
+        for app in apps:
+            out.append({"type": "app_restore", "app": app.application_id, "state": app.state,
+                        "state_since": app.state_since, "placeholder_since": app.placeholder_since,
+                        "anchor_seq": app.anchor_seq, "added_seq": app.added_seq})
         return out
 
     def __repr__(self) -> str:

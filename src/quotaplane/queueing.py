@@ -305,6 +305,8 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     the decision; a refused ask keeps waiting with the decision's reasons.
     """
     allocated: list[Ask] = []
+    refused: list[Ask] = []
+    stale = 0                      # refused[:stale] were refused before the cycle's last allocation
     seen: set[str] = set()
     for _leaf, ask in asks.candidates(root, apps):
         if ask.allocation_key in seen or ask.allocation_key not in asks:
@@ -313,8 +315,14 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         decision = try_ask(ask)
         if decision.allocated:
             allocated.append(ask)
+            stale = len(refused)
         else:
             ask.reasons = list(decision.reasons)
+            refused.append(ask)
+    # Reasons must equal what_if at the end of the cycle: those given before a later allocation
+    # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
+    for ask in refused[:stale]:
+        ask.reasons = None
     asks.dirty = False
     return allocated
 
@@ -485,9 +493,15 @@ class PendingAsksMixin:
         return list(decision.reasons)
 
     def _try_ask(self, ask: Ask) -> Decision:
-        decision = self.allocate(
-            ask.application_id, ask.allocation_key, ask.resource, priority=ask.priority,
-            preemptible=ask.preemptible, placeholder=ask.placeholder, task_group=ask.task_group)
+        try:
+            decision = self.allocate(
+                ask.application_id, ask.allocation_key, ask.resource, priority=ask.priority,
+                preemptible=ask.preemptible, placeholder=ask.placeholder, task_group=ask.task_group)
+        except BaseException:
+            # the allocation was rolled back (journal failure): the ask keeps waiting
+            if ask.allocation_key not in self._allocs and ask.allocation_key not in self._asks:
+                self._asks.add(ask)
+            raise
         if decision.allocated and self._subscribers:
             app = self._apps[ask.application_id]
             event = {"type": "allocated", "partition": self.name, "applicationID": ask.application_id,

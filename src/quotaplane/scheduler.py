@@ -79,6 +79,8 @@ class Scheduler:
         self._configs: dict[int, SchedulerConfig] = {}
         self._texts: dict[int, str] = {}
         self.config_seq = 0
+        #: How each partition was restored at start: "snapshot" (snapshot + tail) or "replay" (full).
+        self.restored_from: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -174,6 +176,7 @@ class Scheduler:
                 p._last_seq = seq
                 p._snapshot_seq = seq
                 p.replay(self.journal.read(stream, after=seq))
+                self.restored_from[name] = "snapshot"
                 return p
         events = self.journal.read(stream)
         first = next(events, None)
@@ -185,6 +188,7 @@ class Scheduler:
         p = self._new_partition(self._config_at(int(ev0["seq"])).partition(name), int(ev0["seq"]))
         p.replay(_chain(first, events))
         p._snapshot_seq = snap[0] if snap is not None else 0
+        self.restored_from[name] = "replay"
         return p
 
     def _rebuild(self, name: str, state: dict[str, Any]) -> Partition | None:

@@ -237,7 +237,11 @@ class PartitionMachine(RuleBasedStateMachine):
             self.p = self.sched.partition("default")
             got = _canon(self.sched.dump_state())
         else:
-            got = _canon(Scheduler.from_yaml(self.text, store=self.store, clock=self.clock).dump_state())
+            again = Scheduler.from_yaml(self.text, store=self.store, clock=self.clock)
+            got = _canon(again.dump_state())
+            if self.store.load_snapshot("default") is not None:
+                # the snapshot's rebuild reproduced its dump: no fallback to a full replay
+                assert again.restored_from == {"default": "snapshot"}
         assert got == want
 
     # -- invariants ---------------------------------------------------------------------------------
