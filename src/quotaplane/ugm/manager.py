@@ -27,6 +27,7 @@ dict lookup per level; no logging.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ def split_queue_path(queue_path: str) -> tuple[str, ...]:
     current = ""
     for part in parts:
         current = f"{current}.{part}" if current else part
-        levels.append(current)
+        # Interned: every path sharing a prefix uses the same string object, so node lookups hit
+        # on identity instead of comparing characters, and nodes share their key strings.
+        levels.append(sys.intern(current))
     return tuple(levels)
 
 
