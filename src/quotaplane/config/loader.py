@@ -92,8 +92,7 @@ _MAX_RULE_DEPTH = 16
 _MAX_EXTENSION_DEPTH = 64
 
 def _is_bool(value: object) -> bool:
-    # ruamel returns ScalarBoolean (an int subclass) for anchored booleans.
-    return isinstance(value, bool) or type(value).__name__ == "ScalarBoolean"
+    return isinstance(value, bool)
 
 
 def _is_int(value: object) -> bool:
@@ -135,31 +134,19 @@ class _Builder:
 
     @staticmethod
     def node_line(node: object) -> int | None:
-        lc = getattr(node, "lc", None)
-        line = getattr(lc, "line", None)
-        return line + 1 if isinstance(line, int) else None
+        return node.line if isinstance(node, _Map | _Seq) else None
 
     @staticmethod
     def key_line(mapping: object, key: object) -> int | None:
-        lc = getattr(mapping, "lc", None)
-        if lc is not None:
-            try:
-                pos = lc.key(key)
-                return int(pos[0]) + 1
-            except (KeyError, TypeError, AttributeError, IndexError):
-                pass
-        return _Builder.node_line(mapping)
+        if isinstance(mapping, _Map):
+            return mapping.key_lines.get(key, mapping.line)
+        return None
 
     @staticmethod
     def item_line(seq: object, index: int) -> int | None:
-        lc = getattr(seq, "lc", None)
-        if lc is not None:
-            try:
-                pos = lc.item(index)
-                return int(pos[0]) + 1
-            except (KeyError, TypeError, AttributeError, IndexError):
-                pass
-        return _Builder.node_line(seq)
+        if isinstance(seq, _Seq):
+            return seq.item_lines[index] if 0 <= index < len(seq.item_lines) else seq.line
+        return None
 
     # -- typed accessors --------------------------------------------------------------------------
     def mapping(self, node: object, what: str, allowed: tuple[str, ...],
@@ -631,49 +618,40 @@ class _Builder:
         return policy
 
     def plain(self, value: object, line: int | None, where: str, depth: int,
-              memo: dict[int, object]) -> object:
+              memo: dict[int, object], active: set[int] | None = None) -> object:
         """Extension data as plain Python (dict, list, str, int, float, bool, None).
 
         Aliased nodes stay shared (so a short text cannot expand exponentially); cycles are errors.
         """
+        active = set() if active is None else active
         if depth > _MAX_EXTENSION_DEPTH:
-            self.add(line, f"'{where}' is nested too deeply or contains a cycle")
+            self.add(line, f"'{where}' is nested too deeply")
             return None
-        if value is None or isinstance(value, str):
-            return None if value is None else str(value)
-        if _is_bool(value):
-            return bool(value)
-        if isinstance(value, int):
-            return int(value)
-        if isinstance(value, float):
-            return float(value)
+        if value is None or isinstance(value, str | bool | int | float):
+            return value
         if isinstance(value, datetime | date):
             return value.isoformat()
-        if isinstance(value, dict | list):
-            key = id(value)
-            if key in memo:
-                return memo[key]
-            if isinstance(value, dict):
-                out_d: dict[Any, Any] = {}
-                memo[key] = out_d
-                for k, v in value.items():
-                    kk = self.plain(k, line, where, depth + 1, memo)
-                    if isinstance(kk, dict | list):
-                        self.add(self.key_line(value, k), f"'{where}' has a key that is not a scalar")
-                        continue
-                    out_d[kk] = self.plain(v, self.key_line(value, k), where, depth + 1, memo)
-                return out_d
-            out_l: list[Any] = []
-            memo[key] = out_l
-            for i, v in enumerate(value):
-                out_l.append(self.plain(v, self.item_line(value, i), where, depth + 1, memo))
-            return out_l
-        tag = getattr(value, "tag", None)
-        inner = getattr(value, "value", None)
-        if tag is not None and isinstance(inner, str):
-            return str(inner)  # a tagged scalar (!foo bar): keep its text
-        self.add(line, f"'{where}' contains a value of unsupported type {type(value).__name__}")
-        return None
+        if not isinstance(value, dict | list):
+            self.add(line, f"'{where}' contains a value of unsupported type {type(value).__name__}")
+            return None
+        key = id(value)
+        if key in active:
+            self.add(line, f"'{where}' contains a cycle (an alias inside its own anchor)")
+            return None
+        if key in memo:
+            return memo[key]
+        active.add(key)
+        if isinstance(value, dict):
+            out_d: dict[Any, Any] = {}
+            for k, v in value.items():
+                out_d[k] = self.plain(v, self.key_line(value, k), where, depth + 1, memo, active)
+            result: object = out_d
+        else:
+            result = [self.plain(v, self.item_line(value, i), where, depth + 1, memo, active)
+                      for i, v in enumerate(value)]
+        active.discard(key)
+        memo[key] = result
+        return result
 
 
 def _yaml_problem(exc: BaseException) -> Problem:
@@ -702,9 +680,122 @@ def _raise(problems: list[Problem]) -> None:
     raise ConfigError(message, line=line, problems=ordered)
 
 
+class _Map(dict[Any, Any]):
+    """A YAML mapping as a dict, with the 1-based line of the mapping and of each key."""
+
+    __slots__ = ("key_lines", "line")
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.key_lines: dict[Any, int] = {}
+
+
+class _Seq(list[Any]):
+    """A YAML sequence as a list, with the 1-based line of the sequence and of each item."""
+
+    __slots__ = ("item_lines", "line")
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.item_lines: list[int] = []
+
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _NULL, _BOOL, _MERGE = _TAG + "str", _TAG + "null", _TAG + "bool", _TAG + "merge"
+_MAP_TAGS = (_TAG + "map", "!")  # "!" is a non-specific tag: a plain mapping or sequence
+_SEQ_TAGS = (_TAG + "seq", "!")
+
+
+class _NodeError(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class _TreeBuilder:
+    """Turns the composed YAML node graph into :class:`_Map` / :class:`_Seq` / scalars.
+
+    We compose (rather than load) so that the C parser of ``ruamel.yaml.clib`` can be used while every
+    key and item keeps its line. Scalars are constructed by ruamel's safe constructor (YAML 1.2 core
+    schema); duplicate keys are errors and ``<<`` merge keys work as in YAML 1.1 (explicit keys win).
+    Aliased nodes are built once and shared, so an alias-heavy text cannot expand exponentially here.
+    """
+
+    def __init__(self, constructor: Any) -> None:
+        self.constructor = constructor
+        self.built: dict[int, object] = {}
+
+    def build(self, node: Any) -> object:
+        from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+        key = id(node)
+        if key in self.built:
+            return self.built[key]
+        line = node.start_mark.line + 1
+        ctag = node.ctag
+        # ``node.tag`` formats the tag on every access; resolved tags have no handle (a fast path).
+        tag = ctag.suffix if ctag.handle is None else node.tag
+        if isinstance(node, ScalarNode):
+            if tag == _STR:
+                value: object = node.value
+            elif tag == _NULL:
+                value = None
+            elif tag == _BOOL:
+                value = node.value.lower() == "true"
+            else:
+                value = self.constructor.construct_object(node, deep=True)
+                if isinstance(value, bytes | set):
+                    raise _NodeError(line, f"unsupported YAML value of type {type(value).__name__}")
+            self.built[key] = value
+            return value
+        if isinstance(node, MappingNode):
+            if tag not in _MAP_TAGS:
+                raise _NodeError(line, f"unsupported YAML tag {tag!r}")
+            mapping = _Map(line)
+            self.built[key] = mapping
+            merges: list[Any] = []
+            for key_node, value_node in node.value:
+                if key_node.ctag.suffix == _MERGE or key_node.tag == _MERGE:
+                    merges.append(value_node)
+                    continue
+                k = self.build(key_node)
+                if isinstance(k, dict | list):
+                    raise _NodeError(key_node.start_mark.line + 1, "a mapping key must be a scalar")
+                if k in mapping:
+                    raise _NodeError(key_node.start_mark.line + 1,
+                                     f"duplicate key {k!r} (first at line {mapping.key_lines[k]})")
+                mapping[k] = self.build(value_node)
+                mapping.key_lines[k] = key_node.start_mark.line + 1
+            for merge in merges:
+                bad_merge = _NodeError(merge.start_mark.line + 1, "a merge key needs mappings")
+                sources = merge.value if not isinstance(merge, MappingNode) else [merge]
+                if not isinstance(sources, list):
+                    raise bad_merge
+                for source_node in sources:
+                    source = self.build(source_node)
+                    if not isinstance(source, _Map):
+                        raise bad_merge
+                    for k, v in source.items():
+                        if k not in mapping:  # explicit keys win, then earlier merges
+                            mapping[k] = v
+                            mapping.key_lines[k] = source.key_lines.get(k, source.line)
+            return mapping
+        if tag not in _SEQ_TAGS:
+            raise _NodeError(line, f"unsupported YAML tag {tag!r}")
+        seq = _Seq(line)
+        self.built[key] = seq
+        for item in node.value:
+            seq.append(self.build(item))
+            seq.item_lines.append(item.start_mark.line + 1)
+        return seq
+
+
 _BRACKETS = re.compile(r"[\[\]{}]")
-# ruamel's composer recurses once per nesting level and becomes very slow before it fails with a
-# RecursionError (seconds at 1,000 levels); no real configuration comes near this bound.
+# Composing recurses once per nesting level (in C with ruamel.yaml.clib, unchecked): refuse absurd nesting
+# up front. No real configuration comes near this bound.
 _MAX_NESTING = 250
 
 
@@ -727,19 +818,27 @@ def _nesting(text: str) -> tuple[int, int]:
 
 
 def parse_yaml(text: str) -> object:
-    """Parse ``text`` with ruamel.yaml (round trip: keeps lines); YAML errors become ConfigError."""
+    """Parse ``text`` into plain data whose mappings and lists know their lines; errors are ConfigError.
+
+    Uses ruamel.yaml's composer (the C parser of ``ruamel.yaml.clib`` when installed, about ten times
+    faster than the pure-Python one) and builds the values itself to keep each key's line.
+    """
     from ruamel.yaml import YAML
 
     depth, line = _nesting(text)
     if depth > _MAX_NESTING:
         _raise([(line, f"invalid YAML: nested too deeply (more than {_MAX_NESTING} levels)")])
-
-    yaml = YAML(typ="rt", pure=True)
+    yaml = YAML(typ="safe")
     try:
-        return yaml.load(text)
-    except Exception as exc:  # any parser failure (scanner, constructor, recursion …) is bad input
+        node = yaml.compose(text)
+        if node is None:
+            return None
+        return _TreeBuilder(yaml.constructor).build(node)
+    except _NodeError as exc:
+        _raise([(exc.line, f"invalid YAML: {exc.message}")])
+    except Exception as exc:  # any parser failure (scanner, composer, constructor, recursion …) is bad input
         _raise([_yaml_problem(exc)])
-        raise  # pragma: no cover - _raise always raises
+    raise AssertionError("unreachable")  # pragma: no cover - _raise always raises
 
 
 def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[SchedulerConfig, list[Problem]]:
