@@ -178,6 +178,32 @@ class UgmMachine(RuleBasedStateMachine):
                     expected[k] = min(expected.get(k, h), h)
         assert (None if got is None else dict(got)) == expected
 
+    @rule(app=st.integers(0, 8), user=st.sampled_from(sorted(USERS)), path=st.sampled_from(PATHS))
+    def can_run_app(self, app: int, user: str, path: str) -> None:
+        """H-3/H-4 against the model; changes nothing."""
+        app_id = f"app-{app}"
+        known = self.apps.get(app_id)
+        if known is not None:
+            user, path = known["user"], known["path"]
+            group = known["group"]
+        else:
+            group = model_group(self.config, path, USERS[user])
+        before = self.m.dump_state()
+        got = self.m.can_run_app(path, app_id, ug(user, *USERS[user]))
+        assert self.m.dump_state() == before
+        expected = True
+        for kind, name in (("user", user), ("group", group)):
+            if name is None:
+                continue
+            for level in split_queue_path(path):
+                entry = self.limit_at(kind, name, level)
+                if entry is None or not entry.max_applications:
+                    continue
+                running = [a for a, x in self.members(kind, name) if level in split_queue_path(x["path"])]
+                if app_id not in running and len(running) >= entry.max_applications:
+                    expected = False
+        assert got == expected
+
     # -- model helpers ----------------------------------------------------------------------------
     def limit_at(self, kind: str, name: str, level: str) -> LimitConfig | None:
         if kind == "group" and name == "*":
