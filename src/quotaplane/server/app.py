@@ -12,6 +12,7 @@ before the answer anyway). Measured 3x faster than sync handlers that go through
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.server.auth import Tokens
@@ -224,7 +226,7 @@ def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any 
     ``loopback_only``: refuse non-loopback clients (``serve`` sets it when no token is configured).
     ``elastic`` / ``forest``: engines to expose when the scheduler does not own them.
     """
-    from quotaplane.server import routes_core, routes_elastic, routes_forest, routes_yunikorn
+    from quotaplane.server import routes_asks, routes_core, routes_elastic, routes_forest, routes_yunikorn
 
     service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership,
                       elastic=elastic, forest=forest)
@@ -233,9 +235,12 @@ def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any 
     async def lifespan(_app: FastAPI) -> Any:
         if leadership is not None:
             await leadership.start(service)
+        # the timer side of the scheduling cycle (queueing): pending asks are retried periodically
+        loop_task = asyncio.create_task(routes_asks.scheduling_loop(service))
         try:
             yield
         finally:
+            loop_task.cancel()
             if leadership is not None:
                 await leadership.stop()
 
@@ -245,7 +250,7 @@ def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any 
                   docs_url="/docs", redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
-    for module in (routes_yunikorn, routes_core, routes_elastic, routes_forest):
+    for module in (routes_yunikorn, routes_core, routes_asks, routes_elastic, routes_forest):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
 
@@ -253,10 +258,15 @@ def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any 
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                  routes=app.routes)
+            from quotaplane.server.common import DOCUMENTED_BODIES
             from quotaplane.server.models import ErrorBody
 
-            schema.setdefault("components", {}).setdefault("schemas", {})["ErrorBody"] = \
-                ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            comps = schema.setdefault("components", {}).setdefault("schemas", {})
+            models: list[type[BaseModel]] = [ErrorBody, *DOCUMENTED_BODIES.values()]
+            for model in models:
+                doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                comps.update(doc.pop("$defs", {}))
+                comps[model.__name__] = doc
             app.openapi_schema = _fix_openapi(schema)
         return app.openapi_schema
 
