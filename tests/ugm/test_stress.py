@@ -135,3 +135,32 @@ def test_eight_threads_random_increase_decrease_never_exceed_and_never_lose_usag
                            "running": sorted(n["running"])} for p, n in nodes.items()}
                 for name, nodes in expected[kind].items()}
         assert got == want
+
+
+def test_u9_cleanup_racing_an_increase_never_loses_usage() -> None:
+    """Seed 001 "Update consistency": one thread empties and removes the tracker over and over while
+    others add usage for the same user and group; nothing added may be lost."""
+    m = Manager()
+    m.update_config(partition({"root": [lim(groups=["dev"], res={"vcore": 10**9})]}, PATHS))
+    user = ug("sue", "dev")
+    rounds = 3000
+
+    def churn() -> None:
+        for i in range(rounds):
+            m.increase_tracked_resource("root.a.x", f"short-{i}", Resource({"vcore": 1}), user)
+            m.decrease_tracked_resource("root.a.x", f"short-{i}", Resource({"vcore": 1}), True, user)
+
+    def add(index: int) -> None:
+        for i in range(rounds):
+            m.increase_tracked_resource("root.b", f"long-{index}-{i % 3}", Resource({"vcore": 1}), user)
+
+    threads = [threading.Thread(target=churn)] + [threading.Thread(target=add, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert m.get_user_resources(user) == {"vcore": 3 * rounds}
+    assert m.get_group_resources("dev") == {"vcore": 3 * rounds}
+    state = m.dump_state()
+    assert sorted(state["users"]["sue"]["queues"]) == ["root", "root.b"]
+    assert len(state["groups"]["dev"]["applications"]) == 9
