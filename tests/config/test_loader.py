@@ -363,3 +363,30 @@ def test_fuzz_structured_documents_raise_only_config_error(doc: object) -> None:
         load_config(text)
     except ConfigError as err:
         assert err.problems
+
+
+def test_problems_in_several_partitions_keep_their_own_lines() -> None:
+    text = """\
+partitions:
+  - name: a
+    limits:
+      - {limit: p, users: [bob], maxapplications: 2}
+    queues:
+      - name: root
+        maxapplications: -1
+        queues:
+          - {name: x, maxapplications: 3}
+  - name: b
+    queues:
+      - name: root
+        queues:
+          - {name: 'y z'}
+          - name: w
+            limits:
+              - {limit: q, users: ['*', bob], maxapplications: 1}
+"""
+    found = problems(text)
+    assert [line for line, _ in found] == [7, 14, 17]
+    assert "'maxapplications' of queue 'root' must be a non-negative integer" in found[0][1]
+    assert "invalid queue name" in found[1][1]
+    assert "should not set no wildcard user bob" in found[2][1]

@@ -13,7 +13,8 @@ The format is YuniKorn's (seeds 000 and 004; reference §1.10–§1.11)::
             submitacl: '*'
             queues: [...]
 
-Parsing uses ``ruamel.yaml`` in round-trip mode, so every key and list item carries its line. Like
+Parsing composes the YAML with ``ruamel.yaml`` (its C parser from ``ruamel.yaml.clib`` when installed)
+and builds the values itself, so that every key and list item carries its line. Like
 YuniKorn's ``KnownFields(true)`` decoding, any unknown key is an error (naming the key and its line).
 The loader checks structure and types, applies the structural rules (V-14 root insertion, V-11
 partition limits onto root, U10 lower-case queue names) and then runs every semantic rule of
@@ -91,6 +92,7 @@ _MAX_QUEUES = 50_000
 _MAX_RULE_DEPTH = 16
 _MAX_EXTENSION_DEPTH = 64
 
+
 def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
@@ -120,9 +122,12 @@ class _TooLarge(Exception):
 
 
 class _Builder:
-    """Turns the round-trip YAML tree into model objects, recording problems and lines."""
+    """Turns the line-aware YAML data into model objects, recording problems, lines and broken fields."""
+
+    broken: list[tuple[object, str]]
 
     def __init__(self) -> None:
+        self.broken = []
         self.unknown_keys = False
         self.problems: list[Problem] = []
         self.index = LineIndex()
@@ -277,10 +282,7 @@ class _Builder:
         return MappingProxyType(out)
 
     # -- the tree -----------------------------------------------------------------------------------
-    broken: list[tuple[object, str]]
-
     def build(self, data: object) -> SchedulerConfig | None:
-        self.broken = []
         if data is None:
             self.add(None, "configuration is empty: a 'partitions' list is required")
             return None
@@ -397,7 +399,7 @@ class _Builder:
                 properties=old.properties, child_template=old.child_template, limits=partition_limits,
                 queues=old.queues, line=old.line)
             self.index.move(old, root)
-            self.broken.extend([(root, f) for (o, f) in self.broken if o is old])
+            self.broken = [(root if o is old else o, f) for (o, f) in self.broken]
         return root
 
     def children(self, raw: list[Any], path: str, depth: int, what: str,

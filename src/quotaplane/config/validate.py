@@ -117,14 +117,16 @@ class LineIndex:
         return not any((key, f) in self._broken for f in fields)
 
     def move(self, old: object, new: object) -> None:
-        """Re-key every entry of ``old`` onto ``new`` (after ``dataclasses.replace``)."""
+        """Re-key every entry of ``old`` onto ``new`` (an object rebuilt with one field changed).
+
+        The entries of ``old`` are removed: once ``old`` is gone its id may be reused by another object.
+        """
         old_id, new_id = id(old), id(new)
-        for (oid, f), line in list(self._lines.items()):
-            if oid == old_id:
-                self._lines[(new_id, f)] = line
-        for oid, f in list(self._broken):
-            if oid == old_id:
-                self._broken.add((new_id, f))
+        for (oid, f) in [k for k in self._lines if k[0] == old_id]:
+            self._lines[(new_id, f)] = self._lines.pop((oid, f))
+        for (oid, f) in [k for k in self._broken if k[0] == old_id]:
+            self._broken.discard((oid, f))
+            self._broken.add((new_id, f))
 
 
 def is_valid_queue_name(name: str) -> bool:
