@@ -409,3 +409,16 @@ def test_child_template_guaranteed_above_max_is_rejected() -> None:
                               "    guaranteed: {vcore: 2}\n"))
     assert found == ["guaranteed resource map[vcore:2000] is larger than maximum resource map[vcore:1000] "
                      "for child template of queue root"]
+
+
+@pytest.mark.parametrize("body", [
+    '- name: root\n  queues:\n    - name: "team\\n"\n',
+    '- name: root\n  limits:\n    - {limit: x, users: ["bob\\n"], maxapplications: 1}\n',
+    '- name: root\n  limits:\n    - {limit: x, groups: ["dev\\n", "*"], maxapplications: 1}\n',
+])
+def test_names_with_a_trailing_newline_are_invalid_as_in_go(body: str) -> None:
+    assert len(reasons(queues(body))) == 1
+
+
+def test_rule_name_with_trailing_newline_is_invalid() -> None:
+    assert "invalid rule name" in reasons(rules('  - {name: "user\\n"}\n'))[0]

@@ -51,11 +51,12 @@ __all__ = [
     "is_valid_queue_name",
 ]
 
-# Appendix B of the reference (YuniKorn configvalidator.go).
-QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
-USER_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
-GROUP_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$")
-RULE_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_]*$")
+# Appendix B of the reference (YuniKorn configvalidator.go). Go's "$" is the end of the text; Python's
+# also matches before a final newline, so "\Z" is used: "team\n" is not a valid name.
+QUEUE_NAME_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}\Z")
+USER_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?\Z")
+GROUP_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*\Z")
+RULE_NAME_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9_]*\Z")
 # A filter entry that is not a plain name must look like a regexp (contain a special character).
 _SPECIAL_RE = re.compile(r"[\^$*+?()\[{}|]")
 # Constructs Python accepts but Go's RE2 (YuniKorn) does not: look-around and back-references.
