@@ -221,6 +221,27 @@ def _increase_known(unodes: dict[str, QueueTracker], gnodes: dict[str, QueueTrac
     return True
 
 
+def _decrease_known(unodes: dict[str, QueueTracker], gnodes: dict[str, QueueTracker] | None,
+                    levels: tuple[str, ...], items: Iterable[tuple[str, int]]) -> None:
+    """Subtract from the user's and the group's nodes of a path the application keeps running on."""
+    for level in levels:
+        usage = unodes[level].usage
+        for k, v in items:
+            nv = usage.get(k, 0) - v
+            if nv:
+                usage[k] = nv
+            elif k in usage:
+                del usage[k]          # R-3: zero amounts are pruned
+        if gnodes is not None:
+            usage = gnodes[level].usage
+            for k, v in items:
+                nv = usage.get(k, 0) - v
+                if nv:
+                    usage[k] = nv
+                elif k in usage:
+                    del usage[k]
+
+
 def _sub(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable[tuple[str, int]],
          app: str, remove_app: bool) -> None:
     """T-4/T-6: subtract at every existing level, then remove empty nodes leaf → root (U9)."""
@@ -450,6 +471,13 @@ class Manager:
             if ut is None:
                 return
             link = ut.apps.get(application_id)       # T-4: read before the link is dropped
+            if not remove_app and link is not None and link[1] == levels[-1]:
+                # Steady state: the application keeps running on its own path, so every node
+                # exists and none can become empty (its running set holds the app): subtract only.
+                group = link[0]
+                gt = None if group is None else self._groups.get(group)
+                _decrease_known(ut.nodes, None if gt is None else gt.nodes, levels, items)
+                return
             _sub(ut.nodes, levels, items, application_id, remove_app)
             if remove_app and link is not None:
                 del ut.apps[application_id]
