@@ -18,6 +18,7 @@ class UserGroup:
 
     user: str
     groups: tuple[str, ...]
+    _hash: int
 
     def __init__(self, user: str, groups: Sequence[str] = ()) -> None:
         if not isinstance(user, str) or not user:
