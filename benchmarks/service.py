@@ -119,7 +119,7 @@ def rate_healthcheck(port: int, seconds: float) -> float:
     return rate
 
 
-def rate_single(port: int, seconds: float) -> float:
+def rate_single(port: int, seconds: float, prefix: str = "s") -> float:
     """Single allocation decisions per second, one client."""
     conn = http.client.HTTPConnection("127.0.0.1", port)
     n = 0
@@ -127,7 +127,7 @@ def rate_single(port: int, seconds: float) -> float:
     start = time.perf_counter()
     while time.perf_counter() < end:
         status, text = call(conn, "POST", "/ws/v1/partition/default/allocations",
-                            {"applicationID": "app-0", "allocationKey": f"s-{n}",
+                            {"applicationID": "app-0", "allocationKey": f"{prefix}-{n}",
                              "resource": {"vcore": 1, "memory": 1024}})
         assert status == 201, text
         n += 1
@@ -193,7 +193,7 @@ def main() -> None:
         proc = start_server(Path(tmp), port)
         try:
             setup(port)
-            rate_single(port, 1.0)                    # warm-up
+            rate_single(port, 1.0, "warm")            # warm-up
             health = rate_healthcheck(port, 3.0)
             single = rate_single(port, SINGLE_SECONDS)
             batch = rate_batch(port)

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
+from fastapi import Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
 
-from quotaplane.server.errors import ApiError
+from quotaplane.server.errors import ApiError, validation_message
 from quotaplane.server.models import ErrorBody
 
+M = TypeVar("M", bound=BaseModel)
+
 __all__ = [
+    "DOCUMENTED_BODIES",
     "GROUP_RE",
     "QUEUE_PART_RE",
     "USER_RE",
     "errors",
     "json",
+    "json_body",
+    "parse_body",
     "resource_dict",
 ]
 
@@ -65,3 +72,28 @@ def check_queue_name(queue: str) -> str:
                                 f"contains invalid queue name {part}. Queue name must only have "
                                 "alphanumeric characters, - or _, and be no longer than 64 characters")
     return queue.lower()
+
+
+#: Request body models documented through ``openapi_extra`` (added to the components by the app).
+DOCUMENTED_BODIES: dict[str, type[BaseModel]] = {}
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` declaring ``model`` as the required JSON request body."""
+    DOCUMENTED_BODIES[model.__name__] = model
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    """Read and validate a JSON body with pydantic-core's JSON parser (400 on any problem).
+
+    Faster than FastAPI's body parameters (no ``json.loads`` + dependency pass): this is the hot
+    path of allocations.
+    """
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        message, description = validation_message(exc.errors(include_url=False))
+        raise ApiError(400, message, description) from None

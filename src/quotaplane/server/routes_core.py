@@ -14,8 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import NotFoundError, RejectedError
 from quotaplane.resources import Resource
-from quotaplane.server.common import errors, json, resource_dict
+from quotaplane.server.common import errors, json, json_body, parse_body, resource_dict
 from quotaplane.server.errors import ApiError
+from quotaplane.server.extensions import validate_extensions
 from quotaplane.server.models import (
     AllocationBody,
     ApplicationBody,
@@ -129,6 +130,9 @@ def router(service: Any) -> APIRouter:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ApiError(400, f"configuration is not UTF-8 text: {exc}") from None
+        # The loader passes elasticquotas/quotatrees through unchecked: check them before the config
+        # event is journalled, so an invalid extension is a 400 and changes nothing.
+        validate_extensions(text)
         service.scheduler.update_config(text)
         checksum = getattr(service.scheduler.config, "checksum", "") or None
         return json({"applied": True, "checksum": checksum})
@@ -143,16 +147,18 @@ def router(service: Any) -> APIRouter:
             nodes = p.nodes()
         return json([{"nodeID": n, "capacity": resource_dict(c)} for n, c in sorted(nodes.items())])
 
-    @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None, status_code=201,
+    @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None,
+            openapi_extra=json_body(NodeBody), status_code=201,
            dependencies=[admin],
            responses={200: {"model": NodeOut, "description": "already registered with this capacity"},
                       201: {"model": NodeOut}, **errors(404, 409, auth=True, write=True)})
-    async def put_node(partition: str, node: str, body: NodeBody) -> JSONResponse:
+    async def put_node(partition: str, node: str, request: Request) -> JSONResponse:
         """Register a node (admin): the root queue's max follows the cluster size.
 
         The same node with the same capacity again is a no-op (200); a different capacity is 409
         (DELETE it first).
         """
+        body = await parse_body(request, NodeBody)
         service.ensure_writable()
         p = service.partition(partition)
         capacity = Resource(body.capacity)
@@ -175,11 +181,13 @@ def router(service: Any) -> APIRouter:
         return json({"ok": True, "nodeID": node})
 
     # -- applications ------------------------------------------------------------------------------
-    @r.post("/ws/v1/partition/{partition}/applications", response_model=None, status_code=201,
+    @r.post("/ws/v1/partition/{partition}/applications", response_model=None,
+            openapi_extra=json_body(ApplicationBody), status_code=201,
             dependencies=[submit],
             responses={201: {"model": ApplicationOut}, **errors(404, 409, auth=True, write=True)})
-    async def add_application(partition: str, body: ApplicationBody) -> JSONResponse:
+    async def add_application(partition: str, request: Request) -> JSONResponse:
         """Submit an application for a user; placement decides the queue; 403 when the submit ACL refuses."""
+        body = await parse_body(request, ApplicationBody)
         service.ensure_writable()
         p = service.partition(partition)
         user = UserGroup(body.user, body.groups)
@@ -232,15 +240,17 @@ def router(service: Any) -> APIRouter:
         return json({"ok": True, "applicationID": application_id})
 
     # -- allocations -------------------------------------------------------------------------------
-    @r.post("/ws/v1/partition/{partition}/allocations", response_model=None, status_code=201,
+    @r.post("/ws/v1/partition/{partition}/allocations", response_model=None,
+            openapi_extra=json_body(AllocationBody), status_code=201,
             dependencies=[submit],
             responses={201: {"model": DecisionOut, "description": "allocated"},
                        409: {"model": DecisionOut,
                              "description": "refused with every reason (or a duplicate allocationKey: "
                                             "error body)"},
                        **{k: v for k, v in errors(404, auth=True, write=True).items() if k != 409}})
-    async def allocate(partition: str, body: AllocationBody) -> JSONResponse:
+    async def allocate(partition: str, request: Request) -> JSONResponse:
         """Ask for an allocation: 201 when every policy admits it, 409 with every reason otherwise."""
+        body = await parse_body(request, AllocationBody)
         service.ensure_writable()
         p = service.partition(partition)
         decision = p.allocate(body.applicationID, body.allocationKey, Resource(body.resource),
@@ -277,10 +287,12 @@ def router(service: Any) -> APIRouter:
         p.release(allocation_key)
         return json({"ok": True, "released": True, "allocationKey": allocation_key})
 
-    @r.post("/ws/v1/partition/{partition}/allocations/batch", response_model=None, dependencies=[submit],
+    @r.post("/ws/v1/partition/{partition}/allocations/batch", response_model=None,
+            openapi_extra=json_body(BatchBody), dependencies=[submit],
             responses={200: {"model": BatchOut}, **errors(404, 409, auth=True, write=True)})
-    async def allocate_batch(partition: str, body: BatchBody) -> JSONResponse:
+    async def allocate_batch(partition: str, request: Request) -> JSONResponse:
         """Many allocations in one request and one journal transaction; a decision per entry, in order."""
+        body = await parse_body(request, BatchBody)
         service.ensure_writable()
         p = service.partition(partition)
         entries = [{"application_id": a.applicationID, "allocation_key": a.allocationKey,
@@ -297,10 +309,12 @@ def router(service: Any) -> APIRouter:
             out.append(dj)
         return json({"decisions": out, "allocated": n_ok, "refused": len(out) - n_ok})
 
-    @r.post("/ws/v1/partition/{partition}/whatif", response_model=None, dependencies=[read],
+    @r.post("/ws/v1/partition/{partition}/whatif", response_model=None,
+            openapi_extra=json_body(WhatIfBody), dependencies=[read],
             responses={200: {"model": DecisionOut}, **errors(404, auth=True)})
-    async def what_if(partition: str, body: WhatIfBody) -> JSONResponse:
+    async def what_if(partition: str, request: Request) -> JSONResponse:
         """The decision an allocation would get now; nothing changes."""
+        body = await parse_body(request, WhatIfBody)
         p = service.partition(partition)
         decision = p.what_if(body.applicationID, Resource(body.resource),
                              priority=body.priority, preemptible=body.preemptible)

@@ -1,0 +1,95 @@
+"""Editing and validating the partition config extensions ``elasticquotas`` and ``quotatrees``.
+
+Elastic quotas and quota trees are part of a partition's configuration (policies registry), so the
+REST writes on them are configuration edits: the service edits the running YAML text (round-trip, so
+comments and order survive), validates the result completely — the queue config *and* the
+extensions, which the config loader passes through unchecked — and applies it with
+``Scheduler.update_config``. That journals it (decision S1), makes it all-or-nothing, and replays
+identically after a restart.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from quotaplane.errors import ConfigError, NotFoundError
+
+__all__ = ["edit_extension", "policy_of", "validate_extensions", "yaml_documents"]
+
+
+def _rt() -> YAML:
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 4096
+    return y
+
+
+def yaml_documents(text: str) -> list[Any]:
+    """Every YAML document of ``text`` as plain data (a ValueError when it does not parse)."""
+    try:
+        docs = [d for d in YAML(typ="safe").load_all(text) if d is not None]
+    except Exception as exc:  # ruamel raises many error classes; all are "not valid YAML"
+        raise ValueError(f"body is not valid YAML: {exc}") from None
+    return docs
+
+
+def edit_extension(config_text: str, partition: str, key: str,
+                   edit: Callable[[Any], Any]) -> str:
+    """The config text with ``partitions[name=partition][key]`` replaced by ``edit(old)``.
+
+    ``edit`` receives the current value as plain data (None when absent) and returns the new one
+    (None removes the key).
+    """
+    y = _rt()
+    data = y.load(config_text)
+    parts = data.get("partitions") if hasattr(data, "get") else None
+    if not parts:
+        raise ConfigError("the running configuration has no partitions")
+    for pm in parts:
+        if str(pm.get("name", "")).lower() == partition.lower():
+            old = pm.get(key)
+            plain = YAML(typ="safe").load(_dump(y, old)) if old is not None else None
+            new = edit(plain)
+            if new is None:
+                pm.pop(key, None)
+            else:
+                pm[key] = new
+            return _dump(y, data)
+    raise NotFoundError("Partition not found")
+
+
+def _dump(y: YAML, value: Any) -> str:
+    buf = io.StringIO()
+    y.dump(value, buf)
+    return buf.getvalue()
+
+
+def validate_extensions(text: str) -> None:
+    """Load ``text`` and check every partition's extensions; ConfigError / ValueError on a problem.
+
+    Builds each extension's policy on its own (no side effects) the way the partition will, so an
+    extension that would fail after the config event is journalled is refused before.
+    """
+    from quotaplane.config import load_config
+    from quotaplane.policies.registry import PolicyContext, build_policy
+
+    config = load_config(text)
+    for pc in config.partitions:
+        for key in ("elasticquotas", "quotatrees"):
+            if key in pc.extensions:
+                try:
+                    build_policy(key, pc, PolicyContext(pc.name, lambda: 0.0))
+                except ValueError as exc:
+                    raise ConfigError(f"partition {pc.name!r}: {key}: {exc}") from None
+
+
+def policy_of(partition: Any, name: str) -> Any:
+    """The admission policy called ``name`` ("elastic", "forest") of ``partition``, or None."""
+    for policy in partition.policies():
+        if getattr(policy, "name", None) == name:
+            return policy
+    return None
