@@ -134,7 +134,7 @@ def exception_response(err: BaseException) -> JSONResponse:
                               headers=headers, **extra)
     if isinstance(err, ConfigError):
         problems = [{"line": line, "reason": reason} for line, reason in err.problems]
-        where = f" (line {err.line})" if err.line else ""
+        where = f" (line {err.line})" if err.line and not message.startswith("line") else ""
         return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
     if status == NOT_LEADER_STATUS:
         # The store failed: nothing was acknowledged; the caller may retry.
