@@ -78,8 +78,8 @@ class Allocation:
     it was admitted.
     """
 
-    __slots__ = ("allocation_key", "application_id", "placeholder", "preemptible", "priority", "resource",
-                 "task_group", "time")
+    __slots__ = ("allocation_key", "application_id", "config_seq", "placeholder", "preemptible", "priority",
+                 "resource", "task_group", "time")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -92,6 +92,7 @@ class Allocation:
         self.placeholder = placeholder
         self.task_group = task_group
         self.time = time
+        self.config_seq = 0           # the config in force when it was admitted (snapshot rebuild)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""

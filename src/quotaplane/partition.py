@@ -516,6 +516,7 @@ class Partition(PendingAsksMixin):
 
     def _drop_app(self, app: Application) -> None:
         del self._apps[app.application_id]
+        self._asks.remove_application(app.application_id)      # queueing: no orphan asks (expiry)
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
 
@@ -714,6 +715,7 @@ class Partition(PendingAsksMixin):
         alloc = Allocation(ev["key"], app.application_id, res, priority=ev["priority"],
                            preemptible=ev["preemptible"], placeholder=ev["placeholder"],
                            task_group=ev["task_group"], time=t)
+        alloc.config_seq = self.config_seq
         if alloc.placeholder and not app.has_placeholders():
             app.placeholder_since = t
         app.allocations[alloc.allocation_key] = alloc
@@ -768,7 +770,11 @@ class Partition(PendingAsksMixin):
     def _count_in(self, app: Application) -> None:
         """Enter the running count with no resources (rebuilding a soft-timed-out application)."""
         req = self._request(app, "", _EMPTY, first=True)
-        refused, _ = self._apply_all(req)
+        refused: list[Violation] = []
+        for policy in self._policies[:2]:       # the running count lives in queue and user/group
+            refused = policy.apply(req)
+            if refused:
+                break
         if refused:
             raise JournalReplayError(f"replay could not count application {app.application_id!r} as running")
         app.counted = True
@@ -778,7 +784,7 @@ class Partition(PendingAsksMixin):
     def _leave(self, app: Application) -> None:
         """Leave the running count with no allocation left (seed 001 running state exit)."""
         req = self._request(app, "", _EMPTY)
-        for policy in reversed(self._policies):
+        for policy in reversed(self._policies[:2]):   # the running count lives in queue and user/group
             policy.release(req, last_allocation=True)
         app.counted = False
 
@@ -908,9 +914,11 @@ class Partition(PendingAsksMixin):
             take = getattr(policy, "take_preempted", None)
             if take is not None:
                 preempted.extend((policy, key) for key in take())
+        self._asks.remove(ev["key"])        # queueing: a pending ask replacing a placeholder ends
         real = Allocation(ev["key"], app.application_id, res, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group,
                           time=ev["t"])
+        real.config_seq = self.config_seq
         # keep admission order: the real allocation takes the placeholder's place
         app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
                            (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
@@ -1084,6 +1092,9 @@ class Partition(PendingAsksMixin):
 
     def _ev_app_restore(self, ev: Mapping[str, Any]) -> None:
         app = self._apps[ev["app"]]
+        order = ev.get("allocations")
+        if order is not None and set(order) == set(app.allocations):
+            app.allocations = {k: app.allocations[k] for k in order}
         app.state = ev["state"]
         app.state_since = ev["state_since"]
         app.placeholder_since = ev["placeholder_since"]
@@ -1093,44 +1104,42 @@ class Partition(PendingAsksMixin):
     def _rebuild_events(self) -> list[dict[str, Any]]:
         """A short event list that rebuilds the current state (snapshot restore).
 
-        The configs in force when the live applications were added and when they entered the running
-        count are applied in order; each application is re-added under the config of its submission
-        (its queue existed then, U10/M-6) and its live allocations are re-applied under the config of
-        its running-count entry (its group link depends on it, U4); then the current config. The
-        restore verifies the result against the snapshot's ``dump`` and falls back to a full replay
-        when they differ, so this is an optimisation, never a source of truth.
+        Every config that matters is applied again in order, and under each one: the live applications
+        submitted under it (their queue existed then), the applications that entered the running count
+        under it (their group link was chosen then, U4; an empty increase links and counts them, in
+        entry order), and the live allocations admitted under it (in admission order). Usage at every
+        step is then a part of the usage the original admissions saw, so limits admit them again.
+        The restore verifies the result against the snapshot's ``dump`` and falls back to a full replay
+        when they differ: this is an optimisation, never a source of truth.
         """
         out: list[dict[str, Any]] = []
         apps = list(self._apps.values())
-        seqs = sorted({a.added_seq for a in apps} | {a.anchor_seq for a in apps if a.counted}
-                      | {self.config_seq})
+        allocs = list(self._allocs.values())
+        counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
+        seqs = sorted({a.added_seq for a in apps} | {a.anchor_seq for a in counted}
+                      | {a.config_seq for a in allocs} | {self.config_seq})
         for i, seq in enumerate(seqs):
             out.append({"type": "config", "seq": seq})
             if i == 0:
                 out.extend({"type": "node_added", "node": n, "capacity": _res_json(c)}
                            for n, c in self._nodes.items())
-            for app in apps:
-                if app.added_seq == seq:
-                    out.append({"type": "app_added", "app": app.application_id, "user": app.user.user,
-                                "groups": list(app.user.groups), "queue": app.queue_path,
-                                "tags": dict(app.tags), "t": app.submit_time, "gang_style": app.gang_style,
-                                "placeholder_timeout": app.placeholder_timeout})
-            # in running-count entry order: queues list their running applications in that order
-            for app in sorted(apps, key=lambda a: a.count_order):
-                if not app.counted or app.anchor_seq != seq:
-                    continue
-                for a in app.allocations.values():
-                    out.append({"type": "allocated", "app": app.application_id, "key": a.allocation_key,
-                                "resource": _res_json(a.resource), "priority": a.priority,
-                                "preemptible": a.preemptible, "placeholder": a.placeholder,
-                                "task_group": a.task_group, "t": a.time})
-                if not app.allocations:
-                    out.append({"type": "count_in", "app": app.application_id})
-        out.extend(ask.event() for ask in self._asks.all())
+            out.extend({"type": "app_added", "app": app.application_id, "user": app.user.user,
+                        "groups": list(app.user.groups), "queue": app.queue_path, "tags": dict(app.tags),
+                        "t": app.submit_time, "gang_style": app.gang_style,
+                        "placeholder_timeout": app.placeholder_timeout}
+                       for app in apps if app.added_seq == seq)
+            out.extend({"type": "count_in", "app": app.application_id}
+                       for app in counted if app.anchor_seq == seq)
+            out.extend({"type": "allocated", "app": a.application_id, "key": a.allocation_key,
+                        "resource": _res_json(a.resource), "priority": a.priority,
+                        "preemptible": a.preemptible, "placeholder": a.placeholder,
+                        "task_group": a.task_group, "t": a.time}
+                       for a in allocs if a.config_seq == seq)
         for app in apps:
             out.append({"type": "app_restore", "app": app.application_id, "state": app.state,
                         "state_since": app.state_since, "placeholder_since": app.placeholder_since,
-                        "anchor_seq": app.anchor_seq, "added_seq": app.added_seq})
+                        "anchor_seq": app.anchor_seq, "added_seq": app.added_seq,
+                        "allocations": list(app.allocations)})
         return out
 
     def __repr__(self) -> str:

@@ -236,6 +236,8 @@ class PartitionMachine(RuleBasedStateMachine):
             self.sched = Scheduler.from_yaml(self.text, store=self.store, clock=self.clock, snapshot_every=7)
             self.p = self.sched.partition("default")
             got = _canon(self.sched.dump_state())
+            if self.sched.journal.load_snapshot("default") is not None:
+                assert self.sched.restored_from == {"default": "snapshot"}
         else:
             again = Scheduler.from_yaml(self.text, store=self.store, clock=self.clock)
             got = _canon(again.dump_state())

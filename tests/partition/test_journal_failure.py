@@ -1,0 +1,75 @@
+"""S1 when the journal fails: an answer is only given after the event is durable. A failed append
+rolls back what can be rolled back (allocations, nodes, applications) and otherwise stops the
+partition from taking changes, so memory is never silently ahead of the journal."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from quotaplane import QuotaplaneError, Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.journal import MemoryJournal
+from quotaplane.journal.base import JournalError
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import CONFIG, Clock
+
+BOB = UserGroup("bob", ["ops"])
+
+
+class FlakyJournal(MemoryJournal):
+    """A memory journal whose appends fail while ``fail`` is set."""
+
+    fail = False
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        if self.fail:
+            raise JournalError("disk full")
+        return super().append(stream, events, holder=holder)
+
+
+def _setup() -> tuple[Scheduler, FlakyJournal]:
+    j = FlakyJournal()
+    s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock())
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 50000}))
+    p.add_application("app1", BOB, queue="root.b")
+    p.allocate("app1", "k1", Resource({"vcore": 1000}))
+    return s, j
+
+
+def test_failed_append_rolls_back_allocation_node_and_application() -> None:
+    s, j = _setup()
+    p = s.partition("default")
+    before = p.dump_state()
+    j.fail = True
+    with pytest.raises(JournalError):
+        p.allocate("app1", "k2", Resource({"vcore": 1000}))
+    with pytest.raises(JournalError):
+        p.allocate_batch([{"applicationID": "app1", "allocationKey": "k3", "resource": {"vcore": 5}}])
+    with pytest.raises(JournalError):
+        p.add_node("n2", Resource({"vcore": 1}))
+    with pytest.raises(JournalError):
+        p.remove_node("n1")
+    with pytest.raises(JournalError):
+        p.add_application("app2", BOB, queue="root.b")
+    assert p.dump_state() == before
+    j.fail = False
+    assert p.allocate("app1", "k2", Resource({"vcore": 1000})).allocated     # still usable
+    assert Scheduler.from_yaml(CONFIG, store=j).dump_state() == s.dump_state()
+
+
+def test_failed_append_of_a_release_stops_the_partition() -> None:
+    s, j = _setup()
+    p = s.partition("default")
+    j.fail = True
+    with pytest.raises(JournalError):
+        p.release("k1")
+    j.fail = False
+    with pytest.raises(QuotaplaneError, match="journal failure"):
+        p.allocate("app1", "k9", Resource({"vcore": 1}))
+    # the journal still holds the acknowledged state: a restore serves it
+    again = Scheduler.from_yaml(CONFIG, store=j)
+    assert again.partition("default").allocation("k1") is not None
