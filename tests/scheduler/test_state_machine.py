@@ -58,6 +58,11 @@ partitions:
 CONFIG_B = CONFIG_A.replace("maxresources: {vcore: 6}", "maxresources: {vcore: 3}").replace(
     "max: {vcore: 12}", "max: {vcore: 9}").replace("maxapplications: 3", "maxapplications: 2")
 
+# root.p.y removed: it drains while it has applications, then goes (and comes back with CONFIG_A)
+CONFIG_C = CONFIG_A.replace("""      - name: y
+""", "")
+assert CONFIG_C != CONFIG_A
+
 USERS = [UserGroup("alice", ["dev"]), UserGroup("bob", ["dev"]), UserGroup("carol", ["ops"])]
 QUEUES = ["root.a", "root.default", "root.p.x", "root.p.y"]
 APPS = [f"app{i}" for i in range(5)]
@@ -211,9 +216,9 @@ class PartitionMachine(RuleBasedStateMachine):
         self.p.release(key)
         del self.allocs[key]
 
-    @rule()
-    def reload(self) -> None:
-        self.text = CONFIG_B if self.text == CONFIG_A else CONFIG_A
+    @rule(text=st.sampled_from([CONFIG_A, CONFIG_B, CONFIG_C]))
+    def reload(self, text: str) -> None:
+        self.text = text
         self.sched.update_config(self.text)
 
     @rule(seconds=st.sampled_from([1, 31, 301, 1000]))
