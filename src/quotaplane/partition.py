@@ -1135,6 +1135,7 @@ class Partition(PendingAsksMixin):
                         "preemptible": a.preemptible, "placeholder": a.placeholder,
                         "task_group": a.task_group, "t": a.time}
                        for a in allocs if a.config_seq == seq)
+        out.extend(ask.event() for ask in self._asks.all())     # queueing: the pending asks, in order
         for app in apps:
             out.append({"type": "app_restore", "app": app.application_id, "state": app.state,
                         "state_since": app.state_since, "placeholder_since": app.placeholder_since,

@@ -29,6 +29,7 @@ import heapq
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from quotaplane.application import ACTIVE_STATES
 from quotaplane.policy import Decision, Violation
 from quotaplane.resources import Resource
 
@@ -211,15 +212,24 @@ class AskQueue:
 
     # -- ordering -----------------------------------------------------------------------------------
     def order_applications(self, leaf: Queue, apps: Mapping[str, Application]) -> list[Application]:
-        """The applications of ``leaf`` with pending asks, in the leaf's sort policy order."""
+        """The applications of ``leaf`` with pending asks, in the leaf's sort policy order.
+
+        Only applications that can take allocations (an active state) are listed. Submission order
+        is the submit time, ties broken by the order the applications were placed in the leaf.
+        """
         policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
-        candidates = [apps[a] for a in leaf.applications if a in self._by_app and a in apps]
+        candidates: list[tuple[float, int, Application]] = []
+        for i, a in enumerate(leaf.applications):
+            if a in self._by_app:
+                app = apps.get(a)
+                if app is not None and app.state in ACTIVE_STATES:
+                    candidates.append((app.submit_time, i, app))
         if policy == "fair":
-            def fair_key(a: Application) -> tuple[tuple[float, ...], float, int, str]:
-                return (usage_shares(a.allocated, leaf.guaranteed), a.submit_time, a.added_seq,
-                        a.application_id)
-            return sorted(candidates, key=fair_key)
-        ordered = sorted(candidates, key=lambda a: (a.submit_time, a.added_seq, a.application_id))
+            fair = [(usage_shares(app.allocated, leaf.guaranteed), t, i, app) for t, i, app in candidates]
+            fair.sort(key=lambda e: e[:3])
+            return [e[3] for e in fair]
+        candidates.sort(key=lambda e: e[:2])
+        ordered = [e[2] for e in candidates]
         if policy == "stateaware":
             # Only one application may be starting at a time: while one is Starting, waiting
             # applications stay back; otherwise only the oldest waiting one may start.
@@ -235,23 +245,56 @@ class AskQueue:
             return out
         return ordered
 
+    def leaf_asks(self, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
+        """The pending asks of ``leaf`` in scheduling order, for one cycle.
+
+        The consumer tries each ask before asking for the next. With the ``fair`` policy the
+        applications are re-sorted after every attempt (YuniKorn sorts them at each attempt): an
+        allocation raises its application's usage, so another application may come first next.
+        """
+        ordered = self.order_applications(leaf, apps)
+        if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() != "fair":
+            for app in ordered:
+                yield from self.of_application(app.application_id)
+            return
+        by_key = self._by_key
+        guaranteed = leaf.guaranteed
+        # entries: (shares, position in the initial order, app index); usage tracked incrementally
+        usage: list[dict[str, int]] = []
+        lists: list[list[Ask]] = []
+        heap: list[tuple[tuple[float, ...], int, int]] = []
+        for pos, app in enumerate(ordered):
+            used = dict(app.allocated._values)
+            usage.append(used)
+            lists.append(self.of_application(app.application_id))
+            heap.append((usage_shares(used, guaranteed), pos, pos))
+        heapq.heapify(heap)
+        nexts = [0] * len(ordered)
+        while heap:
+            _, pos, idx = heapq.heappop(heap)
+            asks = lists[idx]
+            ask = asks[nexts[idx]]
+            nexts[idx] += 1
+            yield ask
+            if ask.allocation_key not in by_key:        # allocated by the consumer: usage grew
+                used = usage[idx]
+                for name, amount in ask.resource._values.items():
+                    used[name] = used.get(name, 0) + amount
+            if nexts[idx] < len(asks):
+                heapq.heappush(heap, (usage_shares(usage[idx], guaranteed), pos, idx))
+
     def candidates(self, root: Queue, apps: Mapping[str, Application]) -> Iterator[tuple[Queue, Ask]]:
         """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
         The consumer tries the ask (which may change the queues' usage) before asking for the next;
         each pending ask is yielded at most once.
         """
+        by_app = self._by_app
         leaf_iters: dict[str, Iterator[Ask]] = {}
-
-        def leaf_asks(leaf: Queue) -> Iterator[Ask]:
-            # Applications are ordered once per cycle per leaf: their order can only change through
-            # allocations of this leaf, and YuniKorn also sorts them once per attempt of the queue.
-            for app in self.order_applications(leaf, apps):
-                yield from self.of_application(app.application_id)
 
         def has_work(q: Queue) -> bool:
             if q.is_leaf:
-                return any(a in self._by_app for a in q.applications)
+                return any(a in by_app for a in q.applications)
             return any(has_work(c) for c in q.children.values())
 
         # One heap per parent of children that still have work: entries (key, name).
@@ -269,32 +312,40 @@ class AskQueue:
             if q.is_leaf:
                 it = leaf_iters.get(q.path)
                 if it is None:
-                    it = leaf_asks(q)
+                    it = self.leaf_asks(q, apps)
                     leaf_iters[q.path] = it
                 ask = next(it, None)
                 return None if ask is None else (q, ask)
             h = heap_of(q)
             while h:
-                _, name = heapq.heappop(h)
+                key, name = heapq.heappop(h)
                 child = q.children.get(name)
                 if child is None:
                     continue
                 found = next_from(child)
                 if found is not None:
-                    pending_children.append((h, child))
+                    pending_children.append((h, key, child))
                     return found
             return None
 
-        pending_children: list[tuple[list[tuple[Any, str]], Queue]] = []
+        pending_children: list[tuple[list[tuple[Any, str]], Any, Queue]] = []
+        by_key = self._by_key
+        if not root.is_leaf and not has_work(root):
+            return
         while True:
             pending_children.clear()
             found = next_from(root)
             if found is None:
                 return
             yield found
-            # the ask has been tried: re-insert the chosen path with its updated fair-share keys
-            for h, child in pending_children:
-                heapq.heappush(h, (_queue_key(child), child.name))
+            # The ask has been tried: re-insert the chosen path. Only an allocation changes usage
+            # (the ask left the queue); a refusal changes nothing, so the old keys still hold.
+            if found[1].allocation_key in by_key:
+                for h, key, child in pending_children:
+                    heapq.heappush(h, (key, child.name))
+            else:
+                for h, _key, child in pending_children:
+                    heapq.heappush(h, (_queue_key(child), child.name))
 
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
@@ -302,12 +353,15 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     """One scheduling cycle: try every pending ask once in order; return the asks allocated.
 
     ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
-    the decision; a refused ask keeps waiting with the decision's reasons.
+    the decision; a refused ask keeps waiting with the decision's reasons. An allocation that
+    preempted others (a quota forest) freed quota: the queue stays ``dirty`` so another cycle runs
+    (no ask refused earlier in this cycle is left behind).
     """
     allocated: list[Ask] = []
     refused: list[Ask] = []
     stale = 0                      # refused[:stale] were refused before the cycle's last allocation
     seen: set[str] = set()
+    freed = False
     for _leaf, ask in asks.candidates(root, apps):
         if ask.allocation_key in seen or ask.allocation_key not in asks:
             continue
@@ -316,6 +370,8 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         if decision.allocated:
             allocated.append(ask)
             stale = len(refused)
+            if decision.preempted:
+                freed = True
         else:
             ask.reasons = list(decision.reasons)
             refused.append(ask)
@@ -323,9 +379,33 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
     for ask in refused[:stale]:
         ask.reasons = None
-    asks.dirty = False
+    asks.dirty = freed
     return allocated
 
+
+class _CycleBatch:
+    """The allocations of a cycle not yet journalled: their events, undo records and asks."""
+
+    __slots__ = ("asks", "events", "undos")
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.undos: list[tuple[Any, ...]] = []
+        self.asks: list[Ask] = []
+
+    def clear(self) -> None:
+        """Forget the batch (after it was journalled or undone)."""
+        self.events = []
+        self.undos = []
+        self.asks = []
+
+
+def _placeholder_of(app: Application, task_group: str) -> str | None:
+    """The oldest allocated placeholder of ``task_group`` in ``app`` (admission order), or None."""
+    for key, alloc in app.allocations.items():
+        if alloc.placeholder and alloc.task_group == task_group:
+            return key
+    return None
 
 
 class PendingAsksMixin:
@@ -359,6 +439,11 @@ class PendingAsksMixin:
         def _active_app(self, application_id: str) -> Application: ...
         def _record(self, events: list[dict[str, Any]], *, recoverable: bool = False) -> None: ...
         def _leave(self, app: Application) -> None: ...
+        def _allocate_locked(self, ev: dict[str, Any], res: Resource
+                             ) -> tuple[Decision, dict[str, Any] | None, tuple[Any, ...]]: ...
+        def _undo_allocated(self, ev: Mapping[str, Any], undo: tuple[Any, ...]) -> None: ...
+        def replace_placeholder(self, placeholder_key: str, allocation_key: str,
+                                resource: Mapping[str, int] | Resource) -> Decision: ...
         def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
                     preemptible: bool = True) -> Decision: ...
         def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
@@ -451,16 +536,28 @@ class PendingAsksMixin:
 
     def schedule(self) -> list[Any]:
         """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
-        allocations made (:class:`~quotaplane.application.Allocation`)."""
+        allocations made (:class:`~quotaplane.application.Allocation`).
+
+        Every allocation goes through the one admission path (all policies, nothing half applied).
+        The cycle's allocations are journalled together in one transaction at its end (a durable
+        store pays one commit per cycle, not per allocation); if that write fails, every allocation
+        of the cycle is undone, the asks wait again, and the error is raised. Subscribers hear of an
+        allocation only once it is journalled.
+        """
         with self.lock:
             if not len(self._asks):
                 self._asks.dirty = False
                 return []
             self._usable()
             root = self.queues.queue("root")
-            made = run_cycle(self._asks, root, self._apps, self._try_ask)
-            out = [self._allocs[a.allocation_key] for a in made if a.allocation_key in self._allocs]
-        return out
+            batch = _CycleBatch()
+            try:
+                made = run_cycle(self._asks, root, self._apps, lambda ask: self._try_ask(ask, batch))
+            except BaseException:
+                self._rollback(batch)
+                raise
+            self._flush(batch)
+            return [self._allocs[a.allocation_key] for a in made if a.allocation_key in self._allocs]
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for every allocation a cycle makes for a pending ask.
@@ -486,33 +583,82 @@ class PendingAsksMixin:
     # -- internals ------------------------------------------------------------------------------------
     def _explain(self, ask: Ask) -> list[Violation]:
         app = self._apps.get(ask.application_id)
-        if app is None:
-            return []
+        if app is None or app.state not in ACTIVE_STATES or self.queues.queue(app.queue_path) is None:
+            return []            # the application takes no allocations now: nothing to explain
         decision = self.what_if(
             ask.application_id, ask.resource, priority=ask.priority, preemptible=ask.preemptible)
         return list(decision.reasons)
 
-    def _try_ask(self, ask: Ask) -> Decision:
-        try:
-            decision = self.allocate(
-                ask.application_id, ask.allocation_key, ask.resource, priority=ask.priority,
-                preemptible=ask.preemptible, placeholder=ask.placeholder, task_group=ask.task_group)
-        except BaseException:
-            # the allocation was rolled back (journal failure): the ask keeps waiting
-            if ask.allocation_key not in self._allocs and ask.allocation_key not in self._asks:
-                self._asks.add(ask)
-            raise
-        if decision.allocated and self._subscribers:
-            app = self._apps[ask.application_id]
-            event = {"type": "allocated", "partition": self.name, "applicationID": ask.application_id,
-                     "allocationKey": ask.allocation_key, "queueName": app.queue_path,
-                     "resource": ask.resource.to_dict()}
-            for cb in list(self._subscribers):
-                try:
-                    cb(event)
-                except Exception:  # a broken subscriber must not break scheduling
-                    self._subscribers.remove(cb)
+    def _try_ask(self, ask: Ask, batch: _CycleBatch) -> Decision:
+        """Admit ``ask`` in memory (journalled when the cycle's batch is flushed)."""
+        app = self._apps.get(ask.application_id)
+        if app is None or app.state not in ACTIVE_STATES or self.queues.queue(app.queue_path) is None:
+            return Decision(False, [])           # cannot take allocations now: keeps waiting
+        if ask.task_group is not None and not ask.placeholder:
+            placeholder = _placeholder_of(app, ask.task_group)
+            if placeholder is not None:
+                return self._replace_for(ask, placeholder, batch)
+        ev = {"type": "allocated", "app": ask.application_id, "key": ask.allocation_key,
+              "resource": ask.resource.to_dict(), "priority": ask.priority, "preemptible": ask.preemptible,
+              "placeholder": ask.placeholder, "task_group": ask.task_group}
+        decision, done, undo = self._allocate_locked(ev, ask.resource)
+        if done is not None:
+            batch.events.append(done)
+            batch.undos.append(undo)
+            batch.asks.append(ask)
         return decision
+
+    def _replace_for(self, ask: Ask, placeholder: str, batch: _CycleBatch) -> Decision:
+        """Gang scheduling (seed 001, YUNIKORN-982): a real ask of a task group that holds an
+        allocated placeholder replaces that placeholder instead of allocating anew."""
+        self._flush(batch)                      # keep the journal (and the events) in cycle order
+        decision = self.replace_placeholder(placeholder, ask.allocation_key, ask.resource)
+        if decision.allocated:
+            self._asks.remove(ask.allocation_key)   # (the replaced event removes it on replay too)
+            self._notify(ask, placeholder)
+        return decision
+
+    def _flush(self, batch: _CycleBatch) -> None:
+        """Journal the batch's allocations in one transaction, then tell the subscribers."""
+        if not batch.events:
+            return
+        try:
+            self._record(batch.events, recoverable=True)
+        except BaseException:
+            self._rollback(batch)
+            raise
+        asks = batch.asks
+        batch.clear()
+        if self._subscribers:
+            for ask in asks:
+                self._notify(ask)
+
+    def _rollback(self, batch: _CycleBatch) -> None:
+        """Undo the batch's (unjournalled) allocations, newest first; their asks wait again."""
+        for done, undo, ask in zip(reversed(batch.events), reversed(batch.undos), reversed(batch.asks),
+                                   strict=True):
+            self._undo_allocated(done, undo)
+            if ask.allocation_key not in self._allocs and ask.allocation_key not in self._asks:
+                ask.reasons = None
+                self._asks.add(ask)
+        batch.clear()
+
+    def _notify(self, ask: Ask, placeholder: str | None = None) -> None:
+        if not self._subscribers:
+            return
+        app = self._apps.get(ask.application_id)
+        event: dict[str, Any] = {"type": "allocated", "partition": self.name,
+                                 "applicationID": ask.application_id, "allocationKey": ask.allocation_key,
+                                 "queueName": app.queue_path if app is not None else "",
+                                 "resource": ask.resource.to_dict()}
+        if placeholder is not None:
+            event["placeholderKey"] = placeholder
+        for cb in list(self._subscribers):
+            try:
+                cb(event)
+            except Exception:  # a broken subscriber must not break scheduling
+                if cb in self._subscribers:
+                    self._subscribers.remove(cb)
 
     def _freed(self) -> None:
         """Capacity or quota may have been freed: mark for a cycle and run one when automatic."""

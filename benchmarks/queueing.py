@@ -1,0 +1,163 @@
+"""Queueing benchmark: one scheduling cycle over 10,000 pending asks in 1,000 leaf queues.
+
+Setup (outside the timings): 10 parent queues x 100 leaf queues (each leaf with a ``guaranteed`` and a
+``max``, half of them ``fair``-sorted), one application per leaf (100 users, a ``*`` user limit at the
+parents), 10 pending asks per application of 1 vcore + 1 GiB, priorities 0-2; the partition's
+``auto_schedule`` is off so the cycle is timed alone. Every timing is the best of ``REPEAT`` runs on a
+fresh partition (memory journal: every allocation is still journalled as an event; automatic
+snapshots are off so that one does not land inside a timed run).
+
+Scenarios (``Partition.schedule()``: one cycle, the fair order of queues, applications and asks):
+
+- ``all_fit``: every ask fits -> 10,000 allocations in one cycle. Baseline: the same 10,000
+  allocations through direct ``Partition.allocate`` calls (same order, same partition shape), so
+  ``ratio_all_fit`` is the cost of queueing + ordering on top of the admission path.
+- ``half_fit``: each leaf ``max`` lets 5 of its 10 asks in -> 5,000 allocations and 5,000 refusals
+  (each refused ask keeps the reasons of its attempt).
+- ``none_fit``: the queues are full -> 10,000 refusals (what a cycle costs when nothing frees up).
+  Baseline: 10,000 direct ``Partition.what_if`` calls for the same requests.
+
+Run: ``.venv/bin/python benchmarks/queueing.py`` (well under a minute).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import write_results
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.partition import Partition
+from quotaplane.scheduler import Scheduler
+
+PARENTS = 10
+LEAVES = 100          # per parent: 1,000 leaf queues
+ASKS = 10             # per application (one application per leaf): 10,000 asks
+USERS = [UserGroup(f"user{i}", ["dev"]) for i in range(100)]
+ASK = Resource({"vcore": 1000, "memory": 1 << 30})
+REPEAT = 3
+
+
+def _config(leaf_max: int) -> str:
+    """The queue YAML; ``leaf_max`` in cores (config vcore units)."""
+    lines = ["partitions:", "- name: default", "  queues:", "  - name: root", "    submitacl: '*'",
+             "    queues:"]
+    for p in range(PARENTS):
+        lines += [f"    - name: p{p}",
+                  "      limits: [{limit: u, users: ['*'], maxresources: {vcore: 10000000}}]",
+                  "      queues:"]
+        for leaf in range(LEAVES):
+            policy = "fair" if leaf % 2 else "fifo"
+            guaranteed = min(leaf_max, 1 + leaf % 5)
+            lines.append(f"      - {{name: q{leaf}, resources: {{guaranteed: {{vcore: {guaranteed}}}, "
+                         f"max: {{vcore: {leaf_max}}}}}, "
+                         f"properties: {{application.sort.policy: {policy}}}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _requests() -> list[tuple[str, str, int]]:
+    """(application, key, priority) in arrival order: round-robin over applications."""
+    out = []
+    for i in range(ASKS):
+        for p in range(PARENTS):
+            for leaf in range(LEAVES):
+                out.append((f"app-{p}-{leaf}", f"k-{p}-{leaf}-{i}", i % 3))
+    return out
+
+
+def _partition(leaf_max: int, *, full: bool = False) -> Partition:
+    s = Scheduler.from_yaml(_config(leaf_max), snapshot_every=0)
+    p = s.partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", Resource({"vcore": 10**12, "memory": 10**18}))
+    n = 0
+    for par in range(PARENTS):
+        for leaf in range(LEAVES):
+            app = f"app-{par}-{leaf}"
+            p.add_application(app, USERS[n % len(USERS)], queue=f"root.p{par}.q{leaf}")
+            n += 1
+            if full:
+                assert p.allocate(app, f"fill-{app}", Resource({"vcore": leaf_max * 1000})).allocated
+    return p
+
+
+def _with_asks(leaf_max: int, *, full: bool = False) -> Partition:
+    p = _partition(leaf_max, full=full)
+    for app, key, prio in _requests():
+        p.add_ask(app, key, ASK, priority=prio)
+    return p
+
+
+def _cycle(leaf_max: int, *, full: bool = False) -> tuple[float, int, int]:
+    best, made, left = float("inf"), 0, 0
+    for _ in range(REPEAT):
+        p = _with_asks(leaf_max, full=full)
+        start = time.perf_counter()
+        allocations = p.schedule()
+        best = min(best, time.perf_counter() - start)
+        made, left = len(allocations), len(p.pending())
+    return best, made, left
+
+
+def _direct_allocate(leaf_max: int) -> tuple[float, int]:
+    best, made = float("inf"), 0
+    for _ in range(REPEAT):
+        p = _partition(leaf_max)
+        reqs = _requests()
+        start = time.perf_counter()
+        made = sum(p.allocate(app, key, ASK, priority=prio).allocated for app, key, prio in reqs)
+        best = min(best, time.perf_counter() - start)
+    return best, made
+
+
+def _direct_what_if(leaf_max: int) -> float:
+    best = float("inf")
+    for _ in range(REPEAT):
+        p = _partition(leaf_max, full=True)
+        reqs = _requests()
+        start = time.perf_counter()
+        for app, _key, prio in reqs:
+            p.what_if(app, ASK, priority=prio)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> dict[str, Any]:
+    """Run the scenarios; write ``benchmarks/results/queueing.json``."""
+    n = PARENTS * LEAVES * ASKS
+    unlimited = ASKS
+    all_t, all_made, all_left = _cycle(unlimited)
+    assert all_made == n and all_left == 0, (all_made, all_left)
+    half_t, half_made, half_left = _cycle(ASKS // 2)
+    assert half_made == n // 2 and half_left == n // 2, (half_made, half_left)
+    none_t, none_made, none_left = _cycle(1, full=True)
+    assert none_made == 0 and none_left == n, (none_made, none_left)
+    base_alloc_t, base_made = _direct_allocate(unlimited)
+    assert base_made == n
+    base_what_if_t = _direct_what_if(1)
+    results = {
+        "pending_asks": n,
+        "leaf_queues": PARENTS * LEAVES,
+        "all_fit_cycle_s": round(all_t, 4),
+        "all_fit_allocations_per_s": round(all_made / all_t),
+        "half_fit_cycle_s": round(half_t, 4),
+        "half_fit_allocations_per_s": round(half_made / half_t),
+        "half_fit_asks_tried_per_s": round(n / half_t),
+        "none_fit_cycle_s": round(none_t, 4),
+        "none_fit_asks_tried_per_s": round(n / none_t),
+        "baseline_direct_allocate_s": round(base_alloc_t, 4),
+        "baseline_direct_allocate_per_s": round(n / base_alloc_t),
+        "baseline_direct_what_if_s": round(base_what_if_t, 4),
+        "ratio_all_fit_vs_direct_allocate": round(all_t / base_alloc_t, 2),
+        "ratio_none_fit_vs_direct_what_if": round(none_t / base_what_if_t, 2),
+    }
+    write_results("queueing", results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""The scheduling cycle in detail: fair re-sorting, gang placeholders, one journal write per cycle,
+rollback, applications that cannot take allocations, snapshots, and liveness (no starvation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.partition import Partition
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import Clock
+
+ALICE = UserGroup("alice", ["dev"])
+BOB = UserGroup("bob", ["ops"])
+CAROL = UserGroup("carol", ["dev"])
+
+CONFIG = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: fair4
+      resources: {guaranteed: {vcore: 4}, max: {vcore: 4}}
+      properties: {application.sort.policy: fair}
+    - name: fifo4
+      resources: {max: {vcore: 4}}
+    - name: open
+    - name: grouped
+      limits:
+      - limit: one dev app
+        groups: [dev]
+        maxapplications: 1
+"""
+
+
+def _v(n: int) -> Resource:
+    return Resource({"vcore": n * 1000})
+
+
+def _sched(store: Any = None, clock: Clock | None = None, **kw: Any) -> Scheduler:
+    return Scheduler.from_yaml(CONFIG, store=store, clock=clock or Clock(), **kw)
+
+
+def _part(vcore: int = 1000, **kw: Any) -> Partition:
+    p = _sched(**kw).partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", _v(vcore))
+    return p
+
+
+def _keys(allocs: list[Any]) -> list[str]:
+    return [a.allocation_key for a in allocs]
+
+
+def test_fair_policy_resorts_applications_after_every_allocation() -> None:
+    """application.sort.policy fair: YuniKorn sorts the applications at every attempt, so within one
+    cycle the application that just got an allocation goes behind the one with less usage."""
+    p = _part()
+    p.add_application("one", ALICE, queue="root.fair4")
+    p.add_application("two", BOB, queue="root.fair4")
+    for i in range(3):
+        p.add_ask("one", f"o{i}", _v(1))
+        p.add_ask("two", f"t{i}", _v(1))
+    assert _keys(p.schedule()) == ["o0", "t0", "o1", "t1"]
+
+
+def test_fifo_policy_serves_the_first_application_first_within_a_cycle() -> None:
+    """The contrast to the fair test: fifo gives the first submitted application all it asks."""
+    p = _part()
+    p.add_application("one", ALICE, queue="root.fifo4")
+    p.add_application("two", BOB, queue="root.fifo4")
+    for i in range(3):
+        p.add_ask("one", f"o{i}", _v(1))
+        p.add_ask("two", f"t{i}", _v(1))
+    assert _keys(p.schedule()) == ["o0", "o1", "o2", "t0"]
+
+
+def test_group_maxapplications_makes_an_accepted_application_wait() -> None:
+    """group.maxapplications: a second dev application stays Accepted with its ask pending."""
+    p = _part()
+    p.add_application("d1", ALICE, queue="root.grouped")
+    p.add_application("d2", CAROL, queue="root.grouped")
+    p.add_ask("d1", "k1", _v(1))
+    p.add_ask("d2", "k2", _v(1))
+    assert _keys(p.schedule()) == ["k1"]
+    assert p.application("d2").state == "Accepted"
+    assert [r.code for r in p.pending_reasons("k2") or []] == ["group.maxapplications"]
+    p.release("k1")
+    assert _keys(p.schedule()) == ["k2"]
+
+
+def test_real_ask_of_a_task_group_replaces_its_placeholder(tmp_path: Any) -> None:
+    """Gang scheduling (seed 001): a pending real ask of a task group replaces an allocated
+    placeholder of that group (usage does not double count) and the event names the placeholder."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    s = _sched(store=store)
+    p = s.partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", _v(4))
+    p.add_application("gang", ALICE, queue="root.fifo4")
+    assert p.allocate("gang", "ph1", _v(2), placeholder=True, task_group="tg").allocated
+    assert p.allocate("gang", "ph2", _v(2), placeholder=True, task_group="tg").allocated
+    seen: list[dict[str, Any]] = []
+    p.subscribe(seen.append)
+    p.add_ask("gang", "real1", _v(2), task_group="tg")     # the queue is full: only a swap fits
+    assert _keys(p.schedule()) == ["real1"]
+    assert p.allocation("ph1") is None and p.allocation("ph2") is not None
+    assert p.queues.queue("root.fifo4").allocated == _v(4)
+    assert seen[0]["placeholderKey"] == "ph1" and seen[0]["allocationKey"] == "real1"
+    assert p.pending() == []
+    before = p.dump_state()
+    s.close()
+    s2 = _sched(store=store)
+    assert s2.partition("default").dump_state() == before    # replay: the replaced event ends the ask
+    s2.close()
+
+
+def test_placeholder_asks_allocate_as_placeholders() -> None:
+    p = _part()
+    p.add_application("gang", ALICE, queue="root.open")
+    p.add_ask("gang", "ph", _v(1), placeholder=True, task_group="tg")
+    (alloc,) = p.schedule()
+    assert alloc.placeholder and alloc.task_group == "tg"
+    with pytest.raises(ValueError):
+        p.add_ask("gang", "bad", _v(1), placeholder=True)          # a placeholder needs a task group
+
+
+class _SpyJournal:
+    """Delegates to a real journal; records the size of every append; can be made to fail."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.calls: list[int] = []
+        self.fail = False
+
+    def append(self, stream: str, events: Any, **kw: Any) -> int:
+        if self.fail:
+            raise OSError("disk full")
+        self.calls.append(len(events))
+        return int(self.real.append(stream, events, **kw))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_cycle_is_journalled_in_one_transaction() -> None:
+    p = _part()
+    p.add_application("app", ALICE, queue="root.open")
+    for i in range(5):
+        p.add_ask("app", f"k{i}", _v(1))
+    spy = _SpyJournal(p.journal)
+    p.journal = spy
+    assert len(p.schedule()) == 5
+    assert spy.calls == [5]
+
+
+def test_a_failed_journal_write_undoes_the_whole_cycle() -> None:
+    """Nothing half applied: if the cycle's journal write fails, no allocation of it stays, the
+    asks wait again in their order, subscribers hear nothing, and the next cycle succeeds."""
+    p = _part()
+    p.add_application("app", ALICE, queue="root.fifo4")
+    p.add_application("other", BOB, queue="root.open")
+    for i in range(3):
+        p.add_ask("app", f"k{i}", _v(1), priority=i % 2)
+    p.add_ask("other", "x", _v(1))
+    before = p.dump_state()
+    order = [a.allocation_key for a in p.pending()]
+    seen: list[dict[str, Any]] = []
+    p.subscribe(seen.append)
+    spy = _SpyJournal(p.journal)
+    spy.fail = True
+    p.journal = spy
+    with pytest.raises(OSError):
+        p.schedule()
+    assert p.dump_state() == before
+    assert [a.allocation_key for a in p.pending()] == order
+    assert seen == [] and p.allocations() == []
+    spy.fail = False
+    assert sorted(_keys(p.schedule())) == ["k0", "k1", "k2", "x"]
+    assert len(seen) == 4
+
+
+def test_asks_of_a_failed_application_wait_and_go_with_it() -> None:
+    """A hard gang that timed out is Failed: the cycle skips its asks (it takes no allocations)
+    instead of failing, and the asks leave with the application when it expires."""
+    clock = Clock()
+    p = _part(clock=clock)
+    p.add_application("gang", ALICE, queue="root.fifo4", gang_style="hard", placeholder_timeout=10)
+    p.add_application("fine", BOB, queue="root.open")
+    p.allocate("gang", "ph", _v(4), placeholder=True, task_group="tg")
+    p.add_ask("gang", "big", _v(9))
+    clock.advance(11)
+    p.check_timeouts()
+    assert p.application("gang").state == "Failed"
+    p.add_ask("fine", "f1", _v(1))
+    assert _keys(p.schedule()) == ["f1"]
+    assert [a.allocation_key for a in p.pending()] == ["big"]
+    assert p.pending_reasons("big") == []
+    clock.advance(p.terminated_timeout + 1)
+    p.check_timeouts()
+    assert p.application("gang") is None
+    assert p.pending() == []
+
+
+def test_snapshot_restore_keeps_the_pending_queue(tmp_path: Any) -> None:
+    """Restart from a snapshot (not only a full replay) keeps the asks and their order."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    s = _sched(store=store)
+    p = s.partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", _v(2))
+    p.add_application("app", ALICE, queue="root.open")
+    p.allocate("app", "k0", _v(2))
+    for key, prio in (("x", 0), ("y", 2), ("z", 0)):
+        p.add_ask("app", key, _v(1), priority=prio)
+    p.schedule()
+    p.take_snapshot()
+    before = p.dump_state()
+    s.close()
+    s2 = _sched(store=store)
+    p2 = s2.partition("default")
+    assert s2.restored_from["default"] == "snapshot"
+    assert p2.dump_state() == before
+    assert [a.allocation_key for a in p2.pending("app")] == ["y", "x", "z"]
+    s2.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["fair4", "fifo4", "open", "grouped"]),
+                          st.sampled_from([ALICE, BOB, CAROL]), st.integers(1, 4), st.integers(0, 3)),
+                min_size=1, max_size=20))
+def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int, int]]) -> None:
+    """No starvation (liveness): asks that each fit an empty partition keep arriving out of order of
+    size and priority; if running work keeps finishing, every ask is allocated within as many
+    release-and-schedule rounds as there are asks — no ask is skipped forever by later ones."""
+    p = _part(vcore=4)
+    for i, (queue, user, size, prio) in enumerate(asks):
+        app = f"{queue}-{user.user}"
+        if p.application(app) is None:
+            p.add_application(app, user, queue=f"root.{queue}")
+        p.add_ask(app, f"k{i}", _v(size), priority=prio)
+    allocated: set[str] = set()
+    for _ in range(len(asks) + 1):
+        allocated.update(_keys(p.schedule()))
+        if not p.pending():
+            break
+        live = [a.allocation_key for a in p.allocations()]
+        if live:
+            p.release_batch(live)                           # the running work finishes
+    assert p.pending() == []
+    assert allocated == {f"k{i}" for i in range(len(asks))}
