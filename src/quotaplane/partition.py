@@ -319,6 +319,21 @@ class Partition(PendingAsksMixin):
         with self.lock:
             return self.ugm.groups_usage()
 
+    def dao(self) -> dict[str, Any]:
+        """``GET /ws/v1/partitions`` entry: name, state, totalNodes, capacity, applications by state."""
+        with self.lock:
+            states: dict[str, int] = {}
+            for app in self._apps.values():
+                states[app.state] = states.get(app.state, 0) + 1
+            return {
+                "name": self.name,
+                "state": "Active",
+                "totalNodes": len(self._nodes),
+                "capacity": {"capacity": self._total.to_dict(),
+                             "usedCapacity": self.used_capacity().to_dict()},
+                "applications": {"total": len(self._apps), **dict(sorted(states.items()))},
+            }
+
     def dump_state(self) -> dict[str, Any]:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
         with self.lock:

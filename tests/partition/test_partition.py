@@ -345,3 +345,14 @@ def test_every_change_is_journalled_before_returning() -> None:
     assert p.journal.last_seq(p.stream) == n + 3
     events = [ev["type"] for _, ev in p.journal.read(p.stream, after=n)]
     assert events == ["app_added", "allocated", "released"]
+
+
+def test_dao_for_the_partitions_endpoint() -> None:
+    p = _part()
+    p.add_application("app1", ALICE, queue="root.a")
+    p.add_application("app2", ALICE, queue="root.a")
+    p.allocate("app1", "k1", Resource({"vcore": 1000}))
+    info = p.dao()
+    assert info["name"] == "default" and info["state"] == "Active" and info["totalNodes"] == 1
+    assert info["capacity"] == {"capacity": {"memory": 1000, "vcore": 50000}, "usedCapacity": {"vcore": 1000}}
+    assert info["applications"] == {"total": 2, "New": 1, "Starting": 1}

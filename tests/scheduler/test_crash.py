@@ -69,9 +69,11 @@ def _run_and_kill(url: str, seed: int, lines: int) -> tuple[set[str], set[str], 
 def _check_recovery(url: str, rounds: int, seed0: int) -> None:
     rnd = random.Random(seed0)
     acked: set[str] = set()
+    checked: list[int] = []
     for r in range(rounds):
         # each round continues on the restored store: the child picks up the live allocations
         live, released, in_flight = _run_and_kill(url, seed0 + r, rnd.randrange(10, 120))
+        assert live or released, "the child acknowledged nothing before it was killed"
         s = Scheduler.from_yaml(CONFIG, store=url)
         try:
             p = s.partition("default")
@@ -85,6 +87,7 @@ def _check_recovery(url: str, rounds: int, seed0: int) -> None:
             assert not missing, f"acknowledged allocations lost: {sorted(missing)[:5]}"
             assert not extra, f"unacknowledged allocations present: {sorted(extra)[:5]}"
             acked = got
+            checked.append(len(got))
             total: dict[str, int] = {}
             for a in p.allocations():
                 for k, v in a.resource.items():
@@ -92,10 +95,11 @@ def _check_recovery(url: str, rounds: int, seed0: int) -> None:
             assert p.queues.queue("root").allocated == Resource(total)
         finally:
             s.close()
+    assert len(checked) == rounds and checked[-1] > 0
 
 
 def test_sigkill_sqlite_nothing_acknowledged_lost(tmp_path: Path) -> None:
-    _check_recovery(f"sqlite:///{tmp_path}/crash.db", rounds=3, seed0=11)
+    _check_recovery(f"sqlite:///{tmp_path}/crash.db", rounds=5, seed0=11)
 
 
 @pytest.fixture
