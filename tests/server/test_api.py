@@ -480,3 +480,44 @@ def test_integral_float_amount_is_an_integer(client: TestClient) -> None:
     r = client.put("/ws/v1/partition/default/node/n1", json={"capacity": {"vcore": 2000.0}})
     assert r.status_code == 201
     assert client.get("/ws/v1/partition/default/nodes").json()[0]["capacity"] == {"vcore": 2000}
+
+
+@pytest.mark.parametrize("tokens", [None, {"submit": ["s"], "read": ["r"]}])
+def test_allocation_fast_path_answers_exactly_like_the_route(tokens: dict | None) -> None:
+    """The middleware fast path for POST …/allocations and the FastAPI route give the same answers."""
+    from quotaplane.server.app import create_app
+    from quotaplane.server.auth import Tokens
+
+    def run(fast: bool) -> list[tuple[int, object]]:
+        s = qp.Scheduler.from_yaml(CONFIG)
+        p = s.partition("default")
+        p.add_node("n1", qp.Resource({"vcore": 16000}))
+        p.add_application("a1", qp.UserGroup("sue"), queue="root.small")
+        app = create_app(s, tokens=Tokens(tokens) if tokens else None, fast_path=fast)
+        out = []
+        with TestClient(app, raise_server_exceptions=False) as c:
+            hdr = {"Authorization": "Bearer s"}
+            url = "/ws/v1/partition/default/allocations"
+            body = {"applicationID": "a1", "allocationKey": "k1", "resource": {"vcore": 1000}}
+            for req in [
+                dict(json=body, headers=hdr),
+                dict(json=body, headers=hdr),                                          # duplicate
+                dict(json={**body, "allocationKey": "k2", "resource": {"vcore": 9000}}, headers=hdr),
+                dict(json={**body, "applicationID": "ghost", "allocationKey": "k3"}, headers=hdr),
+                dict(json={**body, "resource": {"vcore": -1}}, headers=hdr),
+                dict(content=b"{bad", headers=hdr),
+                dict(json=body),                                                        # no token
+                dict(json=body, headers={"Authorization": "Bearer r"}),                 # weak role
+            ]:
+                r = c.post(url, **req)
+                out.append((r.status_code, r.json()))
+            r = c.post("/ws/v1/partition/nope/allocations", json=body, headers=hdr)
+            out.append((r.status_code, r.json()))
+            metrics = c.get("/metrics", headers={"Authorization": "Bearer r"}).text
+            out.append((0, 'route="/ws/v1/partition/{partition}/allocations"' in metrics))
+        s.close()
+        return out
+
+    fast, slow = run(True), run(False)
+    assert fast == slow
+    assert [code for code, _ in fast][:4] == [201, 409, 409, 404]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, StrictBool
 
@@ -104,8 +104,8 @@ def _quota_list(current: Any) -> tuple[list[Any], Any]:
 def router(service: Any) -> APIRouter:
     """The elastic quota routes bound to ``service``."""
     r = APIRouter(tags=["elastic"])
-    read = Depends(service.tokens.dependency("read"))
-    admin = Depends(service.tokens.dependency("admin"))
+    read = service.tokens.dependencies("read")
+    admin = service.tokens.dependencies("admin")
 
     def manager_of(partition: str) -> Any:
         p = service.partition(partition)
@@ -126,13 +126,13 @@ def router(service: Any) -> APIRouter:
         with p.lock:
             return [m.describe(n) for n in m.quota_names()]
 
-    @r.get("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=read,
            responses={200: {"model": list[ElasticQuotaOut]}, **errors(404, auth=True)})
     async def list_quotas(partition: str) -> JSONResponse:
         """Every quota group with its runtime quota, request and used amounts."""
         return json(listing(partition))
 
-    @r.get("/ws/v1/partition/{partition}/elasticquota/{name}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/elasticquota/{name}", response_model=None, dependencies=read,
            responses={200: {"model": ElasticQuotaOut}, **errors(404, auth=True)})
     async def get_quota(partition: str, name: str) -> JSONResponse:
         """One quota group."""
@@ -142,7 +142,7 @@ def router(service: Any) -> APIRouter:
                 raise NotFoundError(f"elastic quota {name!r} not found")
             return json(m.describe(name))
 
-    @r.put("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=[admin],
+    @r.put("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=admin,
            openapi_extra=_YAML_BODY,
            responses={200: {"model": list[ElasticQuotaOut]}, **errors(404, 409, auth=True, write=True)})
     async def replace_quotas(partition: str, request: Request) -> JSONResponse:
@@ -158,7 +158,7 @@ def router(service: Any) -> APIRouter:
         apply_edit(partition, edit)
         return json(listing(partition))
 
-    @r.post("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=[admin],
+    @r.post("/ws/v1/partition/{partition}/elasticquotas", response_model=None, dependencies=admin,
             openapi_extra=_YAML_BODY,
             responses={200: {"model": list[ElasticQuotaOut]}, **errors(404, 409, auth=True, write=True)})
     async def upsert_quotas(partition: str, request: Request) -> JSONResponse:
@@ -176,7 +176,7 @@ def router(service: Any) -> APIRouter:
         apply_edit(partition, edit)
         return json(listing(partition))
 
-    @r.delete("/ws/v1/partition/{partition}/elasticquota/{name}", response_model=None, dependencies=[admin],
+    @r.delete("/ws/v1/partition/{partition}/elasticquota/{name}", response_model=None, dependencies=admin,
               responses={200: {"model": list[ElasticQuotaOut]}, **errors(404, 409, auth=True, write=True)})
     async def delete_quota(partition: str, name: str) -> JSONResponse:
         """Remove a quota group; 409 while it has children or pods."""
@@ -199,7 +199,7 @@ def router(service: Any) -> APIRouter:
         return json(listing(partition))
 
     @r.post("/ws/v1/partition/{partition}/elasticquota/{name}/check", response_model=None,
-            dependencies=[read], openapi_extra=json_body(ElasticCheckBody),
+            dependencies=read, openapi_extra=json_body(ElasticCheckBody),
             responses={200: {"model": ElasticCheckOut}, **errors(404, auth=True)})
     async def check(partition: str, name: str, request: Request) -> JSONResponse:
         """Would ``resource`` fit the quota's runtime (and min, when not preemptible)? Changes nothing.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json as _json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,8 +87,8 @@ def _tree_name(doc: Any) -> str | None:
 def router(service: Any) -> APIRouter:
     """The quota tree and forest routes bound to ``service``."""
     r = APIRouter(tags=["forest"])
-    read = Depends(service.tokens.dependency("read"))
-    admin = Depends(service.tokens.dependency("admin"))
+    read = service.tokens.dependencies("read")
+    admin = service.tokens.dependencies("admin")
 
     def policy(partition: str) -> tuple[Any, Any]:
         p = service.partition(partition)
@@ -114,7 +114,7 @@ def router(service: Any) -> APIRouter:
             info["allocatedConsumers"] = qm.allocated_consumers(tree)
         return info
 
-    @r.get("/ws/v1/quotatrees", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/quotatrees", response_model=None, dependencies=read,
            responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
     async def list_trees(partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
         """Every quota tree of the partition, and the manager's mode."""
@@ -123,7 +123,7 @@ def router(service: Any) -> APIRouter:
             return json({"mode": str(getattr(qm.get_mode(), "name", qm.get_mode())).lower(),
                          "trees": [tree_json(qm, t, False) for t in qm.tree_names()]})
 
-    @r.get("/ws/v1/quotatrees/{tree}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/quotatrees/{tree}", response_model=None, dependencies=read,
            responses={200: {"model": TreeOut}, **errors(404, auth=True)})
     async def get_tree(tree: str, partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
         """One tree with every node's quota, allocated amount and consumers."""
@@ -133,7 +133,7 @@ def router(service: Any) -> APIRouter:
                 raise NotFoundError(f"quota tree {tree!r} not found")
             return json(tree_json(qm, tree, True))
 
-    @r.put("/ws/v1/quotatrees/{tree}", response_model=None, dependencies=[admin], openapi_extra=_TREE_BODY,
+    @r.put("/ws/v1/quotatrees/{tree}", response_model=None, dependencies=admin, openapi_extra=_TREE_BODY,
            responses={200: {"model": TreeOut}, **errors(404, 409, auth=True, write=True)})
     async def put_tree(tree: str, request: Request,
                        partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
@@ -156,7 +156,7 @@ def router(service: Any) -> APIRouter:
         with qm.transaction():
             return json(tree_json(qm, tree, True))
 
-    @r.get("/ws/v1/quotatrees/{tree}/consumer/{consumer_id}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/quotatrees/{tree}/consumer/{consumer_id}", response_model=None, dependencies=read,
            responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
     async def get_consumer(tree: str, consumer_id: str,
                            partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
@@ -171,7 +171,7 @@ def router(service: Any) -> APIRouter:
                          "allocated": qm.is_allocated(tree, consumer_id),
                          "node": qm.consumer_node(tree, consumer_id)})
 
-    @r.get("/ws/v1/forests", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/forests", response_model=None, dependencies=read,
            responses={200: {"model": dict[str, list[str]]}, **errors(404, auth=True)})
     async def list_forests(partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
         """Every forest with its trees in order."""
@@ -179,7 +179,7 @@ def router(service: Any) -> APIRouter:
         with p.lock, qm.transaction():
             return json({f: list(qm.forest_tree_names(f)) for f in qm.forest_names()})
 
-    @r.put("/ws/v1/forests/{forest}", response_model=None, dependencies=[admin],
+    @r.put("/ws/v1/forests/{forest}", response_model=None, dependencies=admin,
            openapi_extra=json_body(ForestBody),
            responses={200: {"model": dict[str, list[str]]}, **errors(404, 409, auth=True, write=True)})
     async def put_forest(forest: str, request: Request,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from quotaplane.errors import ConfigError, NotFoundError
@@ -62,7 +62,7 @@ def validate_text(raw: bytes) -> dict[str, Any]:
 def router(service: Any) -> APIRouter:
     """The YuniKorn-compatible routes bound to ``service``."""
     r = APIRouter(tags=["yunikorn"])
-    read = Depends(service.tokens.dependency("read"))
+    read = service.tokens.dependencies("read")
 
     @r.get("/ws/v1/scheduler/healthcheck", response_model=None,
            responses={200: {"model": HealthOut}, **errors()})
@@ -87,7 +87,7 @@ def router(service: Any) -> APIRouter:
         healthy = all(c["Succeeded"] for c in checks)
         return json({"Healthy": healthy, "HealthChecks": checks})
 
-    @r.get("/ws/v1/partitions", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partitions", response_model=None, dependencies=read,
            responses={200: {"model": list[PartitionOut]}, **errors(auth=True)})
     async def partitions() -> JSONResponse:
         """Every partition with its node count and capacity."""
@@ -104,7 +104,7 @@ def router(service: Any) -> APIRouter:
                 })
         return json(out)
 
-    @r.get("/ws/v1/partition/{partition}/queues", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/queues", response_model=None, dependencies=read,
            responses={200: {"model": QueueOut}, **errors(404, auth=True)})
     async def queues(partition: str) -> JSONResponse:
         """The root queue with its whole subtree (PartitionQueueDAOInfo)."""
@@ -113,7 +113,7 @@ def router(service: Any) -> APIRouter:
             dao = p.queues.dao(None, subtree=True, partition=p.name)
         return json(dao)
 
-    @r.get("/ws/v1/partition/{partition}/queue/{queue}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/queue/{queue}", response_model=None, dependencies=read,
            responses={200: {"model": QueueOut}, **errors(404, auth=True)})
     async def queue(partition: str, queue: str, request: Request,
                     subtree: Annotated[str | None, Query(
@@ -128,7 +128,7 @@ def router(service: Any) -> APIRouter:
             dao = p.queues.dao(path, subtree=with_children, partition="")
         return json(dao)
 
-    @r.get("/ws/v1/partition/{partition}/usage/users", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/usage/users", response_model=None, dependencies=read,
            responses={200: {"model": list[UserUsageOut]}, **errors(404, auth=True)})
     async def users_usage(partition: str) -> JSONResponse:
         """Usage of every tracked user (``[]`` when none)."""
@@ -136,7 +136,7 @@ def router(service: Any) -> APIRouter:
         with p.lock:
             return json(p.ugm.users_usage())
 
-    @r.get("/ws/v1/partition/{partition}/usage/user/{user}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/usage/user/{user}", response_model=None, dependencies=read,
            responses={200: {"model": UserUsageOut}, **errors(404, auth=True)})
     async def user_usage(partition: str, user: str) -> JSONResponse:
         """Usage of one user; 400 ``Invalid user name``; 404 ``User not found``."""
@@ -149,7 +149,7 @@ def router(service: Any) -> APIRouter:
             raise NotFoundError("User not found")
         return json(dao)
 
-    @r.get("/ws/v1/partition/{partition}/usage/groups", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/usage/groups", response_model=None, dependencies=read,
            responses={200: {"model": list[GroupUsageOut]}, **errors(404, auth=True)})
     async def groups_usage(partition: str) -> JSONResponse:
         """Usage of every tracked group (``[]`` when none)."""
@@ -157,7 +157,7 @@ def router(service: Any) -> APIRouter:
         with p.lock:
             return json(p.ugm.groups_usage())
 
-    @r.get("/ws/v1/partition/{partition}/usage/group/{group}", response_model=None, dependencies=[read],
+    @r.get("/ws/v1/partition/{partition}/usage/group/{group}", response_model=None, dependencies=read,
            responses={200: {"model": GroupUsageOut}, **errors(404, auth=True)})
     async def group_usage(partition: str, group: str) -> JSONResponse:
         """Usage of one group; 400 ``Invalid group name`` (so ``*`` is 400, as in YuniKorn); 404."""
@@ -170,7 +170,7 @@ def router(service: Any) -> APIRouter:
             raise NotFoundError("Group not found")
         return json(dao)
 
-    @r.post("/ws/v1/validate-conf", response_model=None, dependencies=[read],
+    @r.post("/ws/v1/validate-conf", response_model=None, dependencies=read,
             responses={200: {"model": ValidateConfOut}, **errors(auth=True)}, openapi_extra=_YAML_BODY)
     async def validate_conf(request: Request) -> JSONResponse:
         """Validate a queue configuration; always 200 ``{"allowed", "reason"}``."""

@@ -1,0 +1,229 @@
+"""In-process tests of the queueing endpoints (pending asks, schedule, the allocation event stream)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import quotaplane as qp
+from tests.server.conftest import READ, SUBMIT, add_app, add_node, allocate, assert_error
+
+BASE = "/ws/v1/partition/default"
+
+
+def post_ask(c: TestClient, app: str, key: str, vcore: int, headers: dict[str, str] | None = None,
+             **extra: Any) -> Any:
+    """POST one ask; returns the response."""
+    return c.post(f"{BASE}/application/{app}/asks",
+                  json={"allocationKey": key, "resource": {"vcore": vcore}, **extra},
+                  headers=headers if headers is not None else SUBMIT)
+
+
+def test_ask_that_fits_is_allocated_at_once(client: TestClient) -> None:
+    add_node(client)
+    add_app(client, "a1")
+    r = post_ask(client, "a1", "k1", 1000)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["allocated"] is True and body["allocationKey"] == "k1"
+    assert client.get(f"{BASE}/allocation/k1").status_code == 200
+    assert client.get(f"{BASE}/application/a1/asks").json() == []
+
+
+def test_ask_that_does_not_fit_waits_with_reasons_equal_to_whatif(client: TestClient) -> None:
+    """Seed 004: queued, not rejected; the reasons are the what_if reasons for the same request."""
+    add_node(client)
+    add_app(client, "a1", "sue", (), "root.small")
+    assert allocate(client, "a1", "k0", 2000).status_code == 201
+    r = post_ask(client, "a1", "k1", 3000, priority=3)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["allocated"] is False
+    codes = {(v["policy"], v["code"]) for v in body["reasons"]}
+    assert codes == {("queue", "queue.max"), ("user", "user.maxresources")}
+    whatif = client.post(f"{BASE}/whatif", json={"applicationID": "a1", "allocationKey": "w",
+                                                  "resource": {"vcore": 3000}})
+    assert whatif.json()["reasons"] == body["reasons"]
+    listed = client.get(f"{BASE}/application/a1/asks").json()
+    assert [a["allocationKey"] for a in listed] == ["k1"]
+    assert listed[0]["priority"] == 3 and listed[0]["resource"] == {"vcore": 3000}
+    assert listed[0]["reasons"] == body["reasons"]
+    assert client.get(f"{BASE}/allocation/k1").status_code == 404       # counts towards nothing
+
+
+def test_release_allocates_the_waiting_ask(client: TestClient) -> None:
+    add_node(client)
+    add_app(client, "a1", "sue", (), "root.small")
+    assert allocate(client, "a1", "k0", 2000).status_code == 201
+    assert post_ask(client, "a1", "k1", 2000).json()["allocated"] is False
+    assert client.delete(f"{BASE}/allocation/k0", headers=SUBMIT).status_code == 200
+    assert client.get(f"{BASE}/allocation/k1").status_code == 200
+    assert client.get(f"{BASE}/asks").json() == []
+
+
+def test_partition_asks_list_in_arrival_order_and_schedule(client: TestClient,
+                                                           scheduler: qp.Scheduler) -> None:
+    add_app(client, "a1")
+    add_app(client, "a2")
+    assert post_ask(client, "a2", "x", 1000).json()["allocated"] is False      # no node yet
+    assert post_ask(client, "a1", "y", 1000, priority=5).json()["allocated"] is False
+    listed = client.get(f"{BASE}/asks").json()
+    assert [(a["allocationKey"], a["applicationID"]) for a in listed] == [("x", "a2"), ("y", "a1")]
+    assert listed[0]["reasons"][0]["code"] == "root.capacity"
+    p = scheduler.partition("default")
+    p.auto_schedule = False
+    add_node(client)
+    r = client.post(f"{BASE}/schedule", headers=SUBMIT)
+    assert r.status_code == 200
+    made = r.json()["allocations"]
+    assert sorted(a["allocationKey"] for a in made) == ["x", "y"]
+    assert made[0] == {"allocationKey": made[0]["allocationKey"], "applicationID": made[0]["applicationID"],
+                       "resource": {"vcore": 1000}}
+    assert client.post(f"{BASE}/schedule", headers=SUBMIT).json() == {"allocations": []}
+
+
+def test_delete_ask(client: TestClient) -> None:
+    add_app(client, "a1")
+    add_app(client, "a2")
+    post_ask(client, "a1", "k1", 1000)
+    assert_error(client.delete(f"{BASE}/application/a2/ask/k1", headers=SUBMIT), 404)  # not a2's
+    r = client.delete(f"{BASE}/application/a1/ask/k1", headers=SUBMIT)
+    assert r.status_code == 200 and r.json()["allocationKey"] == "k1"
+    assert client.get(f"{BASE}/application/a1/asks").json() == []
+    assert_error(client.delete(f"{BASE}/application/a1/ask/k1", headers=SUBMIT), 404)
+
+
+def test_placeholder_ask_fields(client: TestClient) -> None:
+    add_app(client, "g")
+    r = post_ask(client, "g", "ph", 1000, placeholder=True, taskGroupName="tg")
+    assert r.status_code == 201
+    assert r.json()["placeholder"] is True and r.json()["taskGroupName"] == "tg"
+    assert_error(post_ask(client, "g", "ph2", 1000, placeholder=True), 400)     # needs a task group
+
+
+def test_unknown_partition_application_and_ask_are_404(client: TestClient) -> None:
+    add_app(client, "a1")
+    assert_error(post_ask(client, "nope", "k1", 1000), 404)
+    assert_error(client.post("/ws/v1/partition/nope/application/a1/asks",
+                             json={"allocationKey": "k", "resource": {"vcore": 1}}), 404)
+    assert_error(client.get(f"{BASE}/application/nope/asks"), 404)
+    assert_error(client.get("/ws/v1/partition/nope/application/a1/asks"), 404)
+    assert_error(client.get("/ws/v1/partition/nope/asks"), 404)
+    assert_error(client.delete(f"{BASE}/application/a1/ask/nope", headers=SUBMIT), 404)
+    assert_error(client.delete("/ws/v1/partition/nope/application/a1/ask/k", headers=SUBMIT), 404)
+    assert_error(client.post("/ws/v1/partition/nope/schedule", headers=SUBMIT), 404)
+    assert_error(client.get("/ws/v1/partition/nope/events/stream?timeout=1"), 404)
+
+
+def test_duplicate_key_is_409(client: TestClient) -> None:
+    add_node(client)
+    add_app(client, "a1")
+    assert post_ask(client, "a1", "pending", 10**9).status_code == 201          # waits
+    assert_error(post_ask(client, "a1", "pending", 1000), 409)
+    assert post_ask(client, "a1", "done", 1000).json()["allocated"] is True
+    assert_error(post_ask(client, "a1", "done", 1000), 409)                      # allocated already
+    assert len(client.get(f"{BASE}/asks").json()) == 1
+
+
+@pytest.mark.parametrize("resource", [{"vcore": -5}, {"vcore": 2**63}, {"vcore": 1.5}, {"vcore": "1"},
+                                      {"": 1}])
+def test_bad_amounts_are_400(client: TestClient, resource: object) -> None:
+    add_app(client, "a1")
+    r = client.post(f"{BASE}/application/a1/asks", json={"allocationKey": "k", "resource": resource})
+    assert_error(r, 400)
+    assert client.get(f"{BASE}/asks").json() == []
+
+
+@pytest.mark.parametrize("body", [{"resource": {"vcore": 1}}, {"allocationKey": "", "resource": {}},
+                                  {"allocationKey": "k", "resource": {"vcore": 1}, "priority": "high"},
+                                  {"allocationKey": "k", "resource": {"vcore": 1}, "preemptible": "no"}])
+def test_bad_bodies_are_400(client: TestClient, body: dict[str, Any]) -> None:
+    add_app(client, "a1")
+    assert_error(client.post(f"{BASE}/application/a1/asks", json=body), 400)
+
+
+def test_tokens_are_required(secured: TestClient) -> None:
+    """S2: submit role to post/delete/schedule, read role to list and stream."""
+    add_app(secured, "a1")
+    assert post_ask(secured, "a1", "k1", 1000, headers={}).status_code == 401
+    assert post_ask(secured, "a1", "k1", 1000, headers=READ).status_code == 403
+    assert post_ask(secured, "a1", "k1", 1000).status_code == 201
+    assert secured.get(f"{BASE}/asks").status_code == 401
+    assert secured.get(f"{BASE}/asks", headers=READ).status_code == 200
+    assert secured.delete(f"{BASE}/application/a1/ask/k1", headers=READ).status_code == 403
+    assert secured.post(f"{BASE}/schedule", headers=READ).status_code == 403
+    assert secured.get(f"{BASE}/events/stream?timeout=1").status_code == 401
+
+
+def _sse(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """Parse server-sent events (comments skipped)."""
+    out = []
+    for block in text.split("\n\n"):
+        lines = [ln for ln in block.splitlines() if ln and not ln.startswith(":")]
+        if not lines:
+            continue
+        fields = dict(ln.split(": ", 1) for ln in lines)
+        out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+def _stream_in_thread(c: TestClient, query: str, p: Any, headers: dict[str, str] | None = None
+                      ) -> tuple[threading.Thread, dict[str, Any]]:
+    """GET the stream from a thread (TestClient answers when the stream ends); wait until it listens."""
+    result: dict[str, Any] = {}
+    before = len(p._subscribers)
+
+    def run() -> None:
+        r = c.get(f"{BASE}/events/stream?{query}", headers=headers or {})
+        result["status"], result["type"], result["text"] = (r.status_code, r.headers.get("content-type"),
+                                                            r.text)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(p._subscribers) <= before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(p._subscribers) > before, "the stream never subscribed"
+    return t, result
+
+
+def test_event_stream_delivers_allocations_of_waiting_asks(client: TestClient,
+                                                           scheduler: qp.Scheduler) -> None:
+    p = scheduler.partition("default")
+    add_app(client, "a1", "sue", (), "root.small")
+    add_app(client, "other")
+    add_node(client)
+    assert allocate(client, "a1", "k0", 2000).status_code == 201
+    assert post_ask(client, "a1", "k1", 2000).json()["allocated"] is False
+    t, result = _stream_in_thread(client, "applicationID=a1&max_events=1&timeout=20", p)
+    assert post_ask(client, "other", "o1", 1000).json()["allocated"] is True     # filtered out
+    assert client.delete(f"{BASE}/allocation/k0", headers=SUBMIT).status_code == 200
+    t.join(20)
+    assert not t.is_alive()
+    assert result["status"] == 200 and result["type"].startswith("text/event-stream")
+    assert _sse(result["text"]) == [("allocated", {"type": "allocated", "partition": "default",
+                                                   "applicationID": "a1", "allocationKey": "k1",
+                                                   "queueName": "root.small",
+                                                   "resource": {"vcore": 2000}})]
+    assert len(p._subscribers) == 0                       # unsubscribed when the stream ended
+
+
+def test_event_stream_ends_at_its_timeout(client: TestClient, scheduler: qp.Scheduler) -> None:
+    p = scheduler.partition("default")
+    add_app(client, "a1")
+    start = time.monotonic()
+    t, result = _stream_in_thread(client, "timeout=0.3", p)
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - start < 10
+    assert result["status"] == 200 and _sse(result["text"]) == []
+    assert len(p._subscribers) == 0
+
+
+def test_event_stream_bad_query_is_400(client: TestClient) -> None:
+    assert_error(client.get(f"{BASE}/events/stream?timeout=-1"), 400)
+    assert_error(client.get(f"{BASE}/events/stream?max_events=x"), 400)
