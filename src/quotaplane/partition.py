@@ -101,7 +101,8 @@ def _as_resource(resource: Mapping[str, int] | Resource, what: str = "resource")
 
 
 def _res_json(r: Mapping[str, int]) -> dict[str, int]:
-    return {k: int(r[k]) for k in sorted(r)}
+    # key order is irrelevant: the journal writes canonical (sorted) JSON, dumps are normalised
+    return dict(r._values) if isinstance(r, Resource) else {k: int(v) for k, v in r.items()}
 
 
 def _check_id(value: object, what: str) -> str:
