@@ -214,3 +214,51 @@ def test_clock_drives_replayed_timeouts_identically() -> None:
     again = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(0))
     assert again.partition("default").application("g").state == "Failed"
     assert _canon(again.dump_state()) == _canon(s.dump_state())
+
+
+DYNAMIC = """
+partitions:
+- name: default
+  placementrules:
+  - name: tag
+    value: namespace
+    create: true
+  queues:
+  - name: root
+    submitacl: '*'
+    childtemplate:
+      maxapplications: 4
+      resources:
+        max: {vcore: 6}
+    queues:
+    - name: default
+"""
+
+
+def test_snapshot_rebuild_with_dynamic_queues_tags_and_gang() -> None:
+    """Snapshot + compaction with dynamic queues (M-6), namespace tags (N-2), placeholders and a
+    soft-timed-out application: the restore uses the snapshot and reproduces dump_state."""
+    j = MemoryJournal()
+    clock = Clock()
+    s = Scheduler.from_yaml(DYNAMIC, store=j, clock=clock, snapshot_every=1000)
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 50000}))
+    quota = '{"resources":{"vcore":{"value":3000}}}'
+    assert p.add_application("a1", BOB, tags={"namespace": "ns1"}) == "root.ns1"
+    p.add_application("a2", ALICE, tags={"namespace": "ns1", "namespace.resourcequota": quota})
+    p.add_application("a3", ALICE, tags={"namespace": "ns2"}, placeholder_timeout=5)
+    assert p.queues.queue("root.ns1").max == Resource({"vcore": 3000})
+    p.allocate("a1", "k1", Resource({"vcore": 1000}))
+    p.allocate("a2", "k2", Resource({"vcore": 1000}))
+    p.allocate("a3", "ph1", Resource({"vcore": 500}), placeholder=True, task_group="g")
+    clock.advance(10)
+    p.check_timeouts()
+    assert p.application("a3").state == "Resuming"
+    s.update_config(DYNAMIC.replace("maxapplications: 4", "maxapplications: 3"))
+    p.allocate("a1", "k3", Resource({"vcore": 500}))
+    want = _canon(s.dump_state())
+    s.snapshot()
+    j.compact("default")
+    again = Scheduler.from_yaml(s.config_text, store=j)
+    assert again.restored_from == {"default": "snapshot"}
+    assert _canon(again.dump_state()) == want
