@@ -39,6 +39,37 @@ def serve(
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port))
 
 
+@app.command()
+def simulate(
+    config: Annotated[Path, typer.Option(help="Queue configuration YAML file.")],
+    trace: Annotated[Path, typer.Option(help="Trace file: JSON lines, or CSV when it ends in .csv.")],
+    out: Annotated[Path | None, typer.Option(help="Directory for summary.json, timeline.csv, usage.png.")
+                   ] = None,
+    partition: Annotated[str, typer.Option(help="The partition the trace drives.")] = "default",
+    sample_interval: Annotated[float | None, typer.Option(help="Timeline step in simulated seconds.")] = None,
+    plot: Annotated[bool, typer.Option(help="Write usage.png (needs matplotlib).")] = True,
+) -> None:
+    """Replay a trace through the quota engines on simulated time (capacity planning)."""
+    from quotaplane.errors import ConfigError
+    from quotaplane.sim import TraceError, run_simulation
+    from quotaplane.sim.report import render_summary
+
+    try:
+        result = run_simulation(config, trace, out, partition=partition, sample_interval=sample_interval,
+                                plot=plot)
+    except ConfigError as exc:
+        where = f"{config}:{exc.line}" if getattr(exc, "line", None) else str(config)
+        typer.echo(f"{where}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (TraceError, ValueError, OSError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    render_summary(result.summary)
+    if out is not None:
+        names = ["summary.json", "timeline.csv", *(["usage.png"] if plot else [])]
+        typer.echo("wrote " + ", ".join(str(out / n) for n in names))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,451 @@
+"""The replay engine: a validated trace through a real partition, on simulated time.
+
+The partition is the library's own :class:`~quotaplane.partition.Partition`, built from the queue
+configuration, with no journal (a plan needs no durability, and encoding every event for a journal
+costs more than the decision itself) and with a clock that reads the simulated time. Every decision
+is therefore exactly the one the service would give for the same events.
+
+Time: trace events run in file order; the automatic release of an allocation with a ``duration`` is
+a timer on a heap ordered by ``(time, order of creation)``. Timers due at or before an event's time run
+first, so capacity released at ``t`` is free for events at ``t``. After the last trace event the
+remaining timers run, so waiting asks get their turn. Pending asks are allocated by the partition's
+own scheduling cycles (run after every release, node addition and ask); the simulator hears of each
+through :meth:`Partition.subscribe` and measures the wait from the ``ask`` event.
+
+Samples: the state at sample time ``s`` is the state after every event with time ``<= s``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.errors import QuotaplaneError, RejectedError
+from quotaplane.resources import Resource
+from quotaplane.sim.trace import OPS, TraceEvent
+
+__all__ = ["DEFAULT_SAMPLES", "SimulationResult", "Simulator"]
+
+#: Samples over the expected span of the trace when no interval is given.
+DEFAULT_SAMPLES = 200
+_MAX_LISTED = 100          # rejections listed one by one in the summary
+
+
+class _App:
+    __slots__ = ("app_id", "chain", "live", "queue", "user")
+
+    def __init__(self, app_id: str, user: str, queue: str) -> None:
+        self.app_id = app_id
+        self.user = user
+        self.queue = queue
+        parts = queue.split(".")
+        # root, root.a, root.a.b: every level whose usage the allocation adds to (seed 004 M-2)
+        self.chain = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+        self.live: dict[str, None] = {}      # live allocation keys, in admission order
+
+
+class _Ask:
+    __slots__ = ("app", "created", "duration", "resource")
+
+    def __init__(self, app: _App, created: float, duration: float | None, resource: Resource) -> None:
+        self.app = app
+        self.created = created
+        self.duration = duration
+        self.resource = resource
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of sorted ``values`` (deterministic, no interpolation)."""
+    rank = max(1, math.ceil(q * len(values)))
+    return values[rank - 1]
+
+
+def _round(x: float) -> float:
+    return round(x, 6)
+
+
+def _inc(counter: dict[str, int], name: str, n: int = 1) -> None:
+    counter[name] = counter.get(name, 0) + n
+
+
+def _sorted(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: d[k] for k in sorted(d)}
+
+
+class SimulationResult:
+    """What a run produced: the ``summary`` (summary.json), the timeline ``columns`` and ``rows``
+    (timeline.csv) and the ``samples`` behind them (for the plot)."""
+
+    __slots__ = ("columns", "resources", "rows", "samples", "summary", "top_queues")
+
+    def __init__(self, summary: dict[str, Any], samples: list[dict[str, Any]], resources: list[str],
+                 top_queues: list[str]) -> None:
+        self.summary = summary
+        self.samples = samples
+        self.resources = resources
+        self.top_queues = top_queues
+        cols = ["t"]
+        cols += [f"capacity:{r}" for r in resources]
+        cols += [f"used:{r}" for r in resources]
+        cols += [f"{q}:{r}" for q in top_queues for r in resources]
+        cols += ["allocations", "pending_asks"]
+        self.columns: list[str] = cols
+        rows: list[list[Any]] = []
+        for s in samples:
+            row: list[Any] = [s["t"]]
+            row += [s["capacity"].get(r, 0) for r in resources]
+            row += [s["used"].get(r, 0) for r in resources]
+            for q in top_queues:
+                usage = s["queues"].get(q, {})
+                row += [usage.get(r, 0) for r in resources]
+            row += [s["allocations"], s["pending_asks"]]
+            rows.append(row)
+        self.rows: list[list[Any]] = rows
+
+
+class Simulator:
+    """Replays trace events through one partition of a queue configuration.
+
+    ``config_text`` is YuniKorn queue YAML (raises :class:`~quotaplane.errors.ConfigError`);
+    ``partition`` names the partition the trace drives; ``sample_interval`` is the timeline step in
+    simulated seconds (default: the expected span of the trace over :data:`DEFAULT_SAMPLES`).
+    """
+
+    def __init__(self, config_text: str, *, partition: str = "default",
+                 sample_interval: float | None = None) -> None:
+        from quotaplane.config import load_config
+        from quotaplane.partition import Partition
+
+        config = load_config(config_text)
+        names = [pc.name for pc in config.partitions]
+        if partition.lower() not in names:
+            raise ValueError(f"partition {partition!r} is not in the configuration (partitions: "
+                             f"{', '.join(names)})")
+        if sample_interval is not None and not (math.isfinite(sample_interval) and sample_interval > 0):
+            raise ValueError(f"sample interval must be a positive number of seconds, got {sample_interval!r}")
+        self.now = 0.0
+        self.partition = Partition(config.partition(partition.lower()), journal=None, clock=self._clock)
+        self.partition.subscribe(self._on_allocated)
+        self.sample_interval = sample_interval
+        self._apps: dict[str, _App] = {}
+        self._rejected: dict[str, str] = {}
+        self._live: dict[str, tuple[_App, tuple[tuple[str, int], ...]]] = {}
+        self._pending: dict[str, _Ask] = {}
+        self._timers: list[tuple[float, int, str]] = []
+        self._timer_seq = 0
+        self._qusage: dict[str, dict[str, int]] = {}
+        self._qpeak: dict[str, dict[str, int]] = {}
+        self._uusage: dict[str, dict[str, int]] = {}
+        self._upeak: dict[str, dict[str, int]] = {}
+        self._waits: list[float] = []
+        self._samples: list[dict[str, Any]] = []
+        self._resources: set[str] = set()
+        # counters
+        self._by_op: dict[str, int] = dict.fromkeys(OPS, 0)
+        self._skipped: dict[str, int] = {}
+        self._admitted = 0
+        self._refused = 0
+        self._refused_code: dict[str, int] = {}
+        self._refused_queue: dict[str, int] = {}
+        self._refused_user: dict[str, int] = {}
+        self._released = 0
+        self._auto_released = 0
+        self._release_noop = 0
+        self._preempted = 0
+        self._asks_allocated = 0
+        self._asks_withdrawn = 0
+        self._rejections: list[dict[str, Any]] = []
+        self._accepted = 0
+        self._finished = 0
+        self._timer_events = 0
+        self._t0 = 0.0
+        self._interval = 1.0
+        self._sample_no = 0
+        self._next_sample = 0.0
+
+    def _clock(self) -> float:
+        return self.now
+
+    # ------------------------------------------------------------------------------------------------
+    # ledger: usage per queue level and per user, for the peaks (the library keeps no history)
+
+    def _admit(self, app: _App, key: str, resource: Resource) -> None:
+        items = tuple(resource.items())
+        self._live[key] = (app, items)
+        app.live[key] = None
+        self._admitted += 1
+        qusage, qpeak = self._qusage, self._qpeak
+        for path in app.chain:
+            u = qusage.get(path)
+            if u is None:
+                u = qusage[path] = {}
+                qpeak[path] = {}
+            pk = qpeak[path]
+            for r, v in items:
+                nv = u.get(r, 0) + v
+                u[r] = nv
+                if nv > pk.get(r, 0):
+                    pk[r] = nv
+        u = self._uusage.get(app.user)
+        if u is None:
+            u = self._uusage[app.user] = {}
+            self._upeak[app.user] = {}
+        pk = self._upeak[app.user]
+        for r, v in items:
+            nv = u.get(r, 0) + v
+            u[r] = nv
+            if nv > pk.get(r, 0):
+                pk[r] = nv
+
+    def _unadmit(self, key: str) -> None:
+        app, items = self._live.pop(key)
+        del app.live[key]
+        qusage = self._qusage
+        for path in app.chain:
+            u = qusage[path]
+            for r, v in items:
+                u[r] -= v
+        u = self._uusage[app.user]
+        for r, v in items:
+            u[r] -= v
+
+    def _timer(self, key: str, duration: float) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (self.now + duration, self._timer_seq, key))
+
+    def _on_allocated(self, event: dict[str, Any]) -> None:
+        """A scheduling cycle allocated a pending ask (runs under the partition lock)."""
+        key = event["allocationKey"]
+        ask = self._pending.pop(key, None)
+        if ask is None:           # not one of ours (cannot happen: the partition is private)
+            return
+        self._asks_allocated += 1
+        self._waits.append(self.now - ask.created)
+        self._admit(ask.app, key, ask.resource)
+        if ask.duration is not None:
+            self._timer(key, ask.duration)
+
+    def _gone(self, key: str) -> bool:
+        """True when a live key was released by the library behind our back (preemption in a cycle)."""
+        if self.partition.allocation(key) is None:
+            self._unadmit(key)
+            self._preempted += 1
+            return True
+        return False
+
+    # ------------------------------------------------------------------------------------------------
+    # time and samples
+
+    def _advance(self, t: float) -> None:
+        """Move the clock to ``t``, taking the samples that fall before it."""
+        while self._next_sample < t:
+            self._sample(self._next_sample)
+            self._sample_no += 1
+            self._next_sample = self._t0 + self._sample_no * self._interval
+        self.now = t
+
+    def _sample(self, t: float) -> None:
+        root = self.partition.queues.root
+        queues = {q.path: dict(sorted(q.allocated.items())) for q in root.sorted_children()}
+        self._samples.append({"t": _round(t), "capacity": dict(self.partition.total_capacity().items()),
+                              "used": dict(sorted(root.allocated.items())), "queues": queues,
+                              "allocations": len(self._live), "pending_asks": len(self._pending)})
+
+    def _run_timers(self, until: float) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= until:
+            t, _, key = heapq.heappop(timers)
+            self._advance(t)
+            self._timer_events += 1
+            if key in self._live and not self._gone(key):
+                self._unadmit(key)      # first: the release runs a cycle that may admit asks
+                self.partition.release(key)
+                self._auto_released += 1
+
+    # ------------------------------------------------------------------------------------------------
+    # the run
+
+    def run(self, events: Sequence[TraceEvent]) -> SimulationResult:
+        """Replay ``events`` (validated, in time order: :func:`~quotaplane.sim.trace.parse_events`)."""
+        t0 = events[0].t if events else 0.0
+        span = max((ev.t + (ev.duration or 0.0) for ev in events), default=t0) - t0
+        self._t0 = t0
+        self._interval = self.sample_interval or (span / DEFAULT_SAMPLES if span > 0 else 1.0)
+        self._sample_no = 0
+        self._next_sample = t0
+        self.now = t0
+        for ev in events:
+            for res in (ev.resource, ev.capacity):
+                if res is not None:
+                    self._resources.update(res)
+        p = self.partition
+        by_op = self._by_op
+        for ev in events:
+            t = ev.t
+            if self._timers and self._timers[0][0] <= t:
+                self._run_timers(t)
+            if t != self.now:
+                self._advance(t)
+            op = ev.op
+            by_op[op] += 1
+            if op == "allocate" or op == "ask":
+                app = self._apps.get(ev.app)  # type: ignore[arg-type]
+                if app is None:
+                    _inc(self._skipped, op)
+                    continue
+                key = ev.key
+                res = ev.resource
+                assert key is not None and res is not None
+                if op == "ask":
+                    # registered first: a cycle inside add_ask may allocate it at once
+                    self._pending[key] = _Ask(app, t, ev.duration, res)
+                    p.add_ask(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+                    continue
+                d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+                if d.allocated:
+                    self._admit(app, key, res)
+                    for k in d.preempted:
+                        if k in self._live:
+                            self._unadmit(k)
+                            self._preempted += 1
+                    if ev.duration is not None:
+                        self._timer(key, ev.duration)
+                else:
+                    self._refused += 1
+                    for code in sorted({v.code for v in d.reasons}):
+                        _inc(self._refused_code, code)
+                    _inc(self._refused_queue, app.queue)
+                    _inc(self._refused_user, app.user)
+            elif op == "release":
+                key = ev.key
+                assert key is not None
+                if key in self._live:
+                    if not self._gone(key):
+                        self._unadmit(key)
+                        p.release(key)
+                        self._released += 1
+                elif key in self._pending:
+                    p.remove_ask(key)
+                    del self._pending[key]
+                    self._asks_withdrawn += 1
+                else:
+                    self._release_noop += 1      # refused, already auto-released, or skipped
+            elif op == "submit":
+                self._submit(ev)
+            elif op == "finish":
+                self._finish(ev)
+            elif op == "node":
+                assert ev.node is not None and ev.capacity is not None
+                p.add_node(ev.node, ev.capacity)
+            else:  # remove_node
+                assert ev.node is not None
+                p.remove_node(ev.node)
+        if self._timers:
+            self._run_timers(math.inf)
+        end = self.now
+        while self._next_sample <= end:
+            self._sample(self._next_sample)
+            self._sample_no += 1
+            self._next_sample = t0 + self._sample_no * self._interval
+        if not self._samples or self._samples[-1]["t"] < _round(end):
+            self._sample(end)
+        return self._result(events, t0, end)
+
+    def _submit(self, ev: TraceEvent) -> None:
+        assert ev.app is not None and ev.user is not None
+        try:
+            path = self.partition.add_application(ev.app, UserGroup(ev.user, ev.groups), queue=ev.queue,
+                                                  tags=ev.tags)
+        except (RejectedError, ValueError, QuotaplaneError) as exc:
+            self._rejected[ev.app] = str(exc)
+            if len(self._rejections) < _MAX_LISTED:
+                self._rejections.append({"line": ev.line, "app": ev.app, "user": ev.user,
+                                         "queue": ev.queue or "", "reason": str(exc)})
+            return
+        self._accepted += 1
+        self._apps[ev.app] = _App(ev.app, ev.user, path)
+
+    def _finish(self, ev: TraceEvent) -> None:
+        app = self._apps.pop(ev.app, None)  # type: ignore[arg-type]
+        if app is None:
+            _inc(self._skipped, "finish")
+            return
+        withdrawn = [k for k, a in self._pending.items() if a.app is app]
+        for key in withdrawn:       # before the removal: its cycle must not admit them
+            del self._pending[key]
+        for key in list(app.live):  # before the removal: its cycle may admit other asks
+            self._unadmit(key)
+            self._released += 1
+        self.partition.remove_application(app.app_id)
+        self._asks_withdrawn += len(withdrawn)
+        self._finished += 1
+
+    # ------------------------------------------------------------------------------------------------
+    # the summary
+
+    def _result(self, events: Sequence[TraceEvent], t0: float, end: float) -> SimulationResult:
+        resources = sorted(self._resources)
+        top: set[str] = set()
+        for s in self._samples:
+            top.update(s["queues"])
+        top_queues = sorted(top)
+        waits = sorted(self._waits)
+        wait: dict[str, Any] = {"count": len(waits)}
+        if waits:
+            wait.update(p50=_round(_percentile(waits, 0.5)), p95=_round(_percentile(waits, 0.95)),
+                        max=_round(waits[-1]), mean=_round(sum(waits) / len(waits)))
+        pending_codes: dict[str, int] = {}
+        for key in self._pending:
+            reasons = self.partition.pending_reasons(key) or []
+            for code in sorted({v.code for v in reasons}):
+                _inc(pending_codes, code)
+        util: dict[str, Any] = {}
+        for r in resources:
+            ratios = [s["used"].get(r, 0) / s["capacity"][r] for s in self._samples
+                      if s["capacity"].get(r, 0) > 0]
+            if ratios:
+                util[r] = {"mean": _round(sum(ratios) / len(ratios)), "peak": _round(max(ratios))}
+        series = [{"t": s["t"],
+                   "utilisation": {r: _round(s["used"].get(r, 0) / s["capacity"][r])
+                                   for r in resources if s["capacity"].get(r, 0) > 0}}
+                  for s in self._samples]
+        asks_total = self._by_op["ask"] - self._skipped.get("ask", 0)
+        summary: dict[str, Any] = {
+            "units": "internal: vcore in milli-cores, memory in bytes, other resources as given",
+            "partition": self.partition.name,
+            "time": {"start": _round(t0), "end": _round(end), "simulated_seconds": _round(end - t0),
+                     "sample_interval": _round(self._interval), "samples": len(self._samples)},
+            "events": {"trace": len(events), "by_op": dict(self._by_op), "timers": self._timer_events,
+                       "skipped": _sorted(self._skipped)},
+            "applications": {"submitted": self._by_op["submit"], "accepted": self._accepted,
+                             "rejected": len(self._rejected), "finished": self._finished,
+                             "rejections": self._rejections},
+            "allocations": {
+                "requested": self._by_op["allocate"] - self._skipped.get("allocate", 0),
+                "admitted": self._admitted - self._asks_allocated,
+                "refused": self._refused,
+                "refused_by_code": _sorted(self._refused_code),
+                "refused_by_queue": _sorted(self._refused_queue),
+                "refused_by_user": _sorted(self._refused_user),
+                "released": self._released, "auto_released": self._auto_released,
+                "preempted": self._preempted, "release_noop": self._release_noop,
+                "live_at_end": len(self._live),
+            },
+            "asks": {"submitted": asks_total, "allocated": self._asks_allocated,
+                     "withdrawn": self._asks_withdrawn, "pending_at_end": len(self._pending),
+                     "pending_by_code": _sorted(pending_codes), "wait_seconds": wait},
+            "peak_usage": {
+                "queues": {q: _sorted(self._qpeak[q]) for q in sorted(self._qpeak)},
+                "users": {u: _sorted(self._upeak[u]) for u in sorted(self._upeak)},
+            },
+            "capacity": {"peak": self._peak_capacity(resources),
+                         "final": dict(sorted(self.partition.total_capacity().items()))},
+            "utilisation": {"resources": util, "series": series},
+        }
+        return SimulationResult(summary, self._samples, resources, top_queues)
+
+    def _peak_capacity(self, resources: list[str]) -> dict[str, int]:
+        return {r: max((s["capacity"].get(r, 0) for s in self._samples), default=0) for r in resources}
