@@ -150,7 +150,8 @@ def router(service: Any) -> APIRouter:
                     try:
                         event = await asyncio.wait_for(queue.get(), wait)
                     except TimeoutError:
-                        if deadline is None:
+                        # a comment keeps idle proxies from closing the connection
+                        if deadline is None or time.monotonic() < deadline:
                             yield b": keep-alive\n\n"
                         continue
                     data = _json.dumps(event, sort_keys=True)
