@@ -266,8 +266,16 @@ class Scheduler:
         for p in self.partitions():
             p.take_snapshot()
 
-    def close(self) -> None:
-        """Close the journal. The scheduler must not be used afterwards."""
+    def close(self, *, snapshot: bool = True) -> None:
+        """Snapshot every partition that has events since its last snapshot (so the next start reads
+        no tail), then close the journal. The scheduler must not be used afterwards."""
+        if snapshot:
+            for p in self.partitions():
+                if p.last_seq > p._snapshot_seq and p._poisoned is None:
+                    try:
+                        p.take_snapshot()
+                    except Exception as exc:      # optional: the events are durable anyway
+                        p.snapshot_error = exc
         self.journal.close()
 
     def __enter__(self) -> Scheduler:

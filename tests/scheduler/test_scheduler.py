@@ -123,8 +123,10 @@ def _replay_equal(store: Any, tmp_path: Path, **kw: Any) -> None:
     p.check_timeouts(p.clock() + 10_000)
     want = _canon(s.dump_state())
     if isinstance(store, str):
-        s.close()
+        s.close()                  # takes a snapshot: the restart reads no tail
         again = Scheduler.from_yaml(CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}"), store=store)
+        assert again.restored_from == {"default": "snapshot"}
+        assert again.partition("default").last_seq == again.journal.load_snapshot("default")[0]
     else:
         again = Scheduler.from_yaml(CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}"), store=store)
     assert _canon(again.dump_state()) == want
