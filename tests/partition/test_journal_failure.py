@@ -73,3 +73,24 @@ def test_failed_append_of_a_release_stops_the_partition() -> None:
     # the journal still holds the acknowledged state: a restore serves it
     again = Scheduler.from_yaml(CONFIG, store=j)
     assert again.partition("default").allocation("k1") is not None
+
+
+def test_lost_lease_fences_writes_and_changes_nothing() -> None:
+    """PostgreSQL fail-over semantics on the memory store: a partition writing as ``holder`` whose
+    lease was taken over gets NotLeaderError and its allocation is rolled back."""
+    from quotaplane import NotLeaderError
+
+    now = [0.0]
+    j = MemoryJournal(clock=lambda: now[0])
+    assert j.acquire_lease("default", "instance-a", ttl=10)
+    s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(), holder="instance-a")
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 50000}))
+    p.add_application("app1", BOB, queue="root.b")
+    assert p.allocate("app1", "k1", Resource({"vcore": 1000})).allocated
+    now[0] = 11.0
+    assert j.acquire_lease("default", "instance-b", ttl=10)
+    before = p.dump_state()
+    with pytest.raises(NotLeaderError):
+        p.allocate("app1", "k2", Resource({"vcore": 1000}))
+    assert p.dump_state() == before
