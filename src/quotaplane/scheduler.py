@@ -240,6 +240,42 @@ class Scheduler:
             self.config_text = text
             self.config_seq = seq
 
+    def catch_up(self) -> int:
+        """Apply what other instances appended to the journal since this one last read (a follower).
+
+        New configurations are read first, then every partition stream is replayed from the
+        partition's last sequence number through the same code as a restore; a partition that
+        appeared is restored. Returns how many partition events were applied. A follower that fell
+        behind a compaction restores that partition from its snapshot (a new Partition object).
+        """
+        from quotaplane.journal import JournalCompactedError
+
+        with self._lock:
+            for seq, ev in self.journal.read(SCHEDULER_STREAM, after=max(self._texts, default=0)):
+                if ev.get("type") == "config":
+                    self._texts[seq] = ev["text"]
+            if self._texts and max(self._texts) != self.config_seq:
+                last = max(self._texts)
+                self.config = self._config_at(last)
+                self.config_text = self._texts[last]
+                self.config_seq = last
+            applied = 0
+            for stream in self.journal.streams():
+                if stream == SCHEDULER_STREAM:
+                    continue
+                name = _partition_of(stream)
+                p = self._partitions.get(name)
+                if p is not None:
+                    try:
+                        applied += p.replay(self.journal.read(stream, after=p.last_seq))
+                        continue
+                    except JournalCompactedError:
+                        pass
+                restored = self._restore_partition(stream)
+                if restored is not None:
+                    self._partitions[name] = restored
+            return applied
+
     # ------------------------------------------------------------------------------------------------
     # access
 

@@ -264,3 +264,31 @@ def test_snapshot_rebuild_with_dynamic_queues_tags_and_gang() -> None:
     again = Scheduler.from_yaml(s.config_text, store=j)
     assert again.restored_from == {"default": "snapshot"}
     assert _canon(again.dump_state()) == want
+
+
+def test_follower_catches_up_with_the_leader() -> None:
+    """A second instance on the same store follows the journal: events and configs of the leader
+    are applied in order, new partitions appear; compaction behind it means a snapshot restore."""
+    j = MemoryJournal()
+    leader = scheduler(store=j)
+    _load(leader)
+    follower = Scheduler.from_yaml(CONFIG, store=j)
+    assert _canon(follower.dump_state()) == _canon(leader.dump_state())
+    p = leader.partition("default")
+    p.allocate("app2", "k7", Resource({"vcore": 700}))
+    leader.update_config(CONFIG.replace("max: {vcore: 20}", "max: {vcore: 25}") + """- name: gpu
+  queues:
+  - name: root
+    submitacl: '*'
+""")
+    p.release("k2")
+    assert follower.catch_up() >= 3
+    assert follower.config_text == leader.config_text
+    assert _canon(follower.dump_state()) == _canon(leader.dump_state())
+    assert follower.catch_up() == 0
+    leader.snapshot()
+    p.allocate("app2", "k8", Resource({"vcore": 800}))
+    leader.snapshot()
+    j.compact("default")
+    follower.catch_up()
+    assert _canon(follower.dump_state()) == _canon(leader.dump_state())
