@@ -428,7 +428,10 @@ def test_metrics_exposes_decisions_usage_and_latency(client: TestClient) -> None
     assert 'quotaplane_user_usage{partition="default",resource="vcore",user="sue"} 2000.0' in text
     assert "quotaplane_http_request_duration_seconds_bucket" in text
     assert 'route="/ws/v1/partition/{partition}/allocations"' in text
-    assert "quotaplane_journal_write_seconds" in text
+    # node, application and the admitted allocation were journalled (the refusal was not)
+    count = next(line for line in text.splitlines()
+                 if line.startswith("quotaplane_journal_write_seconds_count"))
+    assert float(count.split()[-1]) == 3.0
 
 
 def test_library_state_matches_rest(client: TestClient, scheduler: qp.Scheduler) -> None:

@@ -51,6 +51,27 @@ _FAST_ROUTE = _FastRoute()
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
 
 
+class _TimedJournal:
+    """Delegates to a journal; times every ``append`` (the durable part of a write)."""
+
+    __slots__ = ("_inner", "_observe")
+
+    def __init__(self, inner: Any, observe: Callable[[float], None]) -> None:
+        self._inner = inner
+        self._observe = observe
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        """``Journal.append``, timed."""
+        start = time.perf_counter()
+        try:
+            return self._inner.append(*args, **kwargs)
+        finally:
+            self._observe(time.perf_counter() - start)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class Service:
     """What the routes share: the scheduler (swappable on fail-over), tokens, metrics, leadership.
 
@@ -80,25 +101,20 @@ class Service:
         self._scheduler = value
 
     def _instrument(self, scheduler: Any) -> None:
-        # Journal write latency (metrics): time the journal's append where the partitions call it.
+        # Journal write latency (metrics): put a timing proxy where the scheduler and its partitions
+        # hold the journal (journal classes are slotted, so their methods cannot be wrapped in place).
         journal = getattr(scheduler, "journal", None)
-        if journal is None or getattr(journal, "_qp_timed", False):
+        if journal is None:
             return
-        inner = journal.append
-        observe = self.metrics.journal_write.observe
-
-        def timed_append(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+        if not isinstance(journal, _TimedJournal):
+            journal = _TimedJournal(journal, self.metrics.journal_write.observe)
             try:
-                return inner(*args, **kwargs)
-            finally:
-                observe(time.perf_counter() - start)
-
-        try:
-            journal.append = timed_append
-            journal._qp_timed = True
-        except AttributeError:  # a slotted journal: no latency metric, nothing else changes
-            pass
+                scheduler.journal = journal
+            except AttributeError:
+                return
+        for p in scheduler.partitions():
+            if getattr(p, "journal", None) is journal._inner:
+                p.journal = journal
 
     # -- leadership -------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:

@@ -7,6 +7,7 @@
   ``--config`` refuses to start (exit 1) and says why (``FILE:LINE: reason``).
 * Tokens (decision S2) come from ``QUOTAPLANE_TOKENS`` / ``QUOTAPLANE_TOKENS_FILE``
   (:mod:`quotaplane.server.auth`). Without tokens the service only binds to a loopback address.
+* ``QUOTAPLANE_SNAPSHOT_EVERY``: events between partition snapshots (the scheduler's default when unset).
 * ``QUOTAPLANE_ADVERTISE_URL`` (PostgreSQL): the URL other instances send clients to; default
   ``http://HOST:PORT``. ``QUOTAPLANE_LEASE_TTL`` (seconds, default 5).
 """
@@ -85,6 +86,11 @@ def build_scheduler(config_text: str | None, store: str | None, *, holder: str |
         kwargs: dict[str, Any] = {"store": journal}
         if holder is not None:
             kwargs["holder"] = holder
+        every = os.environ.get("QUOTAPLANE_SNAPSHOT_EVERY", "").strip()
+        if every:
+            # Events between partition snapshots: larger = fewer (synchronous) snapshot pauses on the
+            # write path, longer restarts.
+            kwargs["snapshot_every"] = int(every)
         return scheduler_cls.from_yaml(text, **kwargs)
     except BaseException:
         journal.close()
