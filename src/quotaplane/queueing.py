@@ -53,10 +53,12 @@ class Ask:
     ``seq`` is the arrival order within the partition (journalled, so a restart keeps the order);
     ``reasons`` are the violations that kept it waiting at the last attempt, exactly the
     ``what_if`` answer for the same request (refreshed each cycle; ``None`` before the first).
+    ``reasons_at`` is the partition's journal position the reasons were computed at (``-1``: during
+    the running cycle); reading them later recomputes them when anything was journalled since.
     """
 
     __slots__ = ("allocation_key", "application_id", "created", "placeholder", "preemptible", "priority",
-                 "reasons", "resource", "seq", "task_group")
+                 "reasons", "reasons_at", "resource", "seq", "task_group")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -71,6 +73,7 @@ class Ask:
         self.seq = seq
         self.created = created
         self.reasons: list[Violation] | None = None
+        self.reasons_at = -2
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -137,7 +140,7 @@ def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
 class AskQueue:
     """The pending asks of one partition, in arrival order, indexed by key and by application."""
 
-    __slots__ = ("_by_app", "_by_key", "_next_seq", "dirty")
+    __slots__ = ("_by_app", "_by_key", "_next_seq", "cycle_freed", "dirty")
 
     def __init__(self) -> None:
         self._by_key: dict[str, Ask] = {}
@@ -145,6 +148,8 @@ class AskQueue:
         self._next_seq = 1
         #: Something freed capacity or quota since the last cycle (or an ask was added).
         self.dirty = False
+        #: Set by the consumer when an attempt of the running cycle freed quota (another cycle runs).
+        self.cycle_freed = False
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -211,11 +216,13 @@ class AskQueue:
         return [a.event() for a in self.all()]
 
     # -- ordering -----------------------------------------------------------------------------------
-    def order_applications(self, leaf: Queue, apps: Mapping[str, Application]) -> list[Application]:
+    def order_applications(self, leaf: Queue, apps: Mapping[str, Application], *,
+                           stateaware_filter: bool = True) -> list[Application]:
         """The applications of ``leaf`` with pending asks, in the leaf's sort policy order.
 
         Only applications that can take allocations (an active state) are listed. Submission order
-        is the submit time, ties broken by the order the applications were placed in the leaf.
+        is the submit time, ties broken by the order the applications were placed in the leaf. For
+        ``stateaware`` the list is filtered as it stands now (``stateaware_filter``).
         """
         policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
         candidates: list[tuple[float, int, Application]] = []
@@ -230,7 +237,7 @@ class AskQueue:
             return [e[3] for e in fair]
         candidates.sort(key=lambda e: e[:2])
         ordered = [e[2] for e in candidates]
-        if policy == "stateaware":
+        if policy == "stateaware" and stateaware_filter:
             # Only one application may be starting at a time: while one is Starting, waiting
             # applications stay back; otherwise only the oldest waiting one may start.
             starting = any(apps[a].state == _STARTING for a in leaf.applications if a in apps)
@@ -252,8 +259,12 @@ class AskQueue:
         applications are re-sorted after every attempt (YuniKorn sorts them at each attempt): an
         allocation raises its application's usage, so another application may come first next.
         """
+        policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
+        if policy == "stateaware":
+            yield from self._stateaware_asks(leaf, apps)
+            return
         ordered = self.order_applications(leaf, apps)
-        if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() != "fair":
+        if policy != "fair":
             for app in ordered:
                 yield from self.of_application(app.application_id)
             return
@@ -282,6 +293,38 @@ class AskQueue:
                     used[name] = used.get(name, 0) + amount
             if nexts[idx] < len(asks):
                 heapq.heappush(heap, (usage_shares(usage[idx], guaranteed), pos, idx))
+
+    def _stateaware_asks(self, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
+        """``stateaware``: fifo, but a New/Accepted application may start only while no application
+        of the leaf is Starting and no older waiting one is still waiting — re-checked after every
+        attempt (YuniKorn filters at each attempt), so an application that becomes Running within
+        the cycle lets the next one start in the same cycle."""
+        ordered = self.order_applications(leaf, apps, stateaware_filter=False)
+        starting = {a for a in leaf.applications if a in apps and apps[a].state == _STARTING}
+        admitted: Application | None = None           # the waiting application let through
+        held: list[Application] = []
+
+        def blocked() -> bool:
+            return bool(starting) or (admitted is not None and admitted.state in _WAITING_STATES)
+
+        def asks_of(app: Application) -> Iterator[Ask]:
+            for ask in self.of_application(app.application_id):
+                yield ask
+                if app.state == _STARTING:
+                    starting.add(app.application_id)
+                else:
+                    starting.discard(app.application_id)
+
+        for app in ordered:
+            if app.state in _WAITING_STATES:
+                if blocked():
+                    held.append(app)
+                    continue
+                admitted = app
+            yield from asks_of(app)
+        while held and not blocked():
+            admitted = held.pop(0)
+            yield from asks_of(admitted)
 
     def candidates(self, root: Queue, apps: Mapping[str, Application]) -> Iterator[tuple[Queue, Ask]]:
         """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
@@ -362,10 +405,21 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     stale = 0                      # refused[:stale] were refused before the cycle's last allocation
     seen: set[str] = set()
     freed = False
+    asks.cycle_freed = False
+    # The last refused ask of each application: a later ask of it that asks for at least as much
+    # (same priority and preemptibility) is refused too, since a cycle only consumes quota; it is
+    # not tried again (its reasons are explained lazily). Preemption frees quota: see ``freed``.
+    last_refused: dict[str, Ask] = {}
     for _leaf, ask in asks.candidates(root, apps):
-        if ask.allocation_key in seen or ask.allocation_key not in asks:
+        key = ask.allocation_key
+        if key in seen or key not in asks:
             continue
-        seen.add(ask.allocation_key)
+        seen.add(key)
+        worse = last_refused.get(ask.application_id)
+        if worse is not None and not freed and _dominates(ask, worse):
+            ask.reasons = None
+            refused.append(ask)
+            continue
         decision = try_ask(ask)
         if decision.allocated:
             allocated.append(ask)
@@ -374,13 +428,26 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 freed = True
         else:
             ask.reasons = list(decision.reasons)
+            ask.reasons_at = -1
             refused.append(ask)
+            last_refused[ask.application_id] = ask
     # Reasons must equal what_if at the end of the cycle: those given before a later allocation
     # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
     for ask in refused[:stale]:
         ask.reasons = None
-    asks.dirty = freed
+    asks.dirty = freed or asks.cycle_freed
     return allocated
+
+
+def _dominates(ask: Ask, refused: Ask) -> bool:
+    """``ask`` needs at least what ``refused`` needed, per resource, with the same priority and
+    preemptibility (so every quota check that refused ``refused`` refuses ``ask`` as well)."""
+    if ask.priority != refused.priority or ask.preemptible != refused.preemptible:
+        return False
+    if ask.placeholder != refused.placeholder or (ask.task_group is not None and not ask.placeholder):
+        return False                    # a real task-group ask may replace a placeholder instead
+    mine = ask.resource._values
+    return all(mine.get(name, 0) >= amount for name, amount in refused.resource._values.items())
 
 
 class _CycleBatch:
@@ -425,6 +492,7 @@ class PendingAsksMixin:
     _apps: dict[str, Application]
     _allocs: dict[str, Any]
     _replaying: bool
+    _last_seq: int
 
     _asks: AskQueue
     _subscribers: list[Callable[[dict[str, Any]], None]]
@@ -482,6 +550,7 @@ class PendingAsksMixin:
             if task_group:
                 add["task_group"] = task_group
             prev_state = self._apps[application_id].state
+            was_dirty = self._asks.dirty
             self._ev_ask_added(add)
             try:
                 self._record([add], recoverable=True)
@@ -491,7 +560,11 @@ class PendingAsksMixin:
                 raise
             ask = self._asks.get(allocation_key)
             assert ask is not None
-            self._schedule_if_needed()
+            if was_dirty or not self.auto_schedule or self._replaying:
+                self._schedule_if_needed()
+            else:
+                self._asks.dirty = False
+                self._try_new(ask)
             return ask
 
     def remove_ask(self, allocation_key: str) -> None:
@@ -503,21 +576,25 @@ class PendingAsksMixin:
                 raise NotFoundError(f"ask {allocation_key!r} not found in partition {self.name!r}")
             self._usable()
             ev = {"type": "ask_removed", "key": allocation_key, "t": self.clock()}
+            ask = self._asks.get(allocation_key)
+            app = self._apps.get(ask.application_id) if ask is not None else None
+            counted = app is not None and app.counted
             self._ev_ask_removed(ev)
             self._record([ev])
+            if counted and app is not None and not app.counted:
+                self._freed()       # the application left the running count: maxapplications freed
 
     def pending(self, application_id: str | None = None) -> list[Ask]:
         """The pending asks (of one application, or all), each with the reasons it waits.
 
-        Reasons are those of the last attempt; an ask not yet tried is explained now with the same
-        checks as :meth:`what_if`.
+        Reasons are those of the last attempt when nothing was journalled since; otherwise (or for
+        an ask not yet tried) they are explained now with the same checks as :meth:`what_if`.
         """
         with self.lock:
             asks = (self._asks.of_application(application_id) if application_id is not None
                     else self._asks.all())
             for ask in asks:
-                if ask.reasons is None:
-                    ask.reasons = self._explain(ask)
+                self._reasons_of(ask)
             return asks
 
     def get_ask(self, allocation_key: str) -> Ask | None:
@@ -530,9 +607,7 @@ class PendingAsksMixin:
             ask = self._asks.get(allocation_key)
             if ask is None:
                 return None
-            if ask.reasons is None:
-                ask.reasons = self._explain(ask)
-            return list(ask.reasons)
+            return list(self._reasons_of(ask))
 
     def schedule(self) -> list[Any]:
         """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
@@ -557,6 +632,7 @@ class PendingAsksMixin:
                 self._rollback(batch)
                 raise
             self._flush(batch)
+            self._stamp_reasons()
             return [self._allocs[a.allocation_key] for a in made if a.allocation_key in self._allocs]
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
@@ -581,6 +657,48 @@ class PendingAsksMixin:
         return self._asks.dirty and len(self._asks) > 0
 
     # -- internals ------------------------------------------------------------------------------------
+    def _try_new(self, ask: Ask) -> None:
+        """The automatic cycle after an ask is added, when nothing freed quota since the last cycle.
+
+        Then no other pending ask fits (a cycle leaves none that fits, and since then quota was only
+        consumed), and trying the new ask cannot change that: a full cycle would allocate the new
+        ask or nothing. So only the new ask is tried — O(1) instead of O(pending) per submission —
+        unless its queue's ``stateaware`` policy holds its application back.
+        """
+        app = self._apps[ask.application_id]
+        leaf = self.queues.queue(app.queue_path)
+        if leaf is None:
+            return
+        if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware" and all(
+                a is not app for a in self._asks.order_applications(leaf, self._apps)):
+            return
+        batch = _CycleBatch()
+        self._asks.cycle_freed = False
+        try:
+            decision = self._try_ask(ask, batch)
+        except BaseException:
+            self._rollback(batch)
+            raise
+        self._flush(batch)
+        if not decision.allocated and ask.allocation_key in self._asks:
+            ask.reasons, ask.reasons_at = list(decision.reasons), self._last_seq
+        if decision.preempted or self._asks.cycle_freed:
+            self._freed()                       # quota was given back: the others get a cycle
+
+    def _stamp_reasons(self) -> None:
+        """The reasons given during the cycle hold at its end: stamp them with the journal position."""
+        at = self._last_seq
+        for ask in self._asks._by_key.values():
+            if ask.reasons_at == -1:
+                ask.reasons_at = at
+
+    def _reasons_of(self, ask: Ask) -> list[Violation]:
+        """The ask's reasons, recomputed (``what_if``) when anything was journalled since."""
+        if ask.reasons is None or ask.reasons_at != self._last_seq:
+            ask.reasons = self._explain(ask)
+            ask.reasons_at = self._last_seq
+        return ask.reasons
+
     def _explain(self, ask: Ask) -> list[Violation]:
         app = self._apps.get(ask.application_id)
         if app is None or app.state not in ACTIVE_STATES or self.queues.queue(app.queue_path) is None:
@@ -612,8 +730,11 @@ class PendingAsksMixin:
         """Gang scheduling (seed 001, YUNIKORN-982): a real ask of a task group that holds an
         allocated placeholder replaces that placeholder instead of allocating anew."""
         self._flush(batch)                      # keep the journal (and the events) in cycle order
+        before = self._allocs[placeholder].resource
         decision = self.replace_placeholder(placeholder, ask.allocation_key, ask.resource)
         if decision.allocated:
+            if any(ask.resource.get(name, 0) < amount for name, amount in before.items()):
+                self._asks.cycle_freed = True   # a smaller real allocation gave quota back
             self._asks.remove(ask.allocation_key)   # (the replaced event removes it on replay too)
             self._notify(ask, placeholder)
         return decision

@@ -256,3 +256,86 @@ def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int,
             p.release_batch(live)                           # the running work finishes
     assert p.pending() == []
     assert allocated == {f"k{i}" for i in range(len(asks))}
+
+
+def _count_tries(p: Partition) -> list[str]:
+    tried: list[str] = []
+    real = p._try_ask
+
+    def counting(ask: Any, batch: Any) -> Any:
+        tried.append(ask.allocation_key)
+        return real(ask, batch)
+
+    p._try_ask = counting  # type: ignore[method-assign]
+    return tried
+
+
+def test_adding_an_ask_tries_only_that_ask_when_nothing_was_freed() -> None:
+    """After a cycle no pending ask fits, and until something frees quota that stays true: the
+    automatic cycle of add_ask then tries the new ask alone (O(1) per submission), with the same
+    outcome a full cycle would have."""
+    p = _part()
+    p.add_application("full", ALICE, queue="root.fifo4")
+    p.add_application("free", BOB, queue="root.open")
+    p.allocate("full", "k0", _v(4))
+    for i in range(20):
+        p.add_ask("full", f"w{i}", _v(1))
+    p.schedule()
+    p.auto_schedule = True
+    tried = _count_tries(p)
+    p.add_ask("free", "n1", _v(1))
+    assert tried == ["n1"] and p.allocation("n1") is not None
+    p.add_ask("free", "n2", _v(10**6))
+    assert tried == ["n1", "n2"]
+    assert [r.code for r in p.pending_reasons("n2") or []] == ["root.capacity"]
+    p.release("k0")                                  # frees: a full cycle
+    assert [a.allocation_key for a in p.allocations() if a.allocation_key.startswith("w")] == \
+        ["w0", "w1", "w2", "w3"]
+
+
+def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application() -> None:
+    """Within a cycle only consumption happens, so after an application's ask is refused its later
+    asks that need at least as much are refused without another attempt; their reasons are still
+    exactly what_if's."""
+    p = _part()
+    p.add_application("full", ALICE, queue="root.fifo4")
+    p.allocate("full", "k0", _v(4))
+    for i in range(5):
+        p.add_ask("full", f"w{i}", _v(1 + i % 2))
+    tried = _count_tries(p)
+    assert p.schedule() == []
+    assert tried == ["w0"]
+    for ask in p.pending():
+        assert ask.reasons == p.what_if("full", ask.resource).reasons
+
+
+def test_reasons_follow_changes_made_outside_a_cycle() -> None:
+    """The reasons equal what_if at every read, also after a synchronous allocation changed usage."""
+    p = _part(vcore=4)
+    p.add_application("a", ALICE, queue="root.open")
+    p.add_application("b", BOB, queue="root.open")
+    p.allocate("a", "k0", _v(3))
+    p.add_ask("a", "big", _v(2))
+    p.schedule()
+    first = p.pending_reasons("big")
+    assert first == p.what_if("a", _v(2)).reasons
+    assert p.allocate("b", "k1", _v(1)).allocated                  # usage changes, no cycle
+    now = p.pending_reasons("big")
+    assert now == p.what_if("a", _v(2)).reasons and now != first
+
+
+def test_withdrawing_the_last_ask_frees_the_running_count() -> None:
+    """A-3 + maxapplications: an application kept running by its pending ask leaves the running
+    count when the ask is withdrawn, and the application that waited for the count starts."""
+    p = _sched().partition("default")
+    p.add_node("n1", _v(100))
+    p.add_application("a1", ALICE, queue="root.grouped")
+    p.add_application("a2", CAROL, queue="root.grouped")
+    assert p.allocate("a1", "k1", _v(1)).allocated
+    p.add_ask("a1", "huge", _v(1000))
+    p.add_ask("a2", "k2", _v(1))
+    assert [r.code for r in p.pending_reasons("k2") or []] == ["group.maxapplications"]
+    p.release("k1")
+    assert p.allocation("k2") is None                              # a1 still counts (pending ask)
+    p.remove_ask("huge")
+    assert p.allocation("k2") is not None
