@@ -174,6 +174,7 @@ class Partition(PendingAsksMixin):
         self._snapshot_seq = 0
         self._replaying = False
         self._poisoned: BaseException | None = None
+        self._wrote = False           # journalled events since the last snapshot (not a follower)
         self._count_seq = 0
         #: The last error of an automatic snapshot (snapshots are optional; the events are durable).
         self.snapshot_error: Exception | None = None
@@ -233,6 +234,7 @@ class Partition(PendingAsksMixin):
                 self._poisoned = exc
             raise
         self._last_seq = seq
+        self._wrote = True
         if self.snapshot_every > 0 and seq - self._snapshot_seq >= self.snapshot_every:
             try:
                 self.take_snapshot()
@@ -255,6 +257,7 @@ class Partition(PendingAsksMixin):
                      "config_seq": self.config_seq}
             self.journal.save_snapshot(self.stream, seq, state)
             self._snapshot_seq = seq
+            self._wrote = False
             return seq
 
     @property

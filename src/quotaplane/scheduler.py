@@ -303,11 +303,12 @@ class Scheduler:
             p.take_snapshot()
 
     def close(self, *, snapshot: bool = True) -> None:
-        """Snapshot every partition that has events since its last snapshot (so the next start reads
-        no tail), then close the journal. The scheduler must not be used afterwards."""
+        """Snapshot every partition that journalled events since its last snapshot (so the next start
+        reads no tail; a follower, which only replays, writes nothing), then close the journal. The
+        scheduler must not be used afterwards."""
         if snapshot:
             for p in self.partitions():
-                if p.last_seq > p._snapshot_seq and p._poisoned is None:
+                if p._wrote and p.last_seq > p._snapshot_seq and p._poisoned is None:
                     try:
                         p.take_snapshot()
                     except Exception as exc:      # optional: the events are durable anyway
