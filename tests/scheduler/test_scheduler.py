@@ -294,4 +294,3 @@ def test_follower_catches_up_with_the_leader() -> None:
     assert _canon(follower.dump_state()) == _canon(leader.dump_state())
     # a follower only replays: closing it must not write snapshots into the leader's store
     assert not any(fp._wrote for fp in follower.partitions())
-    assert any(lp._wrote for lp in leader.partitions()) or leader.partition("default").last_seq > 0
