@@ -42,7 +42,7 @@ from quotaplane.application import (
 )
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
-from quotaplane.errors import ConflictError, NotFoundError, QuotaplaneError, RejectedError
+from quotaplane.errors import ConflictError, NotFoundError, NotLeaderError, QuotaplaneError, RejectedError
 from quotaplane.policy import AdmissionRequest, Decision, QuotaPolicy, Violation
 from quotaplane.queueing import PendingAsksMixin
 from quotaplane.resources import Resource
@@ -1060,10 +1060,19 @@ class Partition(PendingAsksMixin):
             self.placement.update_rules(config.placement_rules)
             self._build_extensions(config)
 
-    def record_config(self, seq: int) -> None:
-        """Journal that config ``seq`` (a sequence number of the scheduler stream) is now in force."""
+    def record_config(self, seq: int, *, follower_ok: bool = False) -> None:
+        """Journal that config ``seq`` (a sequence number of the scheduler stream) is now in force.
+
+        ``follower_ok``: an instance that does not hold the lease (NotLeaderError) keeps the config
+        in memory without the marker; the leader writes it, and replaying it again changes nothing.
+        """
         with self.lock:
-            self._record([{"type": "config", "seq": seq}])
+            try:
+                self._record([{"type": "config", "seq": seq}], recoverable=follower_ok)
+            except NotLeaderError:
+                if not follower_ok:
+                    raise
+                return                    # a follower schedules nothing
             self._freed()
 
     # ------------------------------------------------------------------------------------------------

@@ -160,10 +160,10 @@ class Scheduler:
             if p is None:
                 p = sched._new_partition(pc, last)
                 sched._partitions[pc.name] = p
-                p.record_config(last)
+                p.record_config(last, follower_ok=True)
             elif p.config_seq != last:
                 p.apply_config(pc, last)
-                p.record_config(last)
+                p.record_config(last, follower_ok=True)
         return sched
 
     def _restore_partition(self, stream: str) -> Partition | None:

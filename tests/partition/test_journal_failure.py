@@ -94,3 +94,21 @@ def test_lost_lease_fences_writes_and_changes_nothing() -> None:
     with pytest.raises(NotLeaderError):
         p.allocate("app1", "k2", Resource({"vcore": 1000}))
     assert p.dump_state() == before
+
+
+def test_follower_restore_between_config_event_and_marker_does_not_write() -> None:
+    """A follower restoring while the leader has written a config event but not yet the partition
+    marker keeps the new config in memory (fenced: it may not write) and follows the leader later."""
+    now = [0.0]
+    j = MemoryJournal(clock=lambda: now[0])
+    assert j.acquire_lease("default", "leader", ttl=100)
+    s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(), holder="leader")
+    changed = CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}")
+    j.append("scheduler", [{"type": "config", "text": changed}])        # the leader, interrupted
+    n = j.last_seq("default")
+    follower = Scheduler.from_yaml(changed, store=j, holder="follower")
+    assert j.last_seq("default") == n                                     # the follower wrote nothing
+    assert follower.partition("default").queues.queue("root.b").max == Resource({"vcore": 30000})
+    s.partition("default").record_config(j.last_seq("scheduler"))       # the leader catches up
+    follower.catch_up()
+    assert follower.partition("default").config_seq == j.last_seq("scheduler")
