@@ -15,7 +15,13 @@ Scenarios (``Partition.schedule()``: one cycle, the fair order of queues, applic
 - ``half_fit``: each leaf ``max`` lets 5 of its 10 asks in -> 5,000 allocations and 5,000 refusals
   (each refused ask keeps the reasons of its attempt).
 - ``none_fit``: the queues are full -> 10,000 refusals (what a cycle costs when nothing frees up).
-  Baseline: 10,000 direct ``Partition.what_if`` calls for the same requests.
+  Baseline: 10,000 direct ``Partition.what_if`` calls for the same requests. The asks of one
+  application at one priority are equal, so after the first refusal the others are refused without
+  an attempt (a cycle only consumes). ``none_fit_mixed``: every ask smaller than the one before it,
+  so each one is tried (the worst case), against the same what_if baseline.
+- ``submit_auto``: 10,000 ``add_ask`` calls with automatic cycles on, into full queues: each
+  submission tries only the new ask (nothing was freed since the last cycle). Baseline: 10,000
+  refused direct ``allocate`` calls.
 
 Run: ``.venv/bin/python benchmarks/queueing.py`` (well under a minute).
 """
@@ -59,13 +65,17 @@ def _config(leaf_max: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _requests() -> list[tuple[str, str, int]]:
-    """(application, key, priority) in arrival order: round-robin over applications."""
+def _requests(mixed: bool = False) -> list[tuple[str, str, int, Resource]]:
+    """(application, key, priority, resource) in arrival order: round-robin over applications.
+
+    ``mixed``: every ask of an application is smaller than the one before it, so no refused ask
+    spares the attempt of a later one (the cycle's worst case)."""
     out = []
     for i in range(ASKS):
+        res = Resource({"vcore": (ASKS - i) * 1000, "memory": 1 << 30}) if mixed else ASK
         for p in range(PARENTS):
             for leaf in range(LEAVES):
-                out.append((f"app-{p}-{leaf}", f"k-{p}-{leaf}-{i}", i % 3))
+                out.append((f"app-{p}-{leaf}", f"k-{p}-{leaf}-{i}", i % 3, res))
     return out
 
 
@@ -85,17 +95,17 @@ def _partition(leaf_max: int, *, full: bool = False) -> Partition:
     return p
 
 
-def _with_asks(leaf_max: int, *, full: bool = False) -> Partition:
+def _with_asks(leaf_max: int, *, full: bool = False, mixed: bool = False) -> Partition:
     p = _partition(leaf_max, full=full)
-    for app, key, prio in _requests():
-        p.add_ask(app, key, ASK, priority=prio)
+    for app, key, prio, res in _requests(mixed):
+        p.add_ask(app, key, res, priority=prio)
     return p
 
 
-def _cycle(leaf_max: int, *, full: bool = False) -> tuple[float, int, int]:
+def _cycle(leaf_max: int, *, full: bool = False, mixed: bool = False) -> tuple[float, int, int]:
     best, made, left = float("inf"), 0, 0
     for _ in range(REPEAT):
-        p = _with_asks(leaf_max, full=full)
+        p = _with_asks(leaf_max, full=full, mixed=mixed)
         start = time.perf_counter()
         allocations = p.schedule()
         best = min(best, time.perf_counter() - start)
@@ -109,21 +119,42 @@ def _direct_allocate(leaf_max: int) -> tuple[float, int]:
         p = _partition(leaf_max)
         reqs = _requests()
         start = time.perf_counter()
-        made = sum(p.allocate(app, key, ASK, priority=prio).allocated for app, key, prio in reqs)
+        made = sum(p.allocate(app, key, res, priority=prio).allocated for app, key, prio, res in reqs)
         best = min(best, time.perf_counter() - start)
     return best, made
 
 
-def _direct_what_if(leaf_max: int) -> float:
+def _direct_what_if(leaf_max: int, mixed: bool = False) -> float:
     best = float("inf")
     for _ in range(REPEAT):
         p = _partition(leaf_max, full=True)
-        reqs = _requests()
+        reqs = _requests(mixed)
         start = time.perf_counter()
-        for app, _key, prio in reqs:
-            p.what_if(app, ASK, priority=prio)
+        for app, _key, prio, res in reqs:
+            p.what_if(app, res, priority=prio)
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _submit(leaf_max: int) -> tuple[float, float]:
+    """10,000 ``add_ask`` calls with automatic cycles on, into full queues (each waits), against
+    10,000 refused direct ``allocate`` calls on the same full partition."""
+    best, base = float("inf"), float("inf")
+    for _ in range(REPEAT):
+        p = _partition(leaf_max, full=True)
+        p.auto_schedule = True
+        reqs = _requests()
+        start = time.perf_counter()
+        for app, key, prio, res in reqs:
+            p.add_ask(app, key, res, priority=prio)
+        best = min(best, time.perf_counter() - start)
+        assert len(p.pending()) == len(reqs)
+        q = _partition(leaf_max, full=True)
+        start = time.perf_counter()
+        for app, key, prio, res in reqs:
+            q.allocate(app, key, res, priority=prio)
+        base = min(base, time.perf_counter() - start)
+    return best, base
 
 
 def main() -> dict[str, Any]:
@@ -136,6 +167,10 @@ def main() -> dict[str, Any]:
     assert half_made == n // 2 and half_left == n // 2, (half_made, half_left)
     none_t, none_made, none_left = _cycle(1, full=True)
     assert none_made == 0 and none_left == n, (none_made, none_left)
+    mixed_t, mixed_made, mixed_left = _cycle(1, full=True, mixed=True)
+    assert mixed_made == 0 and mixed_left == n, (mixed_made, mixed_left)
+    base_mixed_t = _direct_what_if(1, mixed=True)
+    submit_t, submit_base_t = _submit(1)
     base_alloc_t, base_made = _direct_allocate(unlimited)
     assert base_made == n
     base_what_if_t = _direct_what_if(1)
@@ -154,6 +189,14 @@ def main() -> dict[str, Any]:
         "baseline_direct_what_if_s": round(base_what_if_t, 4),
         "ratio_all_fit_vs_direct_allocate": round(all_t / base_alloc_t, 2),
         "ratio_none_fit_vs_direct_what_if": round(none_t / base_what_if_t, 2),
+        "none_fit_mixed_cycle_s": round(mixed_t, 4),
+        "none_fit_mixed_asks_tried_per_s": round(n / mixed_t),
+        "baseline_direct_what_if_mixed_s": round(base_mixed_t, 4),
+        "ratio_none_fit_mixed_vs_direct_what_if": round(mixed_t / base_mixed_t, 2),
+        "submit_auto_10k_s": round(submit_t, 4),
+        "submit_auto_per_ask_us": round(submit_t / n * 1e6, 1),
+        "baseline_refused_allocate_10k_s": round(submit_base_t, 4),
+        "ratio_submit_vs_refused_allocate": round(submit_t / submit_base_t, 2),
     }
     write_results("queueing", results)
     return results

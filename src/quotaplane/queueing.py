@@ -122,19 +122,33 @@ class Ask:
 def usage_shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
     """YuniKorn ``getShares``: per used resource ``used / base`` (raw ``used`` when the base lacks it),
     sorted descending; compared lexicographically, lower first."""
-    shares: list[float] = []
-    for name, used in allocated.items():
-        if used == 0:
-            continue
-        total = base.get(name, 0) if base else 0
-        shares.append(float(used) / total if total > 0 else float(used))
-    shares.sort(reverse=True)
+    if isinstance(base, Resource):
+        base = base._values                 # plain dict lookups (hot path: every attempt re-keys)
+    if isinstance(allocated, Resource):
+        allocated = allocated._values
+    if base:
+        get = base.get
+        shares = [used / total if (total := get(name, 0)) > 0 else float(used)
+                  for name, used in allocated.items() if used]
+    else:
+        shares = [float(used) for used in allocated.values() if used]
+    if len(shares) > 1:
+        shares.sort(reverse=True)
     return tuple(shares)
 
 
+_NO_LIMIT: dict[str, int] = {}
+
+
 def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
+    """Fair-share order of sibling queues: usage relative to guaranteed, then to max, then name."""
     alloc = q._alloc
-    return (usage_shares(alloc, q.guaranteed), usage_shares(alloc, q.max), q.name)
+    if not alloc:
+        return ((), (), q.name)
+    g = q.guaranteed
+    m = q.max
+    return (usage_shares(alloc, g._values if g is not None else _NO_LIMIT),
+            usage_shares(alloc, m._values if m is not None else _NO_LIMIT), q.name)
 
 
 class AskQueue:
