@@ -227,3 +227,19 @@ def test_event_stream_ends_at_its_timeout(client: TestClient, scheduler: qp.Sche
 def test_event_stream_bad_query_is_400(client: TestClient) -> None:
     assert_error(client.get(f"{BASE}/events/stream?timeout=-1"), 400)
     assert_error(client.get(f"{BASE}/events/stream?max_events=x"), 400)
+
+
+def test_the_timer_runs_cycles_when_automatic_cycles_are_off(client: TestClient,
+                                                              scheduler: qp.Scheduler) -> None:
+    """The service's scheduling loop (every 0.5 s) runs a cycle when something changed."""
+    p = scheduler.partition("default")
+    p.auto_schedule = False
+    add_app(client, "a1")
+    assert post_ask(client, "a1", "k1", 1000).json()["allocated"] is False
+    add_node(client)                                   # frees capacity; no cycle runs inline
+    assert client.get(f"{BASE}/allocation/k1").status_code == 404
+    deadline = time.monotonic() + 10
+    while client.get(f"{BASE}/allocation/k1").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.get(f"{BASE}/allocation/k1").status_code == 200
+    assert not p.schedule_needed

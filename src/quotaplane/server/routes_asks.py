@@ -176,6 +176,8 @@ async def scheduling_loop(service: Any, interval: float = SCHEDULE_INTERVAL) -> 
                 continue
             for p in service.scheduler.partitions():
                 if p.schedule_needed:
-                    p.schedule()
+                    # in a worker thread: a long cycle must not stall the event loop (the
+                    # partition's lock keeps it consistent with the request handlers)
+                    await asyncio.to_thread(p.schedule)
         except Exception:  # the loop must survive a bad moment (e.g. a journal hiccup); retry later
             continue
