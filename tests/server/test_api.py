@@ -524,3 +524,15 @@ def test_allocation_fast_path_answers_exactly_like_the_route(tokens: dict | None
     fast, slow = run(True), run(False)
     assert fast == slow
     assert [code for code, _ in fast][:4] == [201, 409, 409, 404]
+
+
+def test_last_resort_handler_never_answers_500(client: TestClient, scheduler: qp.Scheduler,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3: an unexpected exception inside a route is still an error body, never a bare 500."""
+    def boom() -> None:
+        raise RuntimeError("unexpected")
+
+    monkeypatch.setattr(scheduler.partition("default"), "nodes", boom)
+    r = client.get("/ws/v1/partition/default/nodes")
+    body = assert_error(r, 400)
+    assert "RuntimeError" in body["description"]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 import signal
@@ -153,6 +154,12 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
         return 1
 
     app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens)
+    # Tail latency: the restored state and the imported modules are long-lived; move them out of the
+    # collector's sight (gc.freeze) and collect the young generation less often, so a full collection
+    # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=5))
     _err(f"quotaplane: serving on http://{host}:{port} (store {_mask(store_url)}, "
