@@ -89,8 +89,12 @@ def test_elastic_admission_through_allocations_and_delete_with_pods_is_409(clien
 
 def test_put_config_with_an_invalid_extension_is_400(client: TestClient) -> None:
     bad = CONFIG.replace("  - name: gpu\n", "  - name: gpu\n    elasticquotas: [{kind: ElasticQuota}]\n")
+    assert bad != CONFIG
     assert_error(client.put("/ws/v1/config", content=bad), 400)
     assert client.get("/ws/v1/config").text == CONFIG
+    # validate-conf runs the same checks
+    r = client.post("/ws/v1/validate-conf", content=bad)
+    assert r.status_code == 200 and r.json()["allowed"] is False and "elasticquotas" in r.json()["reason"]
 
 
 # -- quota trees and forests ------------------------------------------------------------------------

@@ -42,14 +42,15 @@ _YAML_BODY: dict[str, Any] = {
 
 def validate_text(raw: bytes) -> dict[str, Any]:
     """``{"allowed", "reason"}`` for a config body (never raises)."""
-    from quotaplane.config import load_config
+    from quotaplane.server.extensions import validate_extensions
 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return {"allowed": False, "reason": f"configuration is not UTF-8 text: {exc}"}
     try:
-        load_config(text)
+        # the same checks as PUT /ws/v1/config: the queues and the elastic/quota-tree extensions
+        validate_extensions(text)
     except ConfigError as exc:
         text_msg = str(exc)
         where = f"line {exc.line}: " if exc.line and not text_msg.startswith("line") else ""
