@@ -47,6 +47,8 @@ def simulate(
                    ] = None,
     partition: Annotated[str, typer.Option(help="The partition the trace drives.")] = "default",
     sample_interval: Annotated[float | None, typer.Option(help="Timeline step in simulated seconds.")] = None,
+    cycle_interval: Annotated[float, typer.Option(
+        help="Seconds between scheduling cycles for waiting asks (0: after every change).")] = 0.0,
     plot: Annotated[bool, typer.Option(help="Write usage.png (needs matplotlib).")] = True,
 ) -> None:
     """Replay a trace through the quota engines on simulated time (capacity planning)."""
@@ -56,7 +58,7 @@ def simulate(
 
     try:
         result = run_simulation(config, trace, out, partition=partition, sample_interval=sample_interval,
-                                plot=plot)
+                                cycle_interval=cycle_interval, plot=plot)
     except ConfigError as exc:
         where = f"{config}:{exc.line}" if getattr(exc, "line", None) else str(config)
         typer.echo(f"{where}: {exc}", err=True)

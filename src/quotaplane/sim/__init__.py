@@ -34,7 +34,8 @@ __all__ = [
 
 
 def simulate(config_text: str, events: list[TraceEvent] | list[dict[str, Any]], *,
-             partition: str = "default", sample_interval: float | None = None) -> SimulationResult:
+             partition: str = "default", sample_interval: float | None = None,
+             cycle_interval: float = 0.0) -> SimulationResult:
     """Replay ``events`` (validated :class:`TraceEvent` objects, or raw event dicts that are validated
     here as a whole first) through ``partition`` of the YAML ``config_text``; return the result."""
     evs: list[TraceEvent]
@@ -42,12 +43,13 @@ def simulate(config_text: str, events: list[TraceEvent] | list[dict[str, Any]], 
         evs = parse_events(enumerate(events, start=1))
     else:
         evs = events  # type: ignore[assignment]
-    return Simulator(config_text, partition=partition, sample_interval=sample_interval).run(evs)
+    return Simulator(config_text, partition=partition, sample_interval=sample_interval,
+                     cycle_interval=cycle_interval).run(evs)
 
 
 def run_simulation(config: str | Path, trace: str | Path, out: str | Path | None = None, *,
                    partition: str = "default", sample_interval: float | None = None,
-                   plot: bool = True) -> SimulationResult:
+                   cycle_interval: float = 0.0, plot: bool = True) -> SimulationResult:
     """Read a queue configuration file and a trace file, replay, and write the outputs to ``out``.
 
     The whole trace is validated before anything runs (:class:`TraceError` names every problem's line
@@ -58,7 +60,8 @@ def run_simulation(config: str | Path, trace: str | Path, out: str | Path | None
 
     config_text = Path(config).read_text(encoding="utf-8")
     events = load_trace(trace)
-    result = Simulator(config_text, partition=partition, sample_interval=sample_interval).run(events)
+    result = Simulator(config_text, partition=partition, sample_interval=sample_interval,
+                       cycle_interval=cycle_interval).run(events)
     if out is not None:
         write_outputs(result, Path(out), plot=plot)
     return result

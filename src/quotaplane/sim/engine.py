@@ -24,6 +24,7 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError, RejectedError
+from quotaplane.queueing import SORT_POLICY_PROPERTY
 from quotaplane.resources import Resource
 from quotaplane.sim.trace import OPS, TraceEvent
 
@@ -35,12 +36,15 @@ _MAX_LISTED = 100          # rejections listed one by one in the summary
 
 
 class _App:
-    __slots__ = ("app_id", "chain", "live", "queue", "user")
+    __slots__ = ("app_id", "chain", "direct", "live", "queue", "user")
 
-    def __init__(self, app_id: str, user: str, queue: str) -> None:
+    def __init__(self, app_id: str, user: str, queue: str, direct: bool) -> None:
         self.app_id = app_id
         self.user = user
         self.queue = queue
+        # an ask may be tried at once when no other ask waits, unless the leaf is ``stateaware``
+        # (there a New application may wait for another one that is Starting)
+        self.direct = direct
         parts = queue.split(".")
         # root, root.a, root.a.b: every level whose usage the allocation adds to (seed 004 M-2)
         self.chain = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
@@ -112,10 +116,13 @@ class Simulator:
     ``config_text`` is YuniKorn queue YAML (raises :class:`~quotaplane.errors.ConfigError`);
     ``partition`` names the partition the trace drives; ``sample_interval`` is the timeline step in
     simulated seconds (default: the expected span of the trace over :data:`DEFAULT_SAMPLES`).
+    ``cycle_interval``: 0 (default) runs a scheduling cycle for the pending asks after every change,
+    as the library does on its own; a positive value runs cycles only every that many simulated
+    seconds (a periodic scheduler: an ask waits for the next cycle even when it fits).
     """
 
     def __init__(self, config_text: str, *, partition: str = "default",
-                 sample_interval: float | None = None) -> None:
+                 sample_interval: float | None = None, cycle_interval: float = 0.0) -> None:
         from quotaplane.config import load_config
         from quotaplane.partition import Partition
 
@@ -130,6 +137,17 @@ class Simulator:
         self.partition = Partition(config.partition(partition.lower()), journal=None, clock=self._clock)
         self.partition.subscribe(self._on_allocated)
         self.sample_interval = sample_interval
+        if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
+            raise ValueError(f"cycle interval must be a non-negative number of seconds, "
+                             f"got {cycle_interval!r}")
+        self.cycle_interval = cycle_interval
+        if cycle_interval > 0:
+            # periodic scheduling cycles (like YuniKorn's scheduling loop) instead of a cycle after
+            # every change: asks wait for the next cycle even when they fit
+            self.partition.auto_schedule = False
+        self._cycle_no = 0
+        self._next_cycle = math.inf
+        self._cycles = 0
         self._apps: dict[str, _App] = {}
         self._rejected: dict[str, str] = {}
         self._live: dict[str, tuple[_App, tuple[tuple[str, int], ...]]] = {}
@@ -200,6 +218,16 @@ class Simulator:
             if nv > pk.get(r, 0):
                 pk[r] = nv
 
+    def _admitted_now(self, app: _App, key: str, resource: Resource, preempted: list[str],
+                      duration: float | None) -> None:
+        self._admit(app, key, resource)
+        for k in preempted:                 # released by the partition for this one (quota forests)
+            if k in self._live:
+                self._unadmit(k)
+                self._preempted += 1
+        if duration is not None:
+            self._timer(key, duration)
+
     def _unadmit(self, key: str) -> None:
         app, items = self._live.pop(key)
         del app.live[key]
@@ -239,13 +267,53 @@ class Simulator:
     # ------------------------------------------------------------------------------------------------
     # time and samples
 
-    def _advance(self, t: float) -> None:
-        """Move the clock to ``t``, taking the samples that fall before it."""
-        while self._next_sample < t:
-            self._sample(self._next_sample)
-            self._sample_no += 1
-            self._next_sample = self._t0 + self._sample_no * self._interval
+    def _until(self, t: float) -> None:
+        """Run what falls due before the trace events at ``t``, in time order, and set the clock to ``t``.
+
+        Timers at or before ``t``; periodic cycles and samples strictly before ``t`` (they belong after
+        the events of their instant). At one instant: timers, trace events, the cycle, the sample.
+        """
+        timers = self._timers
+        p = self.partition
+        while True:
+            nt = timers[0][0] if timers else math.inf
+            nc = self._next_cycle
+            ns = self._next_sample
+            if nt <= t and nt <= nc and nt <= ns:
+                self.now = nt
+                _, _, key = heapq.heappop(timers)
+                self._timer_events += 1
+                if key in self._live and not self._gone(key):
+                    self._unadmit(key)      # first: the release runs a cycle that may admit asks
+                    p.release(key)
+                    self._auto_released += 1
+            elif nc < t and nc <= ns:
+                if p.schedule_needed:
+                    self._cycle(nc)
+                else:
+                    # nothing to schedule before the next change (a timer or an event)
+                    self._skip_cycles_to(min(nt, t))
+            elif ns < t:
+                self.now = ns
+                self._sample(ns)
+                self._sample_no += 1
+                self._next_sample = self._t0 + self._sample_no * self._interval
+            else:
+                break
         self.now = t
+
+    def _skip_cycles_to(self, x: float) -> None:
+        ci = self.cycle_interval
+        self._cycle_no = max(self._cycle_no + 1, math.ceil((x - self._t0) / ci))
+        self._next_cycle = self._t0 + self._cycle_no * ci
+
+    def _cycle(self, c: float) -> None:
+        """The periodic scheduling cycle at grid time ``c`` (``cycle_interval`` > 0)."""
+        self.now = c
+        self.partition.schedule()
+        self._cycles += 1
+        self._cycle_no += 1
+        self._next_cycle = self._t0 + self._cycle_no * self.cycle_interval
 
     def _sample(self, t: float) -> None:
         root = self.partition.queues.root
@@ -253,17 +321,6 @@ class Simulator:
         self._samples.append({"t": _round(t), "capacity": dict(self.partition.total_capacity().items()),
                               "used": dict(sorted(root.allocated.items())), "queues": queues,
                               "allocations": len(self._live), "pending_asks": len(self._pending)})
-
-    def _run_timers(self, until: float) -> None:
-        timers = self._timers
-        while timers and timers[0][0] <= until:
-            t, _, key = heapq.heappop(timers)
-            self._advance(t)
-            self._timer_events += 1
-            if key in self._live and not self._gone(key):
-                self._unadmit(key)      # first: the release runs a cycle that may admit asks
-                self.partition.release(key)
-                self._auto_released += 1
 
     # ------------------------------------------------------------------------------------------------
     # the run
@@ -276,6 +333,8 @@ class Simulator:
         self._interval = self.sample_interval or (span / DEFAULT_SAMPLES if span > 0 else 1.0)
         self._sample_no = 0
         self._next_sample = t0
+        self._cycle_no = 0
+        self._next_cycle = t0 if self.cycle_interval > 0 else math.inf
         self.now = t0
         for ev in events:
             for res in (ev.resource, ev.capacity):
@@ -285,10 +344,8 @@ class Simulator:
         by_op = self._by_op
         for ev in events:
             t = ev.t
-            if self._timers and self._timers[0][0] <= t:
-                self._run_timers(t)
-            if t != self.now:
-                self._advance(t)
+            if t != self.now or (self._timers and self._timers[0][0] <= t):
+                self._until(t)
             op = ev.op
             by_op[op] += 1
             if op == "allocate" or op == "ask":
@@ -300,19 +357,23 @@ class Simulator:
                 res = ev.resource
                 assert key is not None and res is not None
                 if op == "ask":
+                    if not self._pending and app.direct and self.cycle_interval == 0:
+                        # No other ask waits: the cycle add_ask runs would try this ask alone, through
+                        # the same admission path as allocate — so allocate directly (a cycle walks
+                        # every application of the tree; this is the simulator's hot path).
+                        d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+                        if d.allocated:
+                            self._asks_allocated += 1
+                            self._waits.append(0.0)
+                            self._admitted_now(app, key, res, d.preempted, ev.duration)
+                            continue
                     # registered first: a cycle inside add_ask may allocate it at once
                     self._pending[key] = _Ask(app, t, ev.duration, res)
                     p.add_ask(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
                     continue
                 d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
                 if d.allocated:
-                    self._admit(app, key, res)
-                    for k in d.preempted:
-                        if k in self._live:
-                            self._unadmit(k)
-                            self._preempted += 1
-                    if ev.duration is not None:
-                        self._timer(key, ev.duration)
+                    self._admitted_now(app, key, res, d.preempted, ev.duration)
                 else:
                     self._refused += 1
                     for code in sorted({v.code for v in d.reasons}):
@@ -343,8 +404,17 @@ class Simulator:
             else:  # remove_node
                 assert ev.node is not None
                 p.remove_node(ev.node)
-        if self._timers:
-            self._run_timers(math.inf)
+        # after the trace: the remaining timers, and the cycles the waiting asks still need
+        while True:
+            nt = self._timers[0][0] if self._timers else math.inf
+            nc = self._next_cycle if p.schedule_needed else math.inf
+            if nt == math.inf and nc == math.inf:
+                break
+            if nt <= nc:
+                self._until(nt)
+            else:
+                self._until(nc)
+                self._cycle(nc)
         end = self.now
         while self._next_sample <= end:
             self._sample(self._next_sample)
@@ -366,7 +436,9 @@ class Simulator:
                                          "queue": ev.queue or "", "reason": str(exc)})
             return
         self._accepted += 1
-        self._apps[ev.app] = _App(ev.app, ev.user, path)
+        leaf = self.partition.queues.queue(path)
+        policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() if leaf is not None else ""
+        self._apps[ev.app] = _App(ev.app, ev.user, path, policy != "stateaware")
 
     def _finish(self, ev: TraceEvent) -> None:
         app = self._apps.pop(ev.app, None)  # type: ignore[arg-type]
@@ -419,6 +491,7 @@ class Simulator:
             "time": {"start": _round(t0), "end": _round(end), "simulated_seconds": _round(end - t0),
                      "sample_interval": _round(self._interval), "samples": len(self._samples)},
             "events": {"trace": len(events), "by_op": dict(self._by_op), "timers": self._timer_events,
+                       "periodic_cycles": self._cycles,
                        "skipped": _sorted(self._skipped)},
             "applications": {"submitted": self._by_op["submit"], "accepted": self._accepted,
                              "rejected": len(self._rejected), "finished": self._finished,
