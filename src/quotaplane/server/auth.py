@@ -111,9 +111,10 @@ def parse_tokens(text: str) -> dict[str, list[str]]:
     if not stripped:
         return {}
     data: Any = None
+    meaningful = [ln.strip() for ln in stripped.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if stripped.startswith("{"):
         data = json.loads(stripped)
-    elif "=" not in stripped.splitlines()[0]:
+    elif meaningful and "=" not in meaningful[0]:
         from ruamel.yaml import YAML
 
         data = YAML(typ="safe").load(stripped)

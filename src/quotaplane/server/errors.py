@@ -126,11 +126,13 @@ def exception_response(err: BaseException) -> JSONResponse:
     status = status_for(err)
     message = _message(err)
     if isinstance(err, NotLeaderError):
-        extra: dict[str, Any] = {"leader": err.leader}
+        # A journal lease holder is "<advertised URL>#<instance id>" (server.ha): answer the URL.
+        leader = err.leader.split("#", 1)[0] if isinstance(err.leader, str) else None
+        extra: dict[str, Any] = {"leader": leader}
         headers = {"Retry-After": "1"}
-        if err.leader:
-            headers["X-Quotaplane-Leader"] = err.leader
-        return error_response(status, message, f"{message}; send writes to the leader: {err.leader}",
+        if leader:
+            headers["X-Quotaplane-Leader"] = leader
+        return error_response(status, message, f"{message}; send writes to the leader: {leader}",
                               headers=headers, **extra)
     if isinstance(err, ConfigError):
         problems = [{"line": line, "reason": reason} for line, reason in err.problems]
