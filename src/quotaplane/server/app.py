@@ -79,14 +79,11 @@ class Service:
     so routes always read ``service.scheduler`` per request and never keep a partition object.
     """
 
-    def __init__(self, scheduler: Any, *, tokens: Tokens, leadership: Any | None = None,
-                 elastic: Any | None = None, forest: Any | None = None) -> None:
+    def __init__(self, scheduler: Any, *, tokens: Tokens, leadership: Any | None = None) -> None:
         self.tokens = tokens
         self.leadership = leadership
         self.metrics = Metrics(lambda: self)
         self.started = time.time()
-        self._elastic = elastic
-        self._forest = forest
         self._scheduler: Any = None
         self.scheduler = scheduler
 
@@ -135,23 +132,6 @@ class Service:
             return self.scheduler.partition(name)
         except (NotFoundError, KeyError):
             raise NotFoundError("Partition not found") from None
-
-    def elastic(self, partition: str) -> Any:
-        """The ElasticQuotaManager of ``partition`` (owned by the partition when it has one)."""
-        p = self.partition(partition)
-        manager = getattr(p, "elastic", None)
-        if manager is None:
-            manager = self._elastic.get(partition) if isinstance(self._elastic, dict) else None
-        if manager is None:
-            raise NotFoundError(f"partition {partition!r} has no elastic quota manager")
-        return manager
-
-    def forest(self) -> Any:
-        """The quota tree/forest manager (the scheduler's when it has one)."""
-        manager = getattr(self.scheduler, "forest", None) or self._forest
-        if manager is None:
-            raise NotFoundError("no quota forest manager is configured")
-        return manager
 
 
 def _route_label(scope: Scope) -> str:
@@ -288,20 +268,17 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
 
 
 def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any | None = None,
-               loopback_only: bool = False, elastic: Any | None = None, forest: Any | None = None,
-               title: str = "quotaplane", fast_path: bool = True) -> FastAPI:
+               loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
     ``tokens``: bearer tokens per role (none: every request is accepted). ``leadership``: the
     fail-over helper of :mod:`quotaplane.server.ha` (None: this instance always leads).
     ``loopback_only``: refuse non-loopback clients (``serve`` sets it when no token is configured).
-    ``elastic`` / ``forest``: engines to expose when the scheduler does not own them.
     ``fast_path``: serve ``POST …/allocations`` from the middleware (same behaviour, less overhead).
     """
     from quotaplane.server import routes_asks, routes_core, routes_elastic, routes_forest, routes_yunikorn
 
-    service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership,
-                      elastic=elastic, forest=forest)
+    service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> Any:
