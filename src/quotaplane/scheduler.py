@@ -115,11 +115,11 @@ class Scheduler:
     def _new_partition(self, pc: PartitionConfig, seq: int) -> Partition:
         name = pc.name
 
-        def source(s: int) -> PartitionConfig:
+        def _source(s: int) -> PartitionConfig:
             return self._config_at(s).partition(name)
 
         return Partition(pc, journal=self.journal, stream=_stream_of(name), clock=self.clock,
-                         config_seq=seq, config_source=source,
+                         config_seq=seq, config_source=_source,
                          snapshot_every=self.snapshot_every, holder=self.holder, **self._options)
 
     def _config_at(self, seq: int) -> SchedulerConfig:
