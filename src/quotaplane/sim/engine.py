@@ -36,7 +36,7 @@ _MAX_LISTED = 100          # rejections listed one by one in the summary
 
 
 class _App:
-    __slots__ = ("app_id", "chain", "direct", "live", "queue", "user")
+    __slots__ = ("app_id", "cells", "chain", "direct", "live", "queue", "user")
 
     def __init__(self, app_id: str, user: str, queue: str, direct: bool) -> None:
         self.app_id = app_id
@@ -49,6 +49,8 @@ class _App:
         # root, root.a, root.a.b: every level whose usage the allocation adds to (seed 004 M-2)
         self.chain = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
         self.live: dict[str, None] = {}      # live allocation keys, in admission order
+        #: (usage, peak) dicts of every queue level and of the user, resolved once (hot path)
+        self.cells: tuple[tuple[dict[str, int], dict[str, int]], ...] = ()
 
 
 class _Ask:
@@ -190,33 +192,27 @@ class Simulator:
     # ------------------------------------------------------------------------------------------------
     # ledger: usage per queue level and per user, for the peaks (the library keeps no history)
 
+    def _cells(self, app: _App) -> tuple[tuple[dict[str, int], dict[str, int]], ...]:
+        cells = []
+        for path, usage, peak in [*((p, self._qusage, self._qpeak) for p in app.chain),
+                                  (app.user, self._uusage, self._upeak)]:
+            if path not in usage:
+                usage[path] = {}
+                peak[path] = {}
+            cells.append((usage[path], peak[path]))
+        return tuple(cells)
+
     def _admit(self, app: _App, key: str, resource: Resource) -> None:
         items = tuple(resource.items())
         self._live[key] = (app, items)
         app.live[key] = None
         self._admitted += 1
-        qusage, qpeak = self._qusage, self._qpeak
-        for path in app.chain:
-            u = qusage.get(path)
-            if u is None:
-                u = qusage[path] = {}
-                qpeak[path] = {}
-            pk = qpeak[path]
+        for u, pk in app.cells:
             for r, v in items:
                 nv = u.get(r, 0) + v
                 u[r] = nv
                 if nv > pk.get(r, 0):
                     pk[r] = nv
-        u = self._uusage.get(app.user)
-        if u is None:
-            u = self._uusage[app.user] = {}
-            self._upeak[app.user] = {}
-        pk = self._upeak[app.user]
-        for r, v in items:
-            nv = u.get(r, 0) + v
-            u[r] = nv
-            if nv > pk.get(r, 0):
-                pk[r] = nv
 
     def _admitted_now(self, app: _App, key: str, resource: Resource, preempted: list[str],
                       duration: float | None) -> None:
@@ -231,14 +227,9 @@ class Simulator:
     def _unadmit(self, key: str) -> None:
         app, items = self._live.pop(key)
         del app.live[key]
-        qusage = self._qusage
-        for path in app.chain:
-            u = qusage[path]
+        for u, _ in app.cells:
             for r, v in items:
                 u[r] -= v
-        u = self._uusage[app.user]
-        for r, v in items:
-            u[r] -= v
 
     def _timer(self, key: str, duration: float) -> None:
         self._timer_seq += 1
@@ -438,7 +429,9 @@ class Simulator:
         self._accepted += 1
         leaf = self.partition.queues.queue(path)
         policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() if leaf is not None else ""
-        self._apps[ev.app] = _App(ev.app, ev.user, path, policy != "stateaware")
+        app = _App(ev.app, ev.user, path, policy != "stateaware")
+        app.cells = self._cells(app)
+        self._apps[ev.app] = app
 
     def _finish(self, ev: TraceEvent) -> None:
         app = self._apps.pop(ev.app, None)  # type: ignore[arg-type]
