@@ -43,6 +43,10 @@ __all__ = ["SORT_POLICIES", "Ask", "AskQueue", "run_cycle", "usage_shares"]
 SORT_POLICIES = ("fifo", "fair", "stateaware")
 SORT_POLICY_PROPERTY = "application.sort.policy"
 
+#: A long cycle journals its allocations in transactions of this many (then tells subscribers):
+#: few commits, bounded undo state, and the first allocation events leave early.
+CYCLE_FLUSH_EVERY = 1000
+
 _WAITING_STATES = ("New", "Accepted")
 _STARTING = "Starting"
 
@@ -628,10 +632,11 @@ class PendingAsksMixin:
         allocations made (:class:`~quotaplane.application.Allocation`).
 
         Every allocation goes through the one admission path (all policies, nothing half applied).
-        The cycle's allocations are journalled together in one transaction at its end (a durable
-        store pays one commit per cycle, not per allocation); if that write fails, every allocation
-        of the cycle is undone, the asks wait again, and the error is raised. Subscribers hear of an
-        allocation only once it is journalled.
+        The cycle's allocations are journalled together, one transaction per
+        :data:`CYCLE_FLUSH_EVERY` and one at the end (a durable store pays a commit per chunk, not
+        per allocation); if a write fails, that chunk's allocations are undone, their asks wait
+        again, earlier chunks stand, and the error is raised. Subscribers hear of an allocation
+        only once it is journalled.
         """
         with self.lock:
             if not len(self._asks):
@@ -738,6 +743,8 @@ class PendingAsksMixin:
             batch.events.append(done)
             batch.undos.append(undo)
             batch.asks.append(ask)
+            if len(batch.events) >= CYCLE_FLUSH_EVERY:
+                self._flush(batch)
         return decision
 
     def _replace_for(self, ask: Ask, placeholder: str, batch: _CycleBatch) -> Decision:

@@ -339,3 +339,38 @@ def test_withdrawing_the_last_ask_frees_the_running_count() -> None:
     assert p.allocation("k2") is None                              # a1 still counts (pending ask)
     p.remove_ask("huge")
     assert p.allocation("k2") is not None
+
+
+def test_a_long_cycle_is_journalled_in_chunks_and_a_failed_chunk_is_undone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every CYCLE_FLUSH_EVERY allocations the cycle journals what it has (one transaction) and
+    tells subscribers; a failed chunk is undone alone — the chunks before it stand, journalled."""
+    import quotaplane.queueing as queueing
+
+    monkeypatch.setattr(queueing, "CYCLE_FLUSH_EVERY", 2)
+    p = _part()
+    p.add_application("app", ALICE, queue="root.open")
+    for i in range(5):
+        p.add_ask("app", f"k{i}", _v(1))
+    spy = _SpyJournal(p.journal)
+    p.journal = spy
+    seen: list[str] = []
+    p.subscribe(lambda e: seen.append(e["allocationKey"]))
+
+    real_append = spy.append
+
+    def fail_second(stream: str, events: Any, **kw: Any) -> int:
+        if len(spy.calls) == 1:
+            raise OSError("disk full")
+        return real_append(stream, events, **kw)
+
+    spy.append = fail_second  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        p.schedule()
+    assert spy.calls == [2] and seen == ["k0", "k1"]
+    assert sorted(a.allocation_key for a in p.allocations()) == ["k0", "k1"]
+    assert [a.allocation_key for a in p.pending()] == ["k2", "k3", "k4"]
+    assert p.queues.queue("root.open").allocated == _v(2)
+    spy.append = real_append  # type: ignore[method-assign]
+    assert _keys(p.schedule()) == ["k2", "k3", "k4"]
+    assert spy.calls == [2, 2, 1] and seen == ["k0", "k1", "k2", "k3", "k4"]
