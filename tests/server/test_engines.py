@@ -153,3 +153,40 @@ def test_engine_config_survives_a_restart(tmp_path: Path) -> None:
             assert c.get("/ws/v1/partition/default/elasticquota/team-x").status_code == 200
     finally:
         s2.close()
+
+
+# -- timeouts (seed 001 lifecycle) --------------------------------------------------------------------
+
+
+def test_timeouts_endpoint_and_background_loop_drive_the_lifecycle() -> None:
+    """Completing → Completed after the completing timeout: by POST …/timeouts and by the loop."""
+    import time as _time
+
+    now = [1000.0]
+    s = qp.Scheduler.from_yaml(CONFIG, clock=lambda: now[0])
+    with TestClient(create_app(s, timeouts_interval=0.05), raise_server_exceptions=False) as c:
+        add_node(c, vcore=16000)
+        for app in ("a1", "a2"):
+            r = c.post("/ws/v1/partition/default/applications",
+                       json={"applicationID": app, "user": "sue", "queue": "root.default"})
+            assert r.status_code == 201
+            assert c.post("/ws/v1/partition/default/allocations",
+                          json={"applicationID": app, "allocationKey": f"{app}-k",
+                                "resource": {"vcore": 1}}).status_code == 201
+        # an admin-only write: the endpoint runs the due timeouts now
+        assert c.delete("/ws/v1/partition/default/allocation/a1-k").status_code == 200
+        assert c.get("/ws/v1/partition/default/application/a1").json()["state"] == "Completing"
+        assert c.post("/ws/v1/partition/default/timeouts").json() == {"events": []}
+        now[0] += 31
+        events = c.post("/ws/v1/partition/default/timeouts").json()["events"]
+        assert any("a1" in e for e in events)
+        assert c.get("/ws/v1/partition/default/application/a1").json()["state"] == "Completed"
+        # the background loop does the same without being asked
+        assert c.delete("/ws/v1/partition/default/allocation/a2-k").status_code == 200
+        now[0] += 31
+        deadline = _time.monotonic() + 5
+        while c.get("/ws/v1/partition/default/application/a2").json()["state"] != "Completed":
+            assert _time.monotonic() < deadline, "the timeouts loop did not run"
+            _time.sleep(0.05)
+        assert_error(c.post("/ws/v1/partition/nope/timeouts"), 404)
+    s.close()

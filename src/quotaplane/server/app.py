@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json as _json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -47,6 +48,8 @@ class _FastRoute:
 
 
 _FAST_ROUTE = _FastRoute()
+
+_log = logging.getLogger("quotaplane.server")
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
 
@@ -267,14 +270,34 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+#: Seconds between two rounds of partition timeouts (placeholders, Completing → Completed, Starting →
+#: Running, Completed → Expired; elastic reclaim). The shortest default timeout is 30 s.
+TIMEOUTS_INTERVAL = 2.0
+
+
+async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -> None:
+    """On the leader, apply every partition's due timeouts (journalled by the partition) each round."""
+    while True:
+        await asyncio.sleep(interval)
+        if not service.is_leader():
+            continue
+        for p in service.scheduler.partitions():
+            try:
+                p.check_timeouts()
+            except Exception:  # a journal hiccup or a lost lease: try again next round
+                _log.warning("timeouts of partition %s failed", getattr(p, "name", "?"), exc_info=True)
+
+
 def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any | None = None,
-               loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True) -> FastAPI:
+               loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
+               timeouts_interval: float = TIMEOUTS_INTERVAL) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
     ``tokens``: bearer tokens per role (none: every request is accepted). ``leadership``: the
     fail-over helper of :mod:`quotaplane.server.ha` (None: this instance always leads).
     ``loopback_only``: refuse non-loopback clients (``serve`` sets it when no token is configured).
     ``fast_path``: serve ``POST …/allocations`` from the middleware (same behaviour, less overhead).
+    ``timeouts_interval``: seconds between the leader's ``Partition.check_timeouts`` rounds.
     """
     from quotaplane.server import routes_asks, routes_core, routes_elastic, routes_forest, routes_yunikorn
 
@@ -286,10 +309,13 @@ def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any 
             await leadership.start(service)
         # the timer side of the scheduling cycle (queueing): pending asks are retried periodically
         loop_task = asyncio.create_task(routes_asks.scheduling_loop(service))
+        # the clock of the application lifecycle (seed 001 timeouts) and of elastic reclaim (E5)
+        timeouts_task = asyncio.create_task(timeouts_loop(service, timeouts_interval))
         try:
             yield
         finally:
             loop_task.cancel()
+            timeouts_task.cancel()
             if leadership is not None:
                 await leadership.stop()
 

@@ -251,6 +251,16 @@ def router(service: Any) -> APIRouter:
         p.remove_application(application_id)
         return json({"ok": True, "applicationID": application_id})
 
+    @r.post("/ws/v1/partition/{partition}/timeouts", response_model=None, dependencies=admin,
+            responses={200: {"model": dict[str, list[str]]}, **errors(404, auth=True, write=True)})
+    async def run_timeouts(partition: str) -> JSONResponse:
+        """Apply the partition's due timeouts now (the service also does it every few seconds):
+        placeholders, Completing → Completed, Starting → Running, Completed → Expired, elastic reclaim.
+        Answers what happened, in order."""
+        service.ensure_writable()
+        p = service.partition(partition)
+        return json({"events": list(p.check_timeouts())})
+
     # -- allocations -------------------------------------------------------------------------------
     @r.post("/ws/v1/partition/{partition}/allocations", response_model=None,
             openapi_extra=json_body(AllocationBody), status_code=201,
