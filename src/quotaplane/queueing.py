@@ -410,13 +410,16 @@ class AskQueue:
 
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
-              try_ask: Callable[[Ask], Decision]) -> list[Ask]:
+              try_ask: Callable[[Ask], Decision],
+              surely_refused: Callable[[Ask], bool] | None = None) -> list[Ask]:
     """One scheduling cycle: try every pending ask once in order; return the asks allocated.
 
     ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
     the decision; a refused ask keeps waiting with the decision's reasons. An allocation that
     preempted others (a quota forest) freed quota: the queue stays ``dirty`` so another cycle runs
-    (no ask refused earlier in this cycle is left behind).
+    (no ask refused earlier in this cycle is left behind). ``surely_refused`` is an optional cheap
+    test (e.g. the queue maxima alone) that answers True only for asks the admission would refuse:
+    those are not tried, and their reasons are explained when read.
     """
     allocated: list[Ask] = []
     refused: list[Ask] = []
@@ -434,7 +437,8 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if worse is not None and not freed and _dominates(ask, worse):
+        if (worse is not None and not freed and _dominates(ask, worse)) or (
+                surely_refused is not None and surely_refused(ask)):
             ask.reasons = None
             refused.append(ask)
             continue
@@ -646,7 +650,8 @@ class PendingAsksMixin:
             root = self.queues.queue("root")
             batch = _CycleBatch()
             try:
-                made = run_cycle(self._asks, root, self._apps, lambda ask: self._try_ask(ask, batch))
+                made = run_cycle(self._asks, root, self._apps, lambda ask: self._try_ask(ask, batch),
+                                 self._over_queue_max)
             except BaseException:
                 self._rollback(batch)
                 raise
@@ -676,6 +681,15 @@ class PendingAsksMixin:
         return self._asks.dirty and len(self._asks) > 0
 
     # -- internals ------------------------------------------------------------------------------------
+    def _over_queue_max(self, ask: Ask) -> bool:
+        """M-2 alone: the ask would put a queue of its chain over its max (or the root over the
+        cluster). The queue policy is always part of admission and never preempts, so this refusal
+        is certain; checking it first spares the full check and its messages."""
+        app = self._apps.get(ask.application_id)
+        if app is None or ask.placeholder or ask.task_group is not None:
+            return False                # (a task-group ask may replace a placeholder instead)
+        return bool(self.queues.check_allocation(app.queue_path, ask.resource))
+
     def _try_new(self, ask: Ask) -> None:
         """The automatic cycle after an ask is added, when nothing freed quota since the last cycle.
 

@@ -298,15 +298,33 @@ def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application() -
     asks that need at least as much are refused without another attempt; their reasons are still
     exactly what_if's."""
     p = _part()
-    p.add_application("full", ALICE, queue="root.fifo4")
-    p.allocate("full", "k0", _v(4))
+    p.add_application("a1", ALICE, queue="root.grouped")
+    p.add_application("a2", CAROL, queue="root.grouped")
+    p.allocate("a1", "k0", _v(1))                    # the dev group's one running application
     for i in range(5):
-        p.add_ask("full", f"w{i}", _v(1 + i % 2))
+        p.add_ask("a2", f"w{i}", _v(1 + i % 2))
     tried = _count_tries(p)
     assert p.schedule() == []
     assert tried == ["w0"]
     for ask in p.pending():
+        assert ask.reasons == p.what_if("a2", ask.resource).reasons
+        assert [r.code for r in ask.reasons or []] == ["group.maxapplications"]
+
+
+def test_asks_over_a_queue_max_are_refused_without_an_attempt() -> None:
+    """M-2 is checked first and alone (the queue policy never preempts): an ask over a queue max is
+    not tried through the whole admission path; its reasons are still exactly what_if's."""
+    p = _part()
+    p.add_application("full", ALICE, queue="root.fifo4")
+    p.allocate("full", "k0", _v(3))
+    for i in range(4):
+        p.add_ask("full", f"w{i}", _v(4 - i))          # each smaller than the one before
+    tried = _count_tries(p)
+    assert _keys(p.schedule()) == ["w3"]
+    assert tried == ["w3"]
+    for ask in p.pending():
         assert ask.reasons == p.what_if("full", ask.resource).reasons
+        assert [r.code for r in ask.reasons or []] == ["queue.max"]
 
 
 def test_reasons_follow_changes_made_outside_a_cycle() -> None:
