@@ -23,6 +23,8 @@ from tests.server.conftest import (
 def test_healthcheck_yunikorn_shape(client: TestClient) -> None:
     r = client.get("/ws/v1/scheduler/healthcheck")
     assert r.status_code == 200
+    assert r.headers["access-control-allow-origin"] == "*"          # as YuniKorn (reference §2)
+    assert client.get("/nope").headers["access-control-allow-origin"] == "*"
     body = r.json()
     assert body["Healthy"] is True
     assert isinstance(body["HealthChecks"], list) and body["HealthChecks"]

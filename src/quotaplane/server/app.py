@@ -50,6 +50,7 @@ class _FastRoute:
 _FAST_ROUTE = _FastRoute()
 
 _log = logging.getLogger("quotaplane.server")
+_CORS = (b"access-control-allow-origin", b"*")
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
 
@@ -204,6 +205,8 @@ class _Outer:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 started[0] = True
+                # YuniKorn's webservice answers every request with this header (reference §2).
+                message["headers"] = [*message.get("headers", ()), _CORS]
             await send(message)
 
         if self.loopback_only:
