@@ -21,6 +21,14 @@ heap per parent queue so an attempt costs ``O(depth · log fanout)`` rather than
 pending ask is tried at most once per cycle; an ask that fits at its turn is always allocated, so no
 ask that fits is skipped by later ones (no starvation of fitting asks). A cycle only consumes, never
 frees, so an ask refused in a cycle still does not fit at its end: after a cycle no pending ask fits.
+(A quota forest may preempt to admit, and a smaller real allocation replacing a gang placeholder
+gives quota back: then another cycle is due.) Two consequences keep cycles cheap: within a cycle an
+ask that needs at least what a refused ask of its application needed is refused without an attempt,
+and an ask over a queue max (M-2, which never preempts) is refused without the full check; and when
+nothing freed quota since the last cycle, adding an ask tries only that ask.
+
+Allocations a cycle makes are journalled in chunks (:data:`CYCLE_FLUSH_EVERY`) and only then
+announced to subscribers.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
     from quotaplane.queues.tree import Queue
 
-__all__ = ["SORT_POLICIES", "Ask", "AskQueue", "run_cycle", "usage_shares"]
+__all__ = ["CYCLE_FLUSH_EVERY", "SORT_POLICIES", "Ask", "AskQueue", "PendingAsksMixin", "run_cycle",
+           "usage_shares"]
 
 #: The values of the ``application.sort.policy`` queue property.
 SORT_POLICIES = ("fifo", "fair", "stateaware")
@@ -437,7 +446,7 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if (worse is not None and not freed and _dominates(ask, worse)) or (
+        if (worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse)) or (
                 surely_refused is not None and surely_refused(ask)):
             ask.reasons = None
             refused.append(ask)

@@ -392,3 +392,58 @@ def test_a_long_cycle_is_journalled_in_chunks_and_a_failed_chunk_is_undone(
     spy.append = real_append  # type: ignore[method-assign]
     assert _keys(p.schedule()) == ["k2", "k3", "k4"]
     assert spy.calls == [2, 2, 1] and seen == ["k0", "k1", "k2", "k3", "k4"]
+
+
+def test_threads_adding_asks_and_releasing_keep_the_books_straight() -> None:
+    """Concurrency: threads submit asks and release allocations on one partition (automatic cycles
+    on). No exception; at the end queue usage equals the live allocations, no queue is over its
+    max, every ask is either allocated, released or still pending, and no pending ask fits."""
+    import threading
+
+    p = _part(vcore=12)
+    p.auto_schedule = True
+    queues = ["fair4", "fifo4", "open"]
+    users = [ALICE, BOB, CAROL]
+    for t in range(4):
+        for q in queues:
+            p.add_application(f"{q}-{t}", users[t % 3], queue=f"root.{q}")
+    errors: list[BaseException] = []
+    released: list[str] = []
+    lock = threading.Lock()
+
+    def work(t: int) -> None:
+        try:
+            for i in range(60):
+                q = queues[i % 3]
+                p.add_ask(f"{q}-{t}", f"t{t}-{i}", _v(1 + i % 3), priority=i % 2)
+                if i % 2:
+                    mine = f"t{t}-"
+                    live = [a.allocation_key for a in p.allocations() if a.allocation_key.startswith(mine)]
+                    if live:
+                        p.release(live[0])
+                        with lock:
+                            released.append(live[0])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert errors == []
+    p.schedule()
+    live = {a.allocation_key for a in p.allocations()}
+    pending = {a.allocation_key for a in p.pending()}
+    everything = {f"t{t}-{i}" for t in range(4) for i in range(60)}
+    assert live | pending | set(released) == everything
+    assert not (live & pending) and not (live & set(released)) and not (pending & set(released))
+    for q in queues:
+        queue = p.queues.queue(f"root.{q}")
+        expected = sum((a.resource["vcore"] for a in p.allocations()
+                        if p.application(a.application_id).queue_path == f"root.{q}"), 0)
+        assert queue.allocated.get("vcore", 0) == expected
+        if queue.max is not None:
+            assert expected <= queue.max["vcore"]
+    for ask in p.pending():
+        assert not p.what_if(ask.application_id, ask.resource, priority=ask.priority).allocated
