@@ -538,3 +538,12 @@ def test_last_resort_handler_never_answers_500(client: TestClient, scheduler: qp
     r = client.get("/ws/v1/partition/default/nodes")
     body = assert_error(r, 400)
     assert "RuntimeError" in body["description"]
+
+
+def test_rejection_status_403_only_for_acl() -> None:
+    """S2: an ACL refusal is 403; any other rejection (placement) is 400, whatever the queue's name."""
+    from quotaplane.errors import RejectedError
+    from quotaplane.server.errors import status_for
+
+    assert status_for(RejectedError("user 'm' may not submit to queue 'root.x' (submit ACL)")) == 403
+    assert status_for(RejectedError("no placement rule matched for queue root.accessories")) == 400

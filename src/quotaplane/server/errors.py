@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("quotaplane.server")
+
+_ACL_WORD = re.compile(r"\bacl\b", re.IGNORECASE)
 
 #: Status used for a write that reached an instance which is not the partition's leader.
 NOT_LEADER_STATUS = 503
@@ -80,8 +83,8 @@ def _is_acl(err: BaseException) -> bool:
     code = getattr(err, "code", None)
     if isinstance(code, str):
         return code.startswith("acl")
-    text = str(err).lower()
-    return "acl" in text or "not allowed" in text or "access" in text
+    # the word "ACL" (the partition says "(submit ACL)"), not a queue that happens to contain it
+    return _ACL_WORD.search(str(err)) is not None
 
 
 def _is_store_failure(err: BaseException) -> bool:
