@@ -83,7 +83,7 @@ def validate_extensions(text: str) -> None:
             if key in pc.extensions:
                 try:
                     build_policy(key, pc, PolicyContext(pc.name, lambda: 0.0))
-                except ValueError as exc:
+                except Exception as exc:  # any failure to build it means the extension is invalid
                     raise ConfigError(f"partition {pc.name!r}: {key}: {exc}") from None
 
 
