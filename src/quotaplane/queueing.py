@@ -841,6 +841,12 @@ class PendingAsksMixin:
         if app.state == "New":
             app.state = "Accepted"          # seed 001: a request moves the application to Accepted
             app.state_since = ask.created
+        elif app.state == "Completing":
+            # seed 001 / YuniKorn RunApplication: a new request brings a completing application
+            # back to Running (it is not Completed away while the request waits); it counts again
+            # as running from its next allocation
+            app.state = "Running"
+            app.state_since = ask.created
 
     def _ev_ask_removed(self, ev: Mapping[str, Any]) -> None:
         ask = self._asks.remove(ev["key"])
@@ -861,6 +867,8 @@ class PendingAsksMixin:
                 app.state, app.state_since = "Completing", t
         elif app.state == "Accepted":
             app.state, app.state_since = "New", t
+        elif app.state == "Running" and not app.allocations:
+            app.state, app.state_since = "Completing", t     # back from a withdrawn request
 
     def _has_pending(self, application_id: str) -> bool:
         return application_id in self._asks._by_app

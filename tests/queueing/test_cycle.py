@@ -447,3 +447,29 @@ def test_threads_adding_asks_and_releasing_keep_the_books_straight() -> None:
             assert expected <= queue.max["vcore"]
     for ask in p.pending():
         assert not p.what_if(ask.application_id, ask.resource, priority=ask.priority).allocated
+
+
+def test_a_request_brings_a_completing_application_back_to_running() -> None:
+    """Seed 001 (Completing → Running, YuniKorn RunApplication): an ask for a Completing application
+    makes it Running, so the completing timeout does not complete it while the ask waits; withdrawn,
+    it completes again; allocated, it counts as running again."""
+    clock = Clock()
+    p = _part(clock=clock)
+    p.add_application("app", ALICE, queue="root.fifo4")
+    p.add_application("hog", BOB, queue="root.fifo4")
+    p.allocate("app", "k0", _v(1))
+    p.release("k0")
+    assert p.application("app").state == "Completing"
+    p.allocate("hog", "h0", _v(4))
+    p.add_ask("app", "k1", _v(1))
+    assert p.application("app").state == "Running" and not p.application("app").counted
+    clock.advance(p.completing_timeout + 1)
+    p.check_timeouts()
+    assert p.application("app").state == "Running"
+    p.remove_ask("k1")
+    assert p.application("app").state == "Completing"
+    p.add_ask("app", "k2", _v(1))
+    p.release("h0")
+    p.schedule()
+    app = p.application("app")
+    assert p.allocation("k2") is not None and app.state == "Running" and app.counted
