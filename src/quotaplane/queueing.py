@@ -353,11 +353,14 @@ class AskQueue:
             admitted = held.pop(0)
             yield from asks_of(admitted)
 
-    def candidates(self, root: Queue, apps: Mapping[str, Application]) -> Iterator[tuple[Queue, Ask]]:
+    def candidates(self, root: Queue, apps: Mapping[str, Application],
+                   skip: Callable[[Ask], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
         """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
         The consumer tries the ask (which may change the queues' usage) before asking for the next;
-        each pending ask is yielded at most once.
+        each pending ask is yielded at most once. An ask for which ``skip`` (evaluated at its turn)
+        is true is passed over without being yielded — it costs no queue re-sorting — and its
+        reasons are reset (explained when read).
         """
         by_app = self._by_app
         leaf_iters: dict[str, Iterator[Ask]] = {}
@@ -385,6 +388,10 @@ class AskQueue:
                     it = self.leaf_asks(q, apps)
                     leaf_iters[q.path] = it
                 ask = next(it, None)
+                if skip is not None:
+                    while ask is not None and skip(ask):
+                        ask.reasons = None
+                        ask = next(it, None)
                 return None if ask is None else (q, ask)
             h = heap_of(q)
             while h:
@@ -440,14 +447,13 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # (same priority and preemptibility) is refused too, since a cycle only consumes quota; it is
     # not tried again (its reasons are explained lazily). Preemption frees quota: see ``freed``.
     last_refused: dict[str, Ask] = {}
-    for _leaf, ask in asks.candidates(root, apps):
+    for _leaf, ask in asks.candidates(root, apps, surely_refused):
         key = ask.allocation_key
         if key in seen or key not in asks:
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if (worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse)) or (
-                surely_refused is not None and surely_refused(ask)):
+        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse):
             ask.reasons = None
             refused.append(ask)
             continue
