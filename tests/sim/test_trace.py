@@ -148,3 +148,12 @@ def test_invalid_trace_changes_nothing(tmp_path: Path) -> None:
     assert info.value.line == len(good.splitlines()) + 1
     assert str(trace) in str(info.value)
     assert not out.exists()
+
+
+def test_equal_but_differently_typed_amounts_are_parsed_each_on_their_own() -> None:
+    """The parse cache must not let 1.0 or true through because 1 was seen before."""
+    ok = '{"t": 2, "op": "allocate", "app": "a", "resource": {"vcore": 1}}'
+    for bad in ('{"t": 3, "op": "allocate", "app": "a", "resource": {"vcore": 1.0}}',
+                '{"t": 3, "op": "allocate", "app": "a", "resource": {"vcore": true}}'):
+        err = _err("\n".join([NODE, SUBMIT, ok, bad]))
+        assert err.problems[0].startswith("line 4: field 'resource': ")

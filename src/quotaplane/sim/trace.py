@@ -122,6 +122,27 @@ def _name(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+_RESOURCES: dict[tuple[tuple[str, type, Any], ...], Resource] = {}
+
+
+def _resource(value: Any) -> Resource:
+    """``Resource.from_config``, shared between equal mappings (traces repeat a few request shapes;
+    a Resource is immutable, so sharing is safe)."""
+    if not isinstance(value, Mapping):
+        return Resource.from_config(value)
+    try:
+        # the type is part of the key: 1, 1.0 and True are equal but parse differently
+        key = tuple((k, type(v), v) for k, v in value.items())
+        found = _RESOURCES.get(key)
+    except TypeError:                  # an unhashable value: not cached (and an error below)
+        return Resource.from_config(value)
+    if found is None:
+        found = Resource.from_config(value)
+        if len(_RESOURCES) < 10_000:
+            _RESOURCES[key] = found
+    return found
+
+
 def _event(raw: Mapping[str, Any], line: int, probs: _Problems) -> TraceEvent | None:
     """Type-check one raw event; None (with problems recorded) when it is unusable."""
     ok = True
@@ -159,7 +180,7 @@ def _event(raw: Mapping[str, Any], line: int, probs: _Problems) -> TraceEvent | 
     for name in ("capacity", "resource"):
         if name in raw:
             try:
-                setattr(ev, name, Resource.from_config(raw[name]))
+                setattr(ev, name, _resource(raw[name]))
             except ValueError as exc:
                 probs.add(line, name, str(exc))
                 ok = False
