@@ -66,7 +66,7 @@ def router(service: Any) -> APIRouter:
     read = service.tokens.dependencies("read")
 
     @r.get("/ws/v1/scheduler/healthcheck", response_model=None,
-           responses={200: {"model": HealthOut}, **errors()})
+           responses={200: {"model": HealthOut}, **errors(403)})
     async def healthcheck() -> JSONResponse:
         """Scheduler health (YuniKorn shape). Open to everyone (probes)."""
         checks = []
