@@ -18,7 +18,8 @@ Scenarios (``Partition.schedule()``: one cycle, the fair order of queues, applic
   Baseline: 10,000 direct ``Partition.what_if`` calls for the same requests. The asks of one
   application at one priority are equal, so after the first refusal the others are refused without
   an attempt (a cycle only consumes). ``none_fit_mixed``: every ask smaller than the one before it,
-  so each one is tried (the worst case), against the same what_if baseline.
+  so that shortcut never applies (each ask is still checked against the queue maxima first, which
+  is what refuses them here), against the same what_if baseline.
 - ``submit_auto``: 10,000 ``add_ask`` calls with automatic cycles on, into full queues: each
   submission tries only the new ask (nothing was freed since the last cycle). Baseline: 10,000
   refused direct ``allocate`` calls.
