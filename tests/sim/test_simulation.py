@@ -212,3 +212,14 @@ def test_periodic_cycles_make_asks_wait_for_the_next_cycle() -> None:
     assert s["events"]["periodic_cycles"] == 3          # at 2, 4 and 14: idle grid points are skipped
     immediate = simulate(SMALL, events).summary
     assert immediate["asks"]["wait_seconds"]["p50"] == 0.0 and immediate["asks"]["wait_seconds"]["max"] == 9.0
+
+
+def test_a_simulator_runs_once() -> None:
+    sim = Simulator(SMALL)
+    sim.run(parse_events(enumerate([_node()], start=1)))
+    try:
+        sim.run([])
+    except RuntimeError as exc:
+        assert "runs once" in str(exc)
+    else:
+        raise AssertionError("a second run must be refused")

@@ -150,6 +150,7 @@ class Simulator:
         self._cycle_no = 0
         self._next_cycle = math.inf
         self._cycles = 0
+        self._ran = False
         self._apps: dict[str, _App] = {}
         self._rejected: dict[str, str] = {}
         self._live: dict[str, tuple[_App, tuple[tuple[str, int], ...]]] = {}
@@ -317,7 +318,13 @@ class Simulator:
     # the run
 
     def run(self, events: Sequence[TraceEvent]) -> SimulationResult:
-        """Replay ``events`` (validated, in time order: :func:`~quotaplane.sim.trace.parse_events`)."""
+        """Replay ``events`` (validated, in time order: :func:`~quotaplane.sim.trace.parse_events`).
+
+        A simulator runs once (its partition holds the end state, for inspection).
+        """
+        if self._ran:
+            raise RuntimeError("a Simulator runs once; make a new one for another run")
+        self._ran = True
         t0 = events[0].t if events else 0.0
         span = max((ev.t + (ev.duration or 0.0) for ev in events), default=t0) - t0
         self._t0 = t0
@@ -335,7 +342,13 @@ class Simulator:
         by_op = self._by_op
         for ev in events:
             t = ev.t
-            if t != self.now or (self._timers and self._timers[0][0] <= t):
+            if t != self.now:
+                timers = self._timers
+                if (timers and timers[0][0] <= t) or self._next_sample < t or self._next_cycle < t:
+                    self._until(t)
+                else:
+                    self.now = t        # nothing falls due before t (the common case)
+            elif self._timers and self._timers[0][0] <= t:
                 self._until(t)
             op = ev.op
             by_op[op] += 1
