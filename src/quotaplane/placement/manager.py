@@ -192,8 +192,10 @@ class Rule:
         name = self._queue_name(application_id, user, tags, queues, requested_queue)
         if not name:
             return ""
-        if name.lower().startswith(ROOT + DOT) or name.lower() == ROOT:
-            # P-3: a fully qualified name; the parent rule is not run
+        lowered = name.lower()
+        if lowered.startswith(ROOT + DOT) or (lowered == ROOT and self.name in ("provided", "fixed")):
+            # P-3: a fully qualified name; the parent rule is not run. A bare "root" from a tag, user
+            # or group is a child name (P-4: "root.root"), not the root queue itself.
             path = name.lower()
         else:
             if self.name not in ("provided", "fixed") and not _QUEUE_NAME.fullmatch(name):
