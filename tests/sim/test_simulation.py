@@ -221,3 +221,14 @@ def test_a_simulator_runs_once_and_an_empty_trace_is_fine() -> None:
     assert s["events"]["trace"] == 0 and s["time"]["samples"] == 1
     with pytest.raises(RuntimeError, match="runs once"):
         sim.run([])
+
+
+def test_csv_example_gives_the_same_outcomes_as_jsonl() -> None:
+    """examples/trace.csv holds the events of examples/trace.jsonl: the same summary (line numbers
+    in the rejection list aside)."""
+    one = run_simulation(CONFIG, TRACE, sample_interval=10).summary
+    two = run_simulation(CONFIG, ROOT / "examples" / "trace.csv", sample_interval=10).summary
+    for s in (one, two):
+        for r in s["applications"]["rejections"]:
+            r.pop("line")
+    assert one == two
