@@ -58,7 +58,7 @@ DEFAULT_STARTING_TIMEOUT = 300.0
 #: Seconds a Completed / Failed application is kept before it expires (YuniKorn: 3 days).
 DEFAULT_TERMINATED_TIMEOUT = 3 * 86400.0
 #: Take a snapshot of the partition after this many events (bounded restart time).
-DEFAULT_SNAPSHOT_EVERY = 10_000
+DEFAULT_SNAPSHOT_EVERY = 50_000
 
 _EMPTY = Resource()
 
