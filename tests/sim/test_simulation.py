@@ -232,3 +232,12 @@ def test_csv_example_gives_the_same_outcomes_as_jsonl() -> None:
         for r in s["applications"]["rejections"]:
             r.pop("line")
     assert one == two
+
+
+def test_timeline_keeps_large_times_exact() -> None:
+    from quotaplane.sim.report import timeline_csv
+
+    events = [{"t": 123456.789, "op": "node", "node": "n1", "capacity": {"vcore": 1}},
+              {"t": 123457.5, "op": "remove_node", "node": "n1"}]
+    rows = timeline_csv(simulate(SMALL, events, sample_interval=0.25)).splitlines()
+    assert rows[1].startswith("123456.789,") and rows[-1].startswith("123457.5,")

@@ -14,7 +14,7 @@ from typing import Any
 
 from quotaplane.sim.engine import SimulationResult
 
-__all__ = ["format_amount", "render_summary", "write_outputs", "write_plot"]
+__all__ = ["format_amount", "render_summary", "summary_json", "timeline_csv", "write_outputs", "write_plot"]
 
 _GI = 1024 ** 3
 
@@ -28,6 +28,11 @@ def format_amount(resource: str, value: int) -> str:
     return str(value)
 
 
+def _num(x: float) -> str:
+    """A float as fixed-point text with at most 6 decimals and no trailing zeros (``10``, ``2.5``)."""
+    return f"{x:.6f}".rstrip("0").rstrip(".")
+
+
 def summary_json(result: SimulationResult) -> str:
     """The summary as the exact text written to summary.json."""
     return json.dumps(result.summary, indent=2, sort_keys=True) + "\n"
@@ -39,7 +44,7 @@ def timeline_csv(result: SimulationResult) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(result.columns)
     for row in result.rows:
-        w.writerow([f"{v:g}" if isinstance(v, float) else v for v in row])
+        w.writerow([_num(v) if isinstance(v, float) else v for v in row])
     return buf.getvalue()
 
 
