@@ -866,10 +866,9 @@ def parse_si_resource(text: str | None) -> Resource | None:
 
 
 def _parse_uint(text: str | None) -> int:
-    # N-1: a maxApps tag that is not an unsigned integer counts as 0.
+    # N-1: a maxApps tag that is not an unsigned integer counts as 0 (Go ParseUint: no spaces, no sign).
     if text is None:
         return 0
-    text = text.strip()
     if not text.isdigit() or not text.isascii():
         return 0
     value = int(text)
