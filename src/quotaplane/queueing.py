@@ -535,6 +535,8 @@ class PendingAsksMixin:
     _subscribers: list[Callable[[dict[str, Any]], None]]
     #: Run a cycle right after anything that frees capacity or quota (and after add_ask).
     auto_schedule: bool
+    #: The error of the last automatic cycle that failed (None: none failed).
+    schedule_error: Exception | None
 
     if TYPE_CHECKING:  # pragma: no cover - the partition's methods this mixin relies on
         def _validate_alloc(self, application_id: Any, allocation_key: Any, resource: Any, priority: Any,
@@ -559,6 +561,7 @@ class PendingAsksMixin:
         self._asks = AskQueue()
         self._subscribers = []
         self.auto_schedule = auto_schedule
+        self.schedule_error = None
 
     # -- public API -----------------------------------------------------------------------------------
     def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
@@ -601,7 +604,11 @@ class PendingAsksMixin:
                 self._schedule_if_needed()
             else:
                 self._asks.dirty = False
-                self._try_new(ask)
+                try:
+                    self._try_new(ask)
+                except Exception as exc:    # the ask is journalled: it waits, the timer retries
+                    self.schedule_error = exc
+                    self._asks.dirty = True
             return ask
 
     def remove_ask(self, allocation_key: str) -> None:
@@ -837,8 +844,19 @@ class PendingAsksMixin:
         self._schedule_if_needed()
 
     def _schedule_if_needed(self) -> None:
-        if self.auto_schedule and not self._replaying and self.schedule_needed:
-            self.schedule()
+        """The automatic cycle after a change. It runs again (at most twice more) when a cycle freed
+        quota itself (preemption, a smaller placeholder replacement). It never makes the change that
+        triggered it look failed: the change is journalled already, so a failing cycle is kept in
+        :attr:`schedule_error` and left due (the service's timer retries it)."""
+        for _ in range(3):
+            if not (self.auto_schedule and not self._replaying and self.schedule_needed):
+                return
+            try:
+                self.schedule()
+            except Exception as exc:
+                self.schedule_error = exc
+                self._asks.dirty = True
+                return
 
     def _ev_ask_added(self, ev: Mapping[str, Any]) -> None:
         ask = Ask.from_event(ev)

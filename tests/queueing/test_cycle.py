@@ -473,3 +473,31 @@ def test_a_request_brings_a_completing_application_back_to_running() -> None:
     p.schedule()
     app = p.application("app")
     assert p.allocation("k2") is not None and app.state == "Running" and app.counted
+
+
+def test_a_failing_automatic_cycle_does_not_fail_the_release_that_triggered_it() -> None:
+    """The release is journalled before its automatic cycle runs: if the cycle's journal write
+    fails, the release still succeeds, the ask waits, the error is kept and the cycle stays due."""
+    p = _part()
+    p.add_application("app", ALICE, queue="root.fifo4")
+    p.allocate("app", "k0", _v(4))
+    p.add_ask("app", "k1", _v(4))
+    p.auto_schedule = True
+    spy = _SpyJournal(p.journal)
+    p.journal = spy
+    real_append = spy.append
+
+    def fail_cycles(stream: str, events: Any, **kw: Any) -> int:
+        if any(e.get("type") == "allocated" for e in events):
+            raise OSError("disk full")
+        return real_append(stream, events, **kw)
+
+    spy.append = fail_cycles  # type: ignore[method-assign]
+    p.release("k0")                                     # no exception
+    assert p.allocation("k0") is None and p.allocation("k1") is None
+    assert isinstance(p.schedule_error, OSError) and p.schedule_needed
+    assert [a.allocation_key for a in p.pending()] == ["k1"]
+    p.add_ask("app", "k2", _v(1))                       # its cycle fails too: both wait
+    assert p.allocation("k2") is None and len(p.pending()) == 2
+    spy.append = real_append  # type: ignore[method-assign]
+    assert _keys(p.schedule()) == ["k1"]
