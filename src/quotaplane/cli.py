@@ -52,20 +52,32 @@ def simulate(
     plot: Annotated[bool, typer.Option(help="Write usage.png (needs matplotlib).")] = True,
 ) -> None:
     """Replay a trace through the quota engines on simulated time (capacity planning)."""
+    import sys
+
+    from rich.console import Console
+    from rich.progress import Progress
+
     from quotaplane.errors import ConfigError
     from quotaplane.sim import TraceError, run_simulation
     from quotaplane.sim.report import render_summary
 
-    try:
-        result = run_simulation(config, trace, out, partition=partition, sample_interval=sample_interval,
-                                cycle_interval=cycle_interval, plot=plot)
-    except ConfigError as exc:
-        where = f"{config}:{exc.line}" if getattr(exc, "line", None) else str(config)
-        typer.echo(f"{where}: {exc}", err=True)
-        raise typer.Exit(1) from None
-    except (TraceError, ValueError, OSError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+    # a progress bar on a terminal only (stderr), gone when the run ends
+    with Progress(console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("replaying", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            result = run_simulation(config, trace, out, partition=partition, sample_interval=sample_interval,
+                                    cycle_interval=cycle_interval, plot=plot, progress=progress)
+        except ConfigError as exc:
+            where = f"{config}:{exc.line}" if getattr(exc, "line", None) else str(config)
+            typer.echo(f"{where}: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except (TraceError, ValueError, OSError) as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(1) from None
     render_summary(result.summary)
     if out is not None:
         names = ["summary.json", "timeline.csv", *(["usage.png"] if plot else [])]

@@ -241,3 +241,14 @@ def test_timeline_keeps_large_times_exact() -> None:
               {"t": 123457.5, "op": "remove_node", "node": "n1"}]
     rows = timeline_csv(simulate(SMALL, events, sample_interval=0.25)).splitlines()
     assert rows[1].startswith("123456.789,") and rows[-1].startswith("123457.5,")
+
+
+def test_progress_is_reported_every_n_events_and_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    import quotaplane.sim.engine as engine
+
+    monkeypatch.setattr(engine, "PROGRESS_EVERY", 2)
+    events = parse_events(enumerate([_node(), {"t": 1, "op": "submit", "app": "x", "user": "u"},
+                                     {"t": 2, "op": "finish", "app": "x"}], start=1))
+    seen: list[tuple[int, int]] = []
+    Simulator(SMALL).run(events, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(2, 3), (3, 3)]

@@ -9,6 +9,7 @@ why, how long asks waited, peak usage per queue and per user, and cluster utilis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +50,21 @@ def simulate(config_text: str, events: list[TraceEvent] | list[dict[str, Any]], 
 
 def run_simulation(config: str | Path, trace: str | Path, out: str | Path | None = None, *,
                    partition: str = "default", sample_interval: float | None = None,
-                   cycle_interval: float = 0.0, plot: bool = True) -> SimulationResult:
+                   cycle_interval: float = 0.0, plot: bool = True,
+                   progress: Callable[[int, int], None] | None = None) -> SimulationResult:
     """Read a queue configuration file and a trace file, replay, and write the outputs to ``out``.
 
     The whole trace is validated before anything runs (:class:`TraceError` names every problem's line
     and field); an invalid configuration raises :class:`~quotaplane.errors.ConfigError`. With ``out``,
-    writes ``summary.json``, ``timeline.csv`` and (with ``plot``) ``usage.png``.
+    writes ``summary.json``, ``timeline.csv`` and (with ``plot``) ``usage.png``. ``progress(done, total)``
+    is called every 10,000 trace events while the replay runs.
     """
     from quotaplane.sim.report import write_outputs
 
     config_text = Path(config).read_text(encoding="utf-8")
     events = load_trace(trace)
     result = Simulator(config_text, partition=partition, sample_interval=sample_interval,
-                       cycle_interval=cycle_interval).run(events)
+                       cycle_interval=cycle_interval).run(events, progress)
     if out is not None:
         write_outputs(result, Path(out), plot=plot)
     return result

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from quotaplane.config.identity import UserGroup
@@ -28,10 +28,12 @@ from quotaplane.queueing import SORT_POLICY_PROPERTY
 from quotaplane.resources import Resource
 from quotaplane.sim.trace import OPS, TraceEvent
 
-__all__ = ["DEFAULT_SAMPLES", "SimulationResult", "Simulator"]
+__all__ = ["DEFAULT_SAMPLES", "PROGRESS_EVERY", "SimulationResult", "Simulator"]
 
 #: Samples over the expected span of the trace when no interval is given.
 DEFAULT_SAMPLES = 200
+#: Trace events between two progress reports.
+PROGRESS_EVERY = 10_000
 _MAX_LISTED = 100          # rejections listed one by one in the summary
 
 
@@ -317,10 +319,12 @@ class Simulator:
     # ------------------------------------------------------------------------------------------------
     # the run
 
-    def run(self, events: Sequence[TraceEvent]) -> SimulationResult:
+    def run(self, events: Sequence[TraceEvent],
+            progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Replay ``events`` (validated, in time order: :func:`~quotaplane.sim.trace.parse_events`).
 
-        A simulator runs once (its partition holds the end state, for inspection).
+        A simulator runs once (its partition holds the end state, for inspection). ``progress`` is
+        called as ``progress(done, total)`` every :data:`PROGRESS_EVERY` trace events and at the end.
         """
         if self._ran:
             raise RuntimeError("a Simulator runs once; make a new one for another run")
@@ -340,7 +344,11 @@ class Simulator:
                     self._resources.update(res)
         p = self.partition
         by_op = self._by_op
-        for ev in events:
+        total = len(events)
+        tick = PROGRESS_EVERY if progress is not None else total + 1
+        for i, ev in enumerate(events, start=1):
+            if i % tick == 0:
+                progress(i, total)  # type: ignore[misc]
             t = ev.t
             if t != self.now:
                 timers = self._timers
@@ -426,6 +434,8 @@ class Simulator:
             self._next_sample = t0 + self._sample_no * self._interval
         if not self._samples or self._samples[-1]["t"] < _round(end):
             self._sample(end)
+        if progress is not None:
+            progress(total, total)
         return self._result(events, t0, end)
 
     def _submit(self, ev: TraceEvent) -> None:
