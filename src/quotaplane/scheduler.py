@@ -225,7 +225,10 @@ class Scheduler:
             existing = [self._partitions[n] for n in sorted(self._partitions)]
             for p in existing:        # one step: no request sees half of the new config
                 stack.enter_context(p.lock)
-            seq = self.journal.append(SCHEDULER_STREAM, [{"type": "config", "text": text}])
+            event = [{"type": "config", "text": text}]
+            # fenced like every partition write: a leader that lost its lease must not change config
+            seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
+                   else self.journal.append(SCHEDULER_STREAM, event))
             self._texts[seq] = text
             self._configs[seq] = config
             for pc in config.partitions:
