@@ -83,6 +83,7 @@ def test_lost_lease_fences_writes_and_changes_nothing() -> None:
     now = [0.0]
     j = MemoryJournal(clock=lambda: now[0])
     assert j.acquire_lease("default", "instance-a", ttl=10)
+    assert j.acquire_lease("scheduler", "instance-a", ttl=10)      # config writes are fenced too
     s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(), holder="instance-a")
     p = s.partition("default")
     p.add_node("n1", Resource({"vcore": 50000}))
@@ -96,12 +97,32 @@ def test_lost_lease_fences_writes_and_changes_nothing() -> None:
     assert p.dump_state() == before
 
 
+def test_lost_scheduler_lease_fences_config_writes() -> None:
+    """A config reload by an instance that lost the scheduler stream's lease is refused and changes
+    nothing (the lease fences config writes like partition writes)."""
+    from quotaplane import NotLeaderError
+
+    now = [0.0]
+    j = MemoryJournal(clock=lambda: now[0])
+    assert j.acquire_lease("default", "instance-a", ttl=10)
+    assert j.acquire_lease("scheduler", "instance-a", ttl=10)
+    s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(), holder="instance-a")
+    now[0] = 11.0
+    assert j.acquire_lease("scheduler", "instance-b", ttl=10)
+    n = j.last_seq("scheduler")
+    with pytest.raises(NotLeaderError):
+        s.update_config(CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}"))
+    assert j.last_seq("scheduler") == n
+    assert s.partition("default").queues.queue("root.b").max == Resource({"vcore": 20000})
+
+
 def test_follower_restore_between_config_event_and_marker_does_not_write() -> None:
     """A follower restoring while the leader has written a config event but not yet the partition
     marker keeps the new config in memory (fenced: it may not write) and follows the leader later."""
     now = [0.0]
     j = MemoryJournal(clock=lambda: now[0])
     assert j.acquire_lease("default", "leader", ttl=100)
+    assert j.acquire_lease("scheduler", "leader", ttl=100)
     s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock(), holder="leader")
     changed = CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}")
     j.append("scheduler", [{"type": "config", "text": changed}])        # the leader, interrupted
