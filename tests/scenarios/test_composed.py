@@ -61,7 +61,7 @@ def test_q2_one_denial_lists_queue_user_elastic_and_forest_violations_and_change
     assert [x.allocated for x in ds] == [False, True]
     assert [(v.policy, v.code) for v in ds[0].reasons] == [(g[0], g[1]) for g in got]
     assert p.queues.queue("root.a").allocated == qp.Resource({"vcore": 3000})
-    assert p.policies()[2].manager.used("team-a") == qp.Resource({"vcore": 3000})  # type: ignore[attr-defined]
+    assert p.policies()[2].manager.used("team-a") == qp.Resource({"vcore": 3000})
     _restart_equals(s, store)
 
 
@@ -86,10 +86,10 @@ def test_forest_preemption_releases_the_victim_everywhere_and_restart_reproduces
     assert p.queues.queue("root.b").allocated == qp.Resource({"vcore": 3000})
     assert p.queues.queue("root").allocated == qp.Resource({"vcore": 6500})
     assert p.ugm.get_user_resources(BOB) == qp.Resource({"vcore": 3000})
-    elastic = p.policies()[2].manager                    # type: ignore[attr-defined]
+    elastic = p.policies()[2].manager
     assert elastic.used("team-b") == qp.Resource({"vcore": 3000})
     assert elastic.used("team-a") == qp.Resource({"vcore": 3500})
-    forest = p.policies()[3].manager                     # type: ignore[attr-defined]
+    forest = p.policies()[3].manager
     assert forest.consumer_ids() == ["h1", "l1"]
     assert forest.node_allocated("T", "root")["vcore"] == 6500
     assert p.used_capacity() == qp.Resource({"vcore": 6500})
@@ -173,5 +173,5 @@ def test_an_ask_waiting_on_the_elastic_runtime_is_allocated_when_a_sibling_group
     p.release("c1")
     p.schedule()
     assert p.pending() == [] and p.allocation("a2") is not None
-    assert p.policies()[2].manager.used("team-a") == qp.Resource({"vcore": 4000})  # type: ignore[attr-defined]
+    assert p.policies()[2].manager.used("team-a") == qp.Resource({"vcore": 4000})
     assert p.queues.queue("root.c").allocated == qp.Resource({"vcore": 4000})
