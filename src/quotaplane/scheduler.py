@@ -218,13 +218,22 @@ class Scheduler:
         partition missing from the new config keeps its last config and its state.
         """
         config = _load(text)
-        self._apply(config, text)
+        self._apply(config, text, validate=True)
 
-    def _apply(self, config: SchedulerConfig, text: str) -> None:
+    def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False) -> None:
         with self._lock, ExitStack() as stack:
             existing = [self._partitions[n] for n in sorted(self._partitions)]
             for p in existing:        # one step: no request sees half of the new config
                 stack.enter_context(p.lock)
+            if validate:
+                # before journalling: a policy may refuse a reload its live state cannot take
+                # (e.g. the forest policy: a quota tree still in use dropped), changing nothing
+                for pc in config.partitions:
+                    found = self._partitions.get(pc.name)
+                    for policy in found.policies() if found is not None else ():
+                        check = getattr(policy, "validate_update", None)
+                        if check is not None:
+                            check(pc)
             event = [{"type": "config", "text": text}]
             # fenced like every partition write: a leader that lost its lease must not change config
             seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None

@@ -154,7 +154,8 @@ def test_build_policy_from_partition_extension() -> None:
     assert p.manager.consumer_node("TestTree", "k") == "C"
     # a reload that lowers C's quota keeps the consumer (no preemption on update, §7)
     doc = (EXAMPLES / "quota-tree.json").read_text().replace('"6"', '"1"')
-    p.update_config(SimpleNamespace(extensions={"quotatrees": {"trees": [doc]}}))
+    p.update_config(SimpleNamespace(extensions={"quotatrees": {"trees": [doc], "forests": {"F": ["TestTree"]},
+                                                               "defaultforest": "F"}}))
     assert p.manager.node_quota("TestTree", "C") == {"cpu": 1, "memory": 64}
     assert p.manager.consumer_node("TestTree", "k") == "C"
 

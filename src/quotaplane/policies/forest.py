@@ -305,32 +305,94 @@ class ForestPolicy:
                     "allocations": {k: {"kind": t[0], "name": t[1], "groups": dict(t[2])}
                                     for k, t in sorted(self._targets.items())}}
 
-    def update_config(self, partition_config: Any) -> None:
-        """A config reload kept ``quotatrees``: re-sync tree definitions and forests, then update.
+    def validate_update(self, partition_config: Any) -> None:
+        """Refuse, before anything is applied, a reload that would drop trees or forests in use.
 
-        Tree definitions replace the caches of existing trees (new trees are added; trees no longer
-        listed, and forest memberships no longer listed, are kept); forests gain the listed trees that
-        are in no forest yet. Consumers the update leaves unallocated are de-allocated everywhere and
-        reported through :meth:`take_preempted`.
+        Called by the scheduler before the config event is journalled (and again by
+        :meth:`update_config`). A tree that leaves the config while consumers are allocated on it, a
+        forest that leaves it while allocations were made on it, and a tree that leaves a forest
+        holding forest allocations on it raise :class:`QuotaError` (a ``ValueError``: a 400 over
+        REST); the definitions must also build on their own (same checks as a fresh policy).
         """
         opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
+        ForestPolicy.from_definitions(opts["trees"], opts["forests"],
+                                      default_forest=opts["default_forest"], mode=opts["mode"])
+        self._refusals(opts)
+
+    def _refusals(self, opts: Mapping[str, Any]) -> None:
         qm = self.manager
         with qm.transaction():
-            for doc in opts["trees"]:
-                fresh = QuotaManager()
-                name = _add(fresh, doc)
-                if name not in qm.tree_names():
-                    _add(qm, doc)
+            wanted = {_tree_of(doc) for doc in opts["trees"]}
+            problems: list[str] = []
+            for tree in qm.tree_names():
+                if tree not in wanted and qm.allocated_consumers(tree):
+                    problems.append(f"quota tree {tree!r} still has allocated consumers "
+                                    f"({', '.join(qm.allocated_consumers(tree))}); release them first")
+            forests: Mapping[str, list[str]] = opts["forests"]
+            for fname in qm.forest_names():
+                users = sorted(k for k, t in self._targets.items() if t[0] == "forest" and t[1] == fname)
+                if fname not in forests:
+                    if users:
+                        problems.append(f"quota forest {fname!r} still has allocated consumers "
+                                        f"({', '.join(users)}); release them first")
                     continue
-                qm.get_tree_cache(name).replace(fresh.get_tree_cache(name))
+                for tree in qm.forest_tree_names(fname):
+                    if tree in forests[fname]:
+                        continue
+                    on = [k for k in users if tree in self._targets[k][2]]
+                    if on:
+                        problems.append(f"quota tree {tree!r} cannot leave forest {fname!r}: forest "
+                                        f"consumers are allocated on it ({', '.join(on)})")
+            if problems:
+                raise QuotaError("; ".join(dict.fromkeys(problems)))
+
+    def update_config(self, partition_config: Any) -> None:
+        """A config reload kept ``quotatrees``: trees, forests and mode become exactly the configured ones.
+
+        All-or-nothing: the whole definition is first built on its own and checked by
+        :meth:`validate_update` (a tree or forest still in use cannot be removed), then trees no
+        longer listed are deleted, new ones added, the caches of the others replaced by their new
+        definitions, forest memberships set in the configured order, the mode and default forest
+        set, and everything updated (``update_all``). Consumers the update leaves unallocated are
+        de-allocated everywhere and reported through :meth:`take_preempted`.
+        """
+        opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
+        fresh = ForestPolicy.from_definitions(opts["trees"], opts["forests"],
+                                              default_forest=opts["default_forest"],
+                                              mode=opts["mode"]).manager
+        qm = self.manager
+        with qm.transaction():
+            self._refusals(opts)
+            wanted = fresh.tree_names()
+            for fname in qm.forest_names():
+                if fname not in opts["forests"]:
+                    qm.delete_forest(fname)          # its trees stay (and may join another forest)
+            for tree in qm.tree_names():
+                if tree not in wanted:
+                    qm.delete_tree(tree)             # no allocated consumer: checked above
+            for doc in opts["trees"]:
+                name = _tree_of(doc)
+                if name in qm.tree_names():
+                    qm.get_tree_cache(name).replace(fresh.get_tree_cache(name))
+                else:
+                    _add(qm, doc)
             for fname, members in opts["forests"].items():
                 if fname not in qm.forest_names():
                     qm.add_forest(fname)
+                if qm.forest_tree_names(fname) == members:
+                    continue
+                for tree in qm.forest_tree_names(fname):
+                    qm.delete_tree_from_forest(fname, tree)
+            for fname, members in opts["forests"].items():
                 for tree in members:
-                    if tree in qm.tree_names() and qm.tree_forest(tree) is None:
-                        qm.add_tree_to_forest(fname, tree)
-            if opts["default_forest"] is not None:
-                self.default_forest = opts["default_forest"]
+                    home = qm.tree_forest(tree)
+                    if home == fname:
+                        continue
+                    if home is not None:             # moved from another forest (no forest consumer)
+                        qm.delete_tree_from_forest(home, tree)
+                    qm.add_tree_to_forest(fname, tree)
+            self.default_forest = opts["default_forest"]
+            qm.set_mode(opts["mode"])
             dropped = qm.update_all()
             for cid in dropped:
                 target = self._targets.pop(cid, None)
@@ -364,6 +426,12 @@ def _options(raw: Any) -> dict[str, Any]:
         raise QuotaError(f"quotatrees.mode must be normal or maintenance, not {mode!r}")
     opts["mode"] = Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE
     return opts
+
+
+def _tree_of(doc: str | Mapping[str, Any]) -> str:
+    """The name of a tree definition (JSON text or object)."""
+    return str(QuotaManager().add_tree_from_string(doc) if isinstance(doc, str)
+               else QuotaManager().add_tree_from_dict(doc))
 
 
 def _add(qm: QuotaManager, doc: str | Mapping[str, Any]) -> str:
