@@ -952,7 +952,9 @@ class Partition(PendingAsksMixin):
         real = Allocation(ev["key"], app.application_id, res, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group,
                           time=ev["t"])
-        real.config_seq = self.config_seq
+        # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
+        # asked for nothing more (its usage was admitted then, a later config may be tighter)
+        real.config_seq = self.config_seq if any(v > 0 for v in up.values()) else ph.config_seq
         # keep admission order: the real allocation takes the placeholder's place
         app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
                            (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
