@@ -135,10 +135,15 @@ class Ask:
 def usage_shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
     """YuniKorn ``getShares``: per used resource ``used / base`` (raw ``used`` when the base lacks it),
     sorted descending; compared lexicographically, lower first."""
-    if isinstance(base, Resource):
-        base = base._values                 # plain dict lookups (hot path: every attempt re-keys)
-    if isinstance(allocated, Resource):
+    if type(base) is Resource:
+        base = base._values
+    if type(allocated) is Resource:
         allocated = allocated._values
+    return _shares(allocated, base)
+
+
+def _shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
+    # plain dicts only: the hot path (every attempt that allocates re-keys the chosen queues)
     if base:
         get = base.get
         shares = [used / total if (total := get(name, 0)) > 0 else float(used)
@@ -160,8 +165,8 @@ def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
         return ((), (), q.name)
     g = q.guaranteed
     m = q.max
-    return (usage_shares(alloc, g._values if g is not None else _NO_LIMIT),
-            usage_shares(alloc, m._values if m is not None else _NO_LIMIT), q.name)
+    return (_shares(alloc, g._values if g is not None else _NO_LIMIT),
+            _shares(alloc, m._values if m is not None else _NO_LIMIT), q.name)
 
 
 class AskQueue:
@@ -296,7 +301,7 @@ class AskQueue:
                 yield from self.of_application(app.application_id)
             return
         by_key = self._by_key
-        guaranteed = leaf.guaranteed
+        guaranteed = leaf.guaranteed._values if leaf.guaranteed is not None else _NO_LIMIT
         # entries: (shares, position in the initial order, app index); usage tracked incrementally
         usage: list[dict[str, int]] = []
         lists: list[list[Ask]] = []
@@ -305,7 +310,7 @@ class AskQueue:
             used = dict(app.allocated._values)
             usage.append(used)
             lists.append(self.of_application(app.application_id))
-            heap.append((usage_shares(used, guaranteed), pos, pos))
+            heap.append((_shares(used, guaranteed), pos, pos))
         heapq.heapify(heap)
         nexts = [0] * len(ordered)
         while heap:
@@ -319,7 +324,7 @@ class AskQueue:
                 for name, amount in ask.resource._values.items():
                     used[name] = used.get(name, 0) + amount
             if nexts[idx] < len(asks):
-                heapq.heappush(heap, (usage_shares(usage[idx], guaranteed), pos, idx))
+                heapq.heappush(heap, (_shares(usage[idx], guaranteed), pos, idx))
 
     def _stateaware_asks(self, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
         """``stateaware``: fifo, but a New/Accepted application may start only while no application
@@ -354,7 +359,7 @@ class AskQueue:
             yield from asks_of(admitted)
 
     def candidates(self, root: Queue, apps: Mapping[str, Application],
-                   skip: Callable[[Ask], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
+                   skip: Callable[[Queue, Ask], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
         """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
         The consumer tries the ask (which may change the queues' usage) before asking for the next;
@@ -389,7 +394,7 @@ class AskQueue:
                     leaf_iters[q.path] = it
                 ask = next(it, None)
                 if skip is not None:
-                    while ask is not None and skip(ask):
+                    while ask is not None and skip(q, ask):
                         ask.reasons = None
                         ask = next(it, None)
                 return None if ask is None else (q, ask)
@@ -447,7 +452,17 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # (same priority and preemptibility) is refused too, since a cycle only consumes quota; it is
     # not tried again (its reasons are explained lazily). Preemption frees quota: see ``freed``.
     last_refused: dict[str, Ask] = {}
-    for _leaf, ask in asks.candidates(root, apps, surely_refused):
+    # The cheap refusal test runs only in leaves where an attempt of this cycle was refused: where
+    # asks fit, it would only repeat what the admission checks anyway.
+    refused_in: set[str] = set()
+    skip: Callable[[Queue, Ask], bool] | None = None
+    if surely_refused is not None:
+        test = surely_refused
+
+        def skip(leaf: Queue, ask: Ask) -> bool:
+            return leaf.path in refused_in and test(ask)
+
+    for leaf, ask in asks.candidates(root, apps, skip):
         key = ask.allocation_key
         if key in seen or key not in asks:
             continue
@@ -468,6 +483,7 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             ask.reasons_at = -1
             refused.append(ask)
             last_refused[ask.application_id] = ask
+            refused_in.add(leaf.path)
     # Reasons must equal what_if at the end of the cycle: those given before a later allocation
     # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
     for ask in refused[:stale]:
