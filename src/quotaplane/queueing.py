@@ -605,14 +605,16 @@ class PendingAsksMixin:
                 add["placeholder"] = True
             if task_group:
                 add["task_group"] = task_group
-            prev_state = self._apps[application_id].state
+            app = self._apps[application_id]
+            prev_state, prev_since = app.state, app.state_since
             was_dirty = self._asks.dirty
             self._ev_ask_added(add)
             try:
                 self._record([add], recoverable=True)
             except BaseException:
                 self._asks.remove(allocation_key)
-                self._apps[application_id].state = prev_state
+                self._asks.dirty = was_dirty
+                app.state, app.state_since = prev_state, prev_since
                 raise
             ask = self._asks.get(allocation_key)
             assert ask is not None

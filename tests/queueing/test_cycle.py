@@ -557,3 +557,21 @@ def test_replay_and_snapshot_restore_give_identical_state(ops: list[tuple[str, s
         assert json.dumps(restored.dump_state(), sort_keys=True) == state
     finally:
         queueing.CYCLE_FLUSH_EVERY = old
+
+
+def test_an_ask_that_cannot_be_journalled_changes_nothing() -> None:
+    """A refused write of ``ask_added`` leaves no trace (no ask, the application's state as before)."""
+    p = _part()
+    p.add_application("app", ALICE, queue="root.fifo4")
+    p.allocate("app", "k0", _v(1))
+    p.release("k0")                                     # Completing: an ask would make it Running
+    before = p.dump_state()
+    spy = _SpyJournal(p.journal)
+    spy.fail = True
+    p.journal = spy
+    with pytest.raises(OSError):
+        p.add_ask("app", "k1", _v(1))
+    assert p.dump_state() == before and p.pending() == [] and not p.schedule_needed
+    spy.fail = False
+    p.add_ask("app", "k1", _v(1))
+    assert _keys(p.schedule()) == ["k1"]
