@@ -313,20 +313,23 @@ def router(service: Any) -> APIRouter:
         body = await parse_body(request, BatchBody)
         service.ensure_writable()
         p = service.partition(partition)
-        # The models already checked every amount (int64, >= 0) and gave fresh dicts: adopt them
-        # without Resource's per-amount checks (a third of a batch's cost otherwise).
+        # The models already checked every id, amount (int64, >= 0), priority and flag, and gave
+        # fresh dicts: build the partition's events directly (Partition._validate_alloc's shape)
+        # instead of validating each entry a second time, and adopt the amounts without
+        # Resource's per-amount checks.
         wrap = Resource._wrap
-        entries = [{"application_id": a.applicationID, "allocation_key": a.allocationKey,
-                    "resource": wrap(a.resource), "priority": a.priority,
-                    "preemptible": a.preemptible} for a in body.allocations]
-        decisions = p.allocate_batch(entries)
+        entries = [({"type": "allocated", "app": a.applicationID, "key": a.allocationKey,
+                     "resource": dict(a.resource), "priority": a.priority, "preemptible": a.preemptible,
+                     "placeholder": False, "task_group": None}, wrap(a.resource))
+                   for a in body.allocations]
+        decisions = p.allocate_validated_batch(entries)
         out = []
         n_ok = 0
-        for entry, d in zip(entries, decisions, strict=True):
+        for (ev, _), d in zip(entries, decisions, strict=True):
             metrics.observe_decision(d)
             n_ok += 1 if d.allocated else 0
             dj = d.to_dict()
-            dj.setdefault("allocationKey", entry["allocation_key"])
+            dj.setdefault("allocationKey", ev["key"])
             out.append(dj)
         return json({"decisions": out, "allocated": n_ok, "refused": len(out) - n_ok})
 
