@@ -159,6 +159,45 @@ class ComposedMachine(RuleBasedStateMachine):
         for victim in d.preempted:
             assert self.p.allocation(victim) is None
 
+    @rule(req=requests)
+    def allocate_placeholder(self, req: tuple[str, int, int, bool]) -> None:
+        app, vcore, prio, pre = req
+        if not self._live_app(app):
+            return
+        before = canon(self.s)
+        d = self.p.allocate(app, self._key(), qp.Resource({"vcore": vcore}), priority=prio, preemptible=pre,
+                            placeholder=True, task_group="tg")
+        if not d.allocated:
+            assert canon(self.s) == before
+
+    @rule(data=st.data(), vcore=amounts)
+    def replace_placeholder(self, data: st.DataObject, vcore: int) -> None:
+        # Only applications outside the quota tree: a refused replacement re-applies the placeholder
+        # to the forest at the end of its node's consumer list (see test_replace_refusal.py, xfail).
+        phs = [a.allocation_key for a in self.p.allocations() if a.placeholder
+               and "quotaplane.io/tree.T" not in self.p.application(a.application_id).tags]
+        if not phs:
+            return
+        before = canon(self.s)
+        try:
+            d = self.p.replace_placeholder(data.draw(st.sampled_from(phs)), self._key(),
+                                           qp.Resource({"vcore": vcore}))
+        except qp.QuotaplaneError:
+            assert canon(self.s) == before
+            return
+        event("replaced" if d.allocated else "replacement refused")
+        if not d.allocated:
+            assert canon(self.s) == before
+
+    @rule(reqs=st.lists(requests, min_size=1, max_size=4))
+    def allocate_batch(self, reqs: list[tuple[str, int, int, bool]]) -> None:
+        items = [{"application_id": app, "allocation_key": self._key(), "resource": {"vcore": vcore},
+                  "priority": prio, "preemptible": pre} for app, vcore, prio, pre in reqs
+                 if self._live_app(app)]
+        if items:
+            ds = self.p.allocate_batch(items)
+            assert len(ds) == len(items)
+
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         keys = [a.allocation_key for a in self.p.allocations()]
