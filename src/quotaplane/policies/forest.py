@@ -297,6 +297,12 @@ class ForestPolicy:
         out, self._preempted = self._preempted, []
         return out
 
+    def forest_users(self, forest: str, tree: str | None = None) -> list[str]:
+        """Allocation keys allocated through ``forest`` (only those holding ``tree``, if given), sorted."""
+        with self.manager.transaction():
+            return sorted(k for k, t in self._targets.items()
+                          if t[0] == "forest" and t[1] == forest and (tree is None or tree in t[2]))
+
     # ------------------------------------------------------------------------------------ hooks
     def dump_state(self) -> dict[str, Any]:
         """The manager's deterministic state plus which allocation sits on which trees."""
@@ -330,7 +336,7 @@ class ForestPolicy:
                                     f"({', '.join(qm.allocated_consumers(tree))}); release them first")
             forests: Mapping[str, list[str]] = opts["forests"]
             for fname in qm.forest_names():
-                users = sorted(k for k, t in self._targets.items() if t[0] == "forest" and t[1] == fname)
+                users = self.forest_users(fname)
                 if fname not in forests:
                     if users:
                         problems.append(f"quota forest {fname!r} still has allocated consumers "
