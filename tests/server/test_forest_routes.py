@@ -184,3 +184,15 @@ def test_partition_without_quota_trees_is_404(fc: TestClient) -> None:
                          ("delete", "/ws/v1/forests/F"), ("delete", "/ws/v1/forests/F/tree/T1"),
                          ("get", "/ws/v1/forests/F")]:
         assert_error(fc.request(method, path + "?partition=gpu", headers=ADMIN), 404)
+
+
+def test_config_reload_dropping_a_tree_in_use_is_a_400_and_changes_nothing(fc: TestClient) -> None:
+    """The scheduler asks the forest policy (``validate_update``) before journalling the new config."""
+    alloc(fc, "app-1", "k1", 1000, **{"quotaplane.io/tree.T2": "c"})
+    before = fc.get("/ws/v1/config", headers=READ).text
+    r = fc.put("/ws/v1/config", content=CONFIG, headers=ADMIN)    # CONFIG has no quotatrees at all
+    body = assert_error(r, 400)
+    assert "T2" in body["message"] and "allocated consumers" in body["message"]
+    assert fc.get("/ws/v1/config", headers=READ).text == before
+    assert [t["name"] for t in fc.get("/ws/v1/quotatrees", headers=READ).json()["trees"]] == ["T1", "T2"]
+    assert fc.get("/ws/v1/partition/default/allocation/k1", headers=READ).status_code == 200

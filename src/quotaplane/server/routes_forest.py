@@ -313,7 +313,7 @@ def router(service: Any) -> APIRouter:
            responses={200: {"model": dict[str, list[str]]}, **errors(404, 409, auth=True, write=True)})
     async def put_forest(forest: str, request: Request,
                          partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
-        """Create a forest with these trees (trees already in another forest stay there)."""
+        """Create or redefine a forest with these trees, in order (a tree in another forest: 400)."""
         body = await parse_body(request, ForestBody)
 
         def edit(current: Any) -> Any:
