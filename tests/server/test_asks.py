@@ -243,3 +243,15 @@ def test_the_timer_runs_cycles_when_automatic_cycles_are_off(client: TestClient,
         time.sleep(0.05)
     assert client.get(f"{BASE}/allocation/k1").status_code == 200
     assert not p.schedule_needed
+
+
+
+def test_ask_body_is_json_whatever_the_content_type(client: TestClient) -> None:
+    """curl -d sends application/x-www-form-urlencoded: the body is still read as JSON."""
+    add_node(client)
+    add_app(client, "a1")
+    r = client.post(f"{BASE}/application/a1/asks",
+                    content=b'{"allocationKey": "form-1", "resource": {"vcore": 1000}}',
+                    headers={**SUBMIT, "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 201, r.text
+    assert r.json()["allocationKey"] == "form-1" and r.json()["allocated"] is True

@@ -13,13 +13,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, StrictBool
 
 from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
-from quotaplane.server.common import errors, json
+from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.models import Name, Priority, ResourceMap, _Body
 
 __all__ = ["AskBody", "router", "scheduling_loop"]
@@ -53,12 +53,14 @@ def router(service: Any) -> APIRouter:
     submit = Depends(tokens.dependency("submit"))
 
     @r.post("/ws/v1/partition/{partition}/application/{application_id}/asks", response_model=None,
-            status_code=201, dependencies=[submit],
+            status_code=201, dependencies=[submit], openapi_extra=json_body(AskBody),
             responses={201: {"model": dict[str, Any],
                              "description": "queued (allocated: true when a cycle allocated it at once)"},
                        **errors(404, 409, auth=True, write=True)})
-    async def add_ask(partition: str, application_id: str, body: AskBody) -> JSONResponse:
+    async def add_ask(partition: str, application_id: str, request: Request) -> JSONResponse:
         """Queue an ask: it counts towards no quota and is allocated as soon as it fits."""
+        # like every other route: the body is JSON whatever the Content-Type (curl -d sends a form type)
+        body = await parse_body(request, AskBody)
         service.ensure_writable()
         p = service.partition(partition)
         ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
