@@ -7,6 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import quotaplane as qp
 from quotaplane.config.identity import UserGroup
@@ -149,3 +151,62 @@ def test_scheduler_reload_refuses_before_journalling() -> None:
         assert policy.manager.tree_names() == ["A"]
     finally:
         s.close()
+
+
+_DOCS = {"A": A, "B": B, "C": C}
+_GROUP = {"A": "x", "B": "y", "C": "z"}
+
+
+@st.composite
+def _configs(draw: st.DrawFn) -> tuple[list[str], dict[str, list[str]], str]:
+    trees = draw(st.lists(st.sampled_from(["A", "B", "C"]), unique=True))
+    homes = [draw(st.sampled_from([None, "F", "G"])) for _ in trees]
+    order = draw(st.permutations(list(range(len(trees)))))
+    forests: dict[str, list[str]] = {}
+    for i in order:
+        if homes[i] is not None:
+            forests.setdefault(homes[i], []).append(trees[i])
+    return trees, forests, draw(st.sampled_from(["normal", "maintenance"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_configs(), st.integers(0, 3)), min_size=1, max_size=6))
+def test_reload_property_exact_or_refused_unchanged(steps: list[tuple[Any, int]]) -> None:
+    """Every reload either makes trees/forests/mode exactly the configured ones, or is refused with
+    nothing changed — and only when a removed tree/forest (or forest member) is still in use."""
+    p = start()
+    n = 0
+    for (trees, forests, mode), allocs in steps:
+        for _ in range(allocs):                  # allocate on what exists now (forest first if any)
+            n += 1
+            qm = p.manager
+            fs = qm.forest_names()
+            if fs and qm.forest_tree_names(fs[0]):
+                members = qm.forest_tree_names(fs[0])
+                tags = {TREE_TAG_PREFIX + t: _GROUP[t] for t in members} | {FOREST_TAG: fs[0]}
+            elif qm.tree_names():
+                t = qm.tree_names()[n % len(qm.tree_names())]
+                if qm.tree_forest(t) is not None:
+                    continue
+                tags = {TREE_TAG_PREFIX + t: _GROUP[t]}
+            else:
+                continue
+            p.apply(req(f"k{n}", 100, **tags))
+        before = p.dump_state()
+        in_use = {t for t in p.manager.tree_names() if p.manager.allocated_consumers(t)}
+        config = cfg([_DOCS[t] for t in trees], forests, mode=mode)
+        try:
+            p.update_config(config)
+        except QuotaError:
+            assert p.dump_state() == before
+            dropped_forests = [f for f in p.manager.forest_names()
+                               if p.forest_users(f) and (f not in forests or any(
+                                   t not in forests[f] for u in p.forest_users(f)
+                                   for t in p.manager.forest_tree_names(f)
+                                   if t in p.dump_state()["allocations"][u]["groups"]))]
+            assert (in_use - set(trees)) or dropped_forests
+            continue
+        assert p.manager.tree_names() == sorted(trees)
+        assert p.manager.forest_tree_names() == dict(sorted(forests.items()))
+        assert p.manager.get_mode() is (Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE)
+        assert in_use <= set(trees)
