@@ -7,14 +7,8 @@ elastic runtime follows the other groups' usage), F2 (a forest preemption change
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import quotaplane as qp
 from tests.scenarios.world import ALICE, BOB, CAROL, CONFIG, canon, config, tags
-
-
-def _store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'journal.db'}"
 
 
 def _restart_equals(s: qp.Scheduler, store: str, text: str = CONFIG) -> None:
@@ -28,11 +22,10 @@ def _restart_equals(s: qp.Scheduler, store: str, text: str = CONFIG) -> None:
 
 
 def test_q2_one_denial_lists_queue_user_elastic_and_forest_violations_and_changes_nothing(
-        tmp_path: Path) -> None:
+        store: str) -> None:
     """Q2: a request over the queue max, alice's user limit, team-a's elastic runtime and the quota
     tree node A at once is refused with four violations (right codes, paths and shortfalls); the state,
     journal included, is unchanged."""
-    store = _store(tmp_path)
     s = qp.Scheduler.from_yaml(CONFIG, store=store)
     p = s.partition("default")
     p.add_node("n1", qp.Resource({"vcore": 8000}))
@@ -65,11 +58,10 @@ def test_q2_one_denial_lists_queue_user_elastic_and_forest_violations_and_change
     _restart_equals(s, store)
 
 
-def test_forest_preemption_releases_the_victim_everywhere_and_restart_reproduces_it(tmp_path: Path) -> None:
+def test_forest_preemption_releases_the_victim_everywhere_and_restart_reproduces_it(store: str) -> None:
     """F1/F2: hi's allocation at hard node A pushes the tree root over 8000; bob's allocation that
     borrowed beyond soft node B is preempted. The Decision names it and the partition has released it
     through every policy (queue, user, elastic used, forest); a restart reproduces the state."""
-    store = _store(tmp_path)
     s = qp.Scheduler.from_yaml(CONFIG, store=store)
     p = s.partition("default")
     p.add_node("n1", qp.Resource({"vcore": 12000}))      # the tree, not the cluster, is the bottleneck
@@ -102,11 +94,10 @@ def test_forest_preemption_releases_the_victim_everywhere_and_restart_reproduces
     _restart_equals(s, store)
 
 
-def test_reload_drains_a_queue_lowers_a_max_below_usage_changes_limits_then_restart(tmp_path: Path) -> None:
+def test_reload_drains_a_queue_lowers_a_max_below_usage_changes_limits_then_restart(store: str) -> None:
     """Q3/U6: a reload removes root.b (bob's app still runs there: the queue drains), lowers root.a's
     max below its usage and tightens alice's limit; running usage stays, new allocations in root.a are
     refused until usage drops; a restart from the journal gives the same state."""
-    store = _store(tmp_path)
     s = qp.Scheduler.from_yaml(CONFIG, store=store)
     p = s.partition("default")
     p.add_node("n1", qp.Resource({"vcore": 12000}))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
@@ -28,8 +27,7 @@ def _emptied_tree_config() -> str:
 
 @pytest.mark.parametrize("snapshot", [True, False])
 def test_reload_dropping_forest_consumers_releases_them_everywhere_and_restarts_identically(
-        tmp_path: Path, snapshot: bool) -> None:
-    store = f"sqlite:///{tmp_path / 'j.db'}"
+        store: str, snapshot: bool) -> None:
     s = qp.Scheduler.from_yaml(CONFIG, store=store)
     p = s.partition("default")
     p.add_node("n1", qp.Resource({"vcore": 12000}))
