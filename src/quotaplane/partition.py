@@ -574,16 +574,21 @@ class Partition(PendingAsksMixin):
             reasons.extend(policy.check(request))
         return reasons
 
-    def _apply_all(self, request: AdmissionRequest
+    def _apply_all(self, request: AdmissionRequest, admitted: QuotaPolicy | None = None
                    ) -> tuple[list[Violation], list[tuple[QuotaPolicy, str]]]:
         """Apply every policy in order; on a refusal undo the applied ones in reverse (Q2).
 
-        Returns the refusal (empty on success) and the allocations preempted by a policy, each with
-        the policy that preempted it (that policy has already let it go).
+        ``admitted``: a policy that has already applied the request (checked and applied in one
+        pass); it is skipped here but undone like the others on a refusal. Returns the refusal
+        (empty on success) and the allocations preempted by a policy, each with the policy that
+        preempted it (that policy has already let it go).
         """
         applied: list[QuotaPolicy] = []
         preempted: list[tuple[QuotaPolicy, str]] = []
         for policy in self._policies:
+            if policy is admitted:
+                applied.append(policy)
+                continue
             refused = policy.apply(request)
             if refused:
                 for done in reversed(applied):
@@ -722,14 +727,26 @@ class Partition(PendingAsksMixin):
         if key in self._allocs:
             raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
         req = self._request(app, key, res, ev["priority"], ev["preemptible"], first=not app.counted)
-        reasons = self._check(req)
+        # Q2 with one walk of the user/group trackers instead of two: check every other policy
+        # (pure checks), then let the user/group manager check and apply in one atomic step (U1:
+        # a refusal changes nothing), then apply the others. Every check still runs before the
+        # first change; a refusal lists every violation in policy order.
+        policies = self._policies
+        ugm = self._ugm_policy
+        reasons = policies[0].check(req)
+        for policy in policies[2:]:
+            reasons.extend(policy.check(req))
         if reasons:
+            reasons = self._check(req)
             return Decision(False, reasons, queue=app.queue_path, allocation_key=key), None, ()
         undo = (req, app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since)
+        if not ugm.admit(req):
+            return (Decision(False, ugm.refusal(req), queue=app.queue_path, allocation_key=key), None,
+                    ())
         if not own:
             ev = dict(ev)
         ev["t"] = self.clock()
-        refused, preempted = self._apply_all(req)
+        refused, preempted = self._apply_all(req, admitted=ugm)
         if refused:
             return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, ()
         ev["preempted"] = [k for _, k in preempted]

@@ -46,9 +46,22 @@ class UgmPolicy:
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Track the request for the user and the application's group; refuse atomically (U1)."""
-        if self.manager.increase_tracked_resource(request.queue_path, request.application_id,
-                                                  request.resource, request.user):
+        if self.admit(request):
             return []
+        return self.refusal(request)
+
+    def admit(self, request: AdmissionRequest) -> bool:
+        """Check and apply in one pass: track the request unless a user or group limit refuses it.
+
+        The manager's own atomic check-then-increase (U1): ``False`` means refused and nothing
+        changed (:meth:`refusal` says why). Lets the partition skip a separate :meth:`check` walk
+        when every other policy has already admitted the request (Q2 fast path).
+        """
+        return self.manager.increase_tracked_resource(request.queue_path, request.application_id,
+                                                      request.resource, request.user)
+
+    def refusal(self, request: AdmissionRequest) -> list[Violation]:
+        """The violations of a request :meth:`admit` refused (never empty)."""
         found = self.check(request)
         if found:
             return found
