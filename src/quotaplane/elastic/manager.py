@@ -309,6 +309,32 @@ class ElasticQuotaManager:
         """
         self.sync_specs(parse_elastic_quotas(text))
 
+    def check_sync(self, specs: Sequence[QuotaSpec]) -> None:
+        """Every check :meth:`sync_specs` makes before it changes anything, changing nothing.
+
+        Raises :class:`QuotaValidationError` exactly when ``sync_specs(specs)`` would (a config reload is
+        validated with it before it is journalled).
+        """
+        specs = list(specs)
+        keep = {s.name for s in specs}
+        gone = {n for n in self._q if n not in keep and n not in (ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA)}
+        for spec in specs:
+            if spec.parent in gone:
+                raise QuotaValidationError(spec.name, "parent-not-found",
+                                           f"the parent {spec.parent} is not in the new definitions")
+        for name in sorted(gone):
+            if self._q[name].has_bound_pods():
+                raise QuotaValidationError(name, "delete-has-pods",
+                                           f"quota {name} is not in the new definitions but has pods")
+        view = _View(self)          # the validation half of _apply_specs: staged in a view only
+        seen: set[str] = set()
+        for spec in _parents_first(specs):
+            if spec.name in seen:
+                raise QuotaValidationError(spec.name, "duplicate",
+                                           "the quota is defined twice in one request")
+            seen.add(spec.name)
+            view.stage(self._validate(view, spec))
+
     def sync_specs(self, specs: Sequence[QuotaSpec]) -> None:
         """:meth:`sync_yaml` for :class:`QuotaSpec` objects."""
         specs = list(specs)

@@ -99,6 +99,17 @@ class ElasticPolicy:
         """The manager's deterministic state."""
         return self.manager.dump_state()
 
+    def validate_update(self, partition_config: Any) -> None:
+        """Refuse, before the scheduler journals a reload, what :meth:`update_config` would refuse.
+
+        A quota dropped while it still holds allocations, or definitions that break a rule against the
+        live quotas, raise :class:`QuotaValidationError` (a ``ValueError``); nothing changes. A reload
+        that removes the ``elasticquotas`` key drops the whole policy instead, so it is not checked here.
+        """
+        extensions = getattr(partition_config, "extensions", {})
+        if "elasticquotas" in extensions:
+            self.manager.check_sync(_options(extensions.get("elasticquotas"))["specs"])
+
     def update_config(self, partition_config: Any) -> None:
         """A config reload kept the extension: the quota set becomes exactly the configured one.
 
