@@ -163,6 +163,10 @@ def test_get_and_delete_forest(fc: TestClient) -> None:
     assert_error(fc.get("/ws/v1/forests/G", headers=READ), 404)
     alloc(fc, "app-1", "k1", 1000, **{"quotaplane.io/tree.T1": "a", "quotaplane.io/tree.T2": "c",
                                       "quotaplane.io/forest": "F"})
+    c = fc.get("/ws/v1/forests/F/consumer/k1", headers=READ).json()
+    assert c == {"consumerID": "k1", "forest": "F", "allocated": True, "nodes": {"T1": "a", "T2": "c"}}
+    assert_error(fc.get("/ws/v1/forests/F/consumer/ghost", headers=READ), 404)
+    assert_error(fc.get("/ws/v1/forests/G/consumer/k1", headers=READ), 404)
     assert_error(fc.delete("/ws/v1/forests/F", headers=ADMIN), 409)
     assert_error(fc.delete("/ws/v1/forests/F/tree/T2", headers=ADMIN), 409)
     assert fc.get("/ws/v1/forests", headers=READ).json() == {"F": ["T1", "T2"]}

@@ -25,6 +25,7 @@ Issue 7 (every operation of the Python API over REST):
   ``delete_resource_name``. These edit the tree's definition in the config; the answer lists the
   consumers the update left unallocated (released by the partition), as ``update_tree`` returns them.
 * ``GET /ws/v1/forests/{forest}`` — one forest's trees in order
+* ``GET /ws/v1/forests/{forest}/consumer/{id}`` — ``is_allocated_forest`` and the node per tree
 * ``DELETE /ws/v1/forests/{forest}`` (admin) — ``delete_forest`` (409 while forest allocations exist)
 * ``DELETE /ws/v1/forests/{forest}/tree/{tree}`` (admin) — ``delete_tree_from_forest`` (409 while
   forest allocations hold the tree)
@@ -493,6 +494,22 @@ def router(service: Any) -> APIRouter:
             if forest not in qm.forest_names():
                 raise NotFoundError(f"quota forest {forest!r} not found")
             return json({"forest": forest, "trees": list(qm.forest_tree_names(forest))})
+
+    @r.get("/ws/v1/forests/{forest}/consumer/{consumer_id}", response_model=None, dependencies=read,
+           responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
+    async def get_forest_consumer(forest: str, consumer_id: str,
+                                  partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
+        """Whether a consumer is allocated on the forest (``is_allocated_forest``) and its node per tree."""
+        p, qm = policy(partition)
+        with p.lock, qm.transaction():
+            if forest not in qm.forest_names():
+                raise NotFoundError(f"quota forest {forest!r} not found")
+            if not qm.has_consumer(consumer_id):
+                raise NotFoundError(f"consumer {consumer_id!r} not found")
+            return json({"consumerID": consumer_id, "forest": forest,
+                         "allocated": qm.is_allocated_forest(forest, consumer_id),
+                         "nodes": {t: qm.consumer_node(t, consumer_id)
+                                   for t in qm.forest_tree_names(forest)}})
 
     @r.delete("/ws/v1/forests/{forest}", response_model=None, dependencies=admin,
               responses={200: {"model": dict[str, list[str]]}, **errors(404, 409, auth=True, write=True)})
