@@ -21,7 +21,7 @@ Metric names:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -80,6 +80,19 @@ class Metrics:
                 seen.append(v.policy)
         for policy in seen or ["unknown"]:
             self.decisions.labels("refused", policy).inc()
+
+    def observe_decisions(self, decisions: Iterable[Decision]) -> int:
+        """Count a batch's decisions (one counter step for all the admitted ones); return how many
+        were admitted."""
+        allocated = 0
+        for decision in decisions:
+            if decision.allocated:
+                allocated += 1
+            else:
+                self.observe_decision(decision)
+        if allocated:
+            self._allocated.inc(allocated)
+        return allocated
 
     def observe_whatif(self, decision: Decision) -> None:
         """Count one what-if answer."""

@@ -323,11 +323,9 @@ def router(service: Any) -> APIRouter:
                      "placeholder": False, "task_group": None}, wrap(a.resource))
                    for a in body.allocations]
         decisions = p.allocate_validated_batch(entries)
+        n_ok = metrics.observe_decisions(decisions)
         out = []
-        n_ok = 0
         for (ev, _), d in zip(entries, decisions, strict=True):
-            metrics.observe_decision(d)
-            n_ok += 1 if d.allocated else 0
             dj = d.to_dict()
             dj.setdefault("allocationKey", ev["key"])
             out.append(dj)
