@@ -674,9 +674,13 @@ class Partition(PendingAsksMixin):
         with self.lock:
             self._usable()
             seen: set[str] = set()
+            active: set[str] = set()      # applications checked already (nothing changes until below)
             allocs = self._allocs
             for ev, _ in evs:
-                self._active_app(ev["app"])
+                app_id = ev["app"]
+                if app_id not in active:
+                    self._active_app(app_id)
+                    active.add(app_id)
                 key = ev["key"]
                 if key in allocs or key in seen:
                     raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
