@@ -60,6 +60,14 @@ RELOADED = config("""
 _EXAMPLES = int(os.environ.get("QP_SCENARIO_EXAMPLES", "25"))
 _STEPS = int(os.environ.get("QP_SCENARIO_STEPS", "30"))
 
+#: team-c's ElasticQuota dropped (refused while it holds allocations) and node A of the tree halved
+_TEAM_C = ("    - apiVersion: scheduling.sigs.k8s.io/v1alpha1\n      kind: ElasticQuota\n      metadata:\n"
+           "        name: team-c\n")
+_CUT = RELOADED.index(_TEAM_C)
+SHRUNK = (RELOADED[:_CUT] + RELOADED[RELOADED.index("    - apiVersion", _CUT + 10):]).replace(
+    '"quota": {"vcore": "5000"}', '"quota": {"vcore": "2500"}')
+CONFIGS = [CONFIG, RELOADED, SHRUNK]
+
 amounts = st.sampled_from([250, 500, 1000, 1500, 2000, 3000, 4500])
 requests = st.tuples(st.sampled_from(APP_IDS), amounts, st.integers(0, 3),
                      st.sampled_from([True, True, True, False]))
@@ -233,10 +241,17 @@ class ComposedMachine(RuleBasedStateMachine):
         self.p.add_node(f"node{self.nodes}", qp.Resource({"vcore": cap}))
         self.p.remove_node(sorted(self.p.nodes())[0])
 
-    @rule()
-    def reload(self) -> None:
-        self.text = RELOADED if self.text == CONFIG else CONFIG
-        self.s.update_config(self.text)
+    @rule(i=st.integers(0, len(CONFIGS) - 1))
+    def reload(self, i: int) -> None:
+        before = canon(self.s)
+        try:
+            self.s.update_config(CONFIGS[i])
+        except ValueError as exc:             # a policy refuses before anything is journalled
+            event("reload refused")
+            assert "team-c" in str(exc)
+            assert canon(self.s) == before
+            return
+        self.text = CONFIGS[i]
 
     @rule(snapshot=st.booleans())
     def restart(self, snapshot: bool) -> None:
@@ -257,14 +272,19 @@ class ComposedMachine(RuleBasedStateMachine):
         for a in allocs:
             app = p.application(a.application_id)
             by_queue[app.queue_path] = by_queue.get(app.queue_path, 0) + a.resource.get("vcore", 0)
-            quota = elastic.quota_of(p._request(app, a.allocation_key, a.resource))
+            # a pod stays in the quota it was admitted to (a reload may map its tags elsewhere now)
+            assert elastic.manager.has_pod(a.allocation_key)
+            quota = elastic.manager.pod_quota(a.allocation_key)
             by_quota[quota] = by_quota.get(quota, 0) + a.resource.get("vcore", 0)
         for path in ("root.a", "root.b", "root.c"):
             q = p.queues.queue(path)
             assert (q.allocated.get("vcore", 0) if q is not None else 0) == by_queue.get(path, 0)
         assert p.queues.queue("root").allocated.get("vcore", 0) == sum(by_queue.values())
-        for quota in ("team-a", "team-b", "team-c"):
-            assert elastic.manager.used(quota).get("vcore", 0) == by_quota.get(quota, 0)
+        names = elastic.manager.quota_names()
+        assert set(by_quota) <= set(names)
+        for quota in ("team-a", "team-b", "team-c", "koordinator-default-quota"):
+            if quota in names:
+                assert elastic.manager.used(quota).get("vcore", 0) == by_quota.get(quota, 0)
         forest = p.policies()[3].manager
         tree_keys = sorted(a.allocation_key for a in allocs
                            if "quotaplane.io/tree.T" in p.application(a.application_id).tags)
