@@ -166,3 +166,30 @@ def test_an_ask_waiting_on_the_elastic_runtime_is_allocated_when_a_sibling_group
     assert p.pending() == [] and p.allocation("a2") is not None
     assert p.policies()[2].manager.used("team-a") == qp.Resource({"vcore": 4000})
     assert p.queues.queue("root.c").allocated == qp.Resource({"vcore": 4000})
+
+
+def test_elastic_min_parent_quota_and_unknown_tree_reasons() -> None:
+    """E2/§2.9: a non-preemptible request over min reports elastic.min with the shortfall
+    (non-preemptible used + request - min); an application tagged to a parent quota is refused
+    (reference §3.4); tags naming an unknown tree or node are forest.quota refusals — and what_if
+    gives exactly allocate's reasons in each case, changing nothing."""
+    s = qp.Scheduler.from_yaml(CONFIG)
+    p = s.partition("default")
+    p.add_node("n1", qp.Resource({"vcore": 10000}))
+    p.add_application("ca", CAROL, queue="root.c", tags=tags("team-a"))
+    assert p.allocate("ca", "x1", qp.Resource({"vcore": 600}), preemptible=False).allocated
+    p.add_application("pp", CAROL, queue="root.c", tags=tags("dept"))
+    p.add_application("tt", CAROL, queue="root.c", tags=tags("team-a", "nope"))
+    p.add_application("uu", CAROL, queue="root.c", tags={"quotaplane.io/tree.Nope": "A"})
+    cases = [("ca", False, [("elastic.min", "team-a", qp.Resource({"vcore": 200}))]),
+             ("pp", True, [("elastic.runtime", "dept", None)]),
+             ("tt", True, [("forest.quota", "T/nope", None)]),
+             ("uu", True, [("forest.quota", "Nope", None)])]
+    for n, (app, preemptible, want) in enumerate(cases):
+        before = canon(s)
+        w = p.what_if(app, qp.Resource({"vcore": 600}), preemptible=preemptible)
+        d = p.allocate(app, f"k{n}", qp.Resource({"vcore": 600}), preemptible=preemptible)
+        assert [(v.code, v.path, v.resource) for v in d.reasons] == want
+        assert [(v.code, v.path, v.message) for v in w.reasons] == [(v.code, v.path, v.message)
+                                                                   for v in d.reasons]
+        assert canon(s) == before
