@@ -83,12 +83,12 @@ def test_validated_batch_refuses_before_anything_changes() -> None:
 def test_ugm_policy_admit_is_atomic_and_refusal_says_why() -> None:
     """U1: UgmPolicy.admit tracks or refuses without a change; refusal lists the exceeded limits."""
     p = _part()
-    ugm = p.policies()[1]
+    ugm = p._ugm_policy
     req = AdmissionRequest("app1", "k", "root.a", ALICE, Resource({"vcore": 5000}), first_allocation=True)
     before = p.ugm.dump_state()
-    assert ugm.admit(req) is False      # type: ignore[attr-defined]
+    assert ugm.admit(req) is False
     assert p.ugm.dump_state() == before
-    assert [v.code for v in ugm.refusal(req)] == ["user.maxresources"]     # type: ignore[attr-defined]
+    assert [v.code for v in ugm.refusal(req)] == ["user.maxresources"]
     ok = AdmissionRequest("app1", "k", "root.a", ALICE, Resource({"vcore": 1000}), first_allocation=True)
-    assert ugm.admit(ok) is True        # type: ignore[attr-defined]
+    assert ugm.admit(ok) is True
     assert p.ugm.dump_state() != before
