@@ -193,3 +193,22 @@ def test_elastic_min_parent_quota_and_unknown_tree_reasons() -> None:
         assert [(v.code, v.path, v.message) for v in w.reasons] == [(v.code, v.path, v.message)
                                                                    for v in d.reasons]
         assert canon(s) == before
+
+
+def test_batch_entry_preempting_an_earlier_entry_of_the_same_batch(store: str) -> None:
+    """allocate_batch admits entries in order: a later entry's forest preemption may take back an earlier
+    entry of the same batch; its Decision names it, the partition has released it everywhere, and the
+    journalled batch replays to the same state."""
+    s = qp.Scheduler.from_yaml(CONFIG, store=store)
+    p = s.partition("default")
+    p.add_node("n1", qp.Resource({"vcore": 12000}))
+    p.add_application("low", BOB, queue="root.b", tags=tags("team-b", "B"))
+    p.add_application("hi", CAROL, queue="root.a", tags=tags("team-a", "A"))
+    assert p.allocate("low", "l1", qp.Resource({"vcore": 3000})).allocated
+    ds = p.allocate_batch([
+        {"application_id": "low", "allocation_key": "l2", "resource": {"vcore": 3000}},
+        {"application_id": "hi", "allocation_key": "h1", "resource": {"vcore": 3500}}])
+    assert [(d.allocated, d.preempted) for d in ds] == [(True, []), (True, ["l2"])]
+    assert p.allocation("l2") is None
+    assert p.queues.queue("root.b").allocated == qp.Resource({"vcore": 3000})
+    _restart_equals(s, store)
