@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
-from quotaplane.errors import NotFoundError
+from quotaplane.errors import ConfigError, NotFoundError
 from quotaplane.partition import DEFAULT_SNAPSHOT_EVERY, JournalReplayError, Partition
 
 __all__ = ["SCHEDULER_STREAM", "Scheduler"]
@@ -233,7 +233,13 @@ class Scheduler:
                     for policy in found.policies() if found is not None else ():
                         check = getattr(policy, "validate_update", None)
                         if check is not None:
-                            check(pc)
+                            try:
+                                check(pc)
+                            except ConfigError:
+                                raise
+                            except ValueError as exc:
+                                # contract: update_config raises qp.ConfigError (and changes nothing)
+                                raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
             event = [{"type": "config", "text": text}]
             # fenced like every partition write: a leader that lost its lease must not change config
             seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None

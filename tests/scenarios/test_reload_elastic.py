@@ -32,7 +32,7 @@ def test_reload_deleting_an_elastic_quota_in_use_is_refused_unchanged_and_restar
     p.add_application("bo", BOB, queue="root.b", tags=tags("team-b"))
     assert p.allocate("bo", "b1", qp.Resource({"vcore": 1000})).allocated
     before = canon(s)
-    with pytest.raises(ValueError, match="team-b"):
+    with pytest.raises(qp.ConfigError, match="team-b"):           # contract: update_config raises ConfigError
         s.update_config(_without_team_b())
     assert canon(s) == before and s.config_text == CONFIG
     s.close()
