@@ -945,15 +945,29 @@ class Partition(PendingAsksMixin):
         if live:
             for policy in core:
                 reasons.extend(policy.check(req_up))
-        for policy in reversed(ext):
-            policy.release(req_ph, last_allocation=False)
-        if live:
-            for policy in ext:
-                reasons.extend(policy.check(req_real))
+            # A policy offering ``check_replacement`` checks the real allocation as if the placeholder
+            # were released without changing anything (the forest: a release + re-apply would move the
+            # placeholder to the end of its node's consumer list, decision F1, and the journal records
+            # no refusal). The others see the placeholder released and, on refusal, applied again.
+            # Engines are independent, so releasing the former only once admitted gives the same state
+            # as the replay below.
+            probes = [getattr(policy, "check_replacement", None) for policy in ext]
+            for policy, probe in zip(reversed(ext), reversed(probes), strict=True):
+                if probe is None:
+                    policy.release(req_ph, last_allocation=False)
+            for policy, probe in zip(ext, probes, strict=True):
+                reasons.extend(policy.check(req_real) if probe is None else probe(req_ph, req_real))
             if reasons:
-                for policy in ext:          # the placeholder back: the state before its release
-                    policy.apply(req_ph)
+                for policy, probe in zip(ext, probes, strict=True):
+                    if probe is None:       # the placeholder back: the state before its release
+                        policy.apply(req_ph)
                 return reasons, []
+            for policy, probe in zip(reversed(ext), reversed(probes), strict=True):
+                if probe is not None:
+                    policy.release(req_ph, last_allocation=False)
+        else:
+            for policy in reversed(ext):
+                policy.release(req_ph, last_allocation=False)
         # Checked under the lock: the applies below cannot refuse unless an engine misbehaves.
         for policy in core:
             if policy.apply(req_up):

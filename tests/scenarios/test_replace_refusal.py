@@ -1,17 +1,15 @@
 """A refused placeholder replacement must change nothing (quality.md "Reliability": a refused operation
 changes nothing; S1: the journal, which does not record refusals, must reproduce the live state).
 
-Found by this review, NOT fixed: ``Partition._ev_replaced`` releases the placeholder from the
-extension policies, checks the real allocation, and on refusal re-applies the placeholder. For the
-quota forest that re-application appends the consumer at the end of its node's consumer list, so the
-order (which decides preemption victims, decision F1) changes, and a restart from the journal — where
-the refusal never happened — gives a different state. A fix needs an exact "reinstate" in the forest
-engine (or a non-mutating replacement check); the owners of ``policies/forest.py`` are changing it.
+The bug this guards: ``Partition._ev_replaced`` released the placeholder from the extension
+policies, checked the real allocation, and on refusal re-applied the placeholder. For the quota forest
+that re-application appended the consumer at the end of its node's consumer list, so the order (which
+decides preemption victims, decision F1) changed, and a restart from the journal — where the refusal
+never happened — gave a different state. Fixed by ``ForestPolicy.check_replacement`` (withdraw with an
+exact undo log, check, restore: ``QuotaManager.withdraw`` / ``restore``).
 """
 
 from __future__ import annotations
-
-import pytest
 
 import quotaplane as qp
 from quotaplane.journal import MemoryJournal
@@ -19,7 +17,6 @@ from tests.partition.helpers import Clock
 from tests.scenarios.world import ALICE, CONFIG, canon, tags
 
 
-@pytest.mark.xfail(strict=True, reason="refused replacement reorders forest consumers (see module doc)")
 def test_refused_replacement_changes_nothing_and_restart_agrees() -> None:
     journal, clock = MemoryJournal(), Clock()
     s = qp.Scheduler.from_yaml(CONFIG, store=journal, clock=clock)

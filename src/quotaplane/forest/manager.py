@@ -47,6 +47,17 @@ class _Forest:
         self.snapshot: tuple[str, Log, tuple[tuple[Controller, int], ...]] | None = None
 
 
+class Withdrawal:
+    """What :meth:`QuotaManager.withdraw` took away: the consumer's spec and the exact undo log."""
+
+    __slots__ = ("ctrls", "info", "log")
+
+    def __init__(self, info: ConsumerInfo, log: Log, ctrls: list[Controller]) -> None:
+        self.info = info
+        self.log = log
+        self.ctrls = ctrls
+
+
 class QuotaManager:
     """Hierarchical quota trees and forests (contract "Quota trees and forests").
 
@@ -280,6 +291,45 @@ class QuotaManager:
             ok = ctrl.deallocate(c, None)
             ctrl.version += 1
             return ok
+
+    def withdraw(self, consumer_id: str) -> Withdrawal:
+        """De-allocate ``consumer_id`` from every tree it is allocated on (A9, with slide-down) and forget
+        its spec, keeping an exact undo log for :meth:`restore`.
+
+        Used to ask "would X fit if ``consumer_id`` were gone?" without changing anything (a refused
+        placeholder replacement, quality.md "a refused operation changes nothing"): a plain
+        de-allocate followed by a new allocation would put the consumer back at the END of its node's
+        consumer list, changing the preemption order (decision F1).
+        """
+        with self._lock:
+            info = self._info(consumer_id)
+            log = Log()
+            touched: list[Controller] = []
+            for tree in info.trees:
+                ctrl = self._ctrls.get(tree)
+                if ctrl is not None and self._drop([consumer_id], ctrl, log):
+                    ctrl.version += 1
+                    touched.append(ctrl)
+            del self._infos[consumer_id]
+            return Withdrawal(info, log, touched)
+
+    def restore(self, withdrawal: Withdrawal) -> None:
+        """Undo a :meth:`withdraw` exactly: the consumer is back at the same nodes, positions and
+        allocation order, with its spec registered again.
+
+        The caller must hold :meth:`transaction` from the withdraw to the restore and must have undone
+        exactly every change made in between (e.g. ``try_allocate`` + ``undo_allocate`` pairs); the
+        log is then replayed backwards onto the very state it was recorded against. Raises
+        :class:`QuotaError` (changing nothing) if the consumer id was registered again meanwhile.
+        """
+        with self._lock:
+            info = withdrawal.info
+            if info.id in self._infos:
+                raise QuotaError(f"consumer {info.id} already exists")
+            rollback(withdrawal.log)
+            self._infos[info.id] = info
+            for ctrl in withdrawal.ctrls:
+                ctrl.version += 1           # snapshots taken since are invalid (B5)
 
     def is_allocated(self, tree: str, consumer_id: str) -> bool:
         """Whether ``consumer_id`` is allocated on ``tree``."""

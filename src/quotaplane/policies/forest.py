@@ -15,6 +15,7 @@ tree resource ``cpu`` that the allocation does not name reads ``vcore``, i.e. mi
 does); priority is the allocation's; ``unPreemptable`` is ``not preemptible``. An application without
 any of these tags is not subject to quota trees.
 
+``check_replacement`` checks an allocation as if another were released, restoring that one exactly.
 ``check`` runs ``try_allocate`` + ``undo`` under the manager lock and reports a ``forest.quota``
 violation whose path is ``<tree>/<node>`` (where the allocation stopped) and whose resource is what
 was missing there. ``apply`` allocates (with a snapshot, so ``undo`` is exact while nothing else
@@ -221,6 +222,25 @@ class ForestPolicy:
             return [refusal.violation]
         except QuotaError as exc:
             return [_violation(request.allocation_key, str(exc))]
+
+    def check_replacement(self, old: AdmissionRequest, new: AdmissionRequest) -> list[Violation]:
+        """:meth:`check` of ``new`` as if the allocation ``old`` were released first. Changes nothing.
+
+        Used for a gang placeholder replacement (seed 001): ``old`` is withdrawn from the trees with an
+        exact undo log, ``new`` is checked, and ``old`` is restored at its very nodes and positions.
+        Releasing and re-applying ``old`` instead would move it to the end of its node's consumer
+        list, changing the preemption order (decision F1) and a state the journal, which records no
+        refusal, cannot reproduce.
+        """
+        qm = self.manager
+        with qm.transaction():
+            if old.allocation_key not in self._targets or not qm.has_consumer(old.allocation_key):
+                return self.check(new)
+            withdrawal = qm.withdraw(old.allocation_key)
+            try:
+                return self.check(new)
+            finally:
+                qm.restore(withdrawal)
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Allocate the consumer; on refusal return the violation and change nothing."""
