@@ -396,6 +396,30 @@ class ElasticQuotaManager:
         self._total = dict(_nonneg(total)._values)
         self._root.group_dirty = True
 
+    def set_options(self, *, scale_min: bool | None = None, revoke_delay: float | None = None,
+                    check_parent: bool | None = None) -> None:
+        """Change the engine options of a config reload (``None`` keeps an option as it is).
+
+        ``scale_min`` changes every runtime (decision E3), so every sibling group is recomputed;
+        ``revoke_delay`` (E5) and ``check_parent`` (§2.9) only change later decisions. A negative
+        ``revoke_delay`` raises ``ValueError`` and changes nothing.
+        """
+        if revoke_delay is not None and revoke_delay < 0:
+            raise ValueError("revoke_delay must be >= 0")
+        if revoke_delay is not None:
+            self._delay = float(revoke_delay)
+        if check_parent is not None:
+            self._check_parent = bool(check_parent)
+        if scale_min is not None and bool(scale_min) != self._scale_min:
+            self._scale_min = bool(scale_min)
+            for q in self._q.values():      # the runtimes of every group depend on it (E3)
+                if q is self._root or q.is_parent:
+                    q.group_dirty = True
+
+    def quotas_in_use(self) -> list[str]:
+        """The quotas holding pods or aggregate usage, sorted (the default and system quotas included)."""
+        return [name for name in sorted(self._q) if self._q[name].has_bound_pods()]
+
     # ------------------------------------------------------------------------------------------------
     # requests and usage: aggregate form
     # ------------------------------------------------------------------------------------------------
@@ -510,6 +534,16 @@ class ElasticQuotaManager:
     def scale_min(self) -> bool:
         """Whether min scaling is on (E3)."""
         return self._scale_min
+
+    @property
+    def revoke_delay(self) -> float:
+        """The over-use delay before revocation, in seconds (E5)."""
+        return self._delay
+
+    @property
+    def check_parent(self) -> bool:
+        """Whether admission also checks the ancestors' runtimes (§2.9)."""
+        return self._check_parent
 
     def quota_for_pod(self, labels: Mapping[str, str] | None, namespace: str | None) -> str:
         """The quota a pod belongs to (reference §1.1 GetQuotaName).

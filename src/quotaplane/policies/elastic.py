@@ -104,20 +104,33 @@ class ElasticPolicy:
 
         A quota dropped while it still holds allocations, or definitions that break a rule against the
         live quotas, raise :class:`QuotaValidationError` (a ``ValueError``); nothing changes. A reload
-        that removes the ``elasticquotas`` key drops the whole policy instead, so it is not checked here.
+        that removes the whole ``elasticquotas`` key (the partition then drops this policy and its state)
+        is refused with a ``ValueError`` while any quota — the default one included — holds allocations:
+        added back later, those live allocations would not be counted again (as the forest refuses
+        dropping ``quotatrees`` in use).
         """
         extensions = getattr(partition_config, "extensions", {})
-        if "elasticquotas" in extensions:
-            self.manager.check_sync(_options(extensions.get("elasticquotas"))["specs"])
+        if "elasticquotas" not in extensions:
+            in_use = self.manager.quotas_in_use()
+            if in_use:
+                raise ValueError(f"elasticquotas cannot be removed: elastic quotas still hold allocations "
+                                 f"({', '.join(in_use)}); release them first")
+            return
+        options = _options(extensions.get("elasticquotas"))
+        self.manager.check_sync(options["specs"])
 
     def update_config(self, partition_config: Any) -> None:
-        """A config reload kept the extension: the quota set becomes exactly the configured one.
+        """A config reload kept the extension: the quota set and options become exactly the configured ones.
 
         All-or-nothing (:meth:`ElasticQuotaManager.sync_specs`): quotas no longer configured are deleted,
-        which is refused — changing nothing — while they still hold allocations.
+        which is refused — changing nothing — while they still hold allocations. The options
+        ``scaleMin``, ``revokeDelay`` and ``checkParent`` (their defaults when absent) apply after the
+        quotas, so a refused sync leaves them unchanged too.
         """
         options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
         self.manager.sync_specs(options["specs"])
+        self.manager.set_options(scale_min=options["scale_min"], revoke_delay=options["revoke_delay"],
+                                 check_parent=options["check_parent"])
 
 
 def _options(raw: Any) -> dict[str, Any]:
