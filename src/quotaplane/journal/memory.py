@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import NotLeaderError
 from quotaplane.journal.base import (
@@ -26,7 +26,7 @@ from quotaplane.journal.base import (
     decode_page,
 )
 
-__all__ = ["LocalLeases", "MemoryJournal"]
+__all__ = ["LocalLeaseCalls", "LocalLeases", "MemoryJournal"]
 
 _PAGE = 4096  # events copied per lock hold while reading, so a long read never blocks appends for long
 
@@ -78,6 +78,43 @@ class LocalLeases:
             )
 
 
+class LocalLeaseCalls:
+    """The journal's lease calls over a :class:`LocalLeases` held in this process.
+
+    Shared by the memory and SQLite stores (one writer process each, so in-process leases are
+    exact). The store provides ``_lock``, ``_leases`` and ``_ensure_open``.
+    """
+
+    __slots__ = ()
+
+    _lock: threading.Lock
+    _leases: LocalLeases
+
+    if TYPE_CHECKING:  # pragma: no cover - provided by the store
+        def _ensure_open(self) -> None: ...
+
+    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
+        """Take or renew the lease (in-process)."""
+        check_lease_args(stream, holder, ttl)
+        with self._lock:
+            self._ensure_open()
+            return self._leases.acquire(stream, holder, float(ttl))
+
+    def release_lease(self, stream: str, holder: str) -> None:
+        """Give up the lease if held by ``holder``."""
+        check_lease_args(stream, holder)
+        with self._lock:
+            self._ensure_open()
+            self._leases.release(stream, holder)
+
+    def lease_holder(self, stream: str) -> str | None:
+        """The live lease holder or ``None``."""
+        check_stream(stream)
+        with self._lock:
+            self._ensure_open()
+            return self._leases.holder(stream)
+
+
 class _Stream:
     __slots__ = ("compacted", "events", "snapshot")
 
@@ -87,7 +124,7 @@ class _Stream:
         self.snapshot: tuple[int, str] | None = None
 
 
-class MemoryJournal:
+class MemoryJournal(LocalLeaseCalls):
     """A journal kept in memory: nothing survives the process. Thread safe.
 
     ``clock`` (monotonic seconds, default :func:`time.monotonic`) drives lease expiry, so tests can
@@ -118,6 +155,8 @@ class MemoryJournal:
     def _check_open(self) -> None:
         if self._closed:
             raise JournalError("journal is closed")
+
+    _ensure_open = _check_open
 
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
         """Append events in one step; see :meth:`Journal.append`."""
@@ -229,27 +268,6 @@ class MemoryJournal:
             self._check_open()
             return sorted(name for name, st in self._streams.items()
                           if st.events or st.compacted or st.snapshot is not None)
-
-    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
-        """Take or renew the lease (in-process)."""
-        check_lease_args(stream, holder, ttl)
-        with self._lock:
-            self._check_open()
-            return self._leases.acquire(stream, holder, float(ttl))
-
-    def release_lease(self, stream: str, holder: str) -> None:
-        """Give up the lease if held by ``holder``."""
-        check_lease_args(stream, holder)
-        with self._lock:
-            self._check_open()
-            self._leases.release(stream, holder)
-
-    def lease_holder(self, stream: str) -> str | None:
-        """The live lease holder or ``None``."""
-        check_stream(stream)
-        with self._lock:
-            self._check_open()
-            return self._leases.holder(stream)
 
     def close(self) -> None:
         """Mark the journal closed (the data is dropped)."""

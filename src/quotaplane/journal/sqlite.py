@@ -50,7 +50,7 @@ from quotaplane.journal.base import (
     check_stream,
     decode_page,
 )
-from quotaplane.journal.memory import LocalLeases
+from quotaplane.journal.memory import LocalLeaseCalls, LocalLeases
 
 __all__ = ["SYNCHRONOUS_MODES", "SQLiteJournal"]
 
@@ -70,7 +70,7 @@ _SCHEMA = (
 )
 
 
-class SQLiteJournal:
+class SQLiteJournal(LocalLeaseCalls):
     """A journal in one SQLite file (WAL mode). Thread safe; one writer process at a time.
 
     ``path`` is the database file (relative to the working directory when relative); its directory must
@@ -382,28 +382,10 @@ class SQLiteJournal:
             self._c()
             return sorted(self._counters)
 
-    # -- leases (in-process: this process is the only writer) -----------------------------------------
+    # -- leases: in-process (LocalLeaseCalls); this process is the only writer (file lock) --------------
 
-    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
-        """Take or renew the lease (kept in this process; the file lock already excludes others)."""
-        check_lease_args(stream, holder, ttl)
-        with self._lock:
-            self._c()
-            return self._leases.acquire(stream, holder, float(ttl))
-
-    def release_lease(self, stream: str, holder: str) -> None:
-        """Give up the lease if held by ``holder``."""
-        check_lease_args(stream, holder)
-        with self._lock:
-            self._c()
-            self._leases.release(stream, holder)
-
-    def lease_holder(self, stream: str) -> str | None:
-        """The live lease holder or ``None``."""
-        check_stream(stream)
-        with self._lock:
-            self._c()
-            return self._leases.holder(stream)
+    def _ensure_open(self) -> None:
+        self._c()
 
     # -- closing --------------------------------------------------------------------------------------
 
