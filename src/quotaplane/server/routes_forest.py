@@ -163,6 +163,24 @@ def _tree_name(doc: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+
+def _require_tree(qm: Any, tree: str) -> None:
+    """404 unless the quota tree exists."""
+    if tree not in qm.tree_names():
+        raise NotFoundError(f"quota tree {tree!r} not found")
+
+
+def _require_forest(qm: Any, forest: str) -> None:
+    """404 unless the quota forest exists."""
+    if forest not in qm.forest_names():
+        raise NotFoundError(f"quota forest {forest!r} not found")
+
+
+def _require_consumer(qm: Any, consumer_id: str) -> None:
+    """404 unless the consumer is known to the forest manager."""
+    if not qm.has_consumer(consumer_id):
+        raise NotFoundError(f"consumer {consumer_id!r} not found")
+
 def router(service: Any) -> APIRouter:
     """The quota tree and forest routes bound to ``service``."""
     r = APIRouter(tags=["forest"])
@@ -195,8 +213,7 @@ def router(service: Any) -> APIRouter:
         and the consumers left unallocated (allocated before, not after: the update dropped them)."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
+            _require_tree(qm, tree)
             before = allocated_everywhere(qm)
 
         def edit(current: Any) -> Any:
@@ -259,8 +276,7 @@ def router(service: Any) -> APIRouter:
         """One tree with every node's quota, allocated amount and consumers."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
+            _require_tree(qm, tree)
             return json(tree_json(qm, tree, True))
 
     @r.put("/ws/v1/quotatrees/{tree}", response_model=None, dependencies=admin, openapi_extra=_TREE_BODY,
@@ -293,10 +309,8 @@ def router(service: Any) -> APIRouter:
         """Where a consumer (an allocation key) is placed in ``tree``."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
-            if not qm.has_consumer(consumer_id):
-                raise NotFoundError(f"consumer {consumer_id!r} not found")
+            _require_tree(qm, tree)
+            _require_consumer(qm, consumer_id)
             return json({"consumerID": consumer_id, "tree": tree,
                          "allocated": qm.is_allocated(tree, consumer_id),
                          "node": qm.consumer_node(tree, consumer_id)})
@@ -359,8 +373,7 @@ def router(service: Any) -> APIRouter:
         """Delete a tree (``delete_tree``; it also leaves its forest); 409 while consumers are allocated."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
+            _require_tree(qm, tree)
             if qm.allocated_consumers(tree):
                 raise ConflictError(f"quota tree {tree!r} still has allocated consumers")
 
@@ -387,8 +400,7 @@ def router(service: Any) -> APIRouter:
         """A node of the tree in effect: its quota, allocated amount (whole subtree) and consumers."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
+            _require_tree(qm, tree)
             if node not in qm.node_ids(tree):
                 raise NotFoundError(f"node {node!r} not found in quota tree {tree!r}")
             return json({"id": node, "quota": qm.node_quota(tree, node),
@@ -403,8 +415,7 @@ def router(service: Any) -> APIRouter:
         """Add or replace a node spec (``add_node_spec``), then update the tree."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if tree not in qm.tree_names():
-                raise NotFoundError(f"quota tree {tree!r} not found")
+            _require_tree(qm, tree)
         try:
             spec = _json.loads(await request.body())
         except ValueError as exc:
@@ -491,8 +502,7 @@ def router(service: Any) -> APIRouter:
         """One forest with its trees in order."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if forest not in qm.forest_names():
-                raise NotFoundError(f"quota forest {forest!r} not found")
+            _require_forest(qm, forest)
             return json({"forest": forest, "trees": list(qm.forest_tree_names(forest))})
 
     @r.get("/ws/v1/forests/{forest}/consumer/{consumer_id}", response_model=None, dependencies=read,
@@ -502,10 +512,8 @@ def router(service: Any) -> APIRouter:
         """Whether a consumer is allocated on the forest (``is_allocated_forest``) and its node per tree."""
         p, qm = policy(partition)
         with p.lock, qm.transaction():
-            if forest not in qm.forest_names():
-                raise NotFoundError(f"quota forest {forest!r} not found")
-            if not qm.has_consumer(consumer_id):
-                raise NotFoundError(f"consumer {consumer_id!r} not found")
+            _require_forest(qm, forest)
+            _require_consumer(qm, consumer_id)
             return json({"consumerID": consumer_id, "forest": forest,
                          "allocated": qm.is_allocated_forest(forest, consumer_id),
                          "nodes": {t: qm.consumer_node(t, consumer_id)
@@ -547,8 +555,7 @@ def router(service: Any) -> APIRouter:
         p, pol = forest_policy(partition)
         with p.lock:
             qm = pol.manager
-            if forest not in qm.forest_names():
-                raise NotFoundError(f"quota forest {forest!r} not found")
+            _require_forest(qm, forest)
             if tree not in qm.forest_tree_names(forest):
                 raise NotFoundError(f"quota forest {forest!r} does not include tree {tree!r}")
             if pol.forest_users(forest, tree):
