@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from quotaplane.config.identity import UserGroup
 from quotaplane.elastic import DEFAULT_QUOTA, ElasticQuotaManager, QuotaValidationError
 from quotaplane.policies.elastic import ElasticPolicy, build_policy, validate_extension
@@ -212,12 +214,8 @@ def test_validate_extension_and_bad_options() -> None:
     validate_extension({"quotas": DEPT, "scaleMin": "false", "revokeDelay": 0})
     for bad in ({"quotas": DEPT, "scalemin": True}, {"revokeDelay": -1}, {"revokeDelay": "soon"},
                 {"checkParent": "maybe"}, {"quotas": 42}):
-        try:
+        with pytest.raises(ValueError):
             validate_extension(bad)
-        except ValueError:
-            pass
-        else:
-            raise AssertionError(f"accepted {bad}")
     try:
         validate_extension(QUOTA.format(name="x", parent="ghost"))
     except QuotaValidationError as exc:
