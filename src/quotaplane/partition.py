@@ -1164,6 +1164,7 @@ class Partition(PendingAsksMixin):
         "app_restore": "_ev_app_restore",
         "ask_added": "_ev_ask_added",
         "ask_removed": "_ev_ask_removed",
+        "policy_memo": "_ev_policy_memo",
     }
 
     def apply_event(self, event: Mapping[str, Any]) -> None:
@@ -1189,6 +1190,13 @@ class Partition(PendingAsksMixin):
 
     def _ev_count_in(self, ev: Mapping[str, Any]) -> None:
         self._count_in(self._apps[ev["app"]])
+
+    def _ev_policy_memo(self, ev: Mapping[str, Any]) -> None:
+        found = self._extensions.get(ev["policy"])
+        restore = getattr(found[1], "restore_memo", None) if found is not None else None
+        if restore is None:
+            raise JournalReplayError(f"no policy {ev['policy']!r} to restore a snapshot memo into")
+        restore(ev["memo"])
 
     def _ev_app_restore(self, ev: Mapping[str, Any]) -> None:
         app = self._apps[ev["app"]]
@@ -1241,6 +1249,10 @@ class Partition(PendingAsksMixin):
                         "state_since": app.state_since, "placeholder_since": app.placeholder_since,
                         "anchor_seq": app.anchor_seq, "added_seq": app.added_seq,
                         "allocations": list(app.allocations)})
+        for key, (_, policy) in sorted(self._extensions.items()):
+            memo = getattr(policy, "memo", None)
+            if memo is not None:
+                out.append({"type": "policy_memo", "policy": key, "memo": memo()})
         return out
 
     def __repr__(self) -> str:

@@ -694,6 +694,14 @@ class ElasticQuotaManager:
                 evict.extend(self._revoke_victims(q, limit))
         return evict
 
+    def monitor_state(self) -> dict[str, float]:
+        """The over-use monitor's clock: per quota, the last tick at which it was within its runtime."""
+        return {k: self._last_under[k] for k in sorted(self._last_under)}
+
+    def restore_monitor(self, state: Mapping[str, float]) -> None:
+        """Set the over-use monitor's clock as :meth:`monitor_state` gave it (snapshot restore)."""
+        self._last_under = {str(k): float(v) for k, v in sorted(state.items())}
+
     def _revoke_victims(self, q: _Quota, limit: Mapping[str, int]) -> list[str]:
         pods = self._by_importance(p for p in self._pods_of(q) if p.assigned)
         used = dict(q.used)

@@ -95,6 +95,14 @@ class ElasticPolicy:
         """Allocation keys to release because their quota is over its runtime for too long (E5)."""
         return self.manager.revoke(now)
 
+    def memo(self) -> dict[str, Any]:
+        """State a snapshot rebuild cannot derive from allocations: the over-use monitor's clock."""
+        return {"monitor": self.manager.monitor_state()}
+
+    def restore_memo(self, memo: Mapping[str, Any]) -> None:
+        """Put back what :meth:`memo` saved (snapshot restore)."""
+        self.manager.restore_monitor(memo.get("monitor") or {})
+
     def dump_state(self) -> dict[str, Any]:
         """The manager's deterministic state."""
         return self.manager.dump_state()
