@@ -81,7 +81,7 @@ def test_todays_code_writes_the_same_events_and_snapshot() -> None:
         assert [seq, snap] == fx["snapshot"]
     finally:
         s.close(snapshot=False)
-    assert RELOADED != config()
+    assert config() != RELOADED
 
 
 def test_a_snapshot_written_today_restores_without_replaying_the_stream() -> None:
