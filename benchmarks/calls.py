@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import quotaplane as qp  # noqa: E402
-from _bench import write_results  # noqa: E402
+import quotaplane as qp
+from _bench import write_results
 
 CONFIG = (Path(__file__).resolve().parents[1] / "examples" / "queues.yaml").read_text()
 

@@ -29,19 +29,31 @@ from quotaplane.resources import Resource
 __all__ = [
     "ACCEPTED",
     "ACTIVE_STATES",
+    "ALLOCATED",
+    "ASKED",
     "COMPLETED",
     "COMPLETING",
+    "COMPLETING_TIMEOUT",
     "EXPIRED",
     "FAILED",
+    "FAILED_OUT",
     "FAILING",
     "GANG_HARD",
+    "GANG_HARD_TIMEOUT",
     "GANG_SOFT",
+    "GANG_SOFT_TIMEOUT",
+    "IDLE",
+    "IDLE_COUNTED",
+    "LAST_RELEASED",
     "NEW",
     "REJECTED",
     "RESUMING",
     "RUNNING",
     "STARTING",
+    "STARTING_TIMEOUT",
     "STATES",
+    "TERMINATED_TIMEOUT",
+    "TRANSITIONS",
     "Allocation",
     "Application",
 ]
@@ -64,6 +76,37 @@ STATES: tuple[str, ...] = (NEW, ACCEPTED, STARTING, RUNNING, COMPLETING, COMPLET
 
 #: States in which an application may still receive allocations.
 ACTIVE_STATES: frozenset[str] = frozenset({NEW, ACCEPTED, STARTING, RUNNING, COMPLETING, RESUMING})
+
+#: What moves an application from one state to another (the triggers of :data:`TRANSITIONS`).
+ALLOCATED = "allocated"                    # an allocation admitted (or a placeholder replaced)
+LAST_RELEASED = "last_released"            # its last allocation released, no ask pending
+ASKED = "asked"                            # a pending ask queued
+IDLE = "idle"                              # its last ask withdrawn, no allocation, not counted
+IDLE_COUNTED = "idle_counted"              # the same while it counted as running
+GANG_HARD_TIMEOUT = "gang_hard_timeout"    # placeholders timed out, style hard, no real allocation
+FAILED_OUT = "failed_out"                  # Failing finished (its running count ended)
+GANG_SOFT_TIMEOUT = "gang_soft_timeout"    # placeholders timed out, style soft, no real allocation
+COMPLETING_TIMEOUT = "completing_timeout"
+STARTING_TIMEOUT = "starting_timeout"
+TERMINATED_TIMEOUT = "terminated_timeout"
+
+#: The lifecycle of seed 001 as one table: trigger → {from state: to state}. A trigger that has no
+#: entry for the current state changes nothing.
+TRANSITIONS: dict[str, dict[str, str]] = {
+    ALLOCATED: {NEW: STARTING, ACCEPTED: STARTING, STARTING: RUNNING, COMPLETING: RUNNING,
+                RESUMING: RUNNING},
+    LAST_RELEASED: {NEW: COMPLETING, ACCEPTED: COMPLETING, STARTING: COMPLETING, RUNNING: COMPLETING,
+                    RESUMING: COMPLETING},
+    ASKED: {NEW: ACCEPTED, COMPLETING: RUNNING},
+    IDLE: {ACCEPTED: NEW, RUNNING: COMPLETING},
+    IDLE_COUNTED: {STARTING: COMPLETING, RUNNING: COMPLETING, RESUMING: COMPLETING},
+    GANG_HARD_TIMEOUT: {state: FAILING for state in STATES},
+    FAILED_OUT: {FAILING: FAILED},
+    GANG_SOFT_TIMEOUT: {state: RESUMING for state in STATES},
+    COMPLETING_TIMEOUT: {COMPLETING: COMPLETED},
+    STARTING_TIMEOUT: {STARTING: RUNNING},
+    TERMINATED_TIMEOUT: {COMPLETED: EXPIRED, FAILED: EXPIRED},
+}
 
 #: Gang scheduling styles (YuniKorn ``gangSchedulingStyle``).
 GANG_SOFT = "soft"
@@ -153,7 +196,16 @@ class Application:
         for a in self.allocations.values():
             for k, v in a.resource.items():
                 total[k] = total.get(k, 0) + v
-        return Resource._wrap(dict(sorted(total.items())))
+        return Resource.of(dict(sorted(total.items())))
+
+    def move(self, trigger: str, t: float) -> bool:
+        """Follow :data:`TRANSITIONS` for ``trigger`` at time ``t``; False when the state has no move."""
+        target = TRANSITIONS[trigger].get(self.state)
+        if target is None:
+            return False
+        self.state = target
+        self.state_since = t
+        return True
 
     def has_placeholders(self) -> bool:
         """True while at least one gang placeholder is allocated."""

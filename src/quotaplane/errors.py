@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ConflictError",
+    "JournalReplayError",
     "NotFoundError",
     "NotLeaderError",
     "QuotaplaneError",
@@ -60,3 +61,7 @@ class NotLeaderError(QuotaplaneError):
     def __init__(self, message: str, leader: str | None = None) -> None:
         super().__init__(message)
         self.leader = leader
+
+
+class JournalReplayError(QuotaplaneError):
+    """Replaying a journalled event did not reproduce its recorded outcome, or the event is malformed."""

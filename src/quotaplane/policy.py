@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
+from quotaplane.config.model import PartitionConfig
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -116,31 +117,71 @@ class AdmissionRequest:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-@runtime_checkable
-class QuotaPolicy(Protocol):
-    """A quota policy plugged into the admission path.
+class QuotaPolicy:
+    """A quota policy plugged into the admission path: subclass it and override what applies.
 
     ``check`` must not change state. ``apply`` may still refuse (return a non-empty list) when the
     policy's own check-then-apply is atomic (the user group manager's); it then must have changed
     nothing. ``undo`` reverses a successful ``apply`` exactly. ``release`` gives back an allocation
-    admitted earlier. Policies that preempt return the preempted allocation keys from
-    ``take_preempted`` after an apply.
+    admitted earlier. The other methods are hooks with no-op defaults; the partition calls every one
+    of them on every policy, so a policy overrides only those it needs.
     """
 
+    __slots__ = ("name",)
+
+    #: The policy's name in violations and in ``Partition.policies()``.
     name: str
+    #: True when :meth:`revoke` may name allocations (the partition then ticks it on every timeout check).
+    reclaims: ClassVar[bool] = False
+    #: True when :meth:`check_replacement` checks a placeholder replacement without changing anything;
+    #: otherwise the partition releases the placeholder, checks, and applies it again on a refusal.
+    checks_replacement: ClassVar[bool] = False
 
     def check(self, request: AdmissionRequest) -> list[Violation]:
         """Every violation of this policy for ``request``; ``[]`` when it fits. Changes nothing."""
-        ...
+        raise NotImplementedError
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Count ``request``; return ``[]`` on success, or the violations (and change nothing)."""
-        ...
+        raise NotImplementedError
 
     def undo(self, request: AdmissionRequest) -> None:
         """Reverse a successful :meth:`apply` of ``request`` exactly."""
-        ...
+        raise NotImplementedError
 
     def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
         """Give back an allocation admitted earlier (``last_allocation``: the app has none left)."""
-        ...
+        raise NotImplementedError
+
+    # -- hooks (no-op defaults) ---------------------------------------------------------------------
+    def update_config(self, partition_config: PartitionConfig) -> None:
+        """A config reload kept this policy: adopt ``partition_config``."""
+
+    def validate_update(self, partition_config: PartitionConfig) -> None:
+        """Refuse (``ValueError``), before a reload is journalled, what :meth:`update_config` would."""
+
+    def set_cluster_resource(self, total: Resource) -> None:
+        """The sum of node capacities changed."""
+
+    def take_preempted(self) -> list[str]:
+        """Allocation keys the last :meth:`apply` or :meth:`update_config` let go (already released here)."""
+        return []
+
+    def check_replacement(self, placeholder: AdmissionRequest, real: AdmissionRequest) -> list[Violation]:
+        """Check ``real`` as if ``placeholder`` were released, changing nothing (``checks_replacement``)."""
+        raise NotImplementedError
+
+    def revoke(self, now: float) -> list[str]:
+        """Allocation keys to release now because their quota was over its share too long (``reclaims``)."""
+        return []
+
+    def dump_state(self) -> dict[str, Any] | None:
+        """Deterministic state for ``Partition.dump_state()`` (None: nothing to show)."""
+        return None
+
+    def memo(self) -> dict[str, Any] | None:
+        """State a snapshot rebuild cannot derive from the allocations (None: none)."""
+        return None
+
+    def restore_memo(self, memo: Mapping[str, Any]) -> None:
+        """Put back what :meth:`memo` returned (snapshot restore)."""

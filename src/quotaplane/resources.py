@@ -74,8 +74,12 @@ class Resource(Mapping[str, int]):
         object.__setattr__(self, "_hash", None)
 
     @classmethod
-    def _wrap(cls, values: dict[str, int]) -> Resource:
-        """Internal: adopt ``values`` without copying or checking (the caller owns nothing after)."""
+    def of(cls, values: dict[str, int]) -> Resource:
+        """The fast constructor: adopt ``values`` without copying or checking.
+
+        For amounts the caller has already checked (plain ``int`` within int64) in a dict it gives up:
+        changing ``values`` afterwards would change the Resource. Everything else uses ``Resource(…)``.
+        """
         r = object.__new__(cls)
         object.__setattr__(r, "_values", values)
         object.__setattr__(r, "_hash", None)
@@ -160,7 +164,7 @@ class Resource(Mapping[str, int]):
         return sub(self, other)
 
     def __neg__(self) -> Resource:
-        return Resource._wrap({k: _clamp(-v) for k, v in self._values.items()})
+        return Resource.of({k: _clamp(-v) for k, v in self._values.items()})
 
     def to_dict(self) -> dict[str, int]:
         """A fresh plain ``dict`` copy (names sorted, for stable JSON)."""
@@ -212,7 +216,7 @@ class Resource(Mapping[str, int]):
                 data[name] = parse_vcore(text) if name == VCORE else parse_quantity(text)
             except ValueError as exc:
                 raise ValueError(f"resource {name!r}: {exc}") from None
-        return cls._wrap(data)
+        return cls.of(data)
 
     @classmethod
     def from_k8s(cls, mapping: Mapping[str, Any] | None) -> Resource:
@@ -245,7 +249,7 @@ class Resource(Mapping[str, int]):
             except ValueError as exc:
                 raise ValueError(f"resource {name!r}: {exc}") from None
             data[key] = data.get(key, 0) + amount
-        return cls._wrap(data)
+        return cls.of(data)
 
 
 def _check_amount(name: object, amount: object) -> int:
@@ -283,7 +287,7 @@ def add(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> Resource:
     if b:
         for name, amount in _values_of(b).items():
             out[name] = _clamp(out.get(name, 0) + amount)
-    return Resource._wrap(out)
+    return Resource.of(out)
 
 
 def sub(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> Resource:
@@ -292,7 +296,7 @@ def sub(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> Resource:
     if b:
         for name, amount in _values_of(b).items():
             out[name] = _clamp(out.get(name, 0) - amount)
-    return Resource._wrap(out)
+    return Resource.of(out)
 
 
 @overload
@@ -305,9 +309,9 @@ def sub_only_existing(base: Mapping[str, int] | None, delta: Mapping[str, int] |
         return None
     bv = _values_of(base)
     if delta is None:
-        return Resource._wrap(dict(bv))
+        return Resource.of(dict(bv))
     dv = _values_of(delta)
-    return Resource._wrap({k: _clamp(v - dv.get(k, 0)) for k, v in bv.items()})
+    return Resource.of({k: _clamp(v - dv.get(k, 0)) for k, v in bv.items()})
 
 
 def component_wise_min(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> Resource | None:
@@ -316,15 +320,15 @@ def component_wise_min(a: Mapping[str, int] | None, b: Mapping[str, int] | None)
         return None
     if a is None:
         assert b is not None
-        return Resource._wrap(dict(_values_of(b)))
+        return Resource.of(dict(_values_of(b)))
     if b is None:
-        return Resource._wrap(dict(_values_of(a)))
+        return Resource.of(dict(_values_of(a)))
     out = dict(_values_of(a))
     for name, amount in _values_of(b).items():
         mine = out.get(name)
         if mine is None or amount < mine:
             out[name] = amount
-    return Resource._wrap(out)
+    return Resource.of(out)
 
 
 def fit_in_max_undef(headroom: Mapping[str, int] | None, request: Mapping[str, int] | None) -> bool:
@@ -358,7 +362,7 @@ def prune(r: Mapping[str, int] | None) -> Resource:
     """R-3: drop the names whose amount is exactly 0."""
     if not r:
         return Resource()
-    return Resource._wrap({k: v for k, v in _values_of(r).items() if v != 0})
+    return Resource.of({k: v for k, v in _values_of(r).items() if v != 0})
 
 
 def is_zero(r: Mapping[str, int] | None) -> bool:
@@ -380,7 +384,7 @@ def equals(a: Mapping[str, int] | None, b: Mapping[str, int] | None) -> bool:
     """R-9: a missing name counts as 0; nil equals only nil."""
     if a is None or b is None:
         return a is None and b is None
-    return Resource._wrap(dict(_values_of(a))) == _values_of(b)
+    return Resource.of(dict(_values_of(a))) == _values_of(b)
 
 
 # ------------------------------------------------------------------------------------------------

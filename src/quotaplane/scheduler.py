@@ -23,8 +23,10 @@ from contextlib import ExitStack
 from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
-from quotaplane.errors import ConfigError, NotFoundError
-from quotaplane.partition import DEFAULT_SNAPSHOT_EVERY, JournalReplayError, Partition
+from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
+from quotaplane.partition import Partition, PartitionOptions
+
+DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
 
 __all__ = ["SCHEDULER_STREAM", "Scheduler"]
 
@@ -118,9 +120,9 @@ class Scheduler:
         def _source(s: int) -> PartitionConfig:
             return self._config_at(s).partition(name)
 
+        options = PartitionOptions(snapshot_every=self.snapshot_every, **self._options)
         return Partition(pc, journal=self.journal, stream=_stream_of(name), clock=self.clock,
-                         config_seq=seq, config_source=_source,
-                         snapshot_every=self.snapshot_every, holder=self.holder, **self._options)
+                         config_seq=seq, config_source=_source, options=options, holder=self.holder)
 
     def _config_at(self, seq: int) -> SchedulerConfig:
         cfg = self._configs.get(seq)
@@ -173,8 +175,7 @@ class Scheduler:
             seq, state = snap
             p = self._rebuild(name, state)
             if p is not None:
-                p._last_seq = seq
-                p._snapshot_seq = seq
+                p.restored_at(seq)
                 p.replay(self.journal.read(stream, after=seq))
                 self.restored_from[name] = "snapshot"
                 return p
@@ -187,7 +188,7 @@ class Scheduler:
             raise JournalReplayError(f"stream {stream!r} does not start with a config event")
         p = self._new_partition(self._config_at(int(ev0["seq"])).partition(name), int(ev0["seq"]))
         p.replay(_chain(first, events))
-        p._snapshot_seq = snap[0] if snap is not None else 0
+        p.mark_snapshot(snap[0] if snap is not None else 0)
         self.restored_from[name] = "replay"
         return p
 
@@ -230,16 +231,15 @@ class Scheduler:
                 # (e.g. the forest policy: a quota tree still in use dropped), changing nothing
                 for pc in config.partitions:
                     found = self._partitions.get(pc.name)
-                    for policy in found.policies() if found is not None else ():
-                        check = getattr(policy, "validate_update", None)
-                        if check is not None:
-                            try:
-                                check(pc)
-                            except ConfigError:
-                                raise
-                            except ValueError as exc:
-                                # contract: update_config raises qp.ConfigError (and changes nothing)
-                                raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
+                    if found is None:
+                        continue
+                    try:
+                        found.validate_update(pc)
+                    except ConfigError:
+                        raise
+                    except ValueError as exc:
+                        # contract: update_config raises qp.ConfigError (and changes nothing)
+                        raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
             event = [{"type": "config", "text": text}]
             # fenced like every partition write: a leader that lost its lease must not change config
             seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
@@ -326,7 +326,7 @@ class Scheduler:
         scheduler must not be used afterwards."""
         if snapshot:
             for p in self.partitions():
-                if p._wrote and p.last_seq > p._snapshot_seq and p._poisoned is None:
+                if p.needs_snapshot:
                     try:
                         p.take_snapshot()
                     except Exception as exc:      # optional: the events are durable anyway

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from quotaplane import Resource
+from quotaplane.admission import AllocationSpec
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.partition import Partition
+from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest
 
 from .helpers import scheduler
@@ -26,10 +26,8 @@ def _part() -> Partition:
     return p
 
 
-def _entry(app: str, key: str, vcore: int) -> tuple[dict[str, Any], Resource]:
-    res = {"vcore": vcore}
-    return ({"type": "allocated", "app": app, "key": key, "resource": dict(res), "priority": 0,
-             "preemptible": True, "placeholder": False, "task_group": None}, Resource(res))
+def _entry(app: str, key: str, vcore: int) -> AllocationSpec:
+    return AllocationSpec(app, key, Resource({"vcore": vcore}))
 
 
 def test_q2_user_limit_refusal_after_the_other_checks_pass_changes_nothing() -> None:
@@ -57,13 +55,13 @@ def test_q2_queue_refusal_still_lists_the_user_and_group_violations() -> None:
 
 
 def test_validated_batch_gives_the_same_decisions_and_state_as_allocate_batch() -> None:
-    """allocate_validated_batch (the REST path) is allocate_batch without the second validation."""
+    """allocate_specs (the REST path) is allocate_batch without the second validation."""
     entries = [("app1", "a1", 2000), ("app2", "b1", 5000), ("app1", "a2", 3000),   # a2: user limit
                ("app1", "a3", 2000), ("app2", "b2", 60000), ("app2", "b3", 1)]    # b2: root capacity
     p, q = _part(), _part()
     got = p.allocate_batch([{"application_id": a, "allocation_key": k, "resource": {"vcore": v}}
                             for a, k, v in entries])
-    fast = q.allocate_validated_batch([_entry(a, k, v) for a, k, v in entries])
+    fast = q.allocate_specs([_entry(a, k, v) for a, k, v in entries])
     assert [d.to_dict() for d in fast] == [d.to_dict() for d in got]
     assert [d.allocated for d in fast] == [True, True, False, True, False, True]
     assert q.dump_state() == p.dump_state()
@@ -74,16 +72,16 @@ def test_validated_batch_refuses_before_anything_changes() -> None:
     p = _part()
     before = p.dump_state()
     with pytest.raises(NotFoundError):
-        p.allocate_validated_batch([_entry("app1", "a1", 1000), _entry("nope", "x", 1)])
+        p.allocate_specs([_entry("app1", "a1", 1000), _entry("nope", "x", 1)])
     with pytest.raises(ConflictError):
-        p.allocate_validated_batch([_entry("app1", "a1", 1000), _entry("app2", "a1", 1)])
+        p.allocate_specs([_entry("app1", "a1", 1000), _entry("app2", "a1", 1)])
     assert p.dump_state() == before
 
 
 def test_ugm_policy_admit_is_atomic_and_refusal_says_why() -> None:
     """U1: UgmPolicy.admit tracks or refuses without a change; refusal lists the exceeded limits."""
     p = _part()
-    ugm = p._ugm_policy
+    ugm = UgmPolicy(p.ugm)
     req = AdmissionRequest("app1", "k", "root.a", ALICE, Resource({"vcore": 5000}), first_allocation=True)
     before = p.ugm.dump_state()
     assert ugm.admit(req) is False

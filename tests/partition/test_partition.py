@@ -11,7 +11,7 @@ from quotaplane import ConflictError, NotFoundError, RejectedError, Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.partition import Partition
 from quotaplane.policies import registry
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from tests.partition.helpers import Clock, scheduler
 
 ALICE = UserGroup("alice", ["dev"])
@@ -155,7 +155,7 @@ def test_what_if_gives_the_same_answer_and_changes_nothing() -> None:
     assert [v.to_dict() for v in d.reasons] == [v.to_dict() for v in w.reasons]
 
 
-class _Refuser:
+class _Refuser(QuotaPolicy):
     """An extension policy whose check passes but whose apply refuses (tests the undo path)."""
 
     name = "refuser"

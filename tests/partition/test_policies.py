@@ -11,7 +11,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.policies import registry
 from quotaplane.policies.ugm import UgmPolicy
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.ugm import Manager
 
 
@@ -83,7 +83,7 @@ def test_release_last_allocation_ends_running_count() -> None:
     assert p.check(_req("app2", 100)) == []
 
 
-class _Dummy:
+class _Dummy(QuotaPolicy):
     name = "dummy"
 
     def __init__(self, config: PartitionConfig) -> None:

@@ -203,7 +203,7 @@ def test_asks_of_a_failed_application_wait_and_go_with_it() -> None:
     assert _keys(p.schedule()) == ["f1"]
     assert [a.allocation_key for a in p.pending()] == ["big"]
     assert p.pending_reasons("big") == []
-    clock.advance(p.terminated_timeout + 1)
+    clock.advance(p.options.terminated_timeout + 1)
     p.check_timeouts()
     assert p.application("gang") is None
     assert p.pending() == []
@@ -259,14 +259,18 @@ def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int,
 
 
 def _count_tries(p: Partition) -> list[str]:
+    """Spy on the admission attempts the partition's scheduler makes (its host's ``admit``)."""
+    import dataclasses
+
     tried: list[str] = []
-    real = p._try_ask
+    host = p._pending.host
+    real = host.admit
 
-    def counting(ask: Any, batch: Any) -> Any:
+    def counting(ask: Any) -> Any:
         tried.append(ask.allocation_key)
-        return real(ask, batch)
+        return real(ask)
 
-    p._try_ask = counting  # type: ignore[method-assign]
+    p._pending.host = dataclasses.replace(host, admit=counting)
     return tried
 
 
@@ -364,7 +368,7 @@ def test_a_long_cycle_is_journalled_in_chunks_and_a_failed_chunk_is_undone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every CYCLE_FLUSH_EVERY allocations the cycle journals what it has (one transaction) and
     tells subscribers; a failed chunk is undone alone — the chunks before it stand, journalled."""
-    import quotaplane.queueing as queueing
+    import quotaplane.scheduling.runner as queueing
 
     monkeypatch.setattr(queueing, "CYCLE_FLUSH_EVERY", 2)
     p = _part()
@@ -464,7 +468,7 @@ def test_a_request_brings_a_completing_application_back_to_running() -> None:
     p.allocate("hog", "h0", _v(4))
     p.add_ask("app", "k1", _v(1))
     assert p.application("app").state == "Running" and not p.application("app").counted
-    clock.advance(p.completing_timeout + 1)
+    clock.advance(p.options.completing_timeout + 1)
     p.check_timeouts()
     assert p.application("app").state == "Running"
     p.remove_ask("k1")
@@ -519,7 +523,7 @@ def test_replay_and_snapshot_restore_give_identical_state(ops: list[tuple[str, s
     (chunk-journalled) cycles ran."""
     import json
 
-    import quotaplane.queueing as queueing
+    import quotaplane.scheduling.runner as queueing
     from quotaplane.journal import MemoryJournal
 
     old = queueing.CYCLE_FLUSH_EVERY

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from quotaplane import ConflictError, NotFoundError, Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.partition import Partition
-from quotaplane.queueing import usage_shares
 from quotaplane.scheduler import Scheduler
+from quotaplane.scheduling import usage_shares
 from tests.partition.helpers import Clock
 
 ALICE = UserGroup("alice", ["dev"])

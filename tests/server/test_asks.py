@@ -176,7 +176,7 @@ def _stream_in_thread(c: TestClient, query: str, p: Any, headers: dict[str, str]
                       ) -> tuple[threading.Thread, dict[str, Any]]:
     """GET the stream from a thread (TestClient answers when the stream ends); wait until it listens."""
     result: dict[str, Any] = {}
-    before = len(p._subscribers)
+    before = p.subscriber_count()
 
     def run() -> None:
         r = c.get(f"{BASE}/events/stream?{query}", headers=headers or {})
@@ -186,9 +186,9 @@ def _stream_in_thread(c: TestClient, query: str, p: Any, headers: dict[str, str]
     t = threading.Thread(target=run, daemon=True)
     t.start()
     deadline = time.monotonic() + 10
-    while len(p._subscribers) <= before and time.monotonic() < deadline:
+    while p.subscriber_count() <= before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert len(p._subscribers) > before, "the stream never subscribed"
+    assert p.subscriber_count() > before, "the stream never subscribed"
     return t, result
 
 
@@ -210,7 +210,7 @@ def test_event_stream_delivers_allocations_of_waiting_asks(client: TestClient,
                                                    "applicationID": "a1", "allocationKey": "k1",
                                                    "queueName": "root.small",
                                                    "resource": {"vcore": 2000}})]
-    assert len(p._subscribers) == 0                       # unsubscribed when the stream ended
+    assert p.subscriber_count() == 0                       # unsubscribed when the stream ended
 
 
 def test_event_stream_ends_at_its_timeout(client: TestClient, scheduler: qp.Scheduler) -> None:
@@ -221,7 +221,7 @@ def test_event_stream_ends_at_its_timeout(client: TestClient, scheduler: qp.Sche
     t.join(10)
     assert not t.is_alive() and time.monotonic() - start < 10
     assert result["status"] == 200 and _sse(result["text"]) == []
-    assert len(p._subscribers) == 0
+    assert p.subscriber_count() == 0
 
 
 def test_event_stream_bad_query_is_400(client: TestClient) -> None:

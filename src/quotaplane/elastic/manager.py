@@ -71,7 +71,7 @@ def _le_completely(left: Mapping[str, int], right: Mapping[str, int]) -> list[st
 
 
 def _fmt(values: Mapping[str, int]) -> str:
-    return str(Resource._wrap(dict(values)))
+    return str(Resource.of(dict(values)))
 
 
 class _Pod:
@@ -499,19 +499,19 @@ class ElasticQuotaManager:
     def runtime(self, name: str) -> Resource:
         """The runtime quota of ``name`` (reference §2.4); the root's is the root total (E4)."""
         q = self._get(name)
-        return Resource._wrap(dict(self._runtime_of(q)))
+        return Resource.of(dict(self._runtime_of(q)))
 
     def request(self, name: str) -> Resource:
         """The request of ``name``: leaf Σ pod requests masked to max (E7), parent Σ children limited."""
-        return Resource._wrap(dict(self._get(name).request))
+        return Resource.of(dict(self._get(name).request))
 
     def used(self, name: str) -> Resource:
         """Σ requests of the assigned pods (masked to max, E7); a parent's is its children's sum."""
-        return Resource._wrap(dict(self._get(name).used))
+        return Resource.of(dict(self._get(name).used))
 
     def non_preemptible_used(self, name: str) -> Resource:
         """Σ requests of the assigned non-preemptible pods of a leaf (masked to max)."""
-        return Resource._wrap(dict(self._get(name).np_used))
+        return Resource.of(dict(self._get(name).np_used))
 
     def spec(self, name: str) -> QuotaSpec:
         """The declared spec of ``name`` (``KeyError`` when unknown)."""
@@ -528,7 +528,7 @@ class ElasticQuotaManager:
     @property
     def total(self) -> Resource:
         """The cluster total."""
-        return Resource._wrap(dict(self._total))
+        return Resource.of(dict(self._total))
 
     @property
     def scale_min(self) -> bool:
@@ -801,16 +801,16 @@ class ElasticQuotaManager:
 
         for c in self._root.children:
             aggregate(self._q[c])
-        out: dict[str, Resource] = {ROOT_QUOTA: Resource._wrap(self._root_total())}
+        out: dict[str, Resource] = {ROOT_QUOTA: Resource.of(self._root_total())}
         for name in _SPECIAL:
-            out[name] = Resource._wrap(dict(self._q[name].max))
+            out[name] = Resource.of(dict(self._q[name].max))
 
         def descend(p: _Quota, total: Mapping[str, int]) -> None:
             static = self._build_static(p)
             kids = static.kids
             values = self._group_values(static, total, [limited[c.name] for c in kids])
             for c, rt in zip(kids, values, strict=True):
-                out[c.name] = Resource._wrap(rt)
+                out[c.name] = Resource.of(rt)
                 if c.is_parent:
                     descend(c, rt)
 

@@ -272,7 +272,7 @@ def internal_resources(quota: str, field: str, raw: Mapping[str, Any] | None) ->
     if negative:
         raise QuotaValidationError(quota, f"{field}-negative",
                                    f"{field}'s value < 0, in dimensions :[{' '.join(sorted(negative))}]")
-    return Resource._wrap(data)
+    return Resource.of(data)
 
 
 def namespaces_tuple(quota: str, raw: Sequence[str]) -> tuple[str, ...]:

@@ -17,11 +17,12 @@ remove it. ``revoke(now)`` gives the allocation keys the over-use monitor wants 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from quotaplane.config.model import PartitionConfig
 from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
 from quotaplane.elastic.model import POD_LABEL_NAME, parse_elastic_quotas, spec_from_object
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
@@ -29,10 +30,12 @@ __all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
 NAMESPACE_TAG = "namespace"
 
 
-class ElasticPolicy:
+class ElasticPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`ElasticQuotaManager`."""
 
-    __slots__ = ("manager", "name")
+    __slots__ = ("manager",)
+
+    reclaims: ClassVar[bool] = True
 
     def __init__(self, manager: ElasticQuotaManager) -> None:
         self.name = "elastic"
@@ -55,7 +58,7 @@ class ElasticPolicy:
             return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=exc.message,
                               resource=None)]
         return [Violation(policy="elastic", code=code, path=path, message=message,
-                          resource=Resource._wrap(dict(short)))
+                          resource=Resource.of(dict(short)))
                 for code, path, message, short in found]
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
@@ -86,8 +89,7 @@ class ElasticPolicy:
         if self.manager.has_pod(request.allocation_key):
             self.manager.remove_pod(request.allocation_key)
 
-    # optional hooks the partition calls when present (policies/registry.py)
-    def set_cluster_resource(self, total: Mapping[str, int]) -> None:
+    def set_cluster_resource(self, total: Resource) -> None:
         """The sum of node capacities changed: it is the elastic total (E4)."""
         self.manager.set_total(total)
 
@@ -107,7 +109,7 @@ class ElasticPolicy:
         """The manager's deterministic state."""
         return self.manager.dump_state()
 
-    def validate_update(self, partition_config: Any) -> None:
+    def validate_update(self, partition_config: PartitionConfig) -> None:
         """Refuse, before the scheduler journals a reload, what :meth:`update_config` would refuse.
 
         A quota dropped while it still holds allocations, or definitions that break a rule against the
@@ -127,7 +129,7 @@ class ElasticPolicy:
         options = _options(extensions.get("elasticquotas"))
         self.manager.check_sync(options["specs"])
 
-    def update_config(self, partition_config: Any) -> None:
+    def update_config(self, partition_config: PartitionConfig) -> None:
         """A config reload kept the extension: the quota set and options become exactly the configured ones.
 
         All-or-nothing (:meth:`ElasticQuotaManager.sync_specs`): quotas no longer configured are deleted,

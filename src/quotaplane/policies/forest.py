@@ -36,8 +36,9 @@ Partition extension ``quotatrees`` (``build_policy``)::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from quotaplane.config.model import PartitionConfig
 from quotaplane.forest import (
     AllocationResponse,
     ConsumerInfo,
@@ -46,7 +47,7 @@ from quotaplane.forest import (
     QuotaError,
     QuotaManager,
 )
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]
@@ -71,10 +72,12 @@ def _violation(path: str, message: str, shortfall: Mapping[str, int] | None = No
                      resource=Resource(dict(shortfall)) if shortfall else None)
 
 
-class ForestPolicy:
+class ForestPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`QuotaManager`."""
 
-    __slots__ = ("_last", "_preempted", "_targets", "default_forest", "manager", "name")
+    __slots__ = ("_last", "_preempted", "_targets", "default_forest", "manager")
+
+    checks_replacement: ClassVar[bool] = True
 
     def __init__(self, manager: QuotaManager, *, default_forest: str | None = None) -> None:
         self.name = "forest"
@@ -331,7 +334,7 @@ class ForestPolicy:
                     "allocations": {k: {"kind": t[0], "name": t[1], "groups": dict(t[2])}
                                     for k, t in sorted(self._targets.items())}}
 
-    def validate_update(self, partition_config: Any) -> None:
+    def validate_update(self, partition_config: PartitionConfig) -> None:
         """Refuse, before anything is applied, a reload that would drop trees or forests in use.
 
         Called by the scheduler before the config event is journalled (and again by
@@ -372,7 +375,7 @@ class ForestPolicy:
             if problems:
                 raise QuotaError("; ".join(dict.fromkeys(problems)))
 
-    def update_config(self, partition_config: Any) -> None:
+    def update_config(self, partition_config: PartitionConfig) -> None:
         """A config reload kept ``quotatrees``: trees, forests and mode become exactly the configured ones.
 
         All-or-nothing: the whole definition is first built on its own and checked by

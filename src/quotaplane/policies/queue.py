@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.queues import QueueLimit, QueueTree
+from quotaplane.resources import Resource
 
 __all__ = ["QueuePolicy"]
 
@@ -23,10 +24,10 @@ def _violation(limit: QueueLimit) -> Violation:
                      resource=limit.shortfall)
 
 
-class QueuePolicy:
+class QueuePolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's queue tree."""
 
-    __slots__ = ("name", "tree")
+    __slots__ = ("tree",)
 
     def __init__(self, tree: QueueTree) -> None:
         self.name = "queue"
@@ -61,7 +62,7 @@ class QueuePolicy:
         if last_allocation:
             self.tree.app_stopped(request.queue_path, request.application_id)
 
-    def set_cluster_resource(self, total: Any) -> None:
+    def set_cluster_resource(self, total: Resource) -> None:
         """The sum of node capacities changed: it is the root max (M-1)."""
         self.tree.set_cluster_resource(total)
 

@@ -10,12 +10,8 @@ The two known keys are resolved lazily by module name, so this module imports no
 named must define ``build_policy(partition_config, context) -> QuotaPolicy``. Other keys can be added
 with :func:`register` (tests, plug-ins).
 
-Optional methods a built policy may have, which the partition calls when present:
-
-- ``update_config(partition_config)``: a config reload kept the extension key;
-- ``set_cluster_resource(total)``: the sum of node capacities changed;
-- ``take_preempted() -> list[str]``: allocation keys the last ``apply`` preempted;
-- ``dump_state() -> dict``: deterministic state, included in ``Partition.dump_state()``.
+A built policy is a :class:`~quotaplane.policy.QuotaPolicy`; the hooks it does not override
+(``update_config``, ``set_cluster_resource``, ``take_preempted``, ``dump_state`` …) are no-ops.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from quotaplane.config.model import PartitionConfig
 from quotaplane.policy import QuotaPolicy
@@ -38,7 +33,6 @@ class PolicyContext:
 
     partition: str
     clock: Callable[[], float]
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 PolicyBuilder = Callable[[PartitionConfig, PolicyContext], QuotaPolicy]
@@ -97,4 +91,8 @@ def build_policy(key: str, partition_config: PartitionConfig,
     if found is None:
         raise KeyError(f"no quota policy is registered for partition extension {key!r}")
     builder, order = found
-    return builder(partition_config, context), order
+    policy = builder(partition_config, context)
+    if not isinstance(policy, QuotaPolicy):
+        raise TypeError(f"the builder for partition extension {key!r} returned {type(policy).__name__}, "
+                        "not a quotaplane.policy.QuotaPolicy")
+    return policy, order

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.ugm import Manager
 
 __all__ = ["UgmPolicy", "violations_of"]
@@ -30,10 +30,10 @@ def violations_of(exceeded: list[Any]) -> list[Violation]:
     return out
 
 
-class UgmPolicy:
+class UgmPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`quotaplane.ugm.Manager`."""
 
-    __slots__ = ("manager", "name")
+    __slots__ = ("manager",)
 
     def __init__(self, manager: Manager) -> None:
         self.name = "ugm"

@@ -178,7 +178,7 @@ class Queue:
     @property
     def allocated(self) -> Resource:
         """The sum of every allocation in the subtree (a snapshot; zero names pruned)."""
-        return Resource._wrap(dict(self._alloc))
+        return Resource.of(dict(self._alloc))
 
     @property
     def is_root(self) -> bool:
@@ -527,14 +527,14 @@ class QueueTree:
             if total > limit:
                 shortfall[name] = total - limit
         shown_max = max_res if max_res is not None else Resource()
-        message = (f"allocation ({Resource._wrap(dict(request))}) puts queue '{q.path}' over maximum "
+        message = (f"allocation ({Resource.of(dict(request))}) puts queue '{q.path}' over maximum "
                    f"allocation ({shown_max}), current usage ({q.allocated})")
         return QueueLimit(
             code="root.capacity" if strict else "queue.max",
             queue_path=q.path,
             max=shown_max,
             allocated=q.allocated,
-            shortfall=Resource._wrap({k: shortfall[k] for k in sorted(shortfall)}),
+            shortfall=Resource.of({k: shortfall[k] for k in sorted(shortfall)}),
             message=message,
         )
 
@@ -568,7 +568,7 @@ class QueueTree:
             for name, amount in items:
                 if amount > 0 and used.get(name, 0) < amount:
                     raise ValueError(
-                        f"released allocation ({Resource._wrap(dict(delta))}) is larger than the "
+                        f"released allocation ({Resource.of(dict(delta))}) is larger than the "
                         f"allocation of queue '{q.path}' ({q.allocated})")
         self._add(chain, items, -1)
 
@@ -670,7 +670,7 @@ class QueueTree:
             used = q._alloc
             excess = {k: used.get(k, 0) - v for k, v in q.max.items() if used.get(k, 0) > v}
             if excess:
-                out.append((q.path, Resource._wrap({k: excess[k] for k in sorted(excess)}), delay))
+                out.append((q.path, Resource.of({k: excess[k] for k in sorted(excess)}), delay))
         return out
 
     # ------------------------------------------------------------------------------------------------
@@ -862,7 +862,7 @@ def parse_si_resource(text: str | None) -> Resource | None:
         if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
             return None
         values[name] = value
-    return Resource._wrap(values)
+    return Resource.of(values)
 
 
 def _parse_uint(text: str | None) -> int:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from quotaplane.admission import AllocationSpec
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import NotFoundError, RejectedError
 from quotaplane.resources import Resource
@@ -104,7 +105,7 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     """``POST …/allocations``: (201 or 409, the decision's JSON). Raises the usual errors."""
     service.ensure_writable()
     p = service.partition(partition)
-    decision = p.allocate(body.applicationID, body.allocationKey, Resource._wrap(body.resource),
+    decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
                           priority=body.priority, preemptible=body.preemptible)
     service.metrics.observe_decision(decision)
     out = decision.to_dict()
@@ -314,20 +315,16 @@ def router(service: Any) -> APIRouter:
         service.ensure_writable()
         p = service.partition(partition)
         # The models already checked every id, amount (int64, >= 0), priority and flag, and gave
-        # fresh dicts: build the partition's events directly (Partition._validate_alloc's shape)
-        # instead of validating each entry a second time, and adopt the amounts without
-        # Resource's per-amount checks.
-        wrap = Resource._wrap
-        entries = [({"type": "allocated", "app": a.applicationID, "key": a.allocationKey,
-                     "resource": dict(a.resource), "priority": a.priority, "preemptible": a.preemptible,
-                     "placeholder": False, "task_group": None}, wrap(a.resource))
-                   for a in body.allocations]
-        decisions = p.allocate_validated_batch(entries)
+        # fresh dicts: build the validated specs directly instead of validating each entry a second
+        # time, and adopt the amounts without Resource's per-amount checks.
+        entries = [AllocationSpec(a.applicationID, a.allocationKey, Resource.of(a.resource), a.priority,
+                                  a.preemptible) for a in body.allocations]
+        decisions = p.allocate_specs(entries)
         n_ok = metrics.observe_decisions(decisions)
         out = []
-        for (ev, _), d in zip(entries, decisions, strict=True):
+        for spec, d in zip(entries, decisions, strict=True):
             dj = d.to_dict()
-            dj.setdefault("allocationKey", ev["key"])
+            dj.setdefault("allocationKey", spec.allocation_key)
             out.append(dj)
         return json({"decisions": out, "allocated": n_ok, "refused": len(out) - n_ok})
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError, RejectedError
-from quotaplane.queueing import SORT_POLICY_PROPERTY
 from quotaplane.resources import Resource
+from quotaplane.scheduling import SORT_POLICY_PROPERTY
 from quotaplane.sim.trace import OPS, TraceEvent
 
 __all__ = ["DEFAULT_SAMPLES", "PROGRESS_EVERY", "SimulationResult", "Simulator"]

@@ -528,7 +528,7 @@ class Manager:
             result = _headroom(unodes, levels, table.user_limit, name, None)
             if group is not None:
                 result = _headroom(gnodes, levels, table.group_limit, group, result)
-        return None if result is None else Resource._wrap(dict(sorted(result.items())))
+        return None if result is None else Resource.of(dict(sorted(result.items())))
 
     def can_run_app(self, queue_path: str, application_id: str, user: UserGroup) -> bool:
         """H-3/H-4: the application may run (or already runs) under every user and group count limit."""
@@ -574,7 +574,7 @@ class Manager:
         name = _check_user(user)
         with self._lock:
             ut = self._users.get(name)
-            return None if ut is None else Resource._wrap(ut.usage())
+            return None if ut is None else Resource.of(ut.usage())
 
     def get_group_resources(self, group: str) -> Resource | None:
         """The group's total usage (root), or ``None`` when the group is not tracked."""
@@ -582,7 +582,7 @@ class Manager:
             raise ValueError("group name must be a non-empty string")
         with self._lock:
             gt = self._groups.get(group)
-            return None if gt is None else Resource._wrap(gt.usage())
+            return None if gt is None else Resource.of(gt.usage())
 
     def users_usage(self) -> list[dict[str, Any]]:
         """``GET …/usage/users``: every tracked user, by name (reference §2.1)."""
@@ -716,10 +716,10 @@ def _explain(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: tup
                     if lim is not None and usage.get(k, 0) + v > lim:
                         short[k] = v - (lim - usage.get(k, 0))
             if short:
-                limit_res = Resource._wrap(dict(mx))
-                short_res = Resource._wrap(dict(sorted(short.items())))
-                used = Resource._wrap({k: usage[k] for k in sorted(usage)})
-                req = Resource._wrap(dict(sorted(request.items())))
+                limit_res = Resource.of(dict(mx))
+                short_res = Resource.of(dict(sorted(short.items())))
+                used = Resource.of({k: usage[k] for k in sorted(usage)})
+                req = Resource.of(dict(sorted(request.items())))
                 out.append(LimitExceeded(
                     kind=kind, name=name, limit="maxresources", queue_path=level,
                     limit_resources=limit_res, limit_applications=entry.max_applications,
@@ -730,10 +730,10 @@ def _explain(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: tup
                 ))
         max_apps = entry.max_applications
         if max_apps and app not in running and len(running) >= max_apps:
-            used = Resource._wrap({k: usage[k] for k in sorted(usage)})
+            used = Resource.of({k: usage[k] for k in sorted(usage)})
             out.append(LimitExceeded(
                 kind=kind, name=name, limit="maxapplications", queue_path=level,
-                limit_resources=Resource._wrap(dict(mx)) if mx is not None else None,
+                limit_resources=Resource.of(dict(mx)) if mx is not None else None,
                 limit_applications=max_apps, usage=used, shortfall=None, wildcard=entry.wildcard,
                 running_applications=len(running),
                 message=(f"{who} already runs {len(running)} of at most {max_apps} applications"

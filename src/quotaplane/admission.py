@@ -1,0 +1,186 @@
+"""The one admission path (decision Q2): check every policy, apply them all, undo exactly on a refusal.
+
+:class:`PolicySet` holds a partition's policies by role (queue, user/group, extensions) and in
+admission order. :func:`admit` is the live path: every check runs before the first change and a
+refusal lists every violation of every policy, in policy order, each computed once. The user group
+manager checks and applies in one atomic step (rule U1), so when every other policy admits, its
+trackers are walked once, not twice. :func:`apply_all` is the replay path: the recorded outcome,
+without checks.
+
+:class:`AllocationSpec` is a validated allocation request (what ``Partition.allocate`` takes);
+:class:`AllocationUndo` is what reverses an admitted allocation that could not be journalled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quotaplane.policies.queue import QueuePolicy
+from quotaplane.policies.ugm import UgmPolicy
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
+from quotaplane.resources import Resource
+
+__all__ = ["AllocationSpec", "AllocationUndo", "PolicySet", "admit", "apply_all", "as_resource", "check_all",
+           "check_id", "validate_spec"]
+
+#: (policy that let it go, allocation key): an allocation a policy preempted while admitting another
+Preempted = tuple[QuotaPolicy, str]
+
+
+class PolicySet:
+    """The policies of a partition by role, and in admission order (decision Q2).
+
+    ``queue`` and ``ugm`` are always there; ``extensions`` are the policies switched on by partition
+    config keys (elastic, forest, plug-ins) with their keys, in their registered order. ``all`` is the
+    admission order: queue, user/group, then the extensions.
+    """
+
+    __slots__ = ("all", "extension_policies", "extensions", "queue", "ugm")
+
+    def __init__(self, queue: QueuePolicy, ugm: UgmPolicy,
+                 extensions: Sequence[tuple[str, QuotaPolicy]] = ()) -> None:
+        self.queue = queue
+        self.ugm = ugm
+        self.extensions: tuple[tuple[str, QuotaPolicy], ...] = tuple(extensions)
+        self.extension_policies: tuple[QuotaPolicy, ...] = tuple(p for _, p in self.extensions)
+        self.all: tuple[QuotaPolicy, ...] = (queue, ugm, *self.extension_policies)
+
+    @property
+    def core(self) -> tuple[QuotaPolicy, QuotaPolicy]:
+        """The policies that hold the running-application count: queue and user/group."""
+        return (self.queue, self.ugm)
+
+    def extension(self, key: str) -> QuotaPolicy | None:
+        """The extension policy switched on by partition config key ``key``, or None."""
+        for k, p in self.extensions:
+            if k == key:
+                return p
+        return None
+
+    def reclaiming(self) -> list[QuotaPolicy]:
+        """The extension policies whose over-use monitor may name allocations to release (E5)."""
+        return [p for p in self.extension_policies if p.reclaims]
+
+    def take_preempted(self) -> list[Preempted]:
+        """What each policy let go in its last apply or config update, with the policy."""
+        return [(p, key) for p in self.all for key in p.take_preempted()]
+
+
+def check_all(policies: PolicySet, request: AdmissionRequest) -> list[Violation]:
+    """Every violation of every policy, in admission order; changes nothing (``what_if``)."""
+    reasons: list[Violation] = []
+    for policy in policies.all:
+        reasons.extend(policy.check(request))
+    return reasons
+
+
+def admit(policies: PolicySet, request: AdmissionRequest) -> tuple[list[Violation], list[Preempted]]:
+    """Admit ``request`` through every policy or change nothing; return (refusal, preempted).
+
+    The pure checks of queue and extensions run first; if any refuses, the user/group check is added
+    in its place so the reasons are in policy order, each computed once. Otherwise the user group
+    manager checks and applies atomically (U1), then the others apply; a late refusal undoes the
+    applied ones in reverse.
+    """
+    ugm = policies.ugm
+    reasons = policies.queue.check(request)
+    ext: list[Violation] = []
+    for policy in policies.extension_policies:
+        ext.extend(policy.check(request))
+    if reasons or ext:
+        reasons.extend(ugm.check(request))
+        reasons.extend(ext)
+        return reasons, []
+    if not ugm.admit(request):
+        return ugm.refusal(request), []
+    return apply_all(policies, request, admitted=ugm)
+
+
+def apply_all(policies: PolicySet, request: AdmissionRequest, admitted: QuotaPolicy | None = None
+              ) -> tuple[list[Violation], list[Preempted]]:
+    """Apply every policy in order; on a refusal undo the applied ones in reverse (Q2).
+
+    ``admitted``: a policy that has already applied the request; it is skipped here but undone like
+    the others on a refusal. Returns the refusal (empty on success) and the allocations the policies
+    preempted, each with the policy that let it go.
+    """
+    applied: list[QuotaPolicy] = []
+    for policy in policies.all:
+        if policy is not admitted:
+            refused = policy.apply(request)
+            if refused:
+                for done in reversed(applied):
+                    done.undo(request)
+                return refused, []
+        applied.append(policy)
+    return [], policies.take_preempted()
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationSpec:
+    """A validated allocation request: ids non-empty, amounts non-negative integers, flags booleans."""
+
+    application_id: str
+    allocation_key: str
+    resource: Resource
+    priority: int = 0
+    preemptible: bool = True
+    placeholder: bool = False
+    task_group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationUndo:
+    """What reverses an admitted, not yet journalled allocation: its request and the lifecycle before."""
+
+    request: AdmissionRequest
+    state: str
+    state_since: float
+    counted: bool
+    anchor_seq: int
+    placeholder_since: float | None
+
+
+def check_id(value: object, what: str) -> str:
+    """``value`` when it is a non-empty string; ``ValueError`` naming ``what`` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    return value
+
+
+def as_resource(resource: object, what: str = "resource") -> Resource:
+    """A Resource of non-negative amounts from a Resource or a mapping; ``ValueError`` otherwise."""
+    if isinstance(resource, Resource):
+        r = resource
+    elif isinstance(resource, Mapping):
+        r = Resource(resource)
+    else:
+        raise ValueError(f"{what} must be a mapping of resource name to integer, "
+                         f"got {type(resource).__name__}")
+    for name, amount in r.items():
+        if amount < 0:
+            raise ValueError(f"{what}: negative amount {amount} for {name!r}")
+    return r
+
+
+def validate_spec(application_id: Any, allocation_key: Any, resource: Any, priority: Any = 0,
+                  preemptible: Any = True, placeholder: Any = False, task_group: Any = None
+                  ) -> AllocationSpec:
+    """Check the arguments of ``Partition.allocate`` (``ValueError`` naming the first bad one)."""
+    check_id(application_id, "application id")
+    check_id(allocation_key, "allocation key")
+    if resource is None:
+        raise ValueError("resource is required")
+    res = as_resource(resource)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError("priority must be an integer")
+    if not isinstance(preemptible, bool) or not isinstance(placeholder, bool):
+        raise ValueError("preemptible and placeholder must be booleans")
+    if placeholder and not task_group:
+        raise ValueError("a placeholder allocation needs a task group")
+    if task_group is not None and not isinstance(task_group, str):
+        raise ValueError("task_group must be a string")
+    return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
+                          task_group or None)

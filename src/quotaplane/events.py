@@ -1,0 +1,396 @@
+"""The partition's journal events, one typed class each, with their JSON form (product.md "Architecture").
+
+Every change of a partition is one of these events: the partition applies it, appends its JSON form
+to the journal, and only then answers (rule S1 in ``docs/rules.md``); replay decodes the JSON with
+:func:`decode` and applies the same class through the same code. The JSON form is the journal's
+format, kept byte-identical across releases (``tests/journal/test_journal_fixture.py`` replays a
+journal written by earlier code): field names are the JSON keys, and a field listed in a class's
+``OMIT`` is left out of the JSON while it is ``None`` (older events lack those keys).
+
+Two events never appear in a partition's stream, only in a snapshot's rebuild list: :class:`CountIn`
+and :class:`AppRestore`, and :class:`PolicyMemo` (state a policy cannot derive from allocations).
+
+Subscribers (``Partition.subscribe``) do not receive these events; they receive *notices*
+(:class:`AllocatedNotice`), whose shape is the REST event stream's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+from quotaplane.resources import Resource
+
+__all__ = [
+    "EVENT_TYPES",
+    "Allocated",
+    "AllocatedNotice",
+    "AppAdded",
+    "AppRemoved",
+    "AppRestore",
+    "AskAdded",
+    "AskRemoved",
+    "ConfigApplied",
+    "CountIn",
+    "Event",
+    "EventFormatError",
+    "NodeAdded",
+    "NodeRemoved",
+    "PolicyMemo",
+    "Released",
+    "Replaced",
+    "Timeouts",
+    "decode",
+]
+
+
+class EventFormatError(ValueError):
+    """A journalled event that cannot be decoded: unknown type, missing field, or a wrong value."""
+
+
+_Conv = Callable[[Any], Any]
+
+
+def _fail(what: str) -> EventFormatError:
+    return EventFormatError(what)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise _fail(f"expected a string, got {v!r}")
+    return v
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(f"expected an integer, got {v!r}")
+    return v
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise _fail(f"expected a number, got {v!r}")
+    return float(v)
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise _fail(f"expected true or false, got {v!r}")
+    return v
+
+
+def _res(v: Any) -> Resource:
+    if not isinstance(v, Mapping):
+        raise _fail(f"expected a resource object, got {v!r}")
+    out: dict[str, int] = {}
+    for name, amount in v.items():
+        if not isinstance(name, str) or isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+            raise _fail(f"resource {name!r}: expected a non-negative integer, got {amount!r}")
+        out[name] = amount
+    return Resource.of(out)
+
+
+def _strs(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list | tuple):
+        raise _fail(f"expected a list of strings, got {v!r}")
+    return tuple(_str(x) for x in v)
+
+
+def _tags(v: Any) -> dict[str, str]:
+    if not isinstance(v, Mapping):
+        raise _fail(f"expected an object of strings, got {v!r}")
+    return {_str(k): _str(x) for k, x in v.items()}
+
+
+def _any_map(v: Any) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise _fail(f"expected an object, got {v!r}")
+    return dict(v)
+
+
+def _opt(conv: _Conv) -> _Conv:
+    def convert(v: Any) -> Any:
+        return None if v is None else conv(v)
+    return convert
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, Resource):
+        return v.to_dict()
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, dict):
+        return dict(v)
+    return v
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """A journalled change of a partition. ``TYPE`` is its ``"type"`` in the JSON form."""
+
+    TYPE: ClassVar[str] = ""
+    #: converters of the JSON values, one per field, in field order
+    FIELDS: ClassVar[dict[str, _Conv]] = {}
+    #: fields left out of the JSON while None
+    OMIT: ClassVar[frozenset[str]] = frozenset()
+
+    def to_json(self) -> dict[str, Any]:
+        """The journal form: ``{"type": TYPE, field: value, …}`` (plain JSON values)."""
+        out: dict[str, Any] = {"type": self.TYPE}
+        omit = self.OMIT
+        for name in self.FIELDS:
+            value = getattr(self, name)
+            if value is None and name in omit:
+                continue
+            out[name] = _json_value(value)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """Decode the journal form; :class:`EventFormatError` names the field that is wrong."""
+        kwargs: dict[str, Any] = {}
+        defaults = cls._defaults()
+        for name, conv in cls.FIELDS.items():
+            if name not in data:
+                if name in defaults:
+                    continue
+                raise EventFormatError(f"{cls.TYPE} event: missing field {name!r}")
+            try:
+                kwargs[name] = conv(data[name])
+            except EventFormatError as exc:
+                raise EventFormatError(f"{cls.TYPE} event, field {name!r}: {exc}") from None
+        return cls(**kwargs)
+
+    @classmethod
+    def _defaults(cls) -> frozenset[str]:
+        found = _DEFAULTS.get(cls)
+        if found is None:
+            from dataclasses import MISSING, fields
+
+            found = frozenset(f.name for f in fields(cls)
+                              if f.default is not MISSING or f.default_factory is not MISSING)
+            _DEFAULTS[cls] = found
+        return found
+
+
+_DEFAULTS: dict[type[Event], frozenset[str]] = {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigApplied(Event):
+    """Config ``seq`` (a sequence number of the scheduler stream) took effect in the partition.
+
+    ``t`` is the time of releases the new config caused (quota-tree consumers left without a node).
+    """
+
+    TYPE: ClassVar[str] = "config"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"seq": _int, "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
+    seq: int
+    t: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeAdded(Event):
+    """A node registered with its capacity (the root queue's max grows)."""
+
+    TYPE: ClassVar[str] = "node_added"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res}
+    node: str
+    capacity: Resource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRemoved(Event):
+    """A node removed (the root queue's max shrinks)."""
+
+    TYPE: ClassVar[str] = "node_removed"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str}
+    node: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppAdded(Event):
+    """An application placed in ``queue`` (placement already decided: replay does not place again)."""
+
+    TYPE: ClassVar[str] = "app_added"
+    FIELDS: ClassVar[dict[str, _Conv]] = {
+        "app": _str, "user": _str, "groups": _strs, "queue": _str, "tags": _tags, "t": _float,
+        "gang_style": _str, "placeholder_timeout": _opt(_float)}
+    app: str
+    user: str
+    groups: tuple[str, ...]
+    queue: str
+    tags: dict[str, str] = field(default_factory=dict)
+    t: float
+    gang_style: str = "soft"
+    placeholder_timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppRemoved(Event):
+    """An application removed with all its allocations and asks."""
+
+    TYPE: ClassVar[str] = "app_removed"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"app": _str, "t": _float}
+    app: str
+    t: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocated(Event):
+    """An allocation admitted by every policy; ``preempted``: what a policy let go for it.
+
+    ``preempted`` is ``None`` in a snapshot's rebuild list (the preemptions happened before it).
+    """
+
+    TYPE: ClassVar[str] = "allocated"
+    FIELDS: ClassVar[dict[str, _Conv]] = {
+        "app": _str, "key": _str, "resource": _res, "priority": _int, "preemptible": _bool,
+        "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted"})
+    app: str
+    key: str
+    resource: Resource
+    priority: int = 0
+    preemptible: bool = True
+    placeholder: bool = False
+    task_group: str | None = None
+    t: float
+    preempted: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released(Event):
+    """An allocation released (the last one of an application ends its running count)."""
+
+    TYPE: ClassVar[str] = "released"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "t": _float}
+    key: str
+    t: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replaced(Event):
+    """A gang placeholder replaced by the real allocation ``key`` of ``resource``."""
+
+    TYPE: ClassVar[str] = "replaced"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"placeholder": _str, "key": _str, "resource": _res, "t": _float}
+    placeholder: str
+    key: str
+    resource: Resource
+    t: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timeouts(Event):
+    """Every timeout due at ``t`` applied (placeholders, lifecycle, elastic reclaim)."""
+
+    TYPE: ClassVar[str] = "timeouts"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"t": _float}
+    t: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AskAdded(Event):
+    """A pending ask queued; ``seq`` is its arrival number in the partition."""
+
+    TYPE: ClassVar[str] = "ask_added"
+    FIELDS: ClassVar[dict[str, _Conv]] = {
+        "key": _str, "app": _str, "resource": _res, "priority": _int, "preemptible": _bool, "seq": _int,
+        "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group"})
+    key: str
+    app: str
+    resource: Resource
+    priority: int = 0
+    preemptible: bool = True
+    seq: int = 0
+    t: float = 0.0
+    placeholder: bool | None = None       # written only when true
+    task_group: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AskRemoved(Event):
+    """A pending ask withdrawn."""
+
+    TYPE: ClassVar[str] = "ask_removed"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "t": _float}
+    key: str
+    t: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountIn(Event):
+    """Snapshot rebuild: an application enters the running count with no resources."""
+
+    TYPE: ClassVar[str] = "count_in"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"app": _str}
+    app: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppRestore(Event):
+    """Snapshot rebuild: an application's lifecycle fields as they were."""
+
+    TYPE: ClassVar[str] = "app_restore"
+    FIELDS: ClassVar[dict[str, _Conv]] = {
+        "app": _str, "state": _str, "state_since": _float, "placeholder_since": _opt(_float),
+        "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs)}
+    app: str
+    state: str
+    state_since: float
+    placeholder_since: float | None
+    anchor_seq: int
+    added_seq: int
+    allocations: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyMemo(Event):
+    """Snapshot rebuild: state of policy ``policy`` that allocations do not determine."""
+
+    TYPE: ClassVar[str] = "policy_memo"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"policy": _str, "memo": _any_map}
+    policy: str
+    memo: dict[str, Any]
+
+
+#: Every event class by its JSON ``type``.
+EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
+    ConfigApplied, NodeAdded, NodeRemoved, AppAdded, AppRemoved, Allocated, Released, Replaced, Timeouts,
+    AskAdded, AskRemoved, CountIn, AppRestore, PolicyMemo)}
+
+
+def decode(data: Mapping[str, Any]) -> Event:
+    """The typed event of a journalled JSON object; :class:`EventFormatError` when it is not one."""
+    if not isinstance(data, Mapping):
+        raise EventFormatError(f"an event must be a JSON object, got {type(data).__name__}")
+    cls = EVENT_TYPES.get(data.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise EventFormatError(f"unknown event type {data.get('type')!r}")
+    return cls.from_json(data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocatedNotice:
+    """Told to subscribers when a cycle allocated a pending ask (after it was journalled)."""
+
+    partition: str
+    application_id: str
+    allocation_key: str
+    queue: str
+    resource: Resource
+    placeholder_key: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event stream's shape: ``{"type": "allocated", "partition", "applicationID", …}``."""
+        out: dict[str, Any] = {"type": "allocated", "partition": self.partition,
+                               "applicationID": self.application_id, "allocationKey": self.allocation_key,
+                               "queueName": self.queue, "resource": self.resource.to_dict()}
+        if self.placeholder_key is not None:
+            out["placeholderKey"] = self.placeholder_key
+        return out

@@ -1,0 +1,160 @@
+"""Pending asks: requests that wait until they fit, counting towards no quota (seed 004).
+
+An :class:`Ask` is journalled as an :class:`~quotaplane.events.AskAdded` event and keeps its arrival
+number ``seq`` across restarts; the :class:`AskQueue` indexes the asks of a partition by key and by
+application.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quotaplane.events import AskAdded
+from quotaplane.policy import Violation
+from quotaplane.resources import Resource
+
+__all__ = ["Ask", "AskQueue"]
+
+
+class Ask:
+    """One pending request of an application: it waits until it fits, counting towards no quota.
+
+    ``seq`` is the arrival order within the partition; ``reasons`` are the violations that kept it
+    waiting at the last attempt, exactly the ``what_if`` answer for the same request (``None`` before
+    the first). ``reasons_at`` is the partition's journal position the reasons were computed at
+    (``-1``: during the running cycle); reading them later recomputes them when anything was
+    journalled since.
+    """
+
+    __slots__ = ("allocation_key", "application_id", "created", "placeholder", "preemptible", "priority",
+                 "reasons", "reasons_at", "resource", "seq", "task_group")
+
+    def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
+                 preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
+                 seq: int = 0, created: float = 0.0) -> None:
+        self.allocation_key = allocation_key
+        self.application_id = application_id
+        self.resource = resource
+        self.priority = priority
+        self.preemptible = preemptible
+        self.placeholder = placeholder
+        self.task_group = task_group
+        self.seq = seq
+        self.created = created
+        self.reasons: list[Violation] | None = None
+        self.reasons_at = -2
+
+    def sort_key(self) -> tuple[int, int]:
+        """Priority first (highest), then age (oldest)."""
+        return (-self.priority, self.seq)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape of a pending ask, with the reasons it waits."""
+        out: dict[str, Any] = {
+            "allocationKey": self.allocation_key,
+            "applicationID": self.application_id,
+            "resource": self.resource.to_dict(),
+            "priority": self.priority,
+            "preemptible": self.preemptible,
+            "createTime": self.created,
+            "reasons": [v.to_dict() for v in (self.reasons or [])],
+        }
+        if self.placeholder:
+            out["placeholder"] = True
+        if self.task_group is not None:
+            out["taskGroupName"] = self.task_group
+        return out
+
+    def event(self) -> AskAdded:
+        """The journal event that adds this ask."""
+        return AskAdded(key=self.allocation_key, app=self.application_id, resource=self.resource,
+                        priority=self.priority, preemptible=self.preemptible, seq=self.seq, t=self.created,
+                        placeholder=True if self.placeholder else None, task_group=self.task_group)
+
+    @classmethod
+    def from_event(cls, ev: AskAdded) -> Ask:
+        """Rebuild an ask from its ``ask_added`` event."""
+        return cls(ev.key, ev.app, ev.resource, priority=ev.priority, preemptible=ev.preemptible,
+                   placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
+
+    def __repr__(self) -> str:
+        return f"Ask({self.allocation_key!r}, app={self.application_id!r}, {self.resource!r})"
+
+
+class AskQueue:
+    """The pending asks of one partition, in arrival order, indexed by key and by application."""
+
+    __slots__ = ("_by_app", "_by_key", "_next_seq", "cycle_freed", "dirty")
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Ask] = {}
+        self._by_app: dict[str, dict[str, Ask]] = {}
+        self._next_seq = 1
+        #: Something freed capacity or quota since the last cycle (or an ask was added).
+        self.dirty = False
+        #: Set by the consumer when an attempt of the running cycle freed quota (another cycle runs).
+        self.cycle_freed = False
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def get(self, key: str) -> Ask | None:
+        """The pending ask with ``key``, or None."""
+        return self._by_key.get(key)
+
+    def next_seq(self) -> int:
+        """The arrival number the next ask gets."""
+        return self._next_seq
+
+    def add(self, ask: Ask) -> None:
+        """Queue ``ask`` (its ``seq`` is kept; later asks get a higher one)."""
+        self._by_key[ask.allocation_key] = ask
+        self._by_app.setdefault(ask.application_id, {})[ask.allocation_key] = ask
+        if ask.seq >= self._next_seq:
+            self._next_seq = ask.seq + 1
+        self.dirty = True
+
+    def remove(self, key: str) -> Ask | None:
+        """Drop the ask with ``key``; return it (None when unknown)."""
+        ask = self._by_key.pop(key, None)
+        if ask is not None:
+            app_asks = self._by_app.get(ask.application_id)
+            if app_asks is not None:
+                app_asks.pop(key, None)
+                if not app_asks:
+                    del self._by_app[ask.application_id]
+        return ask
+
+    def remove_application(self, application_id: str) -> list[Ask]:
+        """Drop every ask of an application; return them in arrival order."""
+        asks = self._by_app.pop(application_id, {})
+        for key in asks:
+            self._by_key.pop(key, None)
+        return sorted(asks.values(), key=lambda a: a.seq)
+
+    def has_application(self, application_id: str) -> bool:
+        """True while ``application_id`` has at least one pending ask."""
+        return application_id in self._by_app
+
+    def of_application(self, application_id: str) -> list[Ask]:
+        """The pending asks of one application, in scheduling order."""
+        return sorted(self._by_app.get(application_id, {}).values(), key=Ask.sort_key)
+
+    def applications(self) -> list[str]:
+        """The applications with pending asks (sorted)."""
+        return sorted(self._by_app)
+
+    def all(self) -> list[Ask]:
+        """Every pending ask in arrival order."""
+        return sorted(self._by_key.values(), key=lambda a: a.seq)
+
+    def unsorted(self) -> list[Ask]:
+        """Every pending ask, in no particular order (for work whose result does not depend on it)."""
+        return list(self._by_key.values())
+
+    def dump(self) -> list[dict[str, Any]]:
+        """Deterministic plain data (arrival order) for ``dump_state``."""
+        return [a.event().to_json() for a in self.all()]

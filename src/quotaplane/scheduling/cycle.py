@@ -1,0 +1,127 @@
+"""One scheduling cycle over the pending asks (seed 004: quotas are enforced on consumption).
+
+Every pending ask is tried at most once per cycle, in :mod:`~quotaplane.scheduling.order`; an ask that
+fits at its turn is always allocated, so no ask that fits is skipped by later ones. A cycle only
+consumes, never frees, so an ask refused in a cycle still does not fit at its end: after a cycle no
+pending ask fits. (A quota forest may preempt to admit, and a smaller real allocation replacing a
+gang placeholder gives quota back: then another cycle is due.) Two consequences keep cycles cheap:
+within a cycle an ask that needs at least what a refused ask of its application needed is refused
+without an attempt, and an ask over a queue max (M-2, which never preempts) is refused without the
+full check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from quotaplane.events import Allocated
+from quotaplane.policy import Decision
+from quotaplane.scheduling.asks import Ask, AskQueue
+from quotaplane.scheduling.order import candidates
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.admission import AllocationUndo
+    from quotaplane.application import Application
+    from quotaplane.queues.tree import Queue
+
+__all__ = ["CycleBatch", "placeholder_of", "run_cycle"]
+
+
+def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+              try_ask: Callable[[Ask], Decision],
+              surely_refused: Callable[[Ask], bool] | None = None) -> list[Ask]:
+    """One scheduling cycle: try every pending ask once in order; return the asks allocated.
+
+    ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
+    the decision; a refused ask keeps waiting with the decision's reasons. An allocation that
+    preempted others (a quota forest) freed quota: the queue stays ``dirty`` so another cycle runs
+    (no ask refused earlier in this cycle is left behind). ``surely_refused`` is an optional cheap
+    test (e.g. the queue maxima alone) that answers True only for asks the admission would refuse:
+    those are not tried, and their reasons are explained when read.
+    """
+    allocated: list[Ask] = []
+    refused: list[Ask] = []
+    stale = 0                      # refused[:stale] were refused before the cycle's last allocation
+    seen: set[str] = set()
+    freed = False
+    asks.cycle_freed = False
+    # The last refused ask of each application: a later ask of it that asks for at least as much
+    # (same priority and preemptibility) is refused too, since a cycle only consumes quota; it is
+    # not tried again (its reasons are explained lazily). Preemption frees quota: see ``freed``.
+    last_refused: dict[str, Ask] = {}
+    # The cheap refusal test runs only in leaves where an attempt of this cycle was refused: where
+    # asks fit, it would only repeat what the admission checks anyway.
+    refused_in: set[str] = set()
+    skip: Callable[[Queue, Ask], bool] | None = None
+    if surely_refused is not None:
+        test = surely_refused
+
+        def skip(leaf: Queue, ask: Ask) -> bool:
+            return leaf.path in refused_in and test(ask)
+
+    for leaf, ask in candidates(asks, root, apps, skip):
+        key = ask.allocation_key
+        if key in seen or key not in asks:
+            continue
+        seen.add(key)
+        worse = last_refused.get(ask.application_id)
+        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse):
+            ask.reasons = None
+            refused.append(ask)
+            continue
+        decision = try_ask(ask)
+        if decision.allocated:
+            allocated.append(ask)
+            stale = len(refused)
+            if decision.preempted:
+                freed = True
+        else:
+            ask.reasons = list(decision.reasons)
+            ask.reasons_at = -1
+            refused.append(ask)
+            last_refused[ask.application_id] = ask
+            refused_in.add(leaf.path)
+    # Reasons must equal what_if at the end of the cycle: those given before a later allocation
+    # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
+    for ask in refused[:stale]:
+        ask.reasons = None
+    asks.dirty = freed or asks.cycle_freed
+    return allocated
+
+
+def _dominates(ask: Ask, refused: Ask) -> bool:
+    """``ask`` needs at least what ``refused`` needed, per resource, with the same priority and
+    preemptibility (so every quota check that refused ``refused`` refuses ``ask`` as well)."""
+    if ask.priority != refused.priority or ask.preemptible != refused.preemptible:
+        return False
+    if ask.placeholder != refused.placeholder or (ask.task_group is not None and not ask.placeholder):
+        return False                    # a real task-group ask may replace a placeholder instead
+    mine = ask.resource._values
+    return all(mine.get(name, 0) >= amount for name, amount in refused.resource._values.items())
+
+
+class CycleBatch:
+    """The allocations of a cycle not yet journalled: their events, undo records and asks."""
+
+    __slots__ = ("asks", "events", "undos")
+
+    def __init__(self) -> None:
+        self.events: list[Allocated] = []
+        self.undos: list[AllocationUndo] = []
+        self.asks: list[Ask] = []
+
+    def clear(self) -> None:
+        """Forget the batch (after it was journalled or undone)."""
+        self.events = []
+        self.undos = []
+        self.asks = []
+
+
+def placeholder_of(app: Application, task_group: str) -> str | None:
+    """The oldest allocated placeholder of ``task_group`` in ``app`` (admission order), or None."""
+    for key, alloc in app.allocations.items():
+        if alloc.placeholder and alloc.task_group == task_group:
+            return key
+    return None
+

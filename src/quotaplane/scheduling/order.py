@@ -1,0 +1,257 @@
+"""The scheduling order of pending asks, as YuniKorn documents it (seed 004, docs/queueing.md).
+
+* **queues** by fair share, hierarchically from the root: at each level the child whose usage is
+  lowest relative to its ``guaranteed`` resource goes first (YuniKorn ``getShares``: per resource the
+  share is ``allocated / guaranteed``, or the raw amount when nothing is guaranteed for it; shares
+  sorted descending and compared lexicographically), then relative to its ``max``, then by name;
+* **applications** within a leaf queue by the queue's ``application.sort.policy``: ``fifo`` (the
+  default: submission order), ``fair`` (lowest usage share first, then submission order) or
+  ``stateaware`` (fifo, but only one application may be starting at a time: while an application is
+  Starting, Accepted/New applications wait);
+* **asks** within an application by priority (highest first), then age (oldest first).
+
+:func:`candidates` re-sorts after every allocation, like YuniKorn's one-allocation-per-attempt loop,
+with one heap per parent queue so an attempt costs ``O(depth · log fanout)`` rather than a full sort.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.application import ACCEPTED, ACTIVE_STATES, NEW, STARTING
+from quotaplane.resources import Resource
+from quotaplane.scheduling.asks import Ask, AskQueue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.application import Application
+    from quotaplane.queues.tree import Queue
+
+__all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "candidates", "leaf_asks", "order_applications",
+           "usage_shares"]
+
+#: The values of the ``application.sort.policy`` queue property.
+SORT_POLICIES = ("fifo", "fair", "stateaware")
+SORT_POLICY_PROPERTY = "application.sort.policy"
+
+_WAITING_STATES = (NEW, ACCEPTED)
+_STARTING = STARTING
+
+
+def usage_shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
+    """YuniKorn ``getShares``: per used resource ``used / base`` (raw ``used`` when the base lacks it),
+    sorted descending; compared lexicographically, lower first."""
+    if type(base) is Resource:
+        base = base._values
+    if type(allocated) is Resource:
+        allocated = allocated._values
+    return _shares(allocated, base)
+
+
+def _shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tuple[float, ...]:
+    # plain dicts only: the hot path (every attempt that allocates re-keys the chosen queues)
+    if base:
+        get = base.get
+        shares = [used / total if (total := get(name, 0)) > 0 else float(used)
+                  for name, used in allocated.items() if used]
+    else:
+        shares = [float(used) for used in allocated.values() if used]
+    if len(shares) > 1:
+        shares.sort(reverse=True)
+    return tuple(shares)
+
+
+_NO_LIMIT: dict[str, int] = {}
+
+
+def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
+    """Fair-share order of sibling queues: usage relative to guaranteed, then to max, then name."""
+    alloc = q._alloc
+    if not alloc:
+        return ((), (), q.name)
+    g = q.guaranteed
+    m = q.max
+    return (_shares(alloc, g._values if g is not None else _NO_LIMIT),
+            _shares(alloc, m._values if m is not None else _NO_LIMIT), q.name)
+
+
+
+def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application], *,
+                       stateaware_filter: bool = True) -> list[Application]:
+    """The applications of ``leaf`` with pending asks, in the leaf's sort policy order.
+
+    Only applications that can take allocations (an active state) are listed. Submission order
+    is the submit time, ties broken by the order the applications were placed in the leaf. For
+    ``stateaware`` the list is filtered as it stands now (``stateaware_filter``).
+    """
+    policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
+    candidates: list[tuple[float, int, Application]] = []
+    for i, a in enumerate(leaf.applications):
+        if asks.has_application(a):
+            app = apps.get(a)
+            if app is not None and app.state in ACTIVE_STATES:
+                candidates.append((app.submit_time, i, app))
+    if policy == "fair":
+        fair = [(usage_shares(app.allocated, leaf.guaranteed), t, i, app) for t, i, app in candidates]
+        fair.sort(key=lambda e: e[:3])
+        return [e[3] for e in fair]
+    candidates.sort(key=lambda e: e[:2])
+    ordered = [e[2] for e in candidates]
+    if policy == "stateaware" and stateaware_filter:
+        # Only one application may be starting at a time: while one is Starting, waiting
+        # applications stay back; otherwise only the oldest waiting one may start.
+        starting = any(apps[a].state == _STARTING for a in leaf.applications if a in apps)
+        out: list[Application] = []
+        admitted_waiting = starting
+        for app in ordered:
+            if app.state in _WAITING_STATES:
+                if admitted_waiting:
+                    continue
+                admitted_waiting = True
+            out.append(app)
+        return out
+    return ordered
+
+def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
+    """The pending asks of ``leaf`` in scheduling order, for one cycle.
+
+    The consumer tries each ask before asking for the next. With the ``fair`` policy the
+    applications are re-sorted after every attempt (YuniKorn sorts them at each attempt): an
+    allocation raises its application's usage, so another application may come first next.
+    """
+    policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
+    if policy == "stateaware":
+        yield from _stateaware_asks(asks, leaf, apps)
+        return
+    ordered = order_applications(asks, leaf, apps)
+    if policy != "fair":
+        for app in ordered:
+            yield from asks.of_application(app.application_id)
+        return
+    guaranteed = leaf.guaranteed._values if leaf.guaranteed is not None else _NO_LIMIT
+    # entries: (shares, position in the initial order, app index); usage tracked incrementally
+    usage: list[dict[str, int]] = []
+    lists: list[list[Ask]] = []
+    heap: list[tuple[tuple[float, ...], int, int]] = []
+    for pos, app in enumerate(ordered):
+        used = dict(app.allocated._values)
+        usage.append(used)
+        lists.append(asks.of_application(app.application_id))
+        heap.append((_shares(used, guaranteed), pos, pos))
+    heapq.heapify(heap)
+    nexts = [0] * len(ordered)
+    while heap:
+        _, pos, idx = heapq.heappop(heap)
+        app_asks = lists[idx]
+        ask = app_asks[nexts[idx]]
+        nexts[idx] += 1
+        yield ask
+        if ask.allocation_key not in asks:        # allocated by the consumer: usage grew
+            used = usage[idx]
+            for name, amount in ask.resource._values.items():
+                used[name] = used.get(name, 0) + amount
+        if nexts[idx] < len(app_asks):
+            heapq.heappush(heap, (_shares(usage[idx], guaranteed), pos, idx))
+
+def _stateaware_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
+    """``stateaware``: fifo, but a New/Accepted application may start only while no application
+    of the leaf is Starting and no older waiting one is still waiting — re-checked after every
+    attempt (YuniKorn filters at each attempt), so an application that becomes Running within
+    the cycle lets the next one start in the same cycle."""
+    ordered = order_applications(asks, leaf, apps, stateaware_filter=False)
+    starting = {a for a in leaf.applications if a in apps and apps[a].state == _STARTING}
+    admitted: Application | None = None           # the waiting application let through
+    held: list[Application] = []
+
+    def blocked() -> bool:
+        return bool(starting) or (admitted is not None and admitted.state in _WAITING_STATES)
+
+    def asks_of(app: Application) -> Iterator[Ask]:
+        for ask in asks.of_application(app.application_id):
+            yield ask
+            if app.state == _STARTING:
+                starting.add(app.application_id)
+            else:
+                starting.discard(app.application_id)
+
+    for app in ordered:
+        if app.state in _WAITING_STATES:
+            if blocked():
+                held.append(app)
+                continue
+            admitted = app
+        yield from asks_of(app)
+    while held and not blocked():
+        admitted = held.pop(0)
+        yield from asks_of(admitted)
+
+def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+               skip: Callable[[Queue, Ask], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
+    """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
+
+    The consumer tries the ask (which may change the queues' usage) before asking for the next;
+    each pending ask is yielded at most once. An ask for which ``skip`` (evaluated at its turn)
+    is true is passed over without being yielded — it costs no queue re-sorting — and its
+    reasons are reset (explained when read).
+    """
+    leaf_iters: dict[str, Iterator[Ask]] = {}
+
+    def has_work(q: Queue) -> bool:
+        if q.is_leaf:
+            return any(asks.has_application(a) for a in q.applications)
+        return any(has_work(c) for c in q.children.values())
+
+    # One heap per parent of children that still have work: entries (key, name).
+    heaps: dict[str, list[tuple[Any, str]]] = {}
+
+    def heap_of(q: Queue) -> list[tuple[Any, str]]:
+        h = heaps.get(q.path)
+        if h is None:
+            h = [(_queue_key(c), c.name) for c in q.children.values() if has_work(c)]
+            heapq.heapify(h)
+            heaps[q.path] = h
+        return h
+
+    def next_from(q: Queue) -> tuple[Queue, Ask] | None:
+        if q.is_leaf:
+            it = leaf_iters.get(q.path)
+            if it is None:
+                it = leaf_asks(asks, q, apps)
+                leaf_iters[q.path] = it
+            ask = next(it, None)
+            if skip is not None:
+                while ask is not None and skip(q, ask):
+                    ask.reasons = None
+                    ask = next(it, None)
+            return None if ask is None else (q, ask)
+        h = heap_of(q)
+        while h:
+            key, name = heapq.heappop(h)
+            child = q.children.get(name)
+            if child is None:
+                continue
+            found = next_from(child)
+            if found is not None:
+                pending_children.append((h, key, child))
+                return found
+        return None
+
+    pending_children: list[tuple[list[tuple[Any, str]], Any, Queue]] = []
+    if not root.is_leaf and not has_work(root):
+        return
+    while True:
+        pending_children.clear()
+        found = next_from(root)
+        if found is None:
+            return
+        yield found
+        # The ask has been tried: re-insert the chosen path. Only an allocation changes usage
+        # (the ask left the queue); a refusal changes nothing, so the old keys still hold.
+        if found[1].allocation_key in asks:
+            for h, key, child in pending_children:
+                heapq.heappush(h, (key, child.name))
+        else:
+            for h, _key, child in pending_children:
+                heapq.heappush(h, (_queue_key(child), child.name))
+

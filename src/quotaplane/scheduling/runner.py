@@ -1,0 +1,250 @@
+"""The pending-ask scheduler of a partition: cycles, their journal batches and their subscribers.
+
+:class:`PendingAsks` is composed into the partition (not mixed in): it sees the partition only
+through :class:`CycleHost`, a handful of callables, and owns the asks, the automatic cycle after a
+change (:meth:`PendingAsks.freed`), the batching of a cycle's allocations into journal transactions
+(:data:`CYCLE_FLUSH_EVERY`), and the notices to subscribers, sent only once journalled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.application import ACTIVE_STATES
+from quotaplane.events import Allocated, AllocatedNotice, Event
+from quotaplane.policy import Decision, Violation
+from quotaplane.scheduling.asks import Ask, AskQueue
+from quotaplane.scheduling.cycle import CycleBatch, placeholder_of, run_cycle
+from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.admission import AllocationUndo
+    from quotaplane.application import Allocation, Application
+    from quotaplane.queues.tree import Queue
+
+__all__ = ["CYCLE_FLUSH_EVERY", "CycleHost", "PendingAsks"]
+
+#: A long cycle journals its allocations in transactions of this many (then tells subscribers):
+#: few commits, bounded undo state, and the first allocation notices leave early.
+CYCLE_FLUSH_EVERY = 1000
+
+Subscriber = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CycleHost:
+    """What the scheduler may do with its partition (all under the partition lock)."""
+
+    name: str
+    apps: Mapping[str, Application]
+    allocations: Mapping[str, Allocation]
+    queue: Callable[[str], Queue | None]
+    #: admit an ask in memory: (decision, the event to journal, how to undo it)
+    admit: Callable[[Ask], tuple[Decision, Allocated | None, AllocationUndo | None]]
+    undo: Callable[[Allocated, AllocationUndo], None]
+    #: replace a gang placeholder by the ask (journalled at once)
+    replace: Callable[[str, str, Any], Decision]
+    record: Callable[[list[Event]], None]
+    explain: Callable[[Ask], list[Violation]]
+    over_queue_max: Callable[[Ask], bool]
+    last_seq: Callable[[], int]
+    replaying: Callable[[], bool]
+
+
+class PendingAsks:
+    """The asks of one partition and the cycles that allocate them (docs/queueing.md)."""
+
+    __slots__ = ("asks", "auto_schedule", "host", "schedule_error", "subscribers")
+
+    def __init__(self, host: CycleHost, *, auto_schedule: bool = True) -> None:
+        self.host = host
+        self.asks = AskQueue()
+        self.subscribers: list[Subscriber] = []
+        #: Run a cycle right after anything that frees capacity or quota (and after an ask is added).
+        self.auto_schedule = auto_schedule
+        #: The error of the last automatic cycle that failed (None: none failed).
+        self.schedule_error: Exception | None = None
+
+    @property
+    def schedule_needed(self) -> bool:
+        """True when asks are pending and something changed since the last cycle."""
+        return self.asks.dirty and len(self.asks) > 0
+
+    # -- cycles ---------------------------------------------------------------------------------------
+    def schedule(self) -> list[Ask]:
+        """One full cycle; return the asks allocated (journalled per :data:`CYCLE_FLUSH_EVERY`)."""
+        if not len(self.asks):
+            self.asks.dirty = False
+            return []
+        root = self.host.queue("root")
+        if root is None:
+            return []
+        batch = CycleBatch()
+        try:
+            made = run_cycle(self.asks, root, self.host.apps, lambda ask: self._try_ask(ask, batch),
+                             self.host.over_queue_max)
+        except BaseException:
+            self._rollback(batch)
+            raise
+        self._flush(batch)
+        self._stamp_reasons()
+        return made
+
+    def after_add(self, ask: Ask, was_dirty: bool) -> None:
+        """The automatic cycle after ``ask`` was added (and journalled)."""
+        if was_dirty or not self.auto_schedule or self.host.replaying():
+            self.run_if_needed()
+            return
+        self.asks.dirty = False
+        try:
+            self._try_new(ask)
+        except Exception as exc:    # the ask is journalled: it waits, the timer retries
+            self.schedule_error = exc
+            self.asks.dirty = True
+
+    def freed(self) -> None:
+        """Capacity or quota may have been freed: mark for a cycle and run one when automatic."""
+        self.asks.dirty = True
+        self.run_if_needed()
+
+    def run_if_needed(self) -> None:
+        """The automatic cycle after a change. It runs again (at most twice more) when a cycle freed
+        quota itself (preemption, a smaller placeholder replacement). It never makes the change that
+        triggered it look failed: the change is journalled already, so a failing cycle is kept in
+        :attr:`schedule_error` and left due (the service's timer retries it)."""
+        for _ in range(3):
+            if not (self.auto_schedule and not self.host.replaying() and self.schedule_needed):
+                return
+            try:
+                self.schedule()
+            except Exception as exc:
+                self.schedule_error = exc
+                self.asks.dirty = True
+                return
+
+    def _try_new(self, ask: Ask) -> None:
+        """The automatic cycle after an ask is added, when nothing freed quota since the last cycle.
+
+        Then no other pending ask fits (a cycle leaves none that fits, and since then quota was only
+        consumed), and trying the new ask cannot change that: a full cycle would allocate the new
+        ask or nothing. So only the new ask is tried — O(1) instead of O(pending) per submission —
+        unless its queue's ``stateaware`` policy holds its application back.
+        """
+        app = self.host.apps[ask.application_id]
+        leaf = self.host.queue(app.queue_path)
+        if leaf is None:
+            return
+        if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware" and all(
+                a is not app for a in order_applications(self.asks, leaf, self.host.apps)):
+            return
+        batch = CycleBatch()
+        self.asks.cycle_freed = False
+        try:
+            decision = self._try_ask(ask, batch)
+        except BaseException:
+            self._rollback(batch)
+            raise
+        self._flush(batch)
+        if not decision.allocated and ask.allocation_key in self.asks:
+            ask.reasons, ask.reasons_at = list(decision.reasons), self.host.last_seq()
+        if decision.preempted or self.asks.cycle_freed:
+            self.freed()                       # quota was given back: the others get a cycle
+
+    def _try_ask(self, ask: Ask, batch: CycleBatch) -> Decision:
+        """Admit ``ask`` in memory (journalled when the cycle's batch is flushed)."""
+        app = self.host.apps.get(ask.application_id)
+        if app is None or app.state not in ACTIVE_STATES or self.host.queue(app.queue_path) is None:
+            return Decision(False, [])           # cannot take allocations now: keeps waiting
+        if ask.task_group is not None and not ask.placeholder:
+            placeholder = placeholder_of(app, ask.task_group)
+            if placeholder is not None:
+                return self._replace_for(ask, placeholder, batch)
+        decision, done, undo = self.host.admit(ask)
+        if done is not None and undo is not None:
+            batch.events.append(done)
+            batch.undos.append(undo)
+            batch.asks.append(ask)
+            if len(batch.events) >= CYCLE_FLUSH_EVERY:
+                self._flush(batch)
+        return decision
+
+    def _replace_for(self, ask: Ask, placeholder: str, batch: CycleBatch) -> Decision:
+        """Gang scheduling (seed 001, YUNIKORN-982): a real ask of a task group that holds an
+        allocated placeholder replaces that placeholder instead of allocating anew."""
+        self._flush(batch)                      # keep the journal (and the notices) in cycle order
+        before = self.host.allocations[placeholder].resource
+        decision = self.host.replace(placeholder, ask.allocation_key, ask.resource)
+        if decision.allocated:
+            if any(ask.resource.get(name, 0) < amount for name, amount in before.items()):
+                self.asks.cycle_freed = True   # a smaller real allocation gave quota back
+            self.asks.remove(ask.allocation_key)   # (the replaced event removes it on replay too)
+            self._notify(ask, placeholder)
+        return decision
+
+    # -- journal batches ------------------------------------------------------------------------------
+    def _flush(self, batch: CycleBatch) -> None:
+        """Journal the batch's allocations in one transaction, then tell the subscribers."""
+        if not batch.events:
+            return
+        try:
+            self.host.record(list(batch.events))
+        except BaseException:
+            self._rollback(batch)
+            raise
+        asks = batch.asks
+        batch.clear()
+        if self.subscribers:
+            for ask in asks:
+                self._notify(ask)
+
+    def _rollback(self, batch: CycleBatch) -> None:
+        """Undo the batch's (unjournalled) allocations, newest first; their asks wait again."""
+        for done, undo, ask in zip(reversed(batch.events), reversed(batch.undos), reversed(batch.asks),
+                                   strict=True):
+            self.host.undo(done, undo)
+            if ask.allocation_key not in self.host.allocations and ask.allocation_key not in self.asks:
+                ask.reasons = None
+                self.asks.add(ask)
+        batch.clear()
+
+    # -- subscribers ----------------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> None:
+        """Add a subscriber (see ``Partition.subscribe``)."""
+        self.subscribers.append(callback)
+
+    def unsubscribe(self, callback: Subscriber) -> None:
+        """Remove a subscriber (no error when it is gone already)."""
+        if callback in self.subscribers:
+            self.subscribers.remove(callback)
+
+    def _notify(self, ask: Ask, placeholder: str | None = None) -> None:
+        if not self.subscribers:
+            return
+        app = self.host.apps.get(ask.application_id)
+        event = AllocatedNotice(partition=self.host.name, application_id=ask.application_id,
+                                allocation_key=ask.allocation_key,
+                                queue=app.queue_path if app is not None else "", resource=ask.resource,
+                                placeholder_key=placeholder).to_dict()
+        for cb in list(self.subscribers):
+            try:
+                cb(event)
+            except Exception:  # a broken subscriber must not break scheduling
+                self.unsubscribe(cb)
+
+    # -- reasons --------------------------------------------------------------------------------------
+    def _stamp_reasons(self) -> None:
+        """The reasons given during the cycle hold at its end: stamp them with the journal position."""
+        at = self.host.last_seq()
+        for ask in self.asks.unsorted():
+            if ask.reasons_at == -1:
+                ask.reasons_at = at
+
+    def reasons_of(self, ask: Ask) -> list[Violation]:
+        """The ask's reasons, recomputed (``what_if``) when anything was journalled since."""
+        at = self.host.last_seq()
+        if ask.reasons is None or ask.reasons_at != at:
+            ask.reasons = self.host.explain(ask)
+            ask.reasons_at = at
+        return ask.reasons
