@@ -118,7 +118,7 @@ def apply_all(policies: PolicySet, request: AdmissionRequest, admitted: QuotaPol
     return [], policies.take_preempted()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AllocationSpec:
     """A validated allocation request: ids non-empty, amounts non-negative integers, flags booleans."""
 
@@ -131,7 +131,7 @@ class AllocationSpec:
     task_group: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AllocationUndo:
     """What reverses an admitted, not yet journalled allocation: its request and the lifecycle before."""
 

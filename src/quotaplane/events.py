@@ -1,5 +1,8 @@
 """The partition's journal events, one typed class each, with their JSON form (product.md "Architecture").
 
+Events are plain slotted dataclasses, treated as immutable once built (not ``frozen``: a frozen
+dataclass costs a ``object.__setattr__`` per field, and an event is built for every allocation).
+
 Every change of a partition is one of these events: the partition applies it, appends its JSON form
 to the journal, and only then answers (rule S1 in ``docs/rules.md``); replay decodes the JSON with
 :func:`decode` and applies the same class through the same code. The JSON form is the journal's
@@ -58,7 +61,7 @@ def _fail(what: str) -> EventFormatError:
 
 
 def _str(v: Any) -> str:
-    if not isinstance(v, str):
+    if type(v) is not str:
         raise _fail(f"expected a string, got {v!r}")
     return v
 
@@ -82,14 +85,14 @@ def _bool(v: Any) -> bool:
 
 
 def _res(v: Any) -> Resource:
-    if not isinstance(v, Mapping):
-        raise _fail(f"expected a resource object, got {v!r}")
-    out: dict[str, int] = {}
+    if type(v) is not dict:
+        if not isinstance(v, Mapping):
+            raise _fail(f"expected a resource object, got {v!r}")
+        v = dict(v)
     for name, amount in v.items():
-        if not isinstance(name, str) or isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+        if type(amount) is not int or amount < 0 or type(name) is not str:
             raise _fail(f"resource {name!r}: expected a non-negative integer, got {amount!r}")
-        out[name] = amount
-    return Resource.of(out)
+    return Resource.of(dict(v))
 
 
 def _strs(v: Any) -> tuple[str, ...]:
@@ -126,7 +129,7 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Event:
     """A journalled change of a partition. ``TYPE`` is its ``"type"`` in the JSON form."""
 
@@ -151,16 +154,14 @@ class Event:
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """Decode the journal form; :class:`EventFormatError` names the field that is wrong."""
         kwargs: dict[str, Any] = {}
-        defaults = cls._defaults()
-        for name, conv in cls.FIELDS.items():
-            if name not in data:
-                if name in defaults:
-                    continue
-                raise EventFormatError(f"{cls.TYPE} event: missing field {name!r}")
-            try:
-                kwargs[name] = conv(data[name])
-            except EventFormatError as exc:
-                raise EventFormatError(f"{cls.TYPE} event, field {name!r}: {exc}") from None
+        try:
+            for name, conv in cls.FIELDS.items():
+                if name in data:
+                    kwargs[name] = conv(data[name])
+                elif name not in cls._defaults():
+                    raise EventFormatError(f"missing field {name!r}")
+        except EventFormatError as exc:
+            raise EventFormatError(f"{cls.TYPE} event, field {name!r}: {exc}") from None
         return cls(**kwargs)
 
     @classmethod
@@ -178,7 +179,7 @@ class Event:
 _DEFAULTS: dict[type[Event], frozenset[str]] = {}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ConfigApplied(Event):
     """Config ``seq`` (a sequence number of the scheduler stream) took effect in the partition.
 
@@ -192,7 +193,7 @@ class ConfigApplied(Event):
     t: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class NodeAdded(Event):
     """A node registered with its capacity (the root queue's max grows)."""
 
@@ -202,7 +203,7 @@ class NodeAdded(Event):
     capacity: Resource
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class NodeRemoved(Event):
     """A node removed (the root queue's max shrinks)."""
 
@@ -211,7 +212,7 @@ class NodeRemoved(Event):
     node: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AppAdded(Event):
     """An application placed in ``queue`` (placement already decided: replay does not place again)."""
 
@@ -229,7 +230,7 @@ class AppAdded(Event):
     placeholder_timeout: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AppRemoved(Event):
     """An application removed with all its allocations and asks."""
 
@@ -239,7 +240,7 @@ class AppRemoved(Event):
     t: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Allocated(Event):
     """An allocation admitted by every policy; ``preempted``: what a policy let go for it.
 
@@ -261,8 +262,18 @@ class Allocated(Event):
     t: float
     preempted: tuple[str, ...] | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`Event.to_json`, written out: one is built for every allocation (pinned by a test)."""
+        out: dict[str, Any] = {"type": "allocated", "app": self.app, "key": self.key,
+                               "resource": self.resource.to_dict(), "priority": self.priority,
+                               "preemptible": self.preemptible, "placeholder": self.placeholder,
+                               "task_group": self.task_group, "t": self.t}
+        if self.preempted is not None:
+            out["preempted"] = list(self.preempted)
+        return out
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(slots=True, kw_only=True)
 class Released(Event):
     """An allocation released (the last one of an application ends its running count)."""
 
@@ -271,8 +282,12 @@ class Released(Event):
     key: str
     t: float
 
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`Event.to_json`, written out: one is built for every release (pinned by a test)."""
+        return {"type": "released", "key": self.key, "t": self.t}
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(slots=True, kw_only=True)
 class Replaced(Event):
     """A gang placeholder replaced by the real allocation ``key`` of ``resource``."""
 
@@ -284,7 +299,7 @@ class Replaced(Event):
     t: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Timeouts(Event):
     """Every timeout due at ``t`` applied (placeholders, lifecycle, elastic reclaim)."""
 
@@ -293,7 +308,7 @@ class Timeouts(Event):
     t: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AskAdded(Event):
     """A pending ask queued; ``seq`` is its arrival number in the partition."""
 
@@ -313,7 +328,7 @@ class AskAdded(Event):
     task_group: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AskRemoved(Event):
     """A pending ask withdrawn."""
 
@@ -323,7 +338,7 @@ class AskRemoved(Event):
     t: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CountIn(Event):
     """Snapshot rebuild: an application enters the running count with no resources."""
 
@@ -332,7 +347,7 @@ class CountIn(Event):
     app: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AppRestore(Event):
     """Snapshot rebuild: an application's lifecycle fields as they were."""
 
@@ -349,7 +364,7 @@ class AppRestore(Event):
     allocations: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PolicyMemo(Event):
     """Snapshot rebuild: state of policy ``policy`` that allocations do not determine."""
 
@@ -375,7 +390,7 @@ def decode(data: Mapping[str, Any]) -> Event:
     return cls.from_json(data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AllocatedNotice:
     """Told to subscribers when a cycle allocated a pending ask (after it was journalled)."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from quotaplane import events as E
+import quotaplane.events as E
 from quotaplane.admission import (
     AllocationSpec,
     AllocationUndo,
@@ -606,11 +606,11 @@ class Partition:
         if key in self._allocs:
             raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
         req = self._request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted)
-        undo = AllocationUndo(req, app.state, app.state_since, app.counted, app.anchor_seq,
-                              app.placeholder_since)
+        before = (app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since)
         refused, preempted = admit(self._policies, req)
         if refused:
             return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, None
+        undo = AllocationUndo(req, *before)
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
                          task_group=spec.task_group, t=self.clock(), preempted=tuple(k for _, k in preempted))

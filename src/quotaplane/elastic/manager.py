@@ -299,16 +299,6 @@ class ElasticQuotaManager:
         """Create or update several quota groups given as :class:`QuotaSpec`; all-or-nothing."""
         self._apply_specs(list(specs))
 
-    def sync_yaml(self, text: str) -> None:
-        """Make the quota set exactly the ElasticQuotas of ``text`` (a declarative reload).
-
-        Quotas of the text are created or updated as by :meth:`apply_yaml`; every other quota (except the
-        root, system and default quotas) is deleted. All-or-nothing: a quota that would have to go but
-        still has pods, a definition naming such a quota as parent, or any rule broken by the definitions
-        raises :class:`QuotaValidationError` and changes nothing.
-        """
-        self.sync_specs(parse_elastic_quotas(text))
-
     def check_sync(self, specs: Sequence[QuotaSpec]) -> None:
         """Every check :meth:`sync_specs` makes before it changes anything, changing nothing.
 
@@ -336,7 +326,13 @@ class ElasticQuotaManager:
             view.stage(self._validate(view, spec))
 
     def sync_specs(self, specs: Sequence[QuotaSpec]) -> None:
-        """:meth:`sync_yaml` for :class:`QuotaSpec` objects."""
+        """Make the quota set exactly ``specs`` (a declarative reload).
+
+        Quotas of ``specs`` are created or updated as by :meth:`apply_specs`; every other quota (except
+        the root, system and default quotas) is deleted. All-or-nothing: a quota that would have to go
+        but still has pods, a definition naming such a quota as parent, or any rule broken by the
+        definitions raises :class:`QuotaValidationError` and changes nothing.
+        """
         specs = list(specs)
         keep = {s.name for s in specs}
         removed = [n for n in sorted(self._q) if n not in keep and n not in (ROOT_QUOTA, SYSTEM_QUOTA,

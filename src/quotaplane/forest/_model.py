@@ -12,8 +12,7 @@ import enum
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from quotaplane.errors import QuotaplaneError
@@ -341,11 +340,6 @@ class TreeCache:
         self._resources: set[str] = set()
         self._specs: dict[str, NodeSpec] = {}
         self._renamed: dict[str, str] = {}
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            yield
 
     # -- node specs
     def add_node_spec(self, name: str, spec: Mapping[str, Any]) -> None:

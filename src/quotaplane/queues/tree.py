@@ -304,11 +304,6 @@ class QueueTree:
         self._root.max = self._cluster
 
     @property
-    def cluster_resource(self) -> Resource | None:
-        """The last cluster size set (None before any node was registered)."""
-        return self._cluster
-
-    @property
     def partition(self) -> str:
         """The partition name of the config this tree was built from."""
         return self._partition
