@@ -11,6 +11,7 @@ stable tokens listed in contract.md.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -117,7 +118,7 @@ class AdmissionRequest:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-class QuotaPolicy:
+class QuotaPolicy(ABC):
     """A quota policy plugged into the admission path: subclass it and override what applies.
 
     ``check`` must not change state. ``apply`` may still refuse (return a non-empty list) when the
@@ -137,31 +138,38 @@ class QuotaPolicy:
     #: otherwise the partition releases the placeholder, checks, and applies it again on a refusal.
     checks_replacement: ClassVar[bool] = False
 
+    @abstractmethod
     def check(self, request: AdmissionRequest) -> list[Violation]:
         """Every violation of this policy for ``request``; ``[]`` when it fits. Changes nothing."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Count ``request``; return ``[]`` on success, or the violations (and change nothing)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def undo(self, request: AdmissionRequest) -> None:
         """Reverse a successful :meth:`apply` of ``request`` exactly."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
         """Give back an allocation admitted earlier (``last_allocation``: the app has none left)."""
-        raise NotImplementedError
+        ...
 
     # -- hooks (no-op defaults) ---------------------------------------------------------------------
     def update_config(self, partition_config: PartitionConfig) -> None:
         """A config reload kept this policy: adopt ``partition_config``."""
+        return None  # a hook: nothing to do unless a policy overrides it
 
     def validate_update(self, partition_config: PartitionConfig) -> None:
         """Refuse (``ValueError``), before a reload is journalled, what :meth:`update_config` would."""
+        return None  # a hook: nothing to do unless a policy overrides it
 
     def set_cluster_resource(self, total: Resource) -> None:
         """The sum of node capacities changed."""
+        return None  # a hook: nothing to do unless a policy overrides it
 
     def take_preempted(self) -> list[str]:
         """Allocation keys the last :meth:`apply` or :meth:`update_config` let go (already released here)."""
@@ -169,7 +177,8 @@ class QuotaPolicy:
 
     def check_replacement(self, placeholder: AdmissionRequest, real: AdmissionRequest) -> list[Violation]:
         """Check ``real`` as if ``placeholder`` were released, changing nothing (``checks_replacement``)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not check a replacement in place "
+                        "(its checks_replacement is False)")
 
     def revoke(self, now: float) -> list[str]:
         """Allocation keys to release now because their quota was over its share too long (``reclaims``)."""
@@ -185,3 +194,4 @@ class QuotaPolicy:
 
     def restore_memo(self, memo: Mapping[str, Any]) -> None:
         """Put back what :meth:`memo` returned (snapshot restore)."""
+        return None  # a hook: nothing to do unless a policy overrides it
