@@ -26,6 +26,7 @@ __all__ = [
     "KIND",
     "PREFIX",
     "ROOT_QUOTA",
+    "SPECIAL_QUOTAS",
     "SYSTEM_QUOTA",
     "QuotaSpec",
     "parse_elastic_quotas",
@@ -39,6 +40,8 @@ PREFIX = "quota.scheduling.koordinator.sh/"
 ROOT_QUOTA = "koordinator-root-quota"
 SYSTEM_QUOTA = "koordinator-system-quota"
 DEFAULT_QUOTA = "koordinator-default-quota"
+#: The quotas outside the runtime distribution (reference §1.4, decision E4).
+SPECIAL_QUOTAS = (SYSTEM_QUOTA, DEFAULT_QUOTA)
 
 LABEL_PARENT = PREFIX + "parent"
 LABEL_PARENT_QUOTA_NAME = PREFIX + "parent-quota-name"
