@@ -22,10 +22,19 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import ChildTemplateConfig, PartitionConfig, QueueConfig
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.queues.acl import ACL
+from quotaplane.queues.properties import (
+    PROP_PREEMPTION_POLICY,
+    PROP_PRIORITY_OFFSET,
+    PROP_PRIORITY_POLICY,
+    PROP_QUOTA_PREEMPTION_DELAY,
+    parse_duration,
+    parse_uint,
+    positive_or_none,
+    queue_dao,
+)
 from quotaplane.resources import (
     Resource,
     component_wise_min,
-    strictly_greater_than_zero,
     sub_only_existing,
 )
 
@@ -55,35 +64,18 @@ TAG_RESOURCE_QUOTA = "namespace.resourcequota"
 TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
 TAG_MAX_APPS = "namespace.resourcemaxapps"
 
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
-_UINT64_MAX = 2**64 - 1
 
 # Queue properties (YuniKorn configs/constants.go) used in the DAO.
-_PROP_SORT_POLICY = "application.sort.policy"
-_PROP_SORT_PRIORITY = "application.sort.priority"
-_PROP_PREEMPTION_POLICY = "preemption.policy"
-_PROP_PREEMPTION_DELAY = "preemption.delay"
-_PROP_PRIORITY_POLICY = "priority.policy"
-_PROP_PRIORITY_OFFSET = "priority.offset"
-_PROP_QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"
 
 
 def _filter_parent_property(key: str, value: str) -> str:
     """YuniKorn ``filterParentProperty``: fences and the priority offset are per queue, a child
     inherits the default instead."""
-    if key in (_PROP_PREEMPTION_POLICY, _PROP_PRIORITY_POLICY) and value.lower() == "fence":
+    if key in (PROP_PREEMPTION_POLICY, PROP_PRIORITY_POLICY) and value.lower() == "fence":
         return "default"
-    if key == _PROP_PRIORITY_OFFSET:
+    if key == PROP_PRIORITY_OFFSET:
         return "0"
     return value
-
-
-def _m1(new: Resource | None) -> Resource | None:
-    """M-1: a strictly positive resource is set as given (zero types kept); anything else clears."""
-    if new is not None and strictly_greater_than_zero(new):
-        return new
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +265,8 @@ class QueueTree:
         q.status = ACTIVE
         q.is_leaf = False if q.is_root else qc.is_leaf
         if not q.is_root:  # the root max is the cluster size, never configured (V-15, M-1)
-            q.max = _m1(qc.max)
-        q.guaranteed = None if q.is_root else _m1(qc.guaranteed)
+            q.max = positive_or_none(qc.max)
+        q.guaranteed = None if q.is_root else positive_or_none(qc.guaranteed)
         q.max_applications = qc.max_applications
         q.submit_acl = ACL(qc.submit_acl)
         q.admin_acl = ACL(qc.admin_acl)
@@ -410,8 +402,8 @@ class QueueTree:
     def _apply_template(self, q: Queue, template: ChildTemplateConfig | None) -> None:
         own: dict[str, str] = {}
         if template is not None:
-            q.max = _m1(template.max)
-            q.guaranteed = _m1(template.guaranteed)
+            q.max = positive_or_none(template.max)
+            q.guaranteed = positive_or_none(template.guaranteed)
             q.max_applications = template.max_applications
             own = dict(template.properties)
         q.own_properties = own
@@ -428,9 +420,9 @@ class QueueTree:
         q = self._get(path)
         if q.managed or not q.is_leaf:
             return
-        max_res = _m1(parse_si_resource(_tag(tags, TAG_RESOURCE_QUOTA)))
-        guaranteed = _m1(parse_si_resource(_tag(tags, TAG_RESOURCE_GUARANTEED)))
-        max_apps = _parse_uint(_tag(tags, TAG_MAX_APPS))
+        max_res = positive_or_none(parse_si_resource(_tag(tags, TAG_RESOURCE_QUOTA)))
+        guaranteed = positive_or_none(parse_si_resource(_tag(tags, TAG_RESOURCE_GUARANTEED)))
+        max_apps = parse_uint(_tag(tags, TAG_MAX_APPS))
         if max_apps != 0:
             q.max_applications = max_apps
         if max_res is not None or guaranteed is not None:
@@ -646,7 +638,7 @@ class QueueTree:
     # ------------------------------------------------------------------------------------------------
     def quota_preemption_delay(self, path: str) -> float:
         """The queue's ``quota.preemption.delay`` in seconds (0 = off; inherited like any property)."""
-        return _parse_duration(self._get(path).properties.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+        return parse_duration(self._get(path).properties.get(PROP_QUOTA_PREEMPTION_DELAY), 0.0)
 
     def queues_over_max(self) -> list[tuple[str, Resource, float]]:
         """M-5: the managed queues (not the root) whose usage exceeds their max and that have quota
@@ -659,7 +651,7 @@ class QueueTree:
             q = self._by_path[path]
             if q.is_root or not q.managed or q.max is None:
                 continue
-            delay = _parse_duration(q.properties.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+            delay = parse_duration(q.properties.get(PROP_QUOTA_PREEMPTION_DELAY), 0.0)
             if delay <= 0:
                 continue
             used = q._alloc
@@ -704,69 +696,8 @@ class QueueTree:
         return self._dao(q, subtree, partition)
 
     def _dao(self, q: Queue, subtree: bool, partition: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
-        if q.max:
-            out["maxResource"] = q.max.to_dict()
-        if q.guaranteed:
-            out["guaranteedResource"] = q.guaranteed.to_dict()
-        if q.allocated:
-            out["allocatedResource"] = q.allocated.to_dict()
-        head = self.headroom(q.path)
-        if head:
-            out["headroom"] = head.to_dict()
-        out["isLeaf"] = q.is_leaf
-        out["isManaged"] = q.managed
-        if q.properties:
-            out["properties"] = dict(q.properties)
-        if q.parent is not None:
-            out["parent"] = q.parent.path
-        # Only parents carry a template (YuniKorn sets it on parent queues, inherited downwards).
-        template = None if q.is_leaf else q.effective_template()
-        if template is not None:
-            tinfo: dict[str, Any] = {}
-            if template.max_applications:
-                tinfo["maxApplications"] = template.max_applications
-            tmax = _m1(template.max)
-            if tmax:
-                tinfo["maxResource"] = tmax.to_dict()
-            tguar = _m1(template.guaranteed)
-            if tguar:
-                tinfo["guaranteedResource"] = tguar.to_dict()
-            if template.properties:
-                tinfo["properties"] = {k: template.properties[k] for k in sorted(template.properties)}
-            out["template"] = tinfo
-        children = q.sorted_children()
-        if subtree and children:
-            out["children"] = [self._dao(c, True, "") for c in children]
-        if children:
-            out["childNames"] = [c.path for c in children]
-        abs_used = _abs_used_capacity(q.max, q.allocated)
-        if abs_used:
-            out["absUsedCapacity"] = abs_used
-        if q.max_applications:
-            out["maxRunningApps"] = q.max_applications
-        if q.running_apps:
-            out["runningApps"] = len(q.running_apps)
-        out["currentPriority"] = _INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
-        props = q.properties
-        if q.is_leaf:
-            policy = props.get(_PROP_SORT_POLICY, "fifo").lower()
-            out["sortingPolicy"] = policy if policy in ("fifo", "fair", "stateaware") else "fifo"
-        else:
-            out["sortingPolicy"] = "fair"
-        out["prioritySorting"] = props.get(_PROP_SORT_PRIORITY, "enabled").lower() != "disabled"
-        preemption_policy = props.get(_PROP_PREEMPTION_POLICY, "default").lower()
-        out["preemptionEnabled"] = preemption_policy != "disabled"
-        out["isPreemptionFence"] = preemption_policy == "fence"
-        out["preemptionDelay"] = _go_duration(_parse_duration(props.get(_PROP_PREEMPTION_DELAY), 30.0))
-        quota_delay = _parse_duration(props.get(_PROP_QUOTA_PREEMPTION_DELAY), 0.0)
-        if quota_delay > 0:
-            out["quotaPreemptionDelay"] = _go_duration(quota_delay)
-        out["isPriorityFence"] = props.get(_PROP_PRIORITY_POLICY, "default").lower() == "fence"
-        offset = _parse_int32(props.get(_PROP_PRIORITY_OFFSET))
-        if offset:
-            out["priorityOffset"] = offset
-        return out
+        return queue_dao(q, self.headroom(q.path), (lambda c: self._dao(c, True, "")) if subtree else None,
+                         partition)
 
     def dump_state(self) -> dict[str, Any]:
         """Every queue's full state, sorted by path: deterministic, JSON-able."""
@@ -860,88 +791,3 @@ def parse_si_resource(text: str | None) -> Resource | None:
     return Resource.of(values)
 
 
-def _parse_uint(text: str | None) -> int:
-    # N-1: a maxApps tag that is not an unsigned integer counts as 0 (Go ParseUint: no spaces, no sign).
-    if text is None:
-        return 0
-    if not text.isdigit() or not text.isascii():
-        return 0
-    value = int(text)
-    return value if value <= _UINT64_MAX else 0
-
-
-def _parse_int32(text: str | None) -> int:
-    if text is None:
-        return 0
-    try:
-        value = int(text.strip())
-    except ValueError:
-        return 0
-    return value if _INT32_MIN <= value <= _INT32_MAX else 0
-
-
-def _abs_used_capacity(max_res: Resource | None, used: Resource) -> dict[str, int]:
-    # §2.3 absUsedCapacity: per name of max: used <= 0 -> 0; max <= 0 -> 100; else int(used/max*100),
-    # capped at MaxInt32 (Go float arithmetic).
-    if not max_res:
-        return {}
-    out: dict[str, int] = {}
-    for name in sorted(max_res):
-        cap = max_res[name]
-        u = used.get(name, 0)
-        if u <= 0:
-            out[name] = 0
-        elif cap <= 0:
-            out[name] = 100
-        else:
-            out[name] = min(int(float(u) / float(cap) * 100), _INT32_MAX)
-    return out
-
-
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _parse_duration(text: str | None, default: float) -> float:
-    """A Go duration string (``"30s"``, ``"1h30m"``) in seconds; ``default`` when unset or invalid."""
-    if text is None:
-        return default
-    s = text.strip()
-    if s in ("0", ""):
-        return 0.0 if s == "0" else default
-    pos = 0
-    total = 0.0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            return default
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or total < 0:
-        return default
-    return total
-
-
-def _go_duration(seconds: float) -> str:
-    """Format like Go's ``time.Duration.String()`` (``"30s"``, ``"1h0m0s"``, ``"500ms"``)."""
-    nanos = round(seconds * 1e9)
-    if nanos == 0:
-        return "0s"
-    if nanos < 1_000_000_000:
-        if nanos < 1_000:
-            return f"{nanos}ns"
-        if nanos < 1_000_000:
-            return f"{_trim(nanos / 1e3)}µs"
-        return f"{_trim(nanos / 1e6)}ms"
-    hours, rest = divmod(nanos, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    secs = _trim(rest / 1e9)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
-
-
-def _trim(value: float) -> str:
-    text = f"{value:.9f}".rstrip("0").rstrip(".")
-    return text or "0"

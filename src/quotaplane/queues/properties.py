@@ -1,0 +1,217 @@
+"""Go-format values of queue properties and the REST queue view (YuniKorn's ``PartitionQueueDAOInfo``).
+
+Durations are Go ``time.Duration`` strings (``"30s"``, ``"1h0m0s"``); integers parse like Go's
+``strconv`` (a bad value counts as 0, N-1); :func:`queue_dao` builds one queue's DAO (reference §2.3).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.config.model import ChildTemplateConfig
+from quotaplane.resources import Resource, strictly_greater_than_zero
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.queues.tree import Queue
+
+__all__ = [
+    "PROP_PREEMPTION_POLICY",
+    "PROP_PRIORITY_OFFSET",
+    "PROP_PRIORITY_POLICY",
+    "PROP_QUOTA_PREEMPTION_DELAY",
+    "go_duration",
+    "parse_duration",
+    "parse_int32",
+    "parse_uint",
+    "positive_or_none",
+    "queue_dao",
+]
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+UINT64_MAX = 2**64 - 1
+
+PROP_SORT_POLICY = "application.sort.policy"
+PROP_SORT_PRIORITY = "application.sort.priority"
+PROP_PREEMPTION_POLICY = "preemption.policy"
+PROP_PREEMPTION_DELAY = "preemption.delay"
+PROP_PRIORITY_POLICY = "priority.policy"
+PROP_PRIORITY_OFFSET = "priority.offset"
+PROP_QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"
+
+
+def parse_uint(text: str | None) -> int:
+    """Go ``strconv.ParseUint``: a non-negative decimal within uint64, else 0."""
+    # N-1: a maxApps tag that is not an unsigned integer counts as 0 (Go ParseUint: no spaces, no sign).
+    if text is None:
+        return 0
+    if not text.isdigit() or not text.isascii():
+        return 0
+    value = int(text)
+    return value if value <= UINT64_MAX else 0
+
+
+def parse_int32(text: str | None) -> int:
+    """A decimal within int32 (surrounding spaces allowed), else 0."""
+    if text is None:
+        return 0
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return 0
+    return value if INT32_MIN <= value <= INT32_MAX else 0
+
+
+def abs_used_capacity(max_res: Resource | None, used: Resource) -> dict[str, int]:
+    """YuniKorn's ``absUsedCapacity``: per name of max, the used percentage (§2.3)."""
+    # §2.3 absUsedCapacity: per name of max: used <= 0 -> 0; max <= 0 -> 100; else int(used/max*100),
+    # capped at MaxInt32 (Go float arithmetic).
+    if not max_res:
+        return {}
+    out: dict[str, int] = {}
+    for name in sorted(max_res):
+        cap = max_res[name]
+        u = used.get(name, 0)
+        if u <= 0:
+            out[name] = 0
+        elif cap <= 0:
+            out[name] = 100
+        else:
+            out[name] = min(int(float(u) / float(cap) * 100), INT32_MAX)
+    return out
+
+
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | None, default: float) -> float:
+    """A Go duration string (``"30s"``, ``"1h30m"``) in seconds; ``default`` when unset or invalid."""
+    if text is None:
+        return default
+    s = text.strip()
+    if s in ("0", ""):
+        return 0.0 if s == "0" else default
+    pos = 0
+    total = 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            return default
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or total < 0:
+        return default
+    return total
+
+
+def go_duration(seconds: float) -> str:
+    """Format like Go's ``time.Duration.String()`` (``"30s"``, ``"1h0m0s"``, ``"500ms"``)."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    if nanos < 1_000_000_000:
+        if nanos < 1_000:
+            return f"{nanos}ns"
+        if nanos < 1_000_000:
+            return f"{_trim(nanos / 1e3)}µs"
+        return f"{_trim(nanos / 1e6)}ms"
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    secs = _trim(rest / 1e9)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def _trim(value: float) -> str:
+    text = f"{value:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _template_info(template: ChildTemplateConfig) -> dict[str, Any]:
+    tinfo: dict[str, Any] = {}
+    if template.max_applications:
+        tinfo["maxApplications"] = template.max_applications
+    tmax = positive_or_none(template.max)
+    if tmax:
+        tinfo["maxResource"] = tmax.to_dict()
+    tguar = positive_or_none(template.guaranteed)
+    if tguar:
+        tinfo["guaranteedResource"] = tguar.to_dict()
+    if template.properties:
+        tinfo["properties"] = {k: template.properties[k] for k in sorted(template.properties)}
+    return tinfo
+
+
+def positive_or_none(new: Resource | None) -> Resource | None:
+    """M-1: a strictly positive resource is set as given (zero types kept); anything else clears."""
+    if new is not None and strictly_greater_than_zero(new):
+        return new
+    return None
+
+
+def _policy_fields(q: Queue, out: dict[str, Any]) -> None:
+    """Sorting, priority and preemption fields, from the queue's properties."""
+    props = q.properties
+    if q.is_leaf:
+        policy = props.get(PROP_SORT_POLICY, "fifo").lower()
+        out["sortingPolicy"] = policy if policy in ("fifo", "fair", "stateaware") else "fifo"
+    else:
+        out["sortingPolicy"] = "fair"
+    out["prioritySorting"] = props.get(PROP_SORT_PRIORITY, "enabled").lower() != "disabled"
+    preemption_policy = props.get(PROP_PREEMPTION_POLICY, "default").lower()
+    out["preemptionEnabled"] = preemption_policy != "disabled"
+    out["isPreemptionFence"] = preemption_policy == "fence"
+    out["preemptionDelay"] = go_duration(parse_duration(props.get(PROP_PREEMPTION_DELAY), 30.0))
+    quota_delay = parse_duration(props.get(PROP_QUOTA_PREEMPTION_DELAY), 0.0)
+    if quota_delay > 0:
+        out["quotaPreemptionDelay"] = go_duration(quota_delay)
+    out["isPriorityFence"] = props.get(PROP_PRIORITY_POLICY, "default").lower() == "fence"
+    offset = parse_int32(props.get(PROP_PRIORITY_OFFSET))
+    if offset:
+        out["priorityOffset"] = offset
+
+
+def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: str) -> dict[str, Any]:
+    """The ``PartitionQueueDAOInfo`` of ``q``: keys in the Go struct order, omitempty rules applied.
+
+    ``headroom`` is the queue's headroom; ``subtree_of(child)`` gives a child's DAO, or None to leave
+    ``children`` out; ``partition`` only on the top object.
+    """
+    out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
+    if q.max:
+        out["maxResource"] = q.max.to_dict()
+    if q.guaranteed:
+        out["guaranteedResource"] = q.guaranteed.to_dict()
+    if q.allocated:
+        out["allocatedResource"] = q.allocated.to_dict()
+    if headroom:
+        out["headroom"] = headroom.to_dict()
+    out["isLeaf"] = q.is_leaf
+    out["isManaged"] = q.managed
+    if q.properties:
+        out["properties"] = dict(q.properties)
+    if q.parent is not None:
+        out["parent"] = q.parent.path
+    # Only parents carry a template (YuniKorn sets it on parent queues, inherited downwards).
+    template = None if q.is_leaf else q.effective_template()
+    if template is not None:
+        out["template"] = _template_info(template)
+    children = q.sorted_children()
+    if children and subtree_of is not None:
+        out["children"] = [subtree_of(c) for c in children]
+    if children:
+        out["childNames"] = [c.path for c in children]
+    abs_used = abs_used_capacity(q.max, q.allocated)
+    if abs_used:
+        out["absUsedCapacity"] = abs_used
+    if q.max_applications:
+        out["maxRunningApps"] = q.max_applications
+    if q.running_apps:
+        out["runningApps"] = len(q.running_apps)
+    out["currentPriority"] = INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
+    _policy_fields(q, out)
+    return out
