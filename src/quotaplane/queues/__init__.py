@@ -9,19 +9,9 @@ templates. It imports only ``quotaplane.resources``, ``quotaplane.config`` and `
 from __future__ import annotations
 
 from quotaplane.queues.acl import ACL
-from quotaplane.queues.tree import (
-    ACTIVE,
-    DRAINING,
-    QUEUE_NAME,
-    TAG_MAX_APPS,
-    TAG_RESOURCE_GUARANTEED,
-    TAG_RESOURCE_QUOTA,
-    Queue,
-    QueueLimit,
-    QueueTree,
-    invalid_queue_path,
-    parse_si_resource,
-)
+from quotaplane.queues.properties import parse_si_resource
+from quotaplane.queues.queue import ACTIVE, DRAINING, QUEUE_NAME, Queue, QueueLimit, invalid_queue_path
+from quotaplane.queues.tree import TAG_MAX_APPS, TAG_RESOURCE_GUARANTEED, TAG_RESOURCE_QUOTA, QueueTree
 
 __all__ = [
     "ACL",

@@ -6,14 +6,16 @@ Durations are Go ``time.Duration`` strings (``"30s"``, ``"1h0m0s"``); integers p
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.config.model import ChildTemplateConfig
 from quotaplane.resources import Resource, strictly_greater_than_zero
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.queues.tree import Queue
+    from quotaplane.queues.queue import Queue
 
 __all__ = [
     "PROP_PREEMPTION_POLICY",
@@ -23,9 +25,11 @@ __all__ = [
     "go_duration",
     "parse_duration",
     "parse_int32",
+    "parse_si_resource",
     "parse_uint",
     "positive_or_none",
     "queue_dao",
+    "tag_value",
 ]
 
 INT32_MIN = -(2**31)
@@ -215,3 +219,46 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     out["currentPriority"] = INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
     _policy_fields(q, out)
     return out
+
+
+def tag_value(tags: Mapping[str, str], key: str) -> str | None:
+    """The tag ``key`` (case-insensitive, P-1), or None."""
+    value = tags.get(key)
+    if value is None:
+        for k, v in tags.items():  # tag keys are case-insensitive in YuniKorn (P-1)
+            if k.lower() == key:
+                return v
+    return value
+
+
+def parse_si_resource(text: str | None) -> Resource | None:
+    """Parse the JSON of a YuniKorn SI ``Resource`` (``{"resources":{"vcore":{"value":5000}}}``).
+
+    Returns None for a missing or malformed value (N-1: a tag that fails to parse is ignored). A
+    quantity without ``value`` is 0 (protobuf omits zero values).
+    """
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    resources = data.get("resources")
+    if not isinstance(resources, dict):
+        return None
+    values: dict[str, int] = {}
+    for name, quantity in resources.items():
+        if not isinstance(name, str) or not name or not isinstance(quantity, dict):
+            return None
+        value = quantity.get("value", 0)
+        if isinstance(value, str):  # protobuf JSON renders int64 as a string
+            try:
+                value = int(value)
+            except ValueError:
+                return None
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+            return None
+        values[name] = value
+    return Resource.of(values)

@@ -12,10 +12,7 @@ This engine imports only :mod:`quotaplane.resources`, :mod:`quotaplane.config` a
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from quotaplane.config.identity import UserGroup
@@ -28,36 +25,23 @@ from quotaplane.queues.properties import (
     PROP_PRIORITY_POLICY,
     PROP_QUOTA_PREEMPTION_DELAY,
     parse_duration,
+    parse_si_resource,
     parse_uint,
     positive_or_none,
     queue_dao,
+    tag_value,
 )
+from quotaplane.queues.queue import ACTIVE, DRAINING, QUEUE_NAME, Queue, QueueLimit
 from quotaplane.resources import (
     Resource,
     component_wise_min,
     sub_only_existing,
 )
 
-__all__ = [
-    "ACTIVE",
-    "DRAINING",
-    "QUEUE_NAME",
-    "TAG_MAX_APPS",
-    "TAG_RESOURCE_GUARANTEED",
-    "TAG_RESOURCE_QUOTA",
-    "Queue",
-    "QueueLimit",
-    "QueueTree",
-    "invalid_queue_path",
-    "parse_si_resource",
-]
+__all__ = ["TAG_MAX_APPS", "TAG_RESOURCE_GUARANTEED", "TAG_RESOURCE_QUOTA", "QueueTree"]
 
-ACTIVE = "Active"
-DRAINING = "Draining"
 ROOT = "root"
 
-#: Appendix B: a queue name (one path element).
-QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
 
 #: Application tags produced from namespace annotations (reference §1.14) and read here (N-1 … N-3).
 TAG_RESOURCE_QUOTA = "namespace.resourcequota"
@@ -76,136 +60,6 @@ def _filter_parent_property(key: str, value: str) -> str:
     if key == PROP_PRIORITY_OFFSET:
         return "0"
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLimit:
-    """One queue limit a request would break (M-2 ``queue.max`` / ``root.capacity``, M-4
-    ``queue.maxapplications``). ``queue_path`` is the queue where the limit is set; ``shortfall`` holds,
-    per resource name, how much the request goes over (None for application counts)."""
-
-    code: str
-    queue_path: str
-    max: Resource | None
-    allocated: Resource
-    shortfall: Resource | None
-    message: str
-    max_applications: int = 0
-    running_applications: int = 0
-
-
-class Queue:
-    """One queue. Read the attributes; change them only through :class:`QueueTree`.
-
-    ``max``/``guaranteed`` are the queue's own settings (``None`` = not set; the root's ``max`` is the
-    cluster size). ``allocated`` is the sum of every allocation in the subtree (zero names pruned).
-    ``running_apps`` is an insertion-ordered set (a dict with ``None`` values) of the applications that
-    run in the subtree; ``applications`` the applications placed in this leaf (running or not).
-    """
-
-    __slots__ = (
-        "_alloc",
-        "admin_acl",
-        "applications",
-        "chain",
-        "child_template",
-        "children",
-        "guaranteed",
-        "is_leaf",
-        "managed",
-        "max",
-        "max_applications",
-        "name",
-        "own_properties",
-        "parent",
-        "path",
-        "properties",
-        "running_apps",
-        "status",
-        "submit_acl",
-    )
-
-    name: str
-    path: str
-    parent: Queue | None
-    children: dict[str, Queue]
-    is_leaf: bool
-    managed: bool
-    status: str
-    max: Resource | None
-    guaranteed: Resource | None
-    max_applications: int
-    chain: tuple[Queue, ...]
-    _alloc: dict[str, int]
-    running_apps: dict[str, None]
-    applications: dict[str, None]
-    own_properties: dict[str, str]
-    properties: dict[str, str]
-    child_template: ChildTemplateConfig | None
-    submit_acl: ACL
-    admin_acl: ACL
-
-    def __init__(self, name: str, parent: Queue | None, *, is_leaf: bool, managed: bool) -> None:
-        self.name = name
-        self.parent = parent
-        self.path = name if parent is None else f"{parent.path}.{name}"
-        # this queue, its parent, ... the root: the M-2 walk, fixed for the queue's life
-        self.chain = (self,) if parent is None else (self, *parent.chain)
-        self.children = {}
-        self.is_leaf = is_leaf
-        self.managed = managed
-        self.status = ACTIVE
-        self.max = None
-        self.guaranteed = None
-        self.max_applications = 0
-        self._alloc = {}
-        self.running_apps = {}
-        self.applications = {}
-        self.own_properties = {}
-        self.properties = {}
-        self.child_template = None
-        self.submit_acl = ACL(None)
-        self.admin_acl = ACL(None)
-
-    @property
-    def allocated(self) -> Resource:
-        """The sum of every allocation in the subtree (a snapshot; zero names pruned)."""
-        return Resource.of(dict(self._alloc))
-
-    @property
-    def is_root(self) -> bool:
-        """True for the root queue."""
-        return self.parent is None
-
-    @property
-    def is_draining(self) -> bool:
-        """True when the queue was removed from the config and waits to become empty."""
-        return self.status == DRAINING
-
-    def sorted_children(self) -> list[Queue]:
-        """The children ordered by name (deterministic listing)."""
-        return [self.children[k] for k in sorted(self.children)]
-
-    def effective_template(self) -> ChildTemplateConfig | None:
-        """M-6: the child template of this queue, else of the nearest ancestor that has one."""
-        q: Queue | None = self
-        while q is not None:
-            if q.child_template is not None:
-                return q.child_template
-            q = q.parent
-        return None
-
-    def ancestors(self) -> Iterator[Queue]:
-        """This queue, then its parent, … up to the root (the M-2 walk order)."""
-        yield from self.chain
-
-    def is_empty(self) -> bool:
-        """No children, no usage, no running or placed applications."""
-        return (not self.children and not self.running_apps and not self.applications
-                and not any(self._alloc.values()))
-
-    def __repr__(self) -> str:
-        return f"Queue({self.path!r}, leaf={self.is_leaf}, managed={self.managed}, status={self.status})"
 
 
 class QueueTree:
@@ -420,9 +274,9 @@ class QueueTree:
         q = self._get(path)
         if q.managed or not q.is_leaf:
             return
-        max_res = positive_or_none(parse_si_resource(_tag(tags, TAG_RESOURCE_QUOTA)))
-        guaranteed = positive_or_none(parse_si_resource(_tag(tags, TAG_RESOURCE_GUARANTEED)))
-        max_apps = parse_uint(_tag(tags, TAG_MAX_APPS))
+        max_res = positive_or_none(parse_si_resource(tag_value(tags, TAG_RESOURCE_QUOTA)))
+        guaranteed = positive_or_none(parse_si_resource(tag_value(tags, TAG_RESOURCE_GUARANTEED)))
+        max_apps = parse_uint(tag_value(tags, TAG_MAX_APPS))
         if max_apps != 0:
             q.max_applications = max_apps
         if max_res is not None or guaranteed is not None:
@@ -736,58 +590,3 @@ class QueueTree:
 # ----------------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------------
-def _tag(tags: Mapping[str, str], key: str) -> str | None:
-    value = tags.get(key)
-    if value is None:
-        for k, v in tags.items():  # tag keys are case-insensitive in YuniKorn (P-1)
-            if k.lower() == key:
-                return v
-    return value
-
-
-INVALID_QUEUE_NAME = ("invalid queue name, max 64 characters consisting of alphanumeric characters and "
-                      "'-', '_', '#', '@', '/', ':' allowed")
-
-
-def invalid_queue_path(path: str) -> str | None:
-    """The YuniKorn error text when some dot-separated part of ``path`` is not a valid queue name
-    (Appendix B; the REST queue handlers answer 400 with it), else None."""
-    for part in path.split("."):
-        if not QUEUE_NAME.fullmatch(part):
-            return f"{INVALID_QUEUE_NAME}: {part!r}"
-    return None
-
-
-def parse_si_resource(text: str | None) -> Resource | None:
-    """Parse the JSON of a YuniKorn SI ``Resource`` (``{"resources":{"vcore":{"value":5000}}}``).
-
-    Returns None for a missing or malformed value (N-1: a tag that fails to parse is ignored). A
-    quantity without ``value`` is 0 (protobuf omits zero values).
-    """
-    if not text:
-        return None
-    try:
-        data = json.loads(text)
-    except (ValueError, TypeError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    resources = data.get("resources")
-    if not isinstance(resources, dict):
-        return None
-    values: dict[str, int] = {}
-    for name, quantity in resources.items():
-        if not isinstance(name, str) or not name or not isinstance(quantity, dict):
-            return None
-        value = quantity.get("value", 0)
-        if isinstance(value, str):  # protobuf JSON renders int64 as a string
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-        if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
-            return None
-        values[name] = value
-    return Resource.of(values)
-
-

@@ -23,7 +23,7 @@ from quotaplane.scheduling.order import candidates
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.admission import AllocationUndo
     from quotaplane.application import Application
-    from quotaplane.queues.tree import Queue
+    from quotaplane.queues.queue import Queue
 
 __all__ = ["CycleBatch", "placeholder_of", "run_cycle"]
 

@@ -26,7 +26,7 @@ from quotaplane.scheduling.asks import Ask, AskQueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
-    from quotaplane.queues.tree import Queue
+    from quotaplane.queues.queue import Queue
 
 __all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "candidates", "leaf_asks", "order_applications",
            "usage_shares"]

@@ -22,7 +22,7 @@ from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.admission import AllocationUndo
     from quotaplane.application import Allocation, Application
-    from quotaplane.queues.tree import Queue
+    from quotaplane.queues.queue import Queue
 
 __all__ = ["CYCLE_FLUSH_EVERY", "CycleHost", "PendingAsks"]
 
