@@ -56,7 +56,6 @@ from quotaplane.errors import (
     NotFoundError,
     NotLeaderError,
     QuotaplaneError,
-    RejectedError,
 )
 from quotaplane.gang import Replacement
 from quotaplane.journal.base import Journal
@@ -69,6 +68,7 @@ from quotaplane.rebuild import rebuild_events
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
+from quotaplane.submission import Submission
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, timeouts_due
 from quotaplane.ugm import Manager
 
@@ -369,43 +369,6 @@ class Partition:
     # ------------------------------------------------------------------------------------------------
     # applications
 
-    def _explicit_acl_denied(self, queue: str | None, user: UserGroup) -> str | None:
-        """The path of an explicitly requested, existing queue whose submit ACL refuses ``user``."""
-        if not queue:
-            return None
-        path = queue.strip().lower()
-        if path != "root" and not path.startswith("root."):
-            path = "root." + path
-        if self.queues.queue(path) is not None and not self.queues.check_submit_acl(path, user):
-            return path
-        return None
-
-    def _place(self, application_id: str, user: UserGroup, queue: str | None,
-               tags: Mapping[str, str]) -> str:
-        denied = self._explicit_acl_denied(queue, user)
-        if denied is not None and not self.config.placement_rules:
-            raise RejectedError(f"application {application_id!r} rejected: user {user.user!r} may not "
-                                f"submit to queue {denied!r} (submit ACL)")
-        path = self.placement.place(application_id, user, tags, self.queues, requested_queue=queue).lower()
-        q = self.queues.queue(path)
-        if q is not None and not q.is_leaf:
-            raise RejectedError(f"application {application_id!r} rejected: queue {path!r} "
-                                "is not a leaf queue")
-        if q is not None and q.status == "Draining":
-            raise RejectedError(f"application {application_id!r} rejected: queue {path!r} is draining")
-        if not self._submit_allowed(path, user):
-            raise RejectedError(f"application {application_id!r} rejected: user {user.user!r} may not "
-                                f"submit to queue {path!r} (submit ACL)")
-        return path
-
-    def _submit_allowed(self, path: str, user: UserGroup) -> bool:
-        # A queue that does not exist yet (to be created by placement) is covered by its first
-        # existing ancestor's ACL (P-6).
-        probe = path
-        while self.queues.queue(probe) is None and "." in probe:
-            probe = probe.rsplit(".", 1)[0]
-        return bool(self.queues.check_submit_acl(probe, user))
-
     def can_submit(self, user: UserGroup, *, queue: str | None = None, tags: Mapping[str, str] | None = None,
                    application_id: str = "what-if") -> Decision:
         """Would ``add_application`` accept this submission? Changes nothing.
@@ -417,15 +380,10 @@ class Partition:
         if not isinstance(user, UserGroup):
             raise ValueError("user must be a UserGroup")
         with self.lock:
-            path = self._explicit_acl_denied(queue, user)
-            if path is None or self.config.placement_rules:
-                path = self.placement.place(application_id, user, dict(tags or {}), self.queues,
-                                            requested_queue=queue).lower()
-                if self._submit_allowed(path, user):
-                    return Decision(True, queue=path)
-            return Decision(False, [Violation("acl", "acl.submit", path,
-                                              f"user {user.user!r} may not submit to queue {path!r}")],
-                            queue=path)
+            return self._submission().can_submit(user, queue, tags or {}, application_id)
+
+    def _submission(self) -> Submission:
+        return Submission(self.queues, self.placement, has_rules=bool(self.config.placement_rules))
 
     def add_application(self, application_id: str, user: UserGroup, *, queue: str | None = None,
                         tags: Mapping[str, str] | None = None, gang_style: str = GANG_SOFT,
@@ -455,7 +413,7 @@ class Partition:
                 raise ConflictError(f"application {application_id!r} already exists in partition "
                                     f"{self.name!r}")
             self._usable()
-            path = self._place(application_id, user, queue, tag_map)
+            path = self._submission().place(application_id, user, queue, tag_map)
             ev = E.AppAdded(app=application_id, user=user.user, groups=tuple(user.groups), queue=path,
                             tags=dict(sorted(tag_map.items())), t=self.clock(), gang_style=gang_style,
                             placeholder_timeout=timeout)
