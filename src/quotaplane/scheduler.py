@@ -24,6 +24,7 @@ from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
+from quotaplane.journal.base import Journal
 from quotaplane.partition import Partition, PartitionOptions
 
 DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
@@ -51,11 +52,12 @@ def _load(text: str) -> SchedulerConfig:
     return load_config(text)
 
 
-def _open(store: Any) -> Any:
+def _open(store: str | Journal | None) -> Journal:
     if store is None or isinstance(store, str):
         from quotaplane.journal import open_journal
 
-        return open_journal(store)
+        opened: Journal = open_journal(store)
+        return opened
     return store          # an already open Journal object (tests, embedding)
 
 
@@ -66,12 +68,12 @@ class Scheduler:
     ``partition_options`` are extra keyword arguments for every :class:`Partition` (timeouts).
     """
 
-    def __init__(self, config: SchedulerConfig, *, text: str | None = None, journal: Any | None = None,
+    def __init__(self, config: SchedulerConfig, *, text: str | None = None, journal: Journal | None = None,
                  clock: Callable[[], float] | None = None, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
                  partition_options: dict[str, Any] | None = None, holder: str | None = None) -> None:
         self.config: SchedulerConfig = config
         self.config_text: str = text if text is not None else config.source
-        self.journal: Any = journal if journal is not None else _open(None)
+        self.journal: Journal = journal if journal is not None else _open(None)
         self.clock: Callable[[], float] = clock if clock is not None else _time.time
         self.snapshot_every = snapshot_every
         self.holder = holder
@@ -88,8 +90,8 @@ class Scheduler:
     # construction
 
     @classmethod
-    def from_yaml(cls, text: str, *, store: Any = None, clock: Callable[[], float] | None = None,
-                  snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    def from_yaml(cls, text: str, *, store: str | Journal | None = None,
+                  clock: Callable[[], float] | None = None, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
                   partition_options: dict[str, Any] | None = None, holder: str | None = None) -> Scheduler:
         """Build a scheduler from YuniKorn queue YAML; restore the journalled state of ``store`` first.
 
@@ -135,7 +137,7 @@ class Scheduler:
         return cfg
 
     @classmethod
-    def _restore(cls, journal: Any, *, clock: Callable[[], float] | None, snapshot_every: int,
+    def _restore(cls, journal: Journal, *, clock: Callable[[], float] | None, snapshot_every: int,
                  partition_options: dict[str, Any] | None, holder: str | None) -> Scheduler:
         texts: dict[int, str] = {}
         for seq, ev in journal.read(SCHEDULER_STREAM):

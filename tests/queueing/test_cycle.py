@@ -263,14 +263,14 @@ def _count_tries(p: Partition) -> list[str]:
     import dataclasses
 
     tried: list[str] = []
-    host = p._pending.host
+    host = p._s.pending.host
     real = host.admit
 
     def counting(ask: Any) -> Any:
         tried.append(ask.allocation_key)
         return real(ask)
 
-    p._pending.host = dataclasses.replace(host, admit=counting)
+    p._s.pending.host = dataclasses.replace(host, admit=counting)
     return tried
 
 

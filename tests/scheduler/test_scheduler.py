@@ -293,4 +293,4 @@ def test_follower_catches_up_with_the_leader() -> None:
     follower.catch_up()
     assert _canon(follower.dump_state()) == _canon(leader.dump_state())
     # a follower only replays: closing it must not write snapshots into the leader's store
-    assert not any(fp._wrote for fp in follower.partitions())
+    assert not any(fp.needs_snapshot for fp in follower.partitions())

@@ -17,9 +17,9 @@ import json as _json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -27,9 +27,15 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from quotaplane.errors import NotFoundError, NotLeaderError
+from quotaplane.journal.base import Journal
 from quotaplane.server.auth import Tokens
 from quotaplane.server.errors import exception_response, install_error_handlers
 from quotaplane.server.metrics import Metrics
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.partition import Partition
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.ha import Leadership
 
 __all__ = ["Service", "create_app"]
 
@@ -58,22 +64,22 @@ _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
 class _TimedJournal:
     """Delegates to a journal; times every ``append`` (the durable part of a write)."""
 
-    __slots__ = ("_inner", "_observe")
+    __slots__ = ("_observe", "inner")
 
-    def __init__(self, inner: Any, observe: Callable[[float], None]) -> None:
-        self._inner = inner
+    def __init__(self, inner: Journal, observe: Callable[[float], None]) -> None:
+        self.inner = inner
         self._observe = observe
 
-    def append(self, *args: Any, **kwargs: Any) -> Any:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
         """``Journal.append``, timed."""
         start = time.perf_counter()
         try:
-            return self._inner.append(*args, **kwargs)
+            return self.inner.append(stream, events, holder=holder)
         finally:
             self._observe(time.perf_counter() - start)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
 
 class Service:
@@ -83,39 +89,36 @@ class Service:
     so routes always read ``service.scheduler`` per request and never keep a partition object.
     """
 
-    def __init__(self, scheduler: Any, *, tokens: Tokens, leadership: Any | None = None) -> None:
+    def __init__(self, scheduler: Scheduler, *, tokens: Tokens, leadership: Leadership | None = None) -> None:
         self.tokens = tokens
         self.leadership = leadership
         self.metrics = Metrics(lambda: self)
         self.started = time.time()
-        self._scheduler: Any = None
-        self.scheduler = scheduler
+        self._instrument(scheduler)
+        self._scheduler: Scheduler = scheduler
 
     @property
-    def scheduler(self) -> Any:
+    def scheduler(self) -> Scheduler:
         """The scheduler served now."""
         return self._scheduler
 
     @scheduler.setter
-    def scheduler(self, value: Any) -> None:
+    def scheduler(self, value: Scheduler) -> None:
         self._instrument(value)
         self._scheduler = value
 
-    def _instrument(self, scheduler: Any) -> None:
+    def _instrument(self, scheduler: Scheduler) -> None:
         # Journal write latency (metrics): put a timing proxy where the scheduler and its partitions
         # hold the journal (journal classes are slotted, so their methods cannot be wrapped in place).
-        journal = getattr(scheduler, "journal", None)
-        if journal is None:
-            return
-        if not isinstance(journal, _TimedJournal):
-            journal = _TimedJournal(journal, self.metrics.journal_write.observe)
-            try:
-                scheduler.journal = journal
-            except AttributeError:
-                return
+        current = scheduler.journal
+        if isinstance(current, _TimedJournal):
+            journal = current
+        else:
+            journal = _TimedJournal(current, self.metrics.journal_write.observe)
+            scheduler.journal = cast(Journal, journal)      # a Journal by delegation
         for p in scheduler.partitions():
-            if getattr(p, "journal", None) is journal._inner:
-                p.journal = journal
+            if p.journal is journal.inner:
+                p.journal = cast(Journal, journal)
 
     # -- leadership -------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:
@@ -130,7 +133,7 @@ class Service:
                                  leader=leader)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def partition(self, name: str) -> Any:
+    def partition(self, name: str) -> Partition:
         """The partition ``name``; :class:`NotFoundError` "Partition not found" otherwise."""
         try:
             return self.scheduler.partition(name)
@@ -291,7 +294,7 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
                 _log.warning("timeouts of partition %s failed", getattr(p, "name", "?"), exc_info=True)
 
 
-def create_app(scheduler: Any, *, tokens: Tokens | None = None, leadership: Any | None = None,
+def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership: Leadership | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
                timeouts_interval: float = TIMEOUTS_INTERVAL) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).

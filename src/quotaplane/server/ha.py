@@ -25,7 +25,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+from quotaplane.journal.base import Journal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.app import Service
 
 __all__ = ["LEASE_STREAM", "Leadership"]
 
@@ -45,9 +51,9 @@ class Leadership:
     new one).
     """
 
-    def __init__(self, lease_journal: Any, *, advertise: str,
-                 build_leader: Callable[[str], Any], build_follower: Callable[[], Any],
-                 refresh: Callable[[Any], Any] | None = None,
+    def __init__(self, lease_journal: Journal, *, advertise: str,
+                 build_leader: Callable[[str], Scheduler], build_follower: Callable[[], Scheduler],
+                 refresh: Callable[[Scheduler], Scheduler] | None = None,
                  streams_hint: Callable[[], list[str]] | None = None,
                  ttl: float = 5.0, interval: float = 1.0) -> None:
         if ttl <= interval:
@@ -64,7 +70,7 @@ class Leadership:
         self._leader = False
         self._streams: list[str] = [LEASE_STREAM]
         self._task: asyncio.Task[None] | None = None
-        self._service: Any = None
+        self._service: Service | None = None
         self._lock = threading.Lock()
         self.took_over_at: float | None = None
 
@@ -86,7 +92,7 @@ class Leadership:
         return str(holder).split("#", 1)[0]
 
     # -- lease handling (blocking; run in a thread from the loop) -----------------------------------
-    def _partition_streams(self, scheduler: Any) -> list[str]:
+    def _partition_streams(self, scheduler: Scheduler) -> list[str]:
         names: list[str] = []
         with contextlib.suppress(Exception):
             for p in scheduler.partitions():
@@ -103,7 +109,7 @@ class Leadership:
                 ok = False
         return ok
 
-    def initial(self) -> Any:
+    def initial(self) -> Scheduler:
         """Decide the role at start-up; return the scheduler to serve."""
         if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
             return self._become_leader(None)
@@ -118,7 +124,7 @@ class Leadership:
                 raise RuntimeError("could not take the partition leases")
             time.sleep(self.interval / 2)
 
-    def _become_leader(self, old: Any) -> Any:
+    def _become_leader(self, old: Scheduler | None) -> Scheduler:
         # Partition leases first (the restore may append, fenced by them), then rebuild from the
         # store so every acknowledged change is there, then lease any partition the config added.
         hint = self._streams_hint() if self._streams_hint is not None else []
@@ -140,7 +146,7 @@ class Leadership:
         _log.warning("quotaplane: this instance (%s) is now the leader", self.advertise)
         return scheduler
 
-    def step(self, current: Any) -> Any:
+    def step(self, current: Scheduler) -> Scheduler:
         """One round of the loop: renew, take over, or follow. Returns the scheduler to serve."""
         if self._leader:
             self._streams = [LEASE_STREAM, *self._partition_streams(current)]
@@ -169,7 +175,7 @@ class Leadership:
         self._leader = False
 
     # -- asyncio integration ----------------------------------------------------------------------
-    async def start(self, service: Any) -> None:
+    async def start(self, service: Service) -> None:
         """Start the background task (called by the app's lifespan)."""
         self._service = service
         self._task = asyncio.create_task(self._run(), name="quotaplane-leadership")
@@ -186,11 +192,14 @@ class Leadership:
     async def _run(self) -> None:
         while True:
             start = time.monotonic()
+            service = self._service
             try:
-                current = self._service.scheduler
+                if service is None:
+                    raise RuntimeError("leadership loop started without a service")
+                current = service.scheduler
                 new = await asyncio.to_thread(self.step, current)
                 if new is not current:
-                    self._service.scheduler = new
+                    service.scheduler = new
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -1,0 +1,89 @@
+"""A partition's stream in the journal: durable appends (rule S1), its position, and its snapshots.
+
+Every change is applied in memory and then appended here before the caller is answered. An append
+that fails for a change the caller can roll back (``recoverable``) is just an error; one that cannot
+be rolled back leaves memory ahead of the journal, so the log refuses every further change
+(:meth:`PartitionLog.usable`) until the partition is restored from the journal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from quotaplane.errors import QuotaplaneError
+from quotaplane.events import Event
+from quotaplane.journal.base import Journal
+
+__all__ = ["PartitionLog"]
+
+
+class PartitionLog:
+    """The journal stream of one partition (``journal`` None: in memory, nothing is written)."""
+
+    __slots__ = ("_snapshot_state", "holder", "journal", "last_seq", "poisoned", "replaying",
+                 "snapshot_error", "snapshot_every", "snapshot_seq", "stream", "wrote")
+
+    def __init__(self, journal: Journal | None, stream: str, *, holder: str | None, snapshot_every: int,
+                 snapshot_state: Callable[[], Mapping[str, Any]]) -> None:
+        self.journal = journal
+        self.stream = stream
+        #: the lease holder name this instance appends under (fencing), or None
+        self.holder = holder
+        self.snapshot_every = snapshot_every
+        self._snapshot_state = snapshot_state
+        #: the sequence number of the last event journalled or replayed
+        self.last_seq = 0
+        #: the sequence number of the last snapshot saved or restored from
+        self.snapshot_seq = 0
+        #: events are being replayed (nothing is appended)
+        self.replaying = False
+        #: the append failure that stopped the partition, or None
+        self.poisoned: BaseException | None = None
+        #: journalled events since the last snapshot (a follower, which only replays, has none)
+        self.wrote = False
+        #: the last error of an automatic snapshot (snapshots are optional; the events are durable)
+        self.snapshot_error: Exception | None = None
+
+    def record(self, events: Sequence[Event], *, recoverable: bool = False) -> None:
+        """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``."""
+        if self.journal is None or self.replaying or not events:
+            return
+        payload = [ev.to_json() for ev in events]
+        try:
+            if self.holder is not None:
+                seq = self.journal.append(self.stream, payload, holder=self.holder)
+            else:
+                seq = self.journal.append(self.stream, payload)
+        except BaseException as exc:
+            if not recoverable:
+                self.poisoned = exc
+            raise
+        self.last_seq = seq
+        self.wrote = True
+        if self.snapshot_every > 0 and seq - self.snapshot_seq >= self.snapshot_every:
+            try:
+                self.save_snapshot()
+            except Exception as exc:      # a snapshot is an optimisation: the event is already durable
+                self.snapshot_error = exc
+
+    def usable(self, partition: str) -> None:
+        """Refuse changes after a journal failure left memory ahead of the journal."""
+        if self.poisoned is not None:
+            raise QuotaplaneError(f"partition {partition!r} stopped taking changes after a journal "
+                                  f"failure ({self.poisoned!r}); restore it from the journal")
+
+    def save_snapshot(self) -> int:
+        """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""
+        if self.journal is None:
+            return 0
+        seq = self.last_seq
+        self.journal.save_snapshot(self.stream, seq, self._snapshot_state())
+        self.snapshot_seq = seq
+        self.wrote = False
+        return seq
+
+    @property
+    def needs_snapshot(self) -> bool:
+        """True when events were journalled since the last snapshot and the log is healthy."""
+        return self.wrote and self.last_seq > self.snapshot_seq and self.poisoned is None

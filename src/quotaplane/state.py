@@ -1,0 +1,415 @@
+"""The state of one partition and the only code that changes it: one method per event (events.py).
+
+:class:`PartitionState` holds nodes, applications, allocations, the policies by role and the pending
+asks. Its methods apply a journalled event — the same methods run live (after the partition decided
+and before it journals) and on replay (:meth:`PartitionState.apply`), so replay reproduces the state
+(rule S1). Deciding (admission checks), locking and journalling are the partition's
+(:class:`~quotaplane.partition.Partition`), not this module's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import quotaplane.events as E
+from quotaplane.admission import AllocationUndo, PolicySet, Preempted, apply_all, check_all
+from quotaplane.application import (
+    ACTIVE_STATES,
+    ALLOCATED,
+    ASKED,
+    IDLE,
+    IDLE_COUNTED,
+    LAST_RELEASED,
+    Allocation,
+    Application,
+)
+from quotaplane.config.identity import UserGroup
+from quotaplane.config.model import PartitionConfig
+from quotaplane.errors import JournalReplayError
+from quotaplane.gang import Replacement
+from quotaplane.placement import PlacementManager
+from quotaplane.policies.queue import QueuePolicy
+from quotaplane.policies.ugm import UgmPolicy
+from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.queues import QueueTree
+from quotaplane.resources import Resource
+from quotaplane.scheduling.asks import Ask
+from quotaplane.scheduling.runner import PendingAsks
+from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts
+from quotaplane.ugm import Manager
+
+__all__ = ["PartitionState"]
+
+_EMPTY = Resource()
+
+
+class PartitionState:
+    """Everything a partition knows, changed only by applying events (see the module docstring)."""
+
+    def __init__(self, config: PartitionConfig, *, config_seq: int, clock: Callable[[], float],
+                 options: PartitionOptions, config_source: Callable[[int], PartitionConfig] | None) -> None:
+        self.name: str = config.name
+        self.config: PartitionConfig = config
+        self.config_seq = config_seq
+        self.clock = clock
+        self.options = options
+        self.config_source = config_source
+        self.queues = QueueTree(config)
+        self.ugm = Manager()
+        self.ugm.update_config(config)
+        self.placement = PlacementManager(config.placement_rules)
+        self.policies = PolicySet(QueuePolicy(self.queues), UgmPolicy(self.ugm))
+        self.nodes: dict[str, Resource] = {}
+        self.total: Resource = _EMPTY
+        self.apps: dict[str, Application] = {}
+        self.allocs: dict[str, Allocation] = {}
+        self.count_seq = 0
+        self.config_t: float | None = None   # time of releases made by the last apply_config
+        #: the pending asks and their scheduler (set by the partition, which is its host)
+        self.pending: PendingAsks
+        self.build_extensions(config)
+        self.queues.set_cluster_resource(self.total)
+
+    def build_extensions(self, config: PartitionConfig) -> None:
+        from quotaplane.policies.registry import PolicyContext, build_policy, registered_keys
+
+        current = dict(self.policies.extensions)
+        keep: list[tuple[str, int, Any]] = []
+        for key, order in registered_keys():
+            if key not in config.extensions:
+                continue
+            existing = current.get(key)
+            if existing is not None:
+                existing.update_config(config)
+                keep.append((key, order, existing))
+            else:
+                policy, built_order = build_policy(key, config, PolicyContext(self.name, self.clock))
+                policy.set_cluster_resource(self.total)
+                keep.append((key, built_order, policy))
+        keep.sort(key=lambda e: (e[1], e[0]))
+        self.policies = PolicySet(self.policies.queue, self.policies.ugm, [(k, p) for k, _, p in keep])
+
+    def set_total(self) -> None:
+        total: dict[str, int] = {}
+        for cap in self.nodes.values():
+            for k, v in cap.items():
+                total[k] = total.get(k, 0) + v
+        self.total = Resource.of(dict(sorted(total.items())))
+        self.queues.set_cluster_resource(self.total)
+        for p in self.policies.extension_policies:
+            p.set_cluster_resource(self.total)
+
+    def node_added(self, ev: E.NodeAdded) -> None:
+        self.nodes[ev.node] = ev.capacity
+        self.set_total()
+
+    def node_removed(self, ev: E.NodeRemoved) -> None:
+        del self.nodes[ev.node]
+        self.set_total()
+
+
+    def app_added(self, ev: E.AppAdded) -> None:
+        if self.queues.queue(ev.queue) is None:
+            self.queues.ensure_dynamic_queue(ev.queue)
+        if ev.tags:
+            self.queues.apply_namespace_tags(ev.queue, ev.tags)
+        timeout = (self.options.placeholder_timeout if ev.placeholder_timeout is None
+                   else ev.placeholder_timeout)
+        app = Application(ev.app, UserGroup(ev.user, ev.groups), ev.queue, tags=ev.tags, submit_time=ev.t,
+                          gang_style=ev.gang_style, placeholder_timeout=timeout, added_seq=self.config_seq)
+        self.apps[app.application_id] = app
+        self.queues.add_application(ev.queue, app.application_id)
+
+    def drop_app(self, app: Application) -> None:
+        del self.apps[app.application_id]
+        self.pending.asks.remove_application(app.application_id)      # no orphan asks (expiry)
+        # the queue tree drops a draining or dynamic queue once it is empty
+        self.queues.remove_application(app.queue_path, app.application_id)
+
+    def app_removed(self, ev: E.AppRemoved) -> None:
+        app = self.apps[ev.app]
+        self.pending.asks.remove_application(app.application_id)
+        for key in list(app.allocations):
+            self.release_one(key, ev.t, terminal=True)
+        if app.counted:
+            self.leave(app)
+        self.drop_app(app)
+
+
+    def request(self, app: Application, key: str, resource: Resource, priority: int = 0,
+                 preemptible: bool = True, first: bool = False) -> AdmissionRequest:
+        return AdmissionRequest(app.application_id, key, app.queue_path, app.user, resource, priority,
+                                preemptible, first, app.tags)
+
+    def after_allocated(self, app: Application, ev: E.Allocated,
+                         preempted: Sequence[Preempted] = ()) -> None:
+        """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
+        # an allocation made for a pending ask ends the ask in the same event (queueing)
+        self.pending.asks.remove(ev.key)
+        alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
+                           preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
+                           time=ev.t)
+        alloc.config_seq = self.config_seq
+        if alloc.placeholder and not app.has_placeholders():
+            app.placeholder_since = ev.t
+        app.allocations[alloc.allocation_key] = alloc
+        self.allocs[alloc.allocation_key] = alloc
+        if not app.counted:
+            # Running state entry (seed 001): the first allocation counts the application.
+            app.counted = True
+            app.anchor_seq = self.config_seq
+            self.count_seq += 1
+            app.count_order = self.count_seq
+        app.move(ALLOCATED, ev.t)                   # New → Accepted → Starting in one step
+        for policy, key in preempted:
+            if key in self.allocs:
+                self.release_one(key, ev.t, skip=policy)
+
+    def undo_allocated(self, ev: E.Allocated, undo: AllocationUndo) -> None:
+        """Reverse an allocation that could not be journalled (the caller re-raises).
+
+        Preemptions a policy made for it cannot be reversed; they are rare (quota forests only).
+        """
+        alloc = self.allocs.get(ev.key)
+        if alloc is None:
+            return
+        app = self.apps[alloc.application_id]
+        for policy in reversed(self.policies.all):
+            policy.undo(undo.request)
+        del self.allocs[ev.key]
+        del app.allocations[ev.key]
+        app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
+        app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
+
+    def allocated(self, ev: E.Allocated) -> None:
+        """Replay: apply the recorded outcome without re-running the checks."""
+        app = self.apps[ev.app]
+        req = self.request(app, ev.key, ev.resource, ev.priority, ev.preemptible, first=not app.counted)
+        refused, preempted = apply_all(self.policies, req)
+        if refused:
+            raise JournalReplayError(f"replay of allocation {ev.key!r} was refused: "
+                                     f"{'; '.join(v.message for v in refused)}")
+        self.after_allocated(app, ev, preempted)
+
+    def count_in(self, app: Application) -> None:
+        """Enter the running count with no resources (rebuilding a soft-timed-out application)."""
+        req = self.request(app, "", _EMPTY, first=True)
+        for policy in self.policies.core:       # the running count lives in queue and user/group
+            if policy.apply(req):
+                raise JournalReplayError(f"replay could not count application {app.application_id!r} "
+                                         "as running")
+        app.counted = True
+        self.count_seq += 1
+        app.count_order = self.count_seq
+
+    def leave(self, app: Application) -> None:
+        """Leave the running count with no allocation left (seed 001 running state exit)."""
+        req = self.request(app, "", _EMPTY)
+        for policy in reversed(self.policies.core):   # the running count lives in queue and user/group
+            policy.release(req, last_allocation=True)
+        app.counted = False
+
+
+    def release_one(self, key: str, t: float, *, terminal: bool = False, keep_counted: bool = False,
+                     skip: Any = None) -> None:
+        alloc = self.allocs.pop(key)
+        app = self.apps[alloc.application_id]
+        del app.allocations[key]
+        # A-3: with asks still pending the application keeps running (and counting)
+        last = (app.counted and not app.allocations and not keep_counted
+                and not self.pending.asks.has_application(app.application_id))
+        req = self.request(app, key, alloc.resource, alloc.priority, alloc.preemptible)
+        for policy in reversed(self.policies.all):
+            if policy is not skip:
+                policy.release(req, last_allocation=last)
+        if last:
+            app.counted = False
+        if alloc.placeholder and not app.has_placeholders():
+            app.placeholder_since = None
+        if last and not terminal:
+            app.move(LAST_RELEASED, t)              # running state exit (seed 001)
+
+
+    def replacement(self, ev: E.Replaced) -> Replacement:
+        ph = self.allocs[ev.placeholder]
+        return Replacement(self.policies, self.request, self.apps[ph.application_id], ph, ev.key,
+                           ev.resource)
+
+    def replaced(self, ev: E.Replaced) -> None:
+        self.apply_replacement(ev, self.replacement(ev))
+
+    def apply_replacement(self, ev: E.Replaced, replacement: Replacement) -> list[str]:
+        ph = self.allocs[ev.placeholder]
+        app = self.apps[ph.application_id]
+        preempted = replacement.apply()
+        self.pending.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
+        real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
+                          preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group, time=ev.t)
+        # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
+        # asked for nothing more (its usage was admitted then, a later config may be tighter)
+        grew = any(v > 0 for v in replacement.up.resource.values())
+        real.config_seq = self.config_seq if grew else ph.config_seq
+        # keep admission order: the real allocation takes the placeholder's place
+        app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
+                           (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
+        del self.allocs[ph.allocation_key]
+        self.allocs[real.allocation_key] = real
+        if not app.has_placeholders():
+            app.placeholder_since = None
+        app.move(ALLOCATED, ev.t)
+        for policy, key in preempted:
+            if key in self.allocs and key != real.allocation_key:
+                self.release_one(key, ev.t, skip=policy)
+        return [k for _, k in preempted]
+
+
+    def timeouts(self, ev: E.Timeouts) -> list[str]:
+        actions = TimeoutActions(release=self.release_one, leave=self.leave, drop=self.drop_app,
+                                 allocated=self.allocs.__contains__)
+        return apply_timeouts(self.apps.values(), ev.t, self.options, actions, self.policies.reclaiming())
+
+
+    def config_applied(self, ev: E.ConfigApplied) -> None:
+        if self.config_source is None:
+            raise JournalReplayError(f"partition {self.name!r} cannot resolve config #{ev.seq}")
+        self.apply_config(self.config_source(ev.seq), ev.seq, t=ev.t)
+
+    def ask_added(self, ev: E.AskAdded) -> None:
+        self.pending.asks.add(Ask.from_event(ev))
+        # seed 001: a request moves the application to Accepted; a completing one back to Running
+        # (YuniKorn RunApplication: it is not Completed away while the request waits)
+        self.apps[ev.app].move(ASKED, ev.t)
+
+    def ask_removed(self, ev: E.AskRemoved) -> None:
+        ask = self.pending.asks.remove(ev.key)
+        if ask is None:
+            return
+        app = self.apps.get(ask.application_id)
+        if app is None or app.allocations or self.pending.asks.has_application(app.application_id):
+            return
+        # the last ask of an application with no allocation went away
+        if app.counted:
+            self.leave(app)
+            app.move(IDLE_COUNTED, ev.t)
+        else:
+            app.move(IDLE, ev.t)
+
+
+    def apply(self, ev: E.Event) -> None:
+        match ev:
+            case E.Allocated():
+                self.allocated(ev)
+            case E.Released():
+                self.release_one(ev.key, ev.t)
+            case E.AskAdded():
+                self.ask_added(ev)
+            case E.AskRemoved():
+                self.ask_removed(ev)
+            case E.AppAdded():
+                self.app_added(ev)
+            case E.AppRemoved():
+                self.app_removed(ev)
+            case E.NodeAdded():
+                self.node_added(ev)
+            case E.NodeRemoved():
+                self.node_removed(ev)
+            case E.Replaced():
+                self.replaced(ev)
+            case E.Timeouts():
+                self.timeouts(ev)
+            case E.ConfigApplied():
+                self.config_applied(ev)
+            case E.CountIn():
+                self.count_in(self.apps[ev.app])
+            case E.AppRestore():
+                self.app_restore(ev)
+            case E.PolicyMemo():
+                self.policy_memo(ev)
+            case _:  # pragma: no cover - decode() knows every class
+                raise JournalReplayError(f"no handler for event {ev!r}")
+
+    def policy_memo(self, ev: E.PolicyMemo) -> None:
+        policy = self.policies.extension(ev.policy)
+        if policy is None:
+            raise JournalReplayError(f"no policy {ev.policy!r} to restore a snapshot memo into")
+        policy.restore_memo(ev.memo)
+
+    def app_restore(self, ev: E.AppRestore) -> None:
+        app = self.apps[ev.app]
+        if ev.allocations is not None and set(ev.allocations) == set(app.allocations):
+            app.allocations = {k: app.allocations[k] for k in ev.allocations}
+        app.state = ev.state
+        app.state_since = ev.state_since
+        app.placeholder_since = ev.placeholder_since
+        app.anchor_seq = ev.anchor_seq
+        app.added_seq = ev.added_seq
+
+    def apply_config(self, config: PartitionConfig, seq: int, *, t: float | None = None) -> None:
+        """Adopt config ``seq``; release what a policy let go because of it (see Partition.apply_config)."""
+        self.config = config
+        self.config_seq = seq
+        self.queues.update_config(config)
+        self.queues.set_cluster_resource(self.total)
+        self.ugm.update_config(config)
+        self.placement.update_rules(config.placement_rules)
+        self.build_extensions(config)
+        dropped = [(p, key) for p in self.policies.extension_policies for key in p.take_preempted()]
+        self.config_t = None
+        if dropped:
+            when = self.clock() if t is None else t
+            for policy, key in dropped:
+                if key in self.allocs:
+                    self.release_one(key, when, skip=policy)
+            self.config_t = when
+
+    def over_queue_max(self, ask: Ask) -> bool:
+        """M-2 alone: the ask would put a queue of its chain over its max (or the root over the
+        cluster). The queue policy is always part of admission and never preempts, so this refusal
+        is certain; checking it first spares the full check and its messages."""
+        app = self.apps.get(ask.application_id)
+        if app is None or ask.placeholder or ask.task_group is not None:
+            return False                # (a task-group ask may replace a placeholder instead)
+        return bool(self.queues.check_allocation(app.queue_path, ask.resource))
+
+    def explain_ask(self, ask: Ask) -> list[Violation]:
+        """Why ``ask`` waits now: exactly ``what_if`` for the same request ([] when its application
+        takes no allocations now)."""
+        app = self.apps.get(ask.application_id)
+        if app is None or app.state not in ACTIVE_STATES or self.queues.queue(app.queue_path) is None:
+            return []
+        req = self.request(app, "", ask.resource, ask.priority, ask.preemptible, first=not app.counted)
+        return check_all(self.policies, req)
+
+    def dao(self) -> dict[str, Any]:
+        """``GET /ws/v1/partitions`` entry: name, state, totalNodes, capacity, applications by state."""
+        states: dict[str, int] = {}
+        for app in self.apps.values():
+            states[app.state] = states.get(app.state, 0) + 1
+        root = self.queues.queue("root")
+        used = Resource(root.allocated) if root is not None else _EMPTY
+        return {
+            "name": self.name,
+            "state": "Active",
+            "totalNodes": len(self.nodes),
+            "capacity": {"capacity": self.total.to_dict(), "usedCapacity": used.to_dict()},
+            "applications": {"total": len(self.apps), **dict(sorted(states.items()))},
+        }
+
+    def dump(self) -> dict[str, Any]:
+        """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
+        state = {
+            "name": self.name,
+            "config_seq": self.config_seq,
+            "nodes": {n: r.to_dict() for n, r in sorted(self.nodes.items())},
+            "applications": {a: self.apps[a].dump() for a in sorted(self.apps)},
+            "allocations": {k: self.allocs[k].to_dict() for k in sorted(self.allocs)},
+            "queues": self.queues.dump_state(),
+            "ugm": self.ugm.dump_state(),
+            "policies": {key: p.dump_state() for key, p in sorted(self.policies.extensions)},
+            "asks": self.pending.asks.dump(),
+        }
+        # normalise through JSON so tuples/lists and key order never differ between runs
+        normal: dict[str, Any] = json.loads(json.dumps(state, sort_keys=True))
+        return normal
