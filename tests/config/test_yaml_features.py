@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotaplane.config import ConfigError, load_config
-from quotaplane.config.loader import parse_yaml
+from quotaplane.config.yaml_tree import parse_yaml
 from tests.config.helpers import load, problems, queues, reasons
 
 ANCHORS = """\

@@ -26,11 +26,11 @@ a failing load returns nothing, which makes validation all-or-nothing (U13).
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any
 
+from quotaplane.config._fields import FieldReader, describe, is_bool
 from quotaplane.config.model import (
     ChildTemplateConfig,
     FilterConfig,
@@ -45,12 +45,11 @@ from quotaplane.config.model import (
 from quotaplane.config.validate import (
     PLACEMENT_RULE_NAMES,
     ROOT_QUEUE,
-    LineIndex,
     Problem,
     check_config,
 )
+from quotaplane.config.yaml_tree import parse_yaml, raise_problems
 from quotaplane.errors import ConfigError
-from quotaplane.resources import INT64_MAX, Resource
 
 __all__ = ["DEFAULT_CONFIG_YAML", "DEFAULT_PARTITION", "default_config", "load_config", "parse_config"]
 
@@ -93,193 +92,12 @@ _MAX_RULE_DEPTH = 16
 _MAX_EXTENSION_DEPTH = 64
 
 
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not _is_bool(value)
-
-
-def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if _is_bool(value):
-        return "a boolean"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    return f"a value of type {type(value).__name__}"
-
-
 class _TooLarge(Exception):
     """Raised inside the builder when the input exceeds the size guards."""
 
 
-class _Builder:
+class _Builder(FieldReader):
     """Turns the line-aware YAML data into model objects, recording problems, lines and broken fields."""
-
-    broken: list[tuple[object, str]]
-
-    def __init__(self) -> None:
-        self.broken = []
-        self.unknown_keys = False
-        self.problems: list[Problem] = []
-        self.index = LineIndex()
-        self.queue_count = 0
-
-    # -- problems and lines -----------------------------------------------------------------------
-    def add(self, line: int | None, message: str) -> None:
-        self.problems.append((line, message))
-
-    @staticmethod
-    def node_line(node: object) -> int | None:
-        return node.line if isinstance(node, _Map | _Seq) else None
-
-    @staticmethod
-    def key_line(mapping: object, key: object) -> int | None:
-        if isinstance(mapping, _Map):
-            return mapping.key_lines.get(key, mapping.line)
-        return None
-
-    @staticmethod
-    def item_line(seq: object, index: int) -> int | None:
-        if isinstance(seq, _Seq):
-            return seq.item_lines[index] if 0 <= index < len(seq.item_lines) else seq.line
-        return None
-
-    # -- typed accessors --------------------------------------------------------------------------
-    def mapping(self, node: object, what: str, allowed: tuple[str, ...],
-                line: int | None) -> dict[Any, Any] | None:
-        """``node`` as a mapping whose keys are all in ``allowed``; None (and a problem) otherwise."""
-        self.unknown_keys = False
-        if not isinstance(node, dict):
-            self.add(line, f"{what} must be a mapping, got {_describe(node)}")
-            return None
-        for key in node:
-            if not isinstance(key, str):
-                self.add(self.key_line(node, key), f"invalid key {key!r} in {what}: keys must be strings")
-            elif key not in allowed:
-                self.unknown_keys = True
-                hint = ""
-                if key.lower() in allowed:
-                    hint = f" (did you mean '{key.lower()}'?)"
-                self.add(self.key_line(node, key),
-                         f"unknown key '{key}' in {what}{hint}; allowed keys: {', '.join(allowed)}")
-        return node
-
-    def string(self, m: dict[Any, Any], key: str, what: str, default: str = "") -> str:
-        value = m.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            self.add(self.key_line(m, key), f"'{key}' of {what} must be a string, got {_describe(value)}"
-                                             " (quote it)")
-            return default
-        return str(value)
-
-    def optional_string(self, m: dict[Any, Any], key: str, what: str) -> str | None:
-        if m.get(key) is None:
-            return None
-        return self.string(m, key, what)
-
-    def boolean(self, m: dict[Any, Any], key: str, what: str) -> bool:
-        value = m.get(key)
-        if value is None:
-            return False
-        if not _is_bool(value):
-            self.add(self.key_line(m, key),
-                     f"'{key}' of {what} must be a boolean (true or false), got {_describe(value)}")
-            return False
-        return bool(value)
-
-    def count(self, m: dict[Any, Any], key: str, what: str) -> tuple[int, bool]:
-        """A non-negative integer within int64 (YuniKorn's uint64, kept JSON-safe), and if it parsed."""
-        value = m.get(key)
-        if value is None:
-            return 0, True
-        if not _is_int(value) or value < 0 or value > INT64_MAX:
-            self.add(self.key_line(m, key),
-                     f"'{key}' of {what} must be a non-negative integer, got {_describe(value)}")
-            return 0, False
-        return int(value), True
-
-    def names(self, m: dict[Any, Any], key: str, what: str) -> tuple[tuple[str, ...], list[int | None], bool]:
-        """A list of strings (users, groups): the names, each item's line, and whether it parsed."""
-        value = m.get(key)
-        if value is None:
-            return (), [], True
-        if not isinstance(value, list):
-            self.add(self.key_line(m, key), f"'{key}' of {what} must be a list of names, got "
-                                             f"{_describe(value)}")
-            return (), [], False
-        out: list[str] = []
-        lines: list[int | None] = []
-        ok = True
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                self.add(self.item_line(value, i),
-                         f"entry {i + 1} of '{key}' of {what} must be a string, got {_describe(item)}")
-                ok = False
-                continue
-            out.append(str(item))
-            lines.append(self.item_line(value, i))
-        return tuple(out), lines, ok
-
-    def resource(self, m: dict[Any, Any], key: str, what: str) -> tuple[Resource | None, bool]:
-        """V-6 / V-20: a map of quantities (Q-1 … Q-6). Empty or absent is None."""
-        value = m.get(key)
-        if value is None:
-            return None, True
-        if not isinstance(value, dict):
-            self.add(self.key_line(m, key), f"'{key}' of {what} must be a mapping of resource name to "
-                                             f"quantity, got {_describe(value)}")
-            return None, False
-        data: dict[str, int] = {}
-        ok = True
-        for name, raw in value.items():
-            try:
-                parsed = Resource.from_config({name: raw})
-            except ValueError as exc:
-                self.add(self.key_line(value, name), f"{key} of {what}: {exc}")
-                ok = False
-                continue
-            data.update(parsed)
-        if not ok:
-            return None, False
-        return (Resource(data) if data else None), True
-
-    def properties(self, m: dict[Any, Any], key: str, what: str) -> MappingProxyType[str, str]:
-        value = m.get(key)
-        if value is None:
-            return MappingProxyType({})
-        if not isinstance(value, dict):
-            self.add(self.key_line(m, key), f"'{key}' of {what} must be a mapping of strings, got "
-                                             f"{_describe(value)}")
-            return MappingProxyType({})
-        out: dict[str, str] = {}
-        for name, raw in value.items():
-            line = self.key_line(value, name)
-            if not isinstance(name, str):
-                self.add(line, f"property name {name!r} of {what} must be a string")
-                continue
-            # YuniKorn decodes properties into map[string]string: scalars become their text.
-            if raw is None:
-                out[name] = ""
-            elif isinstance(raw, str):
-                out[name] = str(raw)
-            elif _is_bool(raw):
-                out[name] = "true" if raw else "false"
-            elif isinstance(raw, int | float):
-                out[name] = str(int(raw)) if _is_int(raw) else str(float(raw))
-            else:
-                self.add(line, f"property '{name}' of {what} must be a string, got {_describe(raw)}")
-        return MappingProxyType(out)
 
     # -- the tree -----------------------------------------------------------------------------------
     def build(self, data: object) -> SchedulerConfig | None:
@@ -296,7 +114,7 @@ class _Builder:
             return None
         if not isinstance(raw_partitions, list):
             self.add(self.key_line(top, "partitions"),
-                     f"'partitions' must be a list, got {_describe(raw_partitions)}")
+                     f"'partitions' must be a list, got {describe(raw_partitions)}")
             return None
         try:
             return self.partitions(raw_partitions)
@@ -335,7 +153,7 @@ class _Builder:
         if raw_rules is not None:
             if not isinstance(raw_rules, list):
                 self.add(self.key_line(pm, "placementrules"),
-                         f"'placementrules' of {what} must be a list, got {_describe(raw_rules)}")
+                         f"'placementrules' of {what} must be a list, got {describe(raw_rules)}")
             else:
                 for i, raw in enumerate(raw_rules):
                     rule = self.rule(raw, self.item_line(raw_rules, i), 0)
@@ -377,7 +195,7 @@ class _Builder:
             self.add(qline, "queue config is not set")
             return None
         if not isinstance(raw_queues, list):
-            self.add(qline, f"'queues' of {what} must be a list, got {_describe(raw_queues)}")
+            self.add(qline, f"'queues' of {what} must be a list, got {describe(raw_queues)}")
             return None
         single_root = (len(raw_queues) == 1 and isinstance(raw_queues[0], dict)
                        and isinstance(raw_queues[0].get("name"), str)
@@ -445,7 +263,7 @@ class _Builder:
         if raw_children is not None:
             if not isinstance(raw_children, list):
                 self.add(self.key_line(qm, "queues"),
-                         f"'queues' of {what} must be a list, got {_describe(raw_children)}")
+                         f"'queues' of {what} must be a list, got {describe(raw_children)}")
             else:
                 children = self.children(raw_children, path, depth + 1, what, self.key_line(qm, "queues"))
         max_apps, apps_ok = self.count(qm, "maxapplications", what)
@@ -510,7 +328,7 @@ class _Builder:
         if raw is None:
             return ()
         if not isinstance(raw, list):
-            self.add(self.key_line(m, key), f"'limits' of {what} must be a list, got {_describe(raw)}")
+            self.add(self.key_line(m, key), f"'limits' of {what} must be a list, got {describe(raw)}")
             return ()
         out: list[LimitConfig] = []
         for i, item in enumerate(raw):
@@ -599,16 +417,16 @@ class _Builder:
         if raw_w is not None:
             if not isinstance(raw_w, dict):
                 self.add(self.key_line(nm, "resourceweights"),
-                         f"'resourceweights' of {nwhat} must be a mapping, got {_describe(raw_w)}")
+                         f"'resourceweights' of {nwhat} must be a mapping, got {describe(raw_w)}")
             else:
                 for name, w in raw_w.items():
                     wline = self.key_line(raw_w, name)
                     if not isinstance(name, str):
                         self.add(wline, f"resource name {name!r} in {nwhat} must be a string")
-                    elif _is_bool(w) or not isinstance(w, int | float) or w != w or w in (
+                    elif is_bool(w) or not isinstance(w, int | float) or w != w or w in (
                             float("inf"), float("-inf")):
                         self.add(wline, f"resource weight for {name} in {nwhat} must be a number, got "
-                                        f"{_describe(w)}")
+                                        f"{describe(w)}")
                     else:
                         weights[str(name)] = float(w)
                         lines[str(name)] = wline
@@ -656,193 +474,6 @@ class _Builder:
         return result
 
 
-def _yaml_problem(exc: BaseException) -> Problem:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    line = getattr(mark, "line", None)
-    problem = getattr(exc, "problem", None)
-    context = getattr(exc, "context", None)
-    if problem:
-        text = f"{context}: {problem}" if context else str(problem)
-    else:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, RecursionError):
-        text = "the YAML is nested too deeply"
-    return (line + 1 if isinstance(line, int) else None, f"invalid YAML: {text}")
-
-
-def _sort_key(problem: Problem) -> tuple[int, int]:
-    line = problem[0]
-    return (1, 0) if line is None else (0, line)
-
-
-def _raise(problems: list[Problem]) -> None:
-    ordered = sorted(problems, key=_sort_key)  # stable: same line keeps check order
-    line, reason = ordered[0]
-    message = f"line {line}: {reason}" if line is not None else reason
-    raise ConfigError(message, line=line, problems=ordered)
-
-
-class _Map(dict[Any, Any]):
-    """A YAML mapping as a dict, with the 1-based line of the mapping and of each key."""
-
-    __slots__ = ("key_lines", "line")
-
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.key_lines: dict[Any, int] = {}
-
-
-class _Seq(list[Any]):
-    """A YAML sequence as a list, with the 1-based line of the sequence and of each item."""
-
-    __slots__ = ("item_lines", "line")
-
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.item_lines: list[int] = []
-
-
-_TAG = "tag:yaml.org,2002:"
-_STR, _NULL, _BOOL, _MERGE = _TAG + "str", _TAG + "null", _TAG + "bool", _TAG + "merge"
-_MAP_TAGS = (_TAG + "map", "!")  # "!" is a non-specific tag: a plain mapping or sequence
-_SEQ_TAGS = (_TAG + "seq", "!")
-
-
-class _NodeError(Exception):
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.message = message
-
-
-class _TreeBuilder:
-    """Turns the composed YAML node graph into :class:`_Map` / :class:`_Seq` / scalars.
-
-    We compose (rather than load) so that the C parser of ``ruamel.yaml.clib`` can be used while every
-    key and item keeps its line. Scalars are constructed by ruamel's safe constructor (YAML 1.2 core
-    schema); duplicate keys are errors and ``<<`` merge keys work as in YAML 1.1 (explicit keys win).
-    Aliased nodes are built once and shared, so an alias-heavy text cannot expand exponentially here.
-    """
-
-    def __init__(self, constructor: Any) -> None:
-        self.constructor = constructor
-        self.built: dict[int, object] = {}
-
-    def build(self, node: Any) -> object:
-        from ruamel.yaml.nodes import MappingNode, ScalarNode
-
-        key = id(node)
-        if key in self.built:
-            return self.built[key]
-        line = node.start_mark.line + 1
-        ctag = node.ctag
-        # ``node.tag`` formats the tag on every access; resolved tags have no handle (a fast path).
-        tag = ctag.suffix if ctag.handle is None else node.tag
-        if isinstance(node, ScalarNode):
-            if tag == _STR:
-                value: object = node.value
-            elif tag == _NULL:
-                value = None
-            elif tag == _BOOL:
-                value = node.value.lower() == "true"
-            else:
-                value = self.constructor.construct_object(node, deep=True)
-                if isinstance(value, bytes | set):
-                    raise _NodeError(line, f"unsupported YAML value of type {type(value).__name__}")
-            self.built[key] = value
-            return value
-        if isinstance(node, MappingNode):
-            if tag not in _MAP_TAGS:
-                raise _NodeError(line, f"unsupported YAML tag {tag!r}")
-            mapping = _Map(line)
-            self.built[key] = mapping
-            merges: list[Any] = []
-            for key_node, value_node in node.value:
-                if key_node.ctag.suffix == _MERGE or key_node.tag == _MERGE:
-                    merges.append(value_node)
-                    continue
-                k = self.build(key_node)
-                if isinstance(k, dict | list):
-                    raise _NodeError(key_node.start_mark.line + 1, "a mapping key must be a scalar")
-                if k in mapping:
-                    raise _NodeError(key_node.start_mark.line + 1,
-                                     f"duplicate key {k!r} (first at line {mapping.key_lines[k]})")
-                mapping[k] = self.build(value_node)
-                mapping.key_lines[k] = key_node.start_mark.line + 1
-            for merge in merges:
-                bad_merge = _NodeError(merge.start_mark.line + 1, "a merge key needs mappings")
-                sources = merge.value if not isinstance(merge, MappingNode) else [merge]
-                if not isinstance(sources, list):
-                    raise bad_merge
-                for source_node in sources:
-                    source = self.build(source_node)
-                    if not isinstance(source, _Map):
-                        raise bad_merge
-                    for k, v in source.items():
-                        if k not in mapping:  # explicit keys win, then earlier merges
-                            mapping[k] = v
-                            mapping.key_lines[k] = source.key_lines.get(k, source.line)
-            return mapping
-        if tag not in _SEQ_TAGS:
-            raise _NodeError(line, f"unsupported YAML tag {tag!r}")
-        seq = _Seq(line)
-        self.built[key] = seq
-        for item in node.value:
-            seq.append(self.build(item))
-            seq.item_lines.append(item.start_mark.line + 1)
-        return seq
-
-
-_BRACKETS = re.compile(r"[\[\]{}]")
-# Composing recurses once per nesting level (in C with ruamel.yaml.clib, unchecked): refuse absurd nesting
-# up front. No real configuration comes near this bound.
-_MAX_NESTING = 250
-
-
-def _nesting(text: str) -> tuple[int, int]:
-    """An upper bound of the YAML nesting depth (indentation plus open brackets) and its line."""
-    depth = 0
-    worst, worst_line = 0, 0
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.lstrip(" ")
-        level = len(line) - len(stripped) + depth
-        for match in _BRACKETS.finditer(stripped):
-            if match.group() in "[{":
-                depth += 1
-                level = max(level, len(line) - len(stripped) + depth)
-            elif depth:
-                depth -= 1
-        if level > worst:
-            worst, worst_line = level, number
-    return worst, worst_line
-
-
-def parse_yaml(text: str) -> object:
-    """Parse ``text`` into plain data whose mappings and lists know their lines; errors are ConfigError.
-
-    Uses ruamel.yaml's composer (the C parser of ``ruamel.yaml.clib`` when installed, about ten times
-    faster than the pure-Python one) and builds the values itself to keep each key's line.
-    """
-    from ruamel.yaml import YAML
-
-    depth, line = _nesting(text)
-    if depth > _MAX_NESTING:
-        _raise([(line, f"invalid YAML: nested too deeply (more than {_MAX_NESTING} levels)")])
-    yaml = YAML(typ="safe")
-    try:
-        node = yaml.compose(text)
-        if node is None:
-            return None
-        return _TreeBuilder(yaml.constructor).build(node)
-    except _NodeError as exc:
-        _raise([(exc.line, f"invalid YAML: {exc.message}")])
-    except Exception as exc:  # any parser failure (scanner, composer, constructor, recursion …) is bad input
-        _raise([_yaml_problem(exc)])
-    raise AssertionError("unreachable")  # pragma: no cover - _raise always raises
-
-
 def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[SchedulerConfig, list[Problem]]:
     """Build the model from ``text`` and return it with every problem found (``[]`` when valid).
 
@@ -860,7 +491,7 @@ def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[Scheduler
     builder = _Builder()
     config = builder.build(data)
     if config is None or not config.partitions:
-        _raise(builder.problems or [(None, "no partitions defined")])
+        raise_problems(builder.problems or [(None, "no partitions defined")])
         raise AssertionError("unreachable")  # pragma: no cover
     problems = list(builder.problems)
     if validate:
@@ -879,7 +510,7 @@ def load_config(text: str | bytes) -> SchedulerConfig:
     """
     config, problems = parse_config(text)
     if problems:
-        _raise(problems)
+        raise_problems(problems)
     return config
 
 
