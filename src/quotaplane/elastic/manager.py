@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quotaplane.elastic._dims import (
-    Dims,
     add_into,
     diff,
     fits,
@@ -25,8 +24,7 @@ from quotaplane.elastic._dims import (
     nonneg,
     sorted_dims,
 )
-from quotaplane.elastic._state import GroupStatic, Pod, Quota, limited_of
-from quotaplane.elastic.calculator import redistribute, scale_mins
+from quotaplane.elastic._state import Pod, Quota
 from quotaplane.elastic.errors import QuotaValidationError
 from quotaplane.elastic.model import (
     DEFAULT_QUOTA,
@@ -39,6 +37,7 @@ from quotaplane.elastic.model import (
     namespaces_tuple,
     parse_elastic_quotas,
 )
+from quotaplane.elastic.runtime import RuntimeTree
 from quotaplane.elastic.validate import SpecView, parents_first, validate
 from quotaplane.elastic.victims import preemption_victims, revoke_victims
 from quotaplane.resources import INT64_MAX, Resource
@@ -68,8 +67,6 @@ class ElasticQuotaManager:
                  system_max: Mapping[str, int] | None = None) -> None:
         if revoke_delay < 0:
             raise ValueError("revoke_delay must be >= 0")
-        self._total: Dims = dict(nonneg(total)._values)
-        self._scale_min = scale_min
         self._delay = float(revoke_delay)
         self._check_parent = check_parent
         self._q: dict[str, Quota] = {}
@@ -80,6 +77,7 @@ class ElasticQuotaManager:
                                 allow_lent=False))
         self._root = root
         self._q[ROOT_QUOTA] = root
+        self._rt = RuntimeTree(self._q, root, dict(nonneg(total)._values), scale_min)
         for name, mx in ((SYSTEM_QUOTA, system_max), (DEFAULT_QUOTA, default_max)):
             limit = internal_resources(name, "max", mx if mx is not None else _SPECIAL_MAX)
             self._q[name] = Quota(QuotaSpec(name, Resource(), limit))
@@ -210,7 +208,7 @@ class ElasticQuotaManager:
 
     def set_total(self, total: Mapping[str, int]) -> None:
         """Set the cluster total (internal units); the root runtime follows (E4)."""
-        self._total = dict(nonneg(total)._values)
+        self._rt.total = dict(nonneg(total)._values)
         self._root.group_dirty = True
 
     def set_options(self, *, scale_min: bool | None = None, revoke_delay: float | None = None,
@@ -227,8 +225,8 @@ class ElasticQuotaManager:
             self._delay = float(revoke_delay)
         if check_parent is not None:
             self._check_parent = bool(check_parent)
-        if scale_min is not None and bool(scale_min) != self._scale_min:
-            self._scale_min = bool(scale_min)
+        if scale_min is not None and bool(scale_min) != self._rt.scale_min:
+            self._rt.scale_min = bool(scale_min)
             for q in self._q.values():      # the runtimes of every group depend on it (E3)
                 if q is self._root or q.is_parent:
                     q.group_dirty = True
@@ -316,7 +314,7 @@ class ElasticQuotaManager:
     def runtime(self, name: str) -> Resource:
         """The runtime quota of ``name`` (reference §2.4); the root's is the root total (E4)."""
         q = self._get(name)
-        return Resource.of(dict(self._runtime_of(q)))
+        return Resource.of(dict(self._rt.runtime_of(q)))
 
     def request(self, name: str) -> Resource:
         """The request of ``name``: leaf Σ pod requests masked to max (E7), parent Σ children limited."""
@@ -345,12 +343,12 @@ class ElasticQuotaManager:
     @property
     def total(self) -> Resource:
         """The cluster total."""
-        return Resource.of(dict(self._total))
+        return Resource.of(dict(self._rt.total))
 
     @property
     def scale_min(self) -> bool:
         """Whether min scaling is on (E3)."""
-        return self._scale_min
+        return self._rt.scale_min
 
     @property
     def revoke_delay(self) -> float:
@@ -407,9 +405,9 @@ class ElasticQuotaManager:
         if name in SPECIAL_QUOTAS:
             limits = {name: q.max}
         elif include_request:
-            limits = self._runtime_with_extra(q, req)
+            limits = self._rt.runtime_with_extra(q, req)
         else:
-            self._ensure(q)
+            self._rt.ensure(q)
             limits = {name: q.runtime}
         out: list[Violation] = []
         limit = limits[name]
@@ -434,7 +432,7 @@ class ElasticQuotaManager:
             while anc is not self._root:
                 known = limits.get(anc.name)
                 if known is None:
-                    self._ensure(anc)
+                    self._rt.ensure(anc)
                     known = anc.runtime
                 limit = known
                 short = {k: anc.used.get(k, 0) + v - limit[k] for k, v in req.items()
@@ -459,7 +457,7 @@ class ElasticQuotaManager:
         if name == DEFAULT_QUOTA:
             return []
         req = mask(nonneg(request)._values, q.max)
-        limit = q.max if name in SPECIAL_QUOTAS else self._runtime_of(q)
+        limit = q.max if name in SPECIAL_QUOTAS else self._rt.runtime_of(q)
         return preemption_victims(q, self._pods_of(q), req, limit, priority)
 
     # ------------------------------------------------------------------------------------------------
@@ -475,7 +473,7 @@ class ElasticQuotaManager:
         important first, quotas by name). The manager does not remove the pods: the caller evicts them and
         calls :meth:`remove_pod`. The over-use clock of a triggered quota restarts at ``now``.
         """
-        self._ensure_all()
+        self._rt.ensure_all()
         evict: list[str] = []
         for name in sorted(self._q):
             if name in (ROOT_QUOTA, SYSTEM_QUOTA):
@@ -484,7 +482,7 @@ class ElasticQuotaManager:
             last = self._last_under.get(name)
             if last is None:
                 last = self._last_under[name] = now
-            limit = self._runtime_of(q)
+            limit = self._rt.runtime_of(q)
             if fits(q.used, limit):
                 self._last_under[name] = now
                 continue
@@ -528,69 +526,33 @@ class ElasticQuotaManager:
             "request": sorted_dims(q.request, prune=True),
             "used": sorted_dims(q.used, prune=True),
             "non_preemptible_used": sorted_dims(q.np_used, prune=True),
-            "runtime": sorted_dims(self._runtime_of(q)),
+            "runtime": sorted_dims(self._rt.runtime_of(q)),
             "pods": sorted(q.pods),
         }
 
     def dump_state(self) -> dict[str, Any]:
         """Everything observable, as plain sorted JSON-able data (deterministic)."""
-        self._ensure_all()
+        self._rt.ensure_all()
         quotas = {name: self._describe(self._q[name]) for name in sorted(self._q)}
         pods = {pid: {"quota": p.quota, "request": sorted_dims(p.request), "priority": p.priority,
                       "preemptible": p.preemptible, "assigned": p.assigned, "start_time": p.start_time}
                 for pid, p in sorted(self._pods.items())}
         return {
-            "total": sorted_dims(self._total),
-            "scale_min": self._scale_min,
+            "total": sorted_dims(self._rt.total),
+            "scale_min": self._rt.scale_min,
             "revoke_delay": self._delay,
             "quotas": quotas,
             "pods": pods,
             "monitor": {k: self._last_under[k] for k in sorted(self._last_under)},
         }
 
-    def full_recompute(self) -> dict[str, Resource]:
-        """Every runtime computed from scratch, ignoring every cache (decision E2; for tests).
-
-        Requests are re-aggregated bottom-up from the pods/aggregates and runtimes recomputed top-down.
-        """
-        limited: dict[str, Dims] = {}
-
-        def aggregate(q: Quota) -> Dims:
-            if q.is_parent:
-                child_req: Dims = {}
-                for c in q.children:
-                    add_into(child_req, aggregate(self._q[c]))
-            else:
-                child_req = mask(q.raw_request, q.max)
-            req = dict(child_req)
-            if not q.allow_lent:
-                for k, m in q.min.items():
-                    req[k] = max(req.get(k, 0), m)
-            lim = {k: (v if k not in q.max else min(v, q.max[k])) for k, v in req.items()}
-            limited[q.name] = lim
-            return lim
-
-        for c in self._root.children:
-            aggregate(self._q[c])
-        out: dict[str, Resource] = {ROOT_QUOTA: Resource.of(self._root_total())}
-        for name in SPECIAL_QUOTAS:
-            out[name] = Resource.of(dict(self._q[name].max))
-
-        def descend(p: Quota, total: Mapping[str, int]) -> None:
-            static = self._build_static(p)
-            kids = static.kids
-            values = self._group_values(static, total, [limited[c.name] for c in kids])
-            for c, rt in zip(kids, values, strict=True):
-                out[c.name] = Resource.of(rt)
-                if c.is_parent:
-                    descend(c, rt)
-
-        descend(self._root, self._root_total())
-        return out
-
     # ------------------------------------------------------------------------------------------------
     # internals: runtime
     # ------------------------------------------------------------------------------------------------
+    def full_recompute(self) -> dict[str, Resource]:
+        """Every runtime computed from scratch, ignoring every cache (decision E2; for tests)."""
+        return self._rt.full_recompute()
+
     def _get(self, name: str) -> Quota:
         q = self._q.get(name)
         if q is None:
@@ -612,146 +574,6 @@ class ElasticQuotaManager:
         add_into(q.raw_used, pod.request, sign)
         if not pod.preemptible:
             add_into(q.raw_np_used, pod.request, sign)
-
-    def _root_total(self) -> Dims:
-        # E4: the root total is the cluster total minus what the system and default quotas use.
-        out = dict(self._total)
-        for name in SPECIAL_QUOTAS:
-            add_into(out, self._q[name].used, -1)
-        return out
-
-    def _runtime_of(self, q: Quota) -> Dims:
-        if q is self._root:
-            return self._root_total()
-        if q.name in SPECIAL_QUOTAS:
-            return q.max
-        self._ensure(q)
-        return q.runtime
-
-    def _ensure(self, q: Quota) -> None:
-        """Recompute the dirty sibling groups from the root down to ``q`` (lazy refresh, §2.4)."""
-        chain: list[Quota] = []
-        p = self._q.get(q.parent)
-        while p is not None:
-            chain.append(p)
-            p = self._q.get(p.parent) if p is not self._root else None
-        for g in reversed(chain):
-            if g.group_dirty:
-                self._compute_group(g)
-
-    def _ensure_all(self) -> None:
-        stack = [self._root]
-        while stack:
-            p = stack.pop()
-            if p.group_dirty:
-                self._compute_group(p)
-            for c in reversed(p.children):
-                child = self._q[c]
-                if child.is_parent:
-                    stack.append(child)
-
-    def _static(self, p: Quota) -> GroupStatic:
-        static = p.static
-        if static is None:
-            static = p.static = self._build_static(p)
-        return static
-
-    def _build_static(self, p: Quota) -> GroupStatic:
-        kids = [self._q[c] for c in p.children]
-        return GroupStatic(kids, self._dims(p, kids))
-
-    def _compute_group(self, p: Quota) -> None:
-        static = self._static(p)
-        kids = static.kids
-        total = self._root_total() if p is self._root else p.runtime
-        values = self._group_values(static, total, [c.limited for c in kids])
-        for c, rt in zip(kids, values, strict=True):
-            if rt != c.runtime:
-                c.runtime = rt
-                if c.is_parent:
-                    c.group_dirty = True
-        p.group_dirty = False
-
-    def _dims(self, p: Quota, kids: Sequence[Quota]) -> list[str]:
-        if p is not self._root:
-            return list(p.max)
-        keys: dict[str, None] = {}
-        for c in kids:
-            for k in c.max:
-                keys[k] = None
-        return sorted(keys)
-
-    def _group_values(self, static: GroupStatic, total: Mapping[str, int],
-                      limited: Sequence[Mapping[str, int]]) -> list[Dims]:
-        """Runtime of every child of a group for parent total ``total`` (reference §2.1, §2.5).
-
-        Each child's runtime holds the names of its own max only.
-        """
-        n = len(static.kids)
-        if not n:
-            return []
-        columns: list[tuple[str, list[int], list[bool] | None]] = []
-        for k, mins, weights, has in static.per_dim:
-            t = total.get(k, 0)
-            if self._scale_min:
-                mins = scale_mins(t, mins)
-            reqs = [lim.get(k, 0) for lim in limited]
-            columns.append((k, redistribute(t, mins, reqs, weights, static.lends), has))
-        if len(columns) == 2 and columns[0][2] is None and columns[1][2] is None:
-            k1, r1, _ = columns[0]
-            k2, r2, _ = columns[1]
-            return [{k1: a, k2: b} for a, b in zip(r1, r2, strict=True)]
-        out: list[Dims] = [{} for _ in range(n)]
-        for k, rts, has in columns:
-            if has is None:
-                for d, r in zip(out, rts, strict=True):
-                    d[k] = r
-            else:
-                for d, r, h in zip(out, rts, has, strict=True):
-                    if h:
-                        d[k] = r
-        return out
-
-    def _runtime_with_extra(self, q: Quota, extra: Mapping[str, int]) -> dict[str, Dims]:
-        """Runtimes of ``q`` and its ancestors if ``extra`` were added to ``q``'s request. Changes nothing."""
-        self._ensure(q)
-        path: list[Quota] = []          # q, its parent, …, the first-level quota
-        overrides: dict[str, Dims] = {}
-        cur = q
-        child_request: Dims | None = dict(q.child_request)
-        assert child_request is not None
-        add_into(child_request, extra)
-        while cur is not self._root:
-            path.append(cur)
-            if child_request is not None:
-                lim = limited_of(cur, child_request)
-                if lim != cur.limited:
-                    overrides[cur.name] = lim
-                    parent = self._q[cur.parent]
-                    child_request = dict(parent.child_request)
-                    add_into(child_request, diff(lim, cur.limited))
-                else:
-                    child_request = None
-            cur = self._q[cur.parent]
-        result: dict[str, Dims] = {}
-        total: Dims = self._root_total()
-        changed = False
-        group = self._root
-        for node in reversed(path):
-            if node.name in overrides or changed:
-                static = self._static(group)
-                limited = [overrides.get(c.name, c.limited) for c in static.kids]
-                idx = bisect.bisect_left(group.children, node.name)
-                value = self._group_values(static, total, limited)[idx]
-            else:
-                value = node.runtime
-            # (overrides run contiguously from q upwards, so below the first override every node has
-            # one; ``changed`` only guards that invariant)
-            changed = value != node.runtime
-            result[node.name] = value
-            total = value
-            group = node
-        return result
 
     # ------------------------------------------------------------------------------------------------
     # internals: request and used aggregation (reference §2.3)
