@@ -2,7 +2,8 @@
 
 Everything here is plain data: the error type, the manager mode, the allocation response, the parsed
 consumer specification (:class:`ConsumerInfo`) and the per-tree edit cache (:class:`TreeCache`). The
-allocation algorithm lives in :mod:`quotaplane.forest._tree`, the public manager in
+allocation algorithm lives in :mod:`quotaplane.forest._tree` (on :mod:`~quotaplane.forest._structure`
+and :mod:`~quotaplane.forest._undo`), the public manager in
 :mod:`quotaplane.forest.manager`.
 """
 

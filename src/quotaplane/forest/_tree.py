@@ -18,309 +18,27 @@ position, and a rollback re-sorts the lists it re-inserted into by position.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from quotaplane.forest._model import NodeSpec, TreeCache
+from quotaplane.forest._model import TreeCache
+from quotaplane.forest._structure import Node, TreeConsumer, TreeStructure, build_structure, index_range
+from quotaplane.forest._undo import (
+    FREE,
+    MAP_ADD,
+    MAP_DEL,
+    UNFREE,
+    Log,
+    attach,
+    detach,
+    fits,
+    give,
+    move,
+    rollback,
+    take,
+)
 
 __all__ = ["Controller", "Log", "Node", "TreeConsumer", "TreeStructure", "build_structure", "rollback"]
 
-
-class Node:
-    """A quota node (§1.2): quota, ``free`` (= quota − allocated), ordered consumers, links."""
-
-    __slots__ = ("agg", "anc", "by_child", "children", "consumers", "depth", "free", "hard", "id",
-                 "parent", "path", "quota")
-
-    def __init__(self, node_id: str, hard: bool, quota: list[int]) -> None:
-        self.id = node_id
-        self.hard = hard
-        self.quota = quota
-        self.free = list(quota)
-        self.parent: Node | None = None
-        self.children: list[Node] = []
-        self.consumers: dict[TreeConsumer, None] = {}
-        self.by_child: dict[Node, dict[TreeConsumer, None]] = {}
-        self.agg: dict[tuple[int, bool, int], list[int]] = {}
-        self.path: list[Node] = []   # self, parent, …, root
-        self.anc: list[Node] = []    # root, …, self (index = depth)
-        self.depth = 0
-
-    def allocated(self) -> list[int]:
-        """a(n) = quota − free."""
-        return [q - f for q, f in zip(self.quota, self.free, strict=True)]
-
-    def __repr__(self) -> str:
-        return f"Node({self.id})"
-
-
-class TreeConsumer:
-    """A consumer realised on one tree (§1.3). Identity-hashed: it is the key of node consumer dicts."""
-
-    __slots__ = ("akey", "anode", "gleaf", "group_id", "id", "pos", "priority", "request", "request_map",
-                 "rng", "seq", "type", "unpreemptable")
-
-    def __init__(self, consumer_id: str, group_id: str, request_map: dict[str, int], request: list[int],
-                 priority: int, ctype: int, unpreemptable: bool) -> None:
-        self.id = consumer_id
-        self.group_id = group_id
-        self.request_map = request_map
-        self.request = request
-        self.rng = _range(len(request))
-        self.priority = priority
-        self.type = ctype
-        self.unpreemptable = unpreemptable
-        self.akey = (ctype, unpreemptable, priority)
-        self.anode: Node | None = None
-        self.gleaf: Node | None = None   # the gNode when it is a leaf of the current tree (slide-down)
-        self.seq = 0                      # allocation order (F3: update_tree re-places in this order)
-        self.pos = 0                      # position in its aNode's list (see ``_positions``)
-
-    def __repr__(self) -> str:
-        return f"TreeConsumer({self.id}@{self.anode.id if self.anode else None})"
-
-
-class TreeStructure:
-    """An immutable-shape tree built from a cache (§7 ``CreateTree``)."""
-
-    __slots__ = ("dangling", "leaves", "nodes", "resource_names", "root")
-
-    def __init__(self, resource_names: tuple[str, ...]) -> None:
-        self.resource_names = resource_names
-        self.root: Node | None = None
-        self.nodes: dict[str, Node] = {}
-        self.leaves: dict[str, Node] = {}
-        self.dangling: list[str] = []
-
-
-def build_structure(cache: TreeCache) -> TreeStructure:
-    """Build a fresh tree from ``cache`` (§7): sorted names, first root wins, dangling reported."""
-    names = cache._effective_resources()
-    tree = TreeStructure(names)
-    specs = cache._specs_sorted()
-    root_name: str | None = None
-    for name, spec in specs:
-        if spec.parent == "":
-            root_name = name
-            break
-    if root_name is None:
-        tree.dangling = [n for n, _ in specs]
-        return tree
-    by_name: dict[str, NodeSpec] = {}
-    for name, spec in specs:
-        if spec.parent == "" and name != root_name:
-            continue  # later roots are skipped entirely (S59)
-        by_name[name] = spec
-    made: dict[str, Node] = {}
-    for name, spec in by_name.items():
-        made[name] = Node(name, spec.hard, [spec.quota.get(r, 0) for r in names])
-    kids: dict[str, list[str]] = {}
-    for name, spec in by_name.items():
-        if name != root_name and spec.parent in by_name:
-            kids.setdefault(spec.parent, []).append(name)
-    root = made[root_name]
-    root.path = [root]
-    root.anc = [root]
-    stack = [root]
-    while stack:  # link reachable nodes; children in sorted name order
-        n = stack.pop()
-        tree.nodes[n.id] = n
-        for cname in kids.get(n.id, ()):
-            ch = made[cname]
-            if ch.id in tree.nodes or ch.parent is not None:
-                continue
-            ch.parent = n
-            ch.depth = n.depth + 1
-            ch.path = [ch, *n.path]
-            ch.anc = [*n.anc, ch]
-            n.children.append(ch)
-            n.by_child[ch] = {}
-            stack.append(ch)
-    tree.root = root
-    tree.nodes = dict(sorted(tree.nodes.items()))
-    tree.leaves = {nid: n for nid, n in tree.nodes.items() if not n.children}
-    tree.dangling = sorted(n for n in by_name if n not in tree.nodes)
-    return tree
-
-
-# ---------------------------------------------------------------------------------------------- undo log
-
-_ATTACH, _DETACH, _FREE, _MAP_ADD, _MAP_DEL, _UNFREE, _MOVE = range(7)
-
-
-class Log:
-    """An undo log: the exact inverse of every mutation made while it is active."""
-
-    __slots__ = ("entries",)
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[Any, ...]] = []
-
-
-# Every insertion into a node's consumer dict is an append stamped with a fresh, increasing position, so
-# each dict is always ordered by position; a rollback re-inserts removed consumers with their old
-# position and re-sorts the dicts it touched (list order restored exactly, no copy on the hot path).
-_positions = itertools.count(1)
-
-
-def _agg_add(n: Node, c: TreeConsumer) -> None:
-    a = n.agg.get(c.akey)
-    if a is None:
-        n.agg[c.akey] = list(c.request)
-    else:
-        req = c.request
-        for i in c.rng:
-            a[i] += req[i]
-
-
-def _agg_sub(n: Node, c: TreeConsumer) -> None:
-    a = n.agg[c.akey]
-    req = c.request
-    for i in c.rng:
-        a[i] -= req[i]
-
-
-def _sub_dict(n: Node, c: TreeConsumer) -> dict[TreeConsumer, None] | None:
-    g = c.gleaf
-    if g is not None and g.depth > n.depth and g.anc[n.depth] is n:
-        return n.by_child[g.anc[n.depth + 1]]
-    return None
-
-
-def attach(n: Node, c: TreeConsumer, log: Log | None) -> None:
-    """Append ``c`` to ``n``'s consumer list and make ``n`` its aNode (allocated vectors untouched)."""
-    n.consumers[c] = None
-    sub = _sub_dict(n, c)
-    if sub is not None:
-        sub[c] = None
-    _agg_add(n, c)
-    if log is not None:
-        log.entries.append((_ATTACH, n, c, c.anode, c.pos))
-    c.anode = n
-    c.pos = next(_positions)
-
-
-def detach(n: Node, c: TreeConsumer, log: Log | None) -> None:
-    """Remove ``c`` from ``n``'s consumer list (order of the others kept); ``c.anode`` becomes None."""
-    sub = _sub_dict(n, c)
-    if log is not None:
-        log.entries.append((_DETACH, n, c, c.anode, c.pos, sub))
-    del n.consumers[c]
-    if sub is not None:
-        del sub[c]
-    _agg_sub(n, c)
-    c.anode = None
-
-
-def move(src: Node, dst: Node, c: TreeConsumer, log: Log | None) -> None:
-    """``detach(src, c)`` then ``attach(dst, c)`` (slide up / slide down), logged as one step."""
-    sub = _sub_dict(src, c)
-    del src.consumers[c]
-    if sub is not None:
-        del sub[c]
-    _agg_sub(src, c)
-    dst.consumers[c] = None
-    sub_dst = _sub_dict(dst, c)
-    if sub_dst is not None:
-        sub_dst[c] = None
-    _agg_add(dst, c)
-    if log is not None:
-        log.entries.append((_MOVE, src, dst, c, c.pos, sub))
-    c.anode = dst
-    c.pos = next(_positions)
-
-
-def take(free: list[int], req: list[int], log: Log | None) -> None:
-    """``free -= req`` (i.e. a(n) += req)."""
-    for i in _range(len(req)):
-        free[i] -= req[i]
-    if log is not None:
-        log.entries.append((_FREE, free, req))
-
-
-def give(free: list[int], req: list[int], log: Log | None) -> None:
-    """``free += req`` (i.e. a(n) -= req)."""
-    for i in _range(len(req)):
-        free[i] += req[i]
-    if log is not None:
-        log.entries.append((_UNFREE, free, req))
-
-
-_RANGES = tuple(range(k) for k in range(17))
-
-
-def _range(k: int) -> range:
-    return _RANGES[k] if k < 17 else range(k)
-
-
-def rollback(log: Log) -> None:
-    """Undo every logged mutation, newest first; the state is exactly what it was when ``log`` began."""
-    entries = log.entries
-    dirty: dict[int, dict[TreeConsumer, None]] = {}
-    for e in reversed(entries):
-        op = e[0]
-        if op == _FREE:
-            free, req = e[1], e[2]
-            for i, r in enumerate(req):
-                free[i] += r
-        elif op == _UNFREE:
-            free, req = e[1], e[2]
-            for i, r in enumerate(req):
-                free[i] -= r
-        elif op == _ATTACH:
-            n, c = e[1], e[2]
-            n.consumers.pop(c, None)
-            sub = _sub_dict(n, c)
-            if sub is not None:
-                sub.pop(c, None)
-            _agg_sub(n, c)
-            c.anode, c.pos = e[3], e[4]
-        elif op == _DETACH:
-            n, c, sub = e[1], e[2], e[5]
-            c.anode, c.pos = e[3], e[4]
-            n.consumers[c] = None
-            dirty[id(n.consumers)] = n.consumers
-            if sub is not None:
-                sub[c] = None
-                dirty[id(sub)] = sub
-            _agg_add(n, c)
-        elif op == _MOVE:
-            src, dst, c, sub = e[1], e[2], e[3], e[5]
-            dst.consumers.pop(c, None)
-            sub_dst = _sub_dict(dst, c)
-            if sub_dst is not None:
-                sub_dst.pop(c, None)
-            _agg_sub(dst, c)
-            c.anode, c.pos = src, e[4]
-            src.consumers[c] = None
-            dirty[id(src.consumers)] = src.consumers
-            if sub is not None:
-                sub[c] = None
-                dirty[id(sub)] = sub
-            _agg_add(src, c)
-        elif op == _MAP_ADD:
-            e[1].pop(e[2], None)
-        elif op == _MAP_DEL:
-            e[1][e[2]] = e[3]
-    for d in dirty.values():
-        order = sorted(d, key=_pos_key)
-        d.clear()
-        d.update(dict.fromkeys(order))
-    entries.clear()
-
-
-def _pos_key(c: TreeConsumer) -> int:
-    return c.pos
-
-
-def _fits(req: list[int], free: list[int]) -> bool:
-    for i in _range(len(req)):  # noqa: SIM110 - a plain loop is faster than all() on the hot path
-        if req[i] > free[i]:
-            return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------- controller
 
 class Controller:
     """One tree with its allocated consumers (§3): the allocation algorithm of §2.
@@ -345,13 +63,13 @@ class Controller:
         """Record ``c`` as allocated on this tree."""
         self.consumers[c.id] = c
         if log is not None:
-            log.entries.append((_MAP_ADD, self.consumers, c.id))
+            log.entries.append((MAP_ADD, self.consumers, c.id))
 
     def map_del(self, c: TreeConsumer, log: Log | None) -> None:
         """Forget ``c`` (de-allocated or preempted)."""
         del self.consumers[c.id]
         if log is not None:
-            log.entries.append((_MAP_DEL, self.consumers, c.id, c))
+            log.entries.append((MAP_DEL, self.consumers, c.id, c))
 
     # -- A: allocation
     def allocate(self, c: TreeConsumer, log: Log) -> tuple[bool, list[TreeConsumer], Node | None]:
@@ -413,7 +131,7 @@ class Controller:
                 if fits or self._slide_up(n, c, True, log, rec_moved, preempted):
                     for i in rng:
                         free[i] -= req[i]
-                    append((_FREE, free, req))
+                    append((FREE, free, req))
                     attach(n, c, log)
                     rec_nodes.append(n)
                     placed = n
@@ -422,7 +140,7 @@ class Controller:
             elif fits or self._slide_up(n, c, False, log, rec_moved, preempted):
                 for i in rng:
                     free[i] -= req[i]
-                append((_FREE, free, req))
+                append((FREE, free, req))
                 rec_nodes.append(n)
             else:
                 self._recover(c, rec_nodes, rec_moved, log, preempted)
@@ -468,7 +186,7 @@ class Controller:
             vr = v.request
             for i in rng:
                 acc[i] += vr[i]
-            if _fits(req, acc):
+            if fits(req, acc):
                 break
         else:  # pragma: no cover - the sum test above guarantees a fitting prefix
             return False
@@ -518,7 +236,7 @@ class Controller:
                 if cprio > p and not unp and t == ctype:
                     for i, r in enumerate(vec):
                         acc[i] += r
-        if not _fits(req, acc):
+        if not fits(req, acc):
             return None
         acc = list(attempted.free)
         victims: list[TreeConsumer] = []
@@ -528,7 +246,7 @@ class Controller:
                     victims.append(v)
                     for i, r in enumerate(v.request):
                         acc[i] += r
-                    if _fits(req, acc):
+                    if fits(req, acc):
                         return victims
         return None  # pragma: no cover - guaranteed by the sum test
 
@@ -547,7 +265,7 @@ class Controller:
             for i in rng:
                 free[i] += req[i]
             if log is not None:
-                log.entries.append((_UNFREE, free, req))
+                log.entries.append((UNFREE, free, req))
             p = m.parent
             if p is not None:
                 sub = p.by_child[m]
@@ -596,7 +314,7 @@ class Controller:
             gid = _follow(c.group_id, renamed)
             c.group_id = gid
             c.request = [c.request_map.get(r, 0) for r in names]   # B10 fixed
-            c.rng = _range(len(names))
+            c.rng = index_range(len(names))
             c.gleaf = None
             new_g = new.nodes.get(gid)
             a_id = _follow(old_anode.id, renamed) if old_anode is not None else None

@@ -32,7 +32,9 @@ from quotaplane.forest._model import (
     parse_tree_json,
     parse_tree_obj,
 )
-from quotaplane.forest._tree import Controller, Log, Node, TreeConsumer, rollback
+from quotaplane.forest._structure import Node, TreeConsumer
+from quotaplane.forest._tree import Controller
+from quotaplane.forest._undo import Log, rollback
 
 __all__ = ["QuotaManager"]
 
