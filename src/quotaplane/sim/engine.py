@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError, RejectedError
@@ -329,6 +329,23 @@ class Simulator:
         if self._ran:
             raise RuntimeError("a Simulator runs once; make a new one for another run")
         self._ran = True
+        t0 = self._start(events)
+        total = len(events)
+        tick = PROGRESS_EVERY if progress is not None else total + 1
+        by_op = self._by_op
+        for i, ev in enumerate(events, start=1):
+            if i % tick == 0 and progress is not None:
+                progress(i, total)
+            self._advance(ev.t)
+            by_op[ev.op] += 1
+            self._HANDLERS[ev.op](self, ev)
+        end = self._drain(t0)
+        if progress is not None:
+            progress(total, total)
+        return self._result(events, t0, end)
+
+    def _start(self, events: Sequence[TraceEvent]) -> float:
+        """Set the clock, the sampling interval and the resource names; return the trace's start."""
         t0 = events[0].t if events else 0.0
         span = max((ev.t + (ev.duration or 0.0) for ev in events), default=t0) - t0
         self._t0 = t0
@@ -342,81 +359,23 @@ class Simulator:
             for res in (ev.resource, ev.capacity):
                 if res is not None:
                     self._resources.update(res)
-        p = self.partition
-        by_op = self._by_op
-        total = len(events)
-        tick = PROGRESS_EVERY if progress is not None else total + 1
-        for i, ev in enumerate(events, start=1):
-            if i % tick == 0:
-                progress(i, total)  # type: ignore[misc]
-            t = ev.t
-            if t != self.now:
-                timers = self._timers
-                if (timers and timers[0][0] <= t) or self._next_sample < t or self._next_cycle < t:
-                    self._until(t)
-                else:
-                    self.now = t        # nothing falls due before t (the common case)
-            elif self._timers and self._timers[0][0] <= t:
+        return t0
+
+    def _advance(self, t: float) -> None:
+        """Move the clock to ``t``, running the timers, samples and cycles due before it."""
+        timers = self._timers
+        if t != self.now:
+            if (timers and timers[0][0] <= t) or self._next_sample < t or self._next_cycle < t:
                 self._until(t)
-            op = ev.op
-            by_op[op] += 1
-            if op == "allocate" or op == "ask":
-                app = self._apps.get(ev.app)  # type: ignore[arg-type]
-                if app is None:
-                    _inc(self._skipped, op)
-                    continue
-                key = ev.key
-                res = ev.resource
-                assert key is not None and res is not None
-                if op == "ask":
-                    if not self._pending and app.direct and self.cycle_interval == 0:
-                        # No other ask waits: the cycle add_ask runs would try this ask alone, through
-                        # the same admission path as allocate — so allocate directly (a cycle walks
-                        # every application of the tree; this is the simulator's hot path).
-                        d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
-                        if d.allocated:
-                            self._asks_allocated += 1
-                            self._waits.append(0.0)
-                            self._admitted_now(app, key, res, d.preempted, ev.duration)
-                            continue
-                    # registered first: a cycle inside add_ask may allocate it at once
-                    self._pending[key] = _Ask(app, t, ev.duration, res)
-                    p.add_ask(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
-                    continue
-                d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
-                if d.allocated:
-                    self._admitted_now(app, key, res, d.preempted, ev.duration)
-                else:
-                    self._refused += 1
-                    for code in sorted({v.code for v in d.reasons}):
-                        _inc(self._refused_code, code)
-                    _inc(self._refused_queue, app.queue)
-                    _inc(self._refused_user, app.user)
-            elif op == "release":
-                key = ev.key
-                assert key is not None
-                if key in self._live:
-                    if not self._gone(key):
-                        self._unadmit(key)
-                        p.release(key)
-                        self._released += 1
-                elif key in self._pending:
-                    p.remove_ask(key)
-                    del self._pending[key]
-                    self._asks_withdrawn += 1
-                else:
-                    self._release_noop += 1      # refused, already auto-released, or skipped
-            elif op == "submit":
-                self._submit(ev)
-            elif op == "finish":
-                self._finish(ev)
-            elif op == "node":
-                assert ev.node is not None and ev.capacity is not None
-                p.add_node(ev.node, ev.capacity)
-            else:  # remove_node
-                assert ev.node is not None
-                p.remove_node(ev.node)
-        # after the trace: the remaining timers, and the cycles the waiting asks still need
+            else:
+                self.now = t        # nothing falls due before t (the common case)
+        elif timers and timers[0][0] <= t:
+            self._until(t)
+
+    def _drain(self, t0: float) -> float:
+        """After the trace: the remaining timers, the cycles the waiting asks still need, and the last
+        samples; return the end time."""
+        p = self.partition
         while True:
             nt = self._timers[0][0] if self._timers else math.inf
             nc = self._next_cycle if p.schedule_needed else math.inf
@@ -434,9 +393,69 @@ class Simulator:
             self._next_sample = t0 + self._sample_no * self._interval
         if not self._samples or self._samples[-1]["t"] < _round(end):
             self._sample(end)
-        if progress is not None:
-            progress(total, total)
-        return self._result(events, t0, end)
+        return end
+
+    def _on_allocate(self, ev: TraceEvent) -> None:
+        app = self._apps.get(ev.app)  # type: ignore[arg-type]
+        if app is None:
+            _inc(self._skipped, ev.op)
+            return
+        key, res = ev.key, ev.resource
+        assert key is not None and res is not None
+        d = self.partition.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+        if d.allocated:
+            self._admitted_now(app, key, res, d.preempted, ev.duration)
+            return
+        self._refused += 1
+        for code in sorted({v.code for v in d.reasons}):
+            _inc(self._refused_code, code)
+        _inc(self._refused_queue, app.queue)
+        _inc(self._refused_user, app.user)
+
+    def _on_ask(self, ev: TraceEvent) -> None:
+        app = self._apps.get(ev.app)  # type: ignore[arg-type]
+        if app is None:
+            _inc(self._skipped, ev.op)
+            return
+        key, res = ev.key, ev.resource
+        assert key is not None and res is not None
+        p = self.partition
+        if not self._pending and app.direct and self.cycle_interval == 0:
+            # No other ask waits: the cycle add_ask runs would try this ask alone, through the same
+            # admission path as allocate — so allocate directly (a cycle walks every application of
+            # the tree; this is the simulator's hot path).
+            d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+            if d.allocated:
+                self._asks_allocated += 1
+                self._waits.append(0.0)
+                self._admitted_now(app, key, res, d.preempted, ev.duration)
+                return
+        # registered first: a cycle inside add_ask may allocate it at once
+        self._pending[key] = _Ask(app, ev.t, ev.duration, res)
+        p.add_ask(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+
+    def _on_release(self, ev: TraceEvent) -> None:
+        key = ev.key
+        assert key is not None
+        if key in self._live:
+            if not self._gone(key):
+                self._unadmit(key)
+                self.partition.release(key)
+                self._released += 1
+        elif key in self._pending:
+            self.partition.remove_ask(key)
+            del self._pending[key]
+            self._asks_withdrawn += 1
+        else:
+            self._release_noop += 1      # refused, already auto-released, or skipped
+
+    def _on_node(self, ev: TraceEvent) -> None:
+        assert ev.node is not None and ev.capacity is not None
+        self.partition.add_node(ev.node, ev.capacity)
+
+    def _on_remove_node(self, ev: TraceEvent) -> None:
+        assert ev.node is not None
+        self.partition.remove_node(ev.node)
 
     def _submit(self, ev: TraceEvent) -> None:
         assert ev.app is not None and ev.user is not None
@@ -470,6 +489,12 @@ class Simulator:
         self.partition.remove_application(app.app_id)
         self._asks_withdrawn += len(withdrawn)
         self._finished += 1
+
+    #: the handler of each trace operation
+    _HANDLERS: ClassVar[dict[str, Callable[[Simulator, TraceEvent], None]]] = {
+        "allocate": _on_allocate, "ask": _on_ask, "release": _on_release, "submit": _submit,
+        "finish": _finish, "node": _on_node, "remove_node": _on_remove_node,
+    }
 
     # ------------------------------------------------------------------------------------------------
     # the summary

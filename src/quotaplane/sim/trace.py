@@ -23,9 +23,9 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from quotaplane.resources import Resource
 
@@ -143,21 +143,66 @@ def _resource(value: Any) -> Resource:
     return found
 
 
-def _event(raw: Mapping[str, Any], line: int, probs: _Problems) -> TraceEvent | None:
-    """Type-check one raw event; None (with problems recorded) when it is unusable."""
-    ok = True
-    t = _number(raw.get("t"))
+def _check_name(v: Any) -> str:
+    value = _name(v)
+    if value is None:
+        raise ValueError(f"must be a non-empty string, got {v!r}")
+    return value
+
+
+def _check_groups(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(_name(g) for g in v):
+        raise ValueError(f"must be a list of non-empty strings, got {v!r}")
+    return tuple(v)
+
+
+def _check_tags(v: Any) -> dict[str, str]:
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+        raise ValueError(f"must be a mapping of strings to strings, got {v!r}")
+    return {k: v[k] for k in sorted(v)}
+
+
+def _check_priority(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
+        raise ValueError(f"must be a 32-bit integer, got {v!r}")
+    return v
+
+
+def _check_flag(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"must be true or false, got {v!r}")
+    return v
+
+
+def _check_duration(v: Any) -> float:
+    d = _number(v)
+    if d is None or d <= 0:
+        raise ValueError(f"must be a positive number of seconds, got {v!r}")
+    return d
+
+
+#: the check (and conversion) of every optional or op-specific field; a ValueError names the problem
+_FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "node": _check_name, "app": _check_name, "user": _check_name, "key": _check_name, "queue": _check_name,
+    "capacity": _resource, "resource": _resource, "groups": _check_groups, "tags": _check_tags,
+    "priority": _check_priority, "preemptible": _check_flag, "duration": _check_duration,
+}
+
+
+def _time_of(raw: Mapping[str, Any], line: int, probs: _Problems) -> float | None:
     if "t" not in raw:
         probs.add(line, "t", "missing (seconds of simulated time)")
-        ok = False
-    elif t is None or t < 0:
-        probs.add(line, "t", f"must be a non-negative number of seconds, got {raw.get('t')!r}")
-        ok = False
-    op = raw.get("op")
-    if op not in _FIELDS:
-        probs.add(line, "op", f"must be one of {', '.join(OPS)}, got {op!r}")
         return None
+    t = _number(raw.get("t"))
+    if t is None or t < 0:
+        probs.add(line, "t", f"must be a non-negative number of seconds, got {raw.get('t')!r}")
+        return None
+    return t
+
+
+def _fields_known(raw: Mapping[str, Any], op: str, line: int, probs: _Problems) -> bool:
     required, optional = _FIELDS[op]
+    ok = True
     for name in sorted(raw):
         if name not in ("t", "op") and name not in required and name not in optional:
             probs.add(line, name, f"unknown field for op {op!r}")
@@ -166,60 +211,112 @@ def _event(raw: Mapping[str, Any], line: int, probs: _Problems) -> TraceEvent | 
         if name not in raw:
             probs.add(line, name, f"missing (required for op {op!r})")
             ok = False
-    if not ok:
+    return ok
+
+
+def _event(raw: Mapping[str, Any], line: int, probs: _Problems) -> TraceEvent | None:
+    """Type-check one raw event; None (with problems recorded) when it is unusable."""
+    t = _time_of(raw, line, probs)
+    op = raw.get("op")
+    if op not in _FIELDS:
+        probs.add(line, "op", f"must be one of {', '.join(OPS)}, got {op!r}")
         return None
-    assert t is not None
+    if not _fields_known(raw, op, line, probs) or t is None:
+        return None
     ev = TraceEvent(t, op, line)
-    for name in ("node", "app", "user", "key", "queue"):
-        if name in raw:
-            value = _name(raw[name])
-            if value is None:
-                probs.add(line, name, f"must be a non-empty string, got {raw[name]!r}")
-                ok = False
-            setattr(ev, name, value)
-    for name in ("capacity", "resource"):
+    ok = True
+    for name, check in _FIELD_CHECKS.items():
         if name in raw:
             try:
-                setattr(ev, name, _resource(raw[name]))
+                setattr(ev, name, check(raw[name]))
             except ValueError as exc:
                 probs.add(line, name, str(exc))
                 ok = False
-    if "groups" in raw:
-        groups = raw["groups"]
-        if not isinstance(groups, list) or not all(_name(g) for g in groups):
-            probs.add(line, "groups", f"must be a list of non-empty strings, got {groups!r}")
-            ok = False
-        else:
-            ev.groups = tuple(groups)
-    if "tags" in raw:
-        tags = raw["tags"]
-        if not isinstance(tags, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
-                                                    for k, v in tags.items()):
-            probs.add(line, "tags", f"must be a mapping of strings to strings, got {tags!r}")
-            ok = False
-        else:
-            ev.tags = {k: tags[k] for k in sorted(tags)}
-    if "priority" in raw:
-        pr = raw["priority"]
-        if isinstance(pr, bool) or not isinstance(pr, int) or not -2**31 <= pr < 2**31:
-            probs.add(line, "priority", f"must be a 32-bit integer, got {pr!r}")
-            ok = False
-        else:
-            ev.priority = pr
-    if "preemptible" in raw:
-        if not isinstance(raw["preemptible"], bool):
-            probs.add(line, "preemptible", f"must be true or false, got {raw['preemptible']!r}")
-            ok = False
-        else:
-            ev.preemptible = raw["preemptible"]
-    if "duration" in raw:
-        d = _number(raw["duration"])
-        if d is None or d <= 0:
-            probs.add(line, "duration", f"must be a positive number of seconds, got {raw['duration']!r}")
-            ok = False
-        else:
-            ev.duration = d
     return ev if ok else None
+
+
+class _Consistency:
+    """What a trace has defined so far (nodes, applications, keys): the cross-event checks."""
+
+    __slots__ = ("finished", "keys", "nodes", "released", "submitted")
+
+    def __init__(self) -> None:
+        self.nodes: set[str] = set()
+        self.submitted: dict[str, int] = {}            # app -> line of its submit
+        self.finished: dict[str, int] = {}             # app -> line of its finish
+        self.keys: dict[str, tuple[int, str]] = {}     # key -> (line, app)
+        self.released: dict[str, int] = {}
+
+    def check(self, ev: TraceEvent) -> tuple[str, str] | None:
+        """``(field, problem)`` when ``ev`` contradicts the trace so far; otherwise record it."""
+        return self._CHECKS[ev.op](self, ev)
+
+    def _node(self, ev: TraceEvent) -> tuple[str, str] | None:
+        assert ev.node is not None
+        if ev.node in self.nodes:
+            return "node", f"node {ev.node!r} is already registered"
+        self.nodes.add(ev.node)
+        return None
+
+    def _remove_node(self, ev: TraceEvent) -> tuple[str, str] | None:
+        assert ev.node is not None
+        if ev.node not in self.nodes:
+            return "node", f"node {ev.node!r} is not registered"
+        self.nodes.discard(ev.node)
+        return None
+
+    def _submit(self, ev: TraceEvent) -> tuple[str, str] | None:
+        assert ev.app is not None
+        if ev.app in self.submitted:
+            return "app", f"application {ev.app!r} was already submitted at line {self.submitted[ev.app]}"
+        self.submitted[ev.app] = ev.line
+        return None
+
+    def _live_app(self, ev: TraceEvent) -> tuple[str, str] | None:
+        assert ev.app is not None
+        if ev.app not in self.submitted:
+            return "app", f"application {ev.app!r} has not been submitted"
+        if ev.app in self.finished:
+            return "app", f"application {ev.app!r} finished at line {self.finished[ev.app]}"
+        return None
+
+    def _finish(self, ev: TraceEvent) -> tuple[str, str] | None:
+        problem = self._live_app(ev)
+        if problem is None:
+            assert ev.app is not None
+            self.finished[ev.app] = ev.line
+        return problem
+
+    def _request(self, ev: TraceEvent) -> tuple[str, str] | None:
+        problem = self._live_app(ev)
+        if problem is not None:
+            return problem
+        assert ev.app is not None
+        if ev.key is None:
+            ev.key = f"{ev.app}@{ev.line}"
+        if ev.key in self.keys:
+            return "key", f"allocation key {ev.key!r} was already used at line {self.keys[ev.key][0]}"
+        self.keys[ev.key] = (ev.line, ev.app)
+        return None
+
+    def _release(self, ev: TraceEvent) -> tuple[str, str] | None:
+        key = ev.key
+        assert key is not None
+        if key not in self.keys:
+            return "key", f"allocation key {key!r} is not defined by an earlier allocate or ask"
+        if key in self.released:
+            return "key", f"allocation key {key!r} was already released at line {self.released[key]}"
+        app = self.keys[key][1]
+        if app in self.finished:
+            return "key", (f"allocation key {key!r} belongs to application {app!r}, which finished at line "
+                           f"{self.finished[app]}")
+        self.released[key] = ev.line
+        return None
+
+    _CHECKS: ClassVar[dict[str, Callable[[_Consistency, TraceEvent], tuple[str, str] | None]]] = {
+        "node": _node, "remove_node": _remove_node, "submit": _submit, "finish": _finish,
+        "allocate": _request, "ask": _request, "release": _release,
+    }
 
 
 def parse_events(raws: Iterable[tuple[int, Any]], source: str = "") -> list[TraceEvent]:
@@ -230,11 +327,7 @@ def parse_events(raws: Iterable[tuple[int, Any]], source: str = "") -> list[Trac
     probs = _Problems()
     events: list[TraceEvent] = []
     last_t = 0.0
-    nodes: set[str] = set()
-    submitted: dict[str, int] = {}            # app -> line of its submit
-    finished: dict[str, int] = {}             # app -> line of its finish
-    keys: dict[str, tuple[int, str]] = {}     # key -> (line, app)
-    released: dict[str, int] = {}
+    seen = _Consistency()
     for line, raw in raws:
         if probs.full:
             break
@@ -248,60 +341,10 @@ def parse_events(raws: Iterable[tuple[int, Any]], source: str = "") -> list[Trac
             probs.add(line, "t", f"time goes back: {ev.t:g} after {last_t:g} (events must be in time order)")
             continue
         last_t = ev.t
-        op = ev.op
-        if op == "node":
-            assert ev.node is not None
-            if ev.node in nodes:
-                probs.add(line, "node", f"node {ev.node!r} is already registered")
-                continue
-            nodes.add(ev.node)
-        elif op == "remove_node":
-            assert ev.node is not None
-            if ev.node not in nodes:
-                probs.add(line, "node", f"node {ev.node!r} is not registered")
-                continue
-            nodes.discard(ev.node)
-        elif op == "submit":
-            assert ev.app is not None
-            if ev.app in submitted:
-                probs.add(line, "app", f"application {ev.app!r} was already submitted at line "
-                                       f"{submitted[ev.app]}")
-                continue
-            submitted[ev.app] = line
-        elif op in ("allocate", "ask", "finish"):
-            assert ev.app is not None
-            if ev.app not in submitted:
-                probs.add(line, "app", f"application {ev.app!r} has not been submitted")
-                continue
-            if ev.app in finished:
-                probs.add(line, "app", f"application {ev.app!r} finished at line {finished[ev.app]}")
-                continue
-            if op == "finish":
-                finished[ev.app] = line
-            else:
-                if ev.key is None:
-                    ev.key = f"{ev.app}@{line}"
-                if ev.key in keys:
-                    probs.add(line, "key", f"allocation key {ev.key!r} was already used at line "
-                                           f"{keys[ev.key][0]}")
-                    continue
-                keys[ev.key] = (line, ev.app)
-        elif op == "release":
-            assert ev.key is not None
-            if ev.key not in keys:
-                probs.add(line, "key", f"allocation key {ev.key!r} is not defined by an earlier "
-                                       "allocate or ask")
-                continue
-            if ev.key in released:
-                probs.add(line, "key", f"allocation key {ev.key!r} was already released at line "
-                                       f"{released[ev.key]}")
-                continue
-            app = keys[ev.key][1]
-            if app in finished:
-                probs.add(line, "key", f"allocation key {ev.key!r} belongs to application {app!r}, "
-                                       f"which finished at line {finished[app]}")
-                continue
-            released[ev.key] = line
+        problem = seen.check(ev)
+        if problem is not None:
+            probs.add(line, *problem)
+            continue
         events.append(ev)
     if probs.items:
         raise TraceError(probs.items, probs.first, source)
@@ -352,6 +395,54 @@ def _csv_number(text: str, line: int, field: str, probs: _Problems, *, integer: 
         return None
 
 
+def _csv_flag(cell: str, line: int, field: str, probs: _Problems) -> bool | None:
+    low = cell.lower()
+    if low not in ("true", "false"):
+        probs.add(line, field, f"must be true or false, got {cell!r}")
+        return None
+    return low == "true"
+
+
+def _csv_value(name: str, cell: str, line: int, probs: _Problems) -> Any:
+    """The JSON-trace value of one CSV cell (None, with a problem recorded, when it is wrong)."""
+    if name in ("t", "duration"):
+        return _csv_number(cell, line, name, probs, integer=False)
+    if name == "priority":
+        return _csv_number(cell, line, name, probs, integer=True)
+    if name == "preemptible":
+        return _csv_flag(cell, line, name, probs)
+    if name in ("capacity", "resource", "tags"):
+        return _split_pairs(cell, line, name, probs)
+    if name == "groups":
+        return [g.strip() for g in cell.split(";") if g.strip()]
+    return cell
+
+
+def _csv_header(row: list[str], line: int, probs: _Problems) -> list[str]:
+    header = [h.strip() for h in row]
+    for h in header:
+        if h not in _CSV_FIELDS:
+            probs.add(line, h, f"unknown column (columns: {', '.join(_CSV_FIELDS)})")
+    if "t" not in header or "op" not in header:
+        probs.add(line, "(header)", "the header must name the columns 't' and 'op'")
+    return header
+
+
+def _csv_row(header: list[str], row: list[str], line: int, probs: _Problems) -> dict[str, Any] | None:
+    if len(row) > len(header):
+        probs.add(line, "(row)", f"{len(row)} cells but the header names {len(header)} columns")
+        return None
+    raw: dict[str, Any] = {}
+    for name, cell in zip(header, row, strict=False):
+        cell = cell.strip()
+        if cell:
+            value = _csv_value(name, cell, line, probs)
+            if value is None:
+                return None
+            raw[name] = value
+    return raw or None
+
+
 def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
     """Parse and validate a CSV trace: a header row naming the fields, then one event per row.
 
@@ -367,44 +458,12 @@ def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
         if not any(cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
             continue
         if header is None:
-            header = [h.strip() for h in row]
-            for h in header:
-                if h not in _CSV_FIELDS:
-                    probs.add(line, h, f"unknown column (columns: {', '.join(_CSV_FIELDS)})")
-            if "t" not in header or "op" not in header:
-                probs.add(line, "(header)", "the header must name the columns 't' and 'op'")
+            header = _csv_header(row, line, probs)
             if probs.items:
                 break
             continue
-        if len(row) > len(header):
-            probs.add(line, "(row)", f"{len(row)} cells but the header names {len(header)} columns")
-            continue
-        raw: dict[str, Any] = {}
-        for name, cell in zip(header, row, strict=False):
-            cell = cell.strip()
-            if not cell:
-                continue
-            value: Any = cell
-            if name in ("t", "duration"):
-                value = _csv_number(cell, line, name, probs, integer=False)
-            elif name == "priority":
-                value = _csv_number(cell, line, name, probs, integer=True)
-            elif name == "preemptible":
-                low = cell.lower()
-                if low not in ("true", "false"):
-                    probs.add(line, name, f"must be true or false, got {cell!r}")
-                    value = None
-                else:
-                    value = low == "true"
-            elif name in ("capacity", "resource", "tags"):
-                value = _split_pairs(cell, line, name, probs)
-            elif name == "groups":
-                value = [g.strip() for g in cell.split(";") if g.strip()]
-            if value is None:
-                raw = {}
-                break
-            raw[name] = value
-        if raw:
+        raw = _csv_row(header, row, line, probs)
+        if raw is not None:
             raws.append((line, raw))
     if header is None and not probs.items:
         probs.add(1, "(header)", "the CSV trace has no header row")
