@@ -226,43 +226,46 @@ class _Checker:
     def limit(self, q: QueueConfig, limit: LimitConfig, users: set[str], groups: set[str]) -> None:
         idx = self.idx
         line = idx.line(limit)
-        name = limit.limit
         # V-1
         if not limit.users and not limit.groups and idx.ok(limit, "users", "groups"):
-            self.add(line, f"empty user and group lists defined in limit '{name}'")
-        for i, user in enumerate(limit.users):
-            uline = idx.line(limit, f"users[{i}]")
-            # V-2
-            if user != WILDCARD and USER_NAME_RE.match(user) is None:
-                self.add(uline, f"invalid limit user name '{user}' in limit definition")
-            # V-3 (U12: duplicates are errors, a second "*" included)
-            if user in users:
-                self.add(uline, f"duplicated user name '{user}', already exists")
-            users.add(user)
-            # V-4: no named user after the wildcard user, in this entry or a later one.
-            if WILDCARD in users and user != WILDCARD:
-                self.add(uline, f"should not set no wildcard user {user} after wildcard user limit")
-        for i, group in enumerate(limit.groups):
-            gline = idx.line(limit, f"groups[{i}]")
-            if group != WILDCARD and GROUP_NAME_RE.match(group) is None:
-                self.add(gline, f"invalid limit group name '{group}' in limit definition")
-            if group in groups:
-                self.add(gline, f"duplicated group name '{group}', already exists")
-            groups.add(group)
-            if WILDCARD in groups and group != WILDCARD:
-                self.add(gline, f"should not set no wildcard group {group} after wildcard group limit")
+            self.add(line, f"empty user and group lists defined in limit '{limit.limit}'")
+        self.limit_names(limit, "users", "user", USER_NAME_RE, users)
+        self.limit_names(limit, "groups", "group", GROUP_NAME_RE, groups)
         # V-5: a "*" group needs a named group before it in the same queue (reported once).
         if groups == {WILDCARD} and limit.groups:
             self.add(line, "should not specify only one group limit that is using the wildcard. "
                            "There must be at least one limit with a group name defined ")
         # V-6 (parse errors) is reported by the loader; the rules below need a parsed value.
-        if not idx.ok(limit, "maxresources", "maxapplications"):
-            return
+        if idx.ok(limit, "maxresources", "maxapplications"):
+            self.limit_amounts(q, limit)
+
+    def limit_names(self, limit: LimitConfig, field: str, kind: str, pattern: re.Pattern[str],
+                    seen: set[str]) -> None:
+        """V-2 … V-4 for the user (or group) names of one limit; ``seen`` holds the queue's names so far."""
+        names: tuple[str, ...] = getattr(limit, field)
+        for i, name in enumerate(names):
+            nline = self.idx.line(limit, f"{field}[{i}]")
+            # V-2
+            if name != WILDCARD and pattern.match(name) is None:
+                self.add(nline, f"invalid limit {kind} name '{name}' in limit definition")
+            # V-3 (U12: duplicates are errors, a second "*" included)
+            if name in seen:
+                self.add(nline, f"duplicated {kind} name '{name}', already exists")
+            seen.add(name)
+            # V-4: no named entry after the wildcard, in this limit or a later one.
+            if WILDCARD in seen and name != WILDCARD:
+                self.add(nline, f"should not set no wildcard {kind} {name} after wildcard {kind} limit")
+
+    def limit_amounts(self, q: QueueConfig, limit: LimitConfig) -> None:
+        """V-7 … V-10: the limit's maxresources and maxapplications against each other and the queue."""
+        idx = self.idx
+        name = limit.limit
         res = limit.max_resources
         rline = idx.line(limit, "maxresources")
         if limit.max_applications == 0 and is_zero(res):
             # V-8: nothing limited at all (U11: maxapplications 0 is fine *with* maxresources).
-            self.add(line, f"invalid resource combination for limit {name} all resource limits are null")
+            self.add(idx.line(limit), f"invalid resource combination for limit {name} all resource limits "
+                                      "are null")
         elif res and not strictly_greater_than_zero(res):
             # V-7: a non-empty maxresources needs one amount above zero.
             self.add(rline, f"MaxResources should be greater than zero in '{name}' limit")
