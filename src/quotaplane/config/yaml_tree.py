@@ -93,64 +93,83 @@ class _TreeBuilder:
         self.built: dict[int, object] = {}
 
     def build(self, node: Any) -> object:
+        """The value of ``node`` (built once per node: aliases share it)."""
         from ruamel.yaml.nodes import MappingNode, ScalarNode
 
         key = id(node)
         if key in self.built:
             return self.built[key]
-        line = node.start_mark.line + 1
         ctag = node.ctag
         # ``node.tag`` formats the tag on every access; resolved tags have no handle (a fast path).
         tag = ctag.suffix if ctag.handle is None else node.tag
         if isinstance(node, ScalarNode):
-            if tag == _STR:
-                value: object = node.value
-            elif tag == _NULL:
-                value = None
-            elif tag == _BOOL:
-                value = node.value.lower() == "true"
-            else:
-                value = self.constructor.construct_object(node, deep=True)
-                if isinstance(value, bytes | set):
-                    raise _NodeError(line, f"unsupported YAML value of type {type(value).__name__}")
+            value = self._scalar(node, tag)
             self.built[key] = value
             return value
         if isinstance(node, MappingNode):
-            if tag not in _MAP_TAGS:
-                raise _NodeError(line, f"unsupported YAML tag {tag!r}")
-            mapping = LineMap(line)
-            self.built[key] = mapping
-            merges: list[Any] = []
-            for key_node, value_node in node.value:
-                if key_node.ctag.suffix == _MERGE or key_node.tag == _MERGE:
-                    merges.append(value_node)
-                    continue
-                k = self.build(key_node)
-                if isinstance(k, dict | list):
-                    raise _NodeError(key_node.start_mark.line + 1, "a mapping key must be a scalar")
-                if k in mapping:
-                    raise _NodeError(key_node.start_mark.line + 1,
-                                     f"duplicate key {k!r} (first at line {mapping.key_lines[k]})")
-                mapping[k] = self.build(value_node)
-                mapping.key_lines[k] = key_node.start_mark.line + 1
-            for merge in merges:
-                bad_merge = _NodeError(merge.start_mark.line + 1, "a merge key needs mappings")
-                sources = merge.value if not isinstance(merge, MappingNode) else [merge]
-                if not isinstance(sources, list):
-                    raise bad_merge
-                for source_node in sources:
-                    source = self.build(source_node)
-                    if not isinstance(source, LineMap):
-                        raise bad_merge
-                    for k, v in source.items():
-                        if k not in mapping:  # explicit keys win, then earlier merges
-                            mapping[k] = v
-                            mapping.key_lines[k] = source.key_lines.get(k, source.line)
-            return mapping
+            return self._mapping(node, tag)
+        return self._sequence(node, tag)
+
+    def _scalar(self, node: Any, tag: str) -> object:
+        if tag == _STR:
+            return node.value
+        if tag == _NULL:
+            return None
+        if tag == _BOOL:
+            return node.value.lower() == "true"
+        value = self.constructor.construct_object(node, deep=True)
+        if isinstance(value, bytes | set):
+            raise _NodeError(node.start_mark.line + 1,
+                             f"unsupported YAML value of type {type(value).__name__}")
+        return value
+
+    def _mapping(self, node: Any, tag: str) -> LineMap:
+        line = node.start_mark.line + 1
+        if tag not in _MAP_TAGS:
+            raise _NodeError(line, f"unsupported YAML tag {tag!r}")
+        mapping = LineMap(line)
+        self.built[id(node)] = mapping
+        merges: list[Any] = []
+        for key_node, value_node in node.value:
+            if key_node.ctag.suffix == _MERGE or key_node.tag == _MERGE:
+                merges.append(value_node)
+                continue
+            k = self.build(key_node)
+            if isinstance(k, dict | list):
+                raise _NodeError(key_node.start_mark.line + 1, "a mapping key must be a scalar")
+            if k in mapping:
+                raise _NodeError(key_node.start_mark.line + 1,
+                                 f"duplicate key {k!r} (first at line {mapping.key_lines[k]})")
+            mapping[k] = self.build(value_node)
+            mapping.key_lines[k] = key_node.start_mark.line + 1
+        for merge in merges:
+            self._merge(mapping, merge)
+        return mapping
+
+    def _merge(self, mapping: LineMap, merge: Any) -> None:
+        """``<<``: keys of the merged mappings that ``mapping`` lacks (explicit keys win, then earlier
+        merges)."""
+        from ruamel.yaml.nodes import MappingNode
+
+        bad_merge = _NodeError(merge.start_mark.line + 1, "a merge key needs mappings")
+        sources = merge.value if not isinstance(merge, MappingNode) else [merge]
+        if not isinstance(sources, list):
+            raise bad_merge
+        for source_node in sources:
+            source = self.build(source_node)
+            if not isinstance(source, LineMap):
+                raise bad_merge
+            for k, v in source.items():
+                if k not in mapping:
+                    mapping[k] = v
+                    mapping.key_lines[k] = source.key_lines.get(k, source.line)
+
+    def _sequence(self, node: Any, tag: str) -> LineSeq:
+        line = node.start_mark.line + 1
         if tag not in _SEQ_TAGS:
             raise _NodeError(line, f"unsupported YAML tag {tag!r}")
         seq = LineSeq(line)
-        self.built[key] = seq
+        self.built[id(node)] = seq
         for item in node.value:
             seq.append(self.build(item))
             seq.item_lines.append(item.start_mark.line + 1)
