@@ -168,8 +168,8 @@ def _string_list(quota: str, rule: str, raw: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def spec_from_object(obj: Any) -> QuotaSpec:
-    """One ElasticQuota object (a parsed YAML/JSON mapping) as a :class:`QuotaSpec`."""
+def _header(obj: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """The name, labels, annotations and spec of an ElasticQuota object, each checked for its type."""
     if not isinstance(obj, Mapping):
         raise QuotaValidationError("?", "document", "an ElasticQuota document must be a mapping")
     meta = obj.get("metadata") or {}
@@ -190,7 +190,10 @@ def spec_from_object(obj: Any) -> QuotaSpec:
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise QuotaValidationError(name, "document", "spec must be a mapping")
+    return name, labels, annotations, spec
 
+
+def _parent_of(name: str, labels: Mapping[str, Any]) -> str:
     # Both spellings name the parent: `parent` (Koordinator's code) and `parent-quota-name` (the seed).
     parents = [str(labels[k]).strip() for k in (LABEL_PARENT, LABEL_PARENT_QUOTA_NAME)
                if labels.get(k) not in (None, "")]
@@ -198,18 +201,27 @@ def spec_from_object(obj: Any) -> QuotaSpec:
         raise QuotaValidationError(name, "parent-label-conflict",
                                    f"labels parent and parent-quota-name disagree: "
                                    f"{parents[0]!r} vs {parents[1]!r}")
-    parent = parents[0] if parents else ROOT_QUOTA
+    return parents[0] if parents else ROOT_QUOTA
 
-    weight: Resource | None = None
+
+def _weight_of(name: str, annotations: Mapping[str, Any]) -> Resource | None:
     raw_weight = annotations.get(ANNOTATION_SHARED_WEIGHT)
-    if raw_weight not in (None, ""):
-        value = _structured(name, "shared-weight-invalid", raw_weight)
-        if value is not None:
-            if not isinstance(value, Mapping):
-                raise QuotaValidationError(name, "shared-weight-invalid",
-                                           f"shared-weight must be a resource mapping, got {raw_weight!r}")
-            weight = _k8s_resources(name, "shared-weight", value)
+    if raw_weight in (None, ""):
+        return None
+    value = _structured(name, "shared-weight-invalid", raw_weight)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise QuotaValidationError(name, "shared-weight-invalid",
+                                   f"shared-weight must be a resource mapping, got {raw_weight!r}")
+    return _k8s_resources(name, "shared-weight", value)
 
+
+def spec_from_object(obj: Any) -> QuotaSpec:
+    """One ElasticQuota object (a parsed YAML/JSON mapping) as a :class:`QuotaSpec`."""
+    name, labels, annotations, spec = _header(obj)
+    parent = _parent_of(name, labels)           # checked in this order: the first problem is reported
+    weight = _weight_of(name, annotations)
     return QuotaSpec(
         name=name,
         min=_k8s_resources(name, "min", spec.get("min")),
