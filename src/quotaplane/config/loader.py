@@ -50,6 +50,7 @@ from quotaplane.config.validate import (
 )
 from quotaplane.config.yaml_tree import parse_yaml, raise_problems
 from quotaplane.errors import ConfigError
+from quotaplane.resources import Resource
 
 __all__ = ["DEFAULT_CONFIG_YAML", "DEFAULT_PARTITION", "default_config", "load_config", "parse_config"]
 
@@ -231,13 +232,7 @@ class _Builder(FieldReader):
 
     def queue(self, raw: object, parent_path: str, line: int | None, depth: int,
               *, is_root: bool) -> QueueConfig | None:
-        self.queue_count += 1
-        if self.queue_count > _MAX_QUEUES:
-            # Aliases can describe an exponential tree in a few lines: stop building at once.
-            self.add(line, f"too many queues: more than {_MAX_QUEUES}")
-            raise _TooLarge
-        if depth > _MAX_QUEUE_DEPTH:
-            self.add(line, f"queue hierarchy too deep: more than {_MAX_QUEUE_DEPTH} levels")
+        if not self.queue_allowed(line, depth):
             return None
         peek = raw.get("name") if isinstance(raw, dict) else None
         name = peek.lower() if isinstance(peek, str) else ""  # U10: names and paths are lower case
@@ -247,25 +242,10 @@ class _Builder(FieldReader):
         if qm is None:
             return None
         self.string(qm, "name", what)  # reports a name that is not a string
-        max_res, guaranteed, res_ok = None, None, (True, True)
-        raw_res = qm.get("resources")
-        if raw_res is not None:
-            rm = self.mapping(raw_res, f"resources of {what}", _RESOURCES_KEYS,
-                              self.key_line(qm, "resources"))
-            if rm is not None:
-                max_res, max_ok = self.resource(rm, "max", what)
-                guaranteed, g_ok = self.resource(rm, "guaranteed", what)
-                res_ok = (max_ok, g_ok)
+        max_res, guaranteed, res_ok = self.queue_resources(qm, what)
         template = self.child_template(qm, what)
         limits = self.limits(qm, "limits", what)
-        children: tuple[QueueConfig, ...] = ()
-        raw_children = qm.get("queues")
-        if raw_children is not None:
-            if not isinstance(raw_children, list):
-                self.add(self.key_line(qm, "queues"),
-                         f"'queues' of {what} must be a list, got {describe(raw_children)}")
-            else:
-                children = self.children(raw_children, path, depth + 1, what, self.key_line(qm, "queues"))
+        children = self.queue_children(qm, path, depth, what)
         max_apps, apps_ok = self.count(qm, "maxapplications", what)
         q = QueueConfig(
             name=name, path=path,
@@ -275,22 +255,60 @@ class _Builder(FieldReader):
             admin_acl=self.optional_string(qm, "adminacl", what),
             properties=self.properties(qm, "properties", what),
             child_template=template, limits=limits, queues=children, line=line)
-        if not apps_ok:
-            self.broken.append((q, "maxapplications"))
-        if not res_ok[0]:
-            self.broken.append((q, "max"))
-        if not res_ok[1]:
-            self.broken.append((q, "guaranteed"))
+        for ok, field in ((apps_ok, "maxapplications"), (res_ok[0], "max"), (res_ok[1], "guaranteed")):
+            if not ok:
+                self.broken.append((q, field))
+        self.index_queue(q, qm, line)
+        return q
+
+    def queue_allowed(self, line: int | None, depth: int) -> bool:
+        """The size guards: too many queues stops the build, too deep a queue is refused."""
+        self.queue_count += 1
+        if self.queue_count > _MAX_QUEUES:
+            # Aliases can describe an exponential tree in a few lines: stop building at once.
+            self.add(line, f"too many queues: more than {_MAX_QUEUES}")
+            raise _TooLarge
+        if depth > _MAX_QUEUE_DEPTH:
+            self.add(line, f"queue hierarchy too deep: more than {_MAX_QUEUE_DEPTH} levels")
+            return False
+        return True
+
+    def queue_resources(self, qm: dict[Any, Any], what: str
+                        ) -> tuple[Resource | None, Resource | None, tuple[bool, bool]]:
+        """The queue's ``resources``: (max, guaranteed, (max parsed, guaranteed parsed))."""
+        raw_res = qm.get("resources")
+        if raw_res is None:
+            return None, None, (True, True)
+        rm = self.mapping(raw_res, f"resources of {what}", _RESOURCES_KEYS, self.key_line(qm, "resources"))
+        if rm is None:
+            return None, None, (True, True)
+        max_res, max_ok = self.resource(rm, "max", what)
+        guaranteed, g_ok = self.resource(rm, "guaranteed", what)
+        return max_res, guaranteed, (max_ok, g_ok)
+
+    def queue_children(self, qm: dict[Any, Any], path: str, depth: int, what: str
+                       ) -> tuple[QueueConfig, ...]:
+        raw_children = qm.get("queues")
+        if raw_children is None:
+            return ()
+        if not isinstance(raw_children, list):
+            self.add(self.key_line(qm, "queues"),
+                     f"'queues' of {what} must be a list, got {describe(raw_children)}")
+            return ()
+        return self.children(raw_children, path, depth + 1, what, self.key_line(qm, "queues"))
+
+    def index_queue(self, q: QueueConfig, qm: dict[Any, Any], line: int | None) -> None:
+        """Record the lines of the queue's fields (validation messages name them)."""
         idx = self.index
         idx.set(q, "name", self.key_line(qm, "name") if "name" in qm else line)
         for key in ("maxapplications", "submitacl", "adminacl"):
             if key in qm:
                 idx.set(q, key, self.key_line(qm, key))
+        raw_res = qm.get("resources")
         if isinstance(raw_res, dict):
             for key in ("max", "guaranteed"):
                 if key in raw_res:
                     idx.set(q, key, self.key_line(raw_res, key))
-        return q
 
     def child_template(self, qm: dict[Any, Any], what: str) -> ChildTemplateConfig | None:
         raw = qm.get("childtemplate")
