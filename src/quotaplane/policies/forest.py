@@ -123,24 +123,32 @@ class ForestPolicy(QuotaPolicy):
             if tree not in known:
                 raise _Refusal(_violation(tree, f"quota tree {tree!r} named by the application "
                                                 "does not exist"))
-        if forest is None and groups:
-            homes = {qm.tree_forest(t) for t in groups}
-            if len(groups) == 1 and homes == {None}:
-                tree = next(iter(groups))
-                return "tree", tree, groups
-            forest = homes.pop() if len(homes) == 1 and None not in homes else self.default_forest
+        if forest is None:
+            if len(groups) == 1 and qm.tree_forest(next(iter(groups))) is None:
+                return "tree", next(iter(groups)), groups
+            forest = self._common_forest(groups)
+        return "forest", forest, self._in_forest(forest, groups)
+
+    def _common_forest(self, groups: Mapping[str, str]) -> str:
+        """The one forest every tagged tree belongs to, else the default forest (or a refusal)."""
+        homes = {self.manager.tree_forest(t) for t in groups}
+        forest = homes.pop() if len(homes) == 1 and None not in homes else self.default_forest
         if forest is None:
             raise _Refusal(_violation(",".join(groups), "the quota trees "
                                       f"{', '.join(groups)} belong to no common forest; tag "
                                       f"{FOREST_TAG}"))
-        if forest not in qm.forest_names():
+        return forest
+
+    def _in_forest(self, forest: str, groups: Mapping[str, str]) -> dict[str, str]:
+        """The groups of the trees of ``forest`` (B1: the intersection); a refusal when none."""
+        if forest not in self.manager.forest_names():
             raise _Refusal(_violation(forest, f"quota forest {forest!r} does not exist"))
-        members = qm.forest_tree_names(forest)
-        inside = {t: g for t, g in groups.items() if t in members}   # B1: the intersection
+        members = self.manager.forest_tree_names(forest)
+        inside = {t: g for t, g in groups.items() if t in members}
         if not inside:
             raise _Refusal(_violation(forest, "the application names no group in any tree of forest "
                                               f"{forest!r}"))
-        return "forest", forest, inside
+        return inside
 
     def _info(self, cid: str, request: AdmissionRequest, groups: Mapping[str, str]) -> ConsumerInfo:
         res = request.resource
