@@ -255,6 +255,26 @@ class ConsumerTreeSpec:
                 "type": self.type, "unPreemptable": self.unpreemptable}
 
 
+def _tree_spec(t: Any, where: str) -> ConsumerTreeSpec:
+    """One entry of a consumer's ``trees`` (an entry without a tree name is dropped by the caller)."""
+    if not isinstance(t, Mapping):
+        raise QuotaError(f"{where} must be an object")
+    tree_name = t.get("treeName") or ""
+    group = t.get("groupID") or ""
+    if not isinstance(tree_name, str) or not isinstance(group, str):
+        raise QuotaError(f"{where}: treeName and groupID must be strings")
+    req = t.get("request") or {}
+    if not isinstance(req, Mapping):
+        raise QuotaError(f"{where}: request must be an object")
+    request = {str(k): parse_amount(v, f"{where}: request of {k}") for k, v in req.items()}
+    unp = t.get("unPreemptable", False)
+    if not isinstance(unp, bool):
+        raise QuotaError(f"{where}: unPreemptable must be a boolean")
+    return ConsumerTreeSpec(tree_name, group, request,
+                            priority=_parse_int_field(t.get("priority"), f"{where}: priority"),
+                            type=_parse_int_field(t.get("type"), f"{where}: type"), unpreemptable=unp)
+
+
 class ConsumerInfo:
     """A parsed consumer specification (§8.2): an id and one :class:`ConsumerTreeSpec` per tree."""
 
@@ -293,28 +313,8 @@ class ConsumerInfo:
         raw_trees = spec.get("trees") or []
         if not isinstance(raw_trees, list):
             raise QuotaError(f"consumer {cid}: trees must be a list")
-        out: list[ConsumerTreeSpec] = []
-        for i, t in enumerate(raw_trees):
-            where = f"consumer {cid}: trees[{i}]"
-            if not isinstance(t, Mapping):
-                raise QuotaError(f"{where} must be an object")
-            tree_name = t.get("treeName") or ""
-            group = t.get("groupID") or ""
-            if not isinstance(tree_name, str) or not isinstance(group, str):
-                raise QuotaError(f"{where}: treeName and groupID must be strings")
-            req = t.get("request") or {}
-            if not isinstance(req, Mapping):
-                raise QuotaError(f"{where}: request must be an object")
-            request = {str(k): parse_amount(v, f"{where}: request of {k}") for k, v in req.items()}
-            unp = t.get("unPreemptable", False)
-            if not isinstance(unp, bool):
-                raise QuotaError(f"{where}: unPreemptable must be a boolean")
-            entry = ConsumerTreeSpec(tree_name, group, request,
-                                     priority=_parse_int_field(t.get("priority"), f"{where}: priority"),
-                                     type=_parse_int_field(t.get("type"), f"{where}: type"),
-                                     unpreemptable=unp)
-            if tree_name:  # F1 of §4: entries without a tree name are ignored
-                out.append(entry)
+        out = [entry for i, t in enumerate(raw_trees)
+               if (entry := _tree_spec(t, f"consumer {cid}: trees[{i}]")).tree_name]   # F1 of §4
         return cls(cid, out)
 
     def to_dict(self) -> dict[str, Any]:
