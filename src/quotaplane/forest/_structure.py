@@ -75,36 +75,17 @@ class TreeStructure:
         self.dangling: list[str] = []
 
 
-def build_structure(cache: TreeCache) -> TreeStructure:
-    """Build a fresh tree from ``cache`` (§7): sorted names, first root wins, dangling reported."""
-    names = cache._effective_resources()
-    tree = TreeStructure(names)
-    specs = cache._specs_sorted()
-    root_name: str | None = None
-    for name, spec in specs:
-        if spec.parent == "":
-            root_name = name
-            break
-    if root_name is None:
-        tree.dangling = [n for n, _ in specs]
-        return tree
-    by_name: dict[str, NodeSpec] = {}
-    for name, spec in specs:
-        if spec.parent == "" and name != root_name:
-            continue  # later roots are skipped entirely (S59)
-        by_name[name] = spec
-    made: dict[str, Node] = {}
-    for name, spec in by_name.items():
-        made[name] = Node(name, spec.hard, [spec.quota.get(r, 0) for r in names])
-    kids: dict[str, list[str]] = {}
-    for name, spec in by_name.items():
-        if name != root_name and spec.parent in by_name:
-            kids.setdefault(spec.parent, []).append(name)
-    root = made[root_name]
+def _first_root(specs: list[tuple[str, NodeSpec]]) -> str | None:
+    """The first node (by name) without a parent: the root (§7)."""
+    return next((name for name, spec in specs if spec.parent == ""), None)
+
+
+def _link(root: Node, made: dict[str, Node], kids: dict[str, list[str]], tree: TreeStructure) -> None:
+    """Link the nodes reachable from ``root`` (children in sorted name order) into ``tree``."""
     root.path = [root]
     root.anc = [root]
     stack = [root]
-    while stack:  # link reachable nodes; children in sorted name order
+    while stack:
         n = stack.pop()
         tree.nodes[n.id] = n
         for cname in kids.get(n.id, ()):
@@ -118,14 +99,32 @@ def build_structure(cache: TreeCache) -> TreeStructure:
             n.children.append(ch)
             n.by_child[ch] = {}
             stack.append(ch)
+
+
+def build_structure(cache: TreeCache) -> TreeStructure:
+    """Build a fresh tree from ``cache`` (§7): sorted names, first root wins, dangling reported."""
+    names = cache._effective_resources()
+    tree = TreeStructure(names)
+    specs = cache._specs_sorted()
+    root_name = _first_root(specs)
+    if root_name is None:
+        tree.dangling = [n for n, _ in specs]
+        return tree
+    # later roots are skipped entirely (S59)
+    by_name = {name: spec for name, spec in specs if spec.parent != "" or name == root_name}
+    made = {name: Node(name, spec.hard, [spec.quota.get(r, 0) for r in names])
+            for name, spec in by_name.items()}
+    kids: dict[str, list[str]] = {}
+    for name, spec in by_name.items():
+        if name != root_name and spec.parent in by_name:
+            kids.setdefault(spec.parent, []).append(name)
+    root = made[root_name]
+    _link(root, made, kids, tree)
     tree.root = root
     tree.nodes = dict(sorted(tree.nodes.items()))
     tree.leaves = {nid: n for nid, n in tree.nodes.items() if not n.children}
     tree.dangling = sorted(n for n in by_name if n not in tree.nodes)
     return tree
-
-
-# ---------------------------------------------------------------------------------------------- undo log
 
 
 _INDEX_RANGES = tuple(range(k) for k in range(17))
