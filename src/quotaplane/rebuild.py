@@ -50,10 +50,9 @@ def _restore(app: Application) -> AppRestore:
                       added_seq=app.added_seq, allocations=tuple(app.allocations))
 
 
-def rebuild_events(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
-                   allocations: Sequence[Allocation], asks: Iterable[Ask],
-                   extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
-    """The events that rebuild this state from an empty partition (see the module docstring)."""
+def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
+                   allocations: Sequence[Allocation]) -> list[Event]:
+    """Each config that matters, then what was submitted, counted and admitted under it."""
     out: list[Event] = []
     counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
     seqs = sorted({a.added_seq for a in apps} | {a.anchor_seq for a in counted}
@@ -65,10 +64,17 @@ def rebuild_events(config_seq: int, nodes: Mapping[str, Resource], apps: Sequenc
         out.extend(_app_added(app) for app in apps if app.added_seq == seq)
         out.extend(CountIn(app=app.application_id) for app in counted if app.anchor_seq == seq)
         out.extend(_allocated(a) for a in allocations if a.config_seq == seq)
-    out.extend(ask.event() for ask in asks)
-    out.extend(_restore(app) for app in apps)
-    for key, policy in sorted(extensions, key=lambda kv: kv[0]):
-        memo = policy.memo()
-        if memo is not None:
-            out.append(PolicyMemo(policy=key, memo=memo))
     return out
+
+
+def _memos(extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
+    return [PolicyMemo(policy=key, memo=memo) for key, policy in sorted(extensions, key=lambda kv: kv[0])
+            if (memo := policy.memo()) is not None]
+
+
+def rebuild_events(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
+                   allocations: Sequence[Allocation], asks: Iterable[Ask],
+                   extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
+    """The events that rebuild this state from an empty partition (see the module docstring)."""
+    return [*_under_configs(config_seq, nodes, apps, allocations), *(ask.event() for ask in asks),
+            *(_restore(app) for app in apps), *_memos(extensions)]
