@@ -105,29 +105,19 @@ class Tokens:
         return require
 
 
-def parse_tokens(text: str) -> dict[str, list[str]]:
-    """Parse tokens from ``role=token`` pairs (comma or newline separated), JSON or YAML mapping."""
-    stripped = text.strip()
-    if not stripped:
-        return {}
-    data: Any = None
-    meaningful = [ln.strip() for ln in stripped.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    if stripped.startswith("{"):
-        data = json.loads(stripped)
-    elif meaningful and "=" not in meaningful[0]:
-        from ruamel.yaml import YAML
+def _structured_tokens(data: Any) -> dict[str, list[str]]:
+    if not isinstance(data, dict):
+        raise ValueError("tokens must be a mapping role -> token or list of tokens")
+    out: dict[str, list[str]] = {}
+    for role, values in data.items():
+        vals = [values] if isinstance(values, str) else list(values or [])
+        out.setdefault(str(role), []).extend(str(v) for v in vals)
+    return out
 
-        data = YAML(typ="safe").load(stripped)
-    if data is not None:
-        if not isinstance(data, dict):
-            raise ValueError("tokens must be a mapping role -> token or list of tokens")
-        out: dict[str, list[str]] = {}
-        for role, values in data.items():
-            vals = [values] if isinstance(values, str) else list(values or [])
-            out.setdefault(str(role), []).extend(str(v) for v in vals)
-        return out
+
+def _pair_tokens(text: str) -> dict[str, list[str]]:
     result: dict[str, list[str]] = {}
-    for raw in stripped.replace(",", "\n").splitlines():
+    for raw in text.replace(",", "\n").splitlines():
         item = raw.strip()
         if not item or item.startswith("#"):
             continue
@@ -136,6 +126,23 @@ def parse_tokens(text: str) -> dict[str, list[str]]:
             raise ValueError(f"bad token entry {item!r}: expected role=token")
         result.setdefault(role.strip(), []).append(token.strip())
     return result
+
+
+def parse_tokens(text: str) -> dict[str, list[str]]:
+    """Parse tokens from ``role=token`` pairs (comma or newline separated), JSON or YAML mapping."""
+    stripped = text.strip()
+    if not stripped:
+        return {}
+    if stripped.startswith("{"):
+        return _structured_tokens(json.loads(stripped))
+    meaningful = [ln.strip() for ln in stripped.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if meaningful and "=" not in meaningful[0]:
+        from ruamel.yaml import YAML
+
+        data = YAML(typ="safe").load(stripped)
+        if data is not None:
+            return _structured_tokens(data)
+    return _pair_tokens(stripped)
 
 
 def load_tokens(environ: Mapping[str, str] | None = None) -> Tokens:
