@@ -20,9 +20,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastapi import FastAPI
+
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.auth import Tokens
+    from quotaplane.server.ha import Leadership
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_STORE", "build_scheduler", "serve"]
 
@@ -111,59 +118,60 @@ def _read_config(config: Path) -> str:
     return text
 
 
-def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
-          port: int = 9080) -> int:
-    """Run the service until interrupted; return the process exit code (non-zero: refused to start)."""
-    import uvicorn
+class _Refused(Exception):
+    """The service refuses to start; ``code`` is the exit code (the reason was printed)."""
 
-    from quotaplane.server.app import create_app
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _tokens_for(host: str) -> Tokens:
     from quotaplane.server.auth import load_tokens
 
     try:
         tokens = load_tokens()
     except (OSError, ValueError) as exc:
         _err(f"quotaplane: cannot load tokens: {exc}")
-        return 2
+        raise _Refused(2) from None
     if not tokens and not _is_loopback(host):
         _err(f"quotaplane: refusing to bind {host}: no tokens are configured (set QUOTAPLANE_TOKENS or "
              "QUOTAPLANE_TOKENS_FILE), so the service only listens on a loopback address")
-        return 2
+        raise _Refused(2)
+    return tokens
 
-    text: str | None = None
-    if config is not None:
-        try:
-            text = _read_config(config)
-        except ConfigError as exc:
-            for line, reason in exc.problems:
-                _err(f"{config}:{line if line is not None else 0}: {reason}")
-            _err(f"quotaplane: refusing to start: {config} is not a valid configuration")
-            return 1
 
-    store_url = store or DEFAULT_STORE
-    leadership = None
+def _config_text(config: Path | None) -> str | None:
+    if config is None:
+        return None
+    try:
+        return _read_config(config)
+    except ConfigError as exc:
+        for line, reason in exc.problems:
+            _err(f"{config}:{line if line is not None else 0}: {reason}")
+        _err(f"quotaplane: refusing to start: {config} is not a valid configuration")
+        raise _Refused(1) from None
+
+
+def _scheduler_for(text: str | None, store_url: str, host: str, port: int
+                   ) -> tuple[Leadership | None, Scheduler]:
     try:
         if store_url.startswith(("postgresql:", "postgres:")):
-            leadership, scheduler = _start_ha(text, store_url, host, port)
-        else:
-            scheduler = build_scheduler(text, store_url)
+            return _start_ha(text, store_url, host, port)
+        return None, build_scheduler(text, store_url)
     except ConfigError as exc:
         _err(f"quotaplane: refusing to start: {exc}" + (f" (line {exc.line})" if exc.line else ""))
-        return 1
+        raise _Refused(1) from None
     except Exception as exc:  # store unreachable, locked by another process, unreadable journal …
         _err(f"quotaplane: refusing to start: {type(exc).__name__}: {exc}")
-        return 1
+        raise _Refused(1) from None
 
-    app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens)
-    # Tail latency: the restored state and the imported modules are long-lived; move them out of the
-    # collector's sight (gc.freeze) and collect the young generation less often, so a full collection
-    # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 20, 20)
+
+def _run(app: FastAPI, host: str, port: int) -> int:
+    import uvicorn
+
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=5))
-    _err(f"quotaplane: serving on http://{host}:{port} (store {_mask(store_url)}, "
-         f"{'tokens' if tokens else 'no tokens: loopback only'})")
     rc = 0
     # uvicorn re-raises the stop signal after its graceful shutdown; with these no-op handlers in
     # place underneath, the process closes the store and exits 0 instead of dying by the signal.
@@ -183,6 +191,29 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     return rc
 
 
+def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
+          port: int = 9080) -> int:
+    """Run the service until interrupted; return the process exit code (non-zero: refused to start)."""
+    from quotaplane.server.app import create_app
+
+    store_url = store or DEFAULT_STORE
+    try:
+        tokens = _tokens_for(host)
+        leadership, scheduler = _scheduler_for(_config_text(config), store_url, host, port)
+    except _Refused as refused:
+        return refused.code
+    app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens)
+    # Tail latency: the restored state and the imported modules are long-lived; move them out of the
+    # collector's sight (gc.freeze) and collect the young generation less often, so a full collection
+    # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
+    _err(f"quotaplane: serving on http://{host}:{port} (store {_mask(store_url)}, "
+         f"{'tokens' if tokens else 'no tokens: loopback only'})")
+    return _run(app, host, port)
+
+
 def _mask(url: str) -> str:
     try:
         from quotaplane.journal.base import mask_url
@@ -192,7 +223,7 @@ def _mask(url: str) -> str:
         return url.split("@")[-1]
 
 
-def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[Any, Any]:
+def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[Leadership, Scheduler]:
     from quotaplane.journal import open_journal
     from quotaplane.server.ha import Leadership
 
