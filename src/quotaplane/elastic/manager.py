@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from quotaplane.elastic._dims import (
+    Dims,
     add_into,
     diff,
     fits,
@@ -51,6 +52,13 @@ _SPECIAL_MAX = {"vcore": INT64_MAX // 5, "memory": INT64_MAX // 5}
 
 #: (code, path, message, shortfall per resource) — the structured form of one ``check`` reason.
 Violation = tuple[str, str, str, dict[str, int]]
+
+
+class PodWithdrawal(NamedTuple):
+    """A pod taken out by :meth:`ElasticQuotaManager.withdraw_pod`, and its place in its quota."""
+
+    pod: Pod
+    position: int
 
 
 class ElasticQuotaManager:
@@ -300,6 +308,24 @@ class ElasticQuotaManager:
             q.raw_request, q.raw_used, q.raw_np_used = {}, {}, {}
         self._leaf_changed(q)
 
+    def withdraw_pod(self, pod_id: str) -> PodWithdrawal:
+        """Remove a pod so that :meth:`restore_pod` can put it back exactly (its quota, its attributes
+        and its place among the quota's pods), whatever the quota mapping says by then."""
+        pod = self._pods[pod_id]
+        index = list(self._q[pod.quota].pods).index(pod_id)
+        self.remove_pod(pod_id)
+        return PodWithdrawal(pod, index)
+
+    def restore_pod(self, withdrawal: PodWithdrawal) -> None:
+        """Undo :meth:`withdraw_pod` exactly."""
+        pod = withdrawal.pod
+        self.add_pod(pod.quota, pod.pod_id, pod.request, priority=pod.priority, preemptible=pod.preemptible,
+                     assigned=pod.assigned, start_time=pod.start_time)
+        q = self._q[pod.quota]
+        order = [k for k in q.pods if k != pod.pod_id]
+        order.insert(withdrawal.position, pod.pod_id)
+        q.pods = dict.fromkeys(order)
+
     def has_pod(self, pod_id: str) -> bool:
         """True when ``pod_id`` is known."""
         return pod_id in self._pods
@@ -411,8 +437,7 @@ class ElasticQuotaManager:
             limits = {name: q.runtime}
         out: list[Violation] = []
         limit = limits[name]
-        short = {k: q.used.get(k, 0) + req.get(k, 0) - v for k, v in limit.items()
-                 if q.used.get(k, 0) + req.get(k, 0) > v}
+        short = _shortfall(q.used, req, limit)
         if short:
             out.append(("elastic.runtime", name,
                         f"Insufficient quotas, quotaName: {name}, runtime: {fmt(limit)}, "
@@ -420,29 +445,32 @@ class ElasticQuotaManager:
                         f"exceedDimensions: [{' '.join(sorted(short))}]", short))
         if not preemptible:
             # The original min, not the scaled one (reference §2.5).
-            short = {k: q.np_used.get(k, 0) + req.get(k, 0) - m for k, m in q.min.items()
-                     if q.np_used.get(k, 0) + req.get(k, 0) > m}
+            short = _shortfall(q.np_used, req, q.min)
             if short:
                 out.append(("elastic.min", name,
                             f"Insufficient non-preemptible quotas, quotaName: {name}, min: {fmt(q.min)}, "
                             f"nonPreemptibleUsed: {fmt(q.np_used)}, pod's request: {fmt(req)}, "
                             f"exceedDimensions: [{' '.join(sorted(short))}]", short))
         if self._check_parent and name not in SPECIAL_QUOTAS:
-            anc = self._q[q.parent]
-            while anc is not self._root:
-                known = limits.get(anc.name)
-                if known is None:
-                    self._rt.ensure(anc)
-                    known = anc.runtime
-                limit = known
-                short = {k: anc.used.get(k, 0) + v - limit[k] for k, v in req.items()
-                         if k in limit and anc.used.get(k, 0) + v > limit[k]}
-                if short:
-                    out.append(("elastic.runtime", anc.name,
-                                f"Insufficient parent quotas, quotaName: {anc.name}, runtime: {fmt(limit)}, "
-                                f"used: {fmt(anc.used)}, pod's request: {fmt(req)}, "
-                                f"exceedDimensions: [{' '.join(sorted(short))}]", short))
-                anc = self._q[anc.parent]
+            out.extend(self._parent_violations(q, req, limits))
+        return out
+
+    def _parent_violations(self, q: Quota, req: Dims, limits: Mapping[str, Dims]) -> list[Violation]:
+        """EnableCheckParentQuota (§2.9): every ancestor below the root must fit the request too."""
+        out: list[Violation] = []
+        anc = self._q[q.parent]
+        while anc is not self._root:
+            limit = limits.get(anc.name)
+            if limit is None:
+                self._rt.ensure(anc)
+                limit = anc.runtime
+            short = {k: v for k, v in _shortfall(anc.used, req, limit).items() if k in req}
+            if short:
+                out.append(("elastic.runtime", anc.name,
+                            f"Insufficient parent quotas, quotaName: {anc.name}, runtime: {fmt(limit)}, "
+                            f"used: {fmt(anc.used)}, pod's request: {fmt(req)}, "
+                            f"exceedDimensions: [{' '.join(sorted(short))}]", short))
+            anc = self._q[anc.parent]
         return out
 
     def preemption_victims(self, name: str, request: Mapping[str, int], priority: int) -> list[str]:
@@ -681,3 +709,9 @@ class ElasticQuotaManager:
 # ----------------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------------
+
+
+def _shortfall(used: Mapping[str, int], request: Mapping[str, int], limit: Mapping[str, int]) -> Dims:
+    """Per name of ``limit``: how much ``used + request`` exceeds it (only the names that do)."""
+    return {k: used.get(k, 0) + request.get(k, 0) - v for k, v in limit.items()
+            if used.get(k, 0) + request.get(k, 0) > v}

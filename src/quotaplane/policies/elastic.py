@@ -36,6 +36,7 @@ class ElasticPolicy(QuotaPolicy):
     __slots__ = ("manager",)
 
     reclaims: ClassVar[bool] = True
+    checks_replacement: ClassVar[bool] = True
 
     def __init__(self, manager: ElasticQuotaManager) -> None:
         self.name = "elastic"
@@ -60,6 +61,20 @@ class ElasticPolicy(QuotaPolicy):
         return [Violation(policy="elastic", code=code, path=path, message=message,
                           resource=Resource.of(dict(short)))
                 for code, path, message, short in found]
+
+    def check_replacement(self, placeholder: AdmissionRequest, real: AdmissionRequest) -> list[Violation]:
+        """Check ``real`` as if ``placeholder`` were released, then put the placeholder back exactly.
+
+        Not release + re-apply: a re-applied placeholder would be mapped to a quota by the config in
+        force now, which may differ from the quota it was admitted in.
+        """
+        if not self.manager.has_pod(placeholder.allocation_key):
+            return self.check(real)
+        withdrawn = self.manager.withdraw_pod(placeholder.allocation_key)
+        try:
+            return self.check(real)
+        finally:
+            self.manager.restore_pod(withdrawn)
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Count the allocation as an assigned pod (id = allocation key) of its quota.
