@@ -17,11 +17,12 @@ remove it. ``revoke(now)`` gives the allocation keys the over-use monitor wants 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from quotaplane.config.model import PartitionConfig
 from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
-from quotaplane.elastic.model import POD_LABEL_NAME, parse_elastic_quotas, spec_from_object
+from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
@@ -142,7 +143,7 @@ class ElasticPolicy(QuotaPolicy):
                                  f"({', '.join(in_use)}); release them first")
             return
         options = _options(extensions.get("elasticquotas"))
-        self.manager.check_sync(options["specs"])
+        self.manager.check_sync(options.specs)
 
     def update_config(self, partition_config: PartitionConfig) -> None:
         """A config reload kept the extension: the quota set and options become exactly the configured ones.
@@ -153,44 +154,57 @@ class ElasticPolicy(QuotaPolicy):
         quotas, so a refused sync leaves them unchanged too.
         """
         options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
-        self.manager.sync_specs(options["specs"])
-        self.manager.set_options(scale_min=options["scale_min"], revoke_delay=options["revoke_delay"],
-                                 check_parent=options["check_parent"])
+        self.manager.sync_specs(options.specs)
+        self.manager.set_options(scale_min=options.scale_min, revoke_delay=options.revoke_delay,
+                                 check_parent=options.check_parent)
 
 
-def _options(raw: Any) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ElasticOptions:
+    """The ``elasticquotas`` partition extension, read (see :func:`_options`)."""
+
+    specs: list[QuotaSpec] = field(default_factory=list)
+    scale_min: bool = True
+    revoke_delay: float = 120.0
+    check_parent: bool = False
+
+
+def _specs_of(quotas: Any) -> list[QuotaSpec]:
+    if isinstance(quotas, str):
+        return parse_elastic_quotas(quotas)
+    if isinstance(quotas, Mapping):
+        return [spec_from_object(quotas)]
+    if isinstance(quotas, list):
+        return [spec_from_object(q) for q in quotas]
+    if quotas is not None:
+        raise ValueError(f"elasticquotas: quotas must be ElasticQuota YAML text or a list, got {quotas!r}")
+    return []
+
+
+def _delay(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"elasticquotas: revokeDelay must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _options(raw: Any) -> ElasticOptions:
     """Read the ``elasticquotas`` partition extension.
 
     Accepted shapes: ElasticQuota YAML text; a list of ElasticQuota objects; or a mapping with
     ``quotas`` (either of the above) and the options ``scaleMin`` (bool), ``revokeDelay`` (seconds ≥ 0),
     ``checkParent`` (bool). Anything else is a ``ValueError`` naming the key.
     """
-    opts: dict[str, Any] = {"specs": [], "scale_min": True, "revoke_delay": 120.0, "check_parent": False}
-    quotas: Any = raw
-    if isinstance(raw, Mapping) and raw.get("kind") is None:
-        unknown = sorted(str(k) for k in raw if k not in _OPTION_KEYS)
-        if unknown:
-            raise ValueError(f"elasticquotas: unknown keys {unknown}; expected {list(_OPTION_KEYS)}")
-        quotas = raw.get("quotas")
-        if "scaleMin" in raw:
-            opts["scale_min"] = _flag("scaleMin", raw["scaleMin"])
-        if "checkParent" in raw:
-            opts["check_parent"] = _flag("checkParent", raw["checkParent"])
-        if "revokeDelay" in raw:
-            delay = raw["revokeDelay"]
-            if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0:
-                raise ValueError(f"elasticquotas: revokeDelay must be a number of seconds >= 0, "
-                                 f"got {delay!r}")
-            opts["revoke_delay"] = float(delay)
-    if isinstance(quotas, str):
-        opts["specs"] = parse_elastic_quotas(quotas)
-    elif isinstance(quotas, Mapping):
-        opts["specs"] = [spec_from_object(quotas)]
-    elif isinstance(quotas, list):
-        opts["specs"] = [spec_from_object(q) for q in quotas]
-    elif quotas is not None:
-        raise ValueError(f"elasticquotas: quotas must be ElasticQuota YAML text or a list, got {quotas!r}")
-    return opts
+    if not (isinstance(raw, Mapping) and raw.get("kind") is None):
+        return ElasticOptions(specs=_specs_of(raw))
+    unknown = sorted(str(k) for k in raw if k not in _OPTION_KEYS)
+    if unknown:
+        raise ValueError(f"elasticquotas: unknown keys {unknown}; expected {list(_OPTION_KEYS)}")
+    defaults = ElasticOptions()
+    scale_min = _flag("scaleMin", raw["scaleMin"]) if "scaleMin" in raw else defaults.scale_min
+    check_parent = _flag("checkParent", raw["checkParent"]) if "checkParent" in raw else defaults.check_parent
+    delay = _delay(raw["revokeDelay"]) if "revokeDelay" in raw else defaults.revoke_delay
+    return ElasticOptions(specs=_specs_of(raw.get("quotas")), scale_min=scale_min, revoke_delay=delay,
+                          check_parent=check_parent)
 
 
 _OPTION_KEYS = ("quotas", "scaleMin", "revokeDelay", "checkParent")
@@ -210,15 +224,15 @@ def validate_extension(raw: Any) -> None:
     Raises :class:`QuotaValidationError` (or ``ValueError`` for a bad option) naming the quota and rule.
     """
     options = _options(raw)
-    ElasticQuotaManager({}).apply_specs(options["specs"])
+    ElasticQuotaManager({}).apply_specs(options.specs)
 
 
 def build_policy(partition_config: Any, context: Any) -> ElasticPolicy:
     """Builder used by ``quotaplane.policies.registry`` for the ``elasticquotas`` extension key."""
     options = _options(getattr(partition_config, "extensions", {}).get("elasticquotas"))
-    manager = ElasticQuotaManager({}, scale_min=options["scale_min"], revoke_delay=options["revoke_delay"],
-                                  check_parent=options["check_parent"])
-    if options["specs"]:
-        manager.apply_specs(options["specs"])
+    manager = ElasticQuotaManager({}, scale_min=options.scale_min, revoke_delay=options.revoke_delay,
+                                  check_parent=options.check_parent)
+    if options.specs:
+        manager.apply_specs(options.specs)
     return ElasticPolicy(manager)
 
