@@ -36,6 +36,7 @@ Partition extension ``quotatrees`` (``build_policy``)::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from quotaplane.config.model import PartitionConfig
@@ -352,36 +353,38 @@ class ForestPolicy(QuotaPolicy):
         REST); the definitions must also build on their own (same checks as a fresh policy).
         """
         opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
-        ForestPolicy.from_definitions(opts["trees"], opts["forests"],
-                                      default_forest=opts["default_forest"], mode=opts["mode"])
+        opts.policy()
         self._refusals(opts)
 
-    def _refusals(self, opts: Mapping[str, Any]) -> None:
-        qm = self.manager
-        with qm.transaction():
-            wanted = {_tree_of(doc) for doc in opts["trees"]}
-            problems: list[str] = []
-            for tree in qm.tree_names():
-                if tree not in wanted and qm.allocated_consumers(tree):
-                    problems.append(f"quota tree {tree!r} still has allocated consumers "
-                                    f"({', '.join(qm.allocated_consumers(tree))}); release them first")
-            forests: Mapping[str, list[str]] = opts["forests"]
-            for fname in qm.forest_names():
-                users = self.forest_users(fname)
-                if fname not in forests:
-                    if users:
-                        problems.append(f"quota forest {fname!r} still has allocated consumers "
-                                        f"({', '.join(users)}); release them first")
-                    continue
-                for tree in qm.forest_tree_names(fname):
-                    if tree in forests[fname]:
-                        continue
-                    on = [k for k in users if tree in self._targets[k][2]]
-                    if on:
-                        problems.append(f"quota tree {tree!r} cannot leave forest {fname!r}: forest "
-                                        f"consumers are allocated on it ({', '.join(on)})")
+    def _refusals(self, opts: TreeOptions) -> None:
+        with self.manager.transaction():
+            problems = self._trees_in_use(opts) + self._forests_in_use(opts)
             if problems:
                 raise QuotaError("; ".join(dict.fromkeys(problems)))
+
+    def _trees_in_use(self, opts: TreeOptions) -> list[str]:
+        qm = self.manager
+        wanted = {_tree_of(doc) for doc in opts.trees}
+        return [f"quota tree {tree!r} still has allocated consumers "
+                f"({', '.join(qm.allocated_consumers(tree))}); release them first"
+                for tree in qm.tree_names() if tree not in wanted and qm.allocated_consumers(tree)]
+
+    def _forests_in_use(self, opts: TreeOptions) -> list[str]:
+        qm = self.manager
+        problems: list[str] = []
+        for fname in qm.forest_names():
+            users = self.forest_users(fname)
+            if fname not in opts.forests:
+                if users:
+                    problems.append(f"quota forest {fname!r} still has allocated consumers "
+                                    f"({', '.join(users)}); release them first")
+                continue
+            for tree in qm.forest_tree_names(fname):
+                on = [k for k in users if tree in self._targets[k][2]]
+                if tree not in opts.forests[fname] and on:
+                    problems.append(f"quota tree {tree!r} cannot leave forest {fname!r}: forest "
+                                    f"consumers are allocated on it ({', '.join(on)})")
+        return problems
 
     def update_config(self, partition_config: PartitionConfig) -> None:
         """A config reload kept ``quotatrees``: trees, forests and mode become exactly the configured ones.
@@ -394,56 +397,79 @@ class ForestPolicy(QuotaPolicy):
         de-allocated everywhere and reported through :meth:`take_preempted`.
         """
         opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
-        fresh = ForestPolicy.from_definitions(opts["trees"], opts["forests"],
-                                              default_forest=opts["default_forest"],
-                                              mode=opts["mode"]).manager
-        qm = self.manager
-        with qm.transaction():
+        fresh = opts.policy().manager
+        with self.manager.transaction():
             self._refusals(opts)
-            wanted = fresh.tree_names()
-            for fname in qm.forest_names():
-                if fname not in opts["forests"]:
-                    qm.delete_forest(fname)          # its trees stay (and may join another forest)
-            for tree in qm.tree_names():
-                if tree not in wanted:
-                    qm.delete_tree(tree)             # no allocated consumer: checked above
-            for doc in opts["trees"]:
-                name = _tree_of(doc)
-                if name in qm.tree_names():
-                    qm.get_tree_cache(name).replace(fresh.get_tree_cache(name))
-                else:
-                    _add(qm, doc)
-            for fname, members in opts["forests"].items():
-                if fname not in qm.forest_names():
-                    qm.add_forest(fname)
-                if qm.forest_tree_names(fname) == members:
+            self._sync_trees(opts, fresh)
+            self._sync_forests(opts)
+            self.default_forest = opts.default_forest
+            self.manager.set_mode(opts.mode)
+            self._drop(self.manager.update_all())
+
+    def _sync_trees(self, opts: TreeOptions, fresh: QuotaManager) -> None:
+        """Trees no longer listed deleted (none in use: checked), new ones added, others' caches replaced."""
+        qm = self.manager
+        wanted = fresh.tree_names()
+        for fname in qm.forest_names():
+            if fname not in opts.forests:
+                qm.delete_forest(fname)          # its trees stay (and may join another forest)
+        for tree in qm.tree_names():
+            if tree not in wanted:
+                qm.delete_tree(tree)
+        for doc in opts.trees:
+            name = _tree_of(doc)
+            if name in qm.tree_names():
+                qm.get_tree_cache(name).replace(fresh.get_tree_cache(name))
+            else:
+                _add(qm, doc)
+
+    def _sync_forests(self, opts: TreeOptions) -> None:
+        """Forest memberships exactly as configured, in the configured order."""
+        qm = self.manager
+        for fname, members in opts.forests.items():
+            if fname not in qm.forest_names():
+                qm.add_forest(fname)
+            if qm.forest_tree_names(fname) == members:
+                continue
+            for tree in qm.forest_tree_names(fname):
+                qm.delete_tree_from_forest(fname, tree)
+        for fname, members in opts.forests.items():
+            for tree in members:
+                home = qm.tree_forest(tree)
+                if home == fname:
                     continue
-                for tree in qm.forest_tree_names(fname):
-                    qm.delete_tree_from_forest(fname, tree)
-            for fname, members in opts["forests"].items():
-                for tree in members:
-                    home = qm.tree_forest(tree)
-                    if home == fname:
-                        continue
-                    if home is not None:             # moved from another forest (no forest consumer)
-                        qm.delete_tree_from_forest(home, tree)
-                    qm.add_tree_to_forest(fname, tree)
-            self.default_forest = opts["default_forest"]
-            qm.set_mode(opts["mode"])
-            dropped = qm.update_all()
-            for cid in dropped:
-                target = self._targets.pop(cid, None)
-                if target is not None:
-                    self._deallocate(target, cid)
-                    qm.remove_consumer(cid)
-                    self._preempted.append(cid)
+                if home is not None:             # moved from another forest (no forest consumer)
+                    qm.delete_tree_from_forest(home, tree)
+                qm.add_tree_to_forest(fname, tree)
+
+    def _drop(self, dropped: list[str]) -> None:
+        """Consumers the update left unallocated: de-allocated everywhere, reported as preempted."""
+        for cid in dropped:
+            target = self._targets.pop(cid, None)
+            if target is not None:
+                self._deallocate(target, cid)
+                self.manager.remove_consumer(cid)
+                self._preempted.append(cid)
+
+@dataclass(frozen=True, slots=True)
+class TreeOptions:
+    """The ``quotatrees`` partition extension, read (see the module docstring)."""
+
+    trees: list[str | dict[str, Any]] = field(default_factory=list)
+    forests: dict[str, list[str]] = field(default_factory=dict)
+    default_forest: str | None = None
+    mode: Mode = Mode.NORMAL
+
+    def policy(self) -> ForestPolicy:
+        """A fresh policy holding exactly these definitions (their own checks included)."""
+        return ForestPolicy.from_definitions(self.trees, self.forests, default_forest=self.default_forest,
+                                             mode=self.mode)
 
 
-def _options(raw: Any) -> dict[str, Any]:
+def _options(raw: Any) -> TreeOptions:
     """Read the ``quotatrees`` partition extension (see the module docstring)."""
-    opts: dict[str, Any] = {"trees": [], "forests": {}, "default_forest": None, "mode": Mode.NORMAL}
     if raw is None:
-        return opts
+        return TreeOptions()
     if isinstance(raw, list):
         raw = {"trees": raw}
     if not isinstance(raw, Mapping):
@@ -451,18 +477,17 @@ def _options(raw: Any) -> dict[str, Any]:
     trees = raw.get("trees") or []
     if not isinstance(trees, list):
         raise QuotaError("quotatrees.trees must be a list")
-    opts["trees"] = [t if isinstance(t, str) else _plain(t) for t in trees]
     forests = raw.get("forests") or {}
     if not isinstance(forests, Mapping) or not all(isinstance(v, list) for v in forests.values()):
         raise QuotaError("quotatrees.forests must map a forest name to a list of tree names")
-    opts["forests"] = {str(k): [str(t) for t in v] for k, v in forests.items()}
     default = raw.get("defaultforest", raw.get("defaultForest"))
-    opts["default_forest"] = str(default) if default else None
     mode = str(raw.get("mode", "normal")).lower()
     if mode not in ("normal", "maintenance"):
         raise QuotaError(f"quotatrees.mode must be normal or maintenance, not {mode!r}")
-    opts["mode"] = Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE
-    return opts
+    return TreeOptions(trees=[t if isinstance(t, str) else _plain(t) for t in trees],
+                       forests={str(k): [str(t) for t in v] for k, v in forests.items()},
+                       default_forest=str(default) if default else None,
+                       mode=Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE)
 
 
 def _tree_of(doc: str | Mapping[str, Any]) -> str:
@@ -486,6 +511,4 @@ def _plain(value: Any) -> Any:
 
 def build_policy(partition_config: Any, context: Any) -> ForestPolicy:
     """Builder used by ``quotaplane.policies.registry`` for the ``quotatrees`` extension key."""
-    opts = _options(getattr(partition_config, "extensions", {}).get("quotatrees"))
-    return ForestPolicy.from_definitions(opts["trees"], opts["forests"],
-                                         default_forest=opts["default_forest"], mode=opts["mode"])
+    return _options(getattr(partition_config, "extensions", {}).get("quotatrees")).policy()
