@@ -285,14 +285,7 @@ class _Checker:
         idx = self.idx
         own_max = q.max if idx.ok(q, "max") else None
         own_g = q.guaranteed if idx.ok(q, "guaranteed") else None
-        if own_max is not None and own_g is not None and not fit_in_max_undef(own_max, own_g):
-            self.add(idx.line(q, "guaranteed"),
-                     f"guaranteed resource {_res(own_g)} is larger than maximum resource {_res(own_max)} "
-                     f"for queue {q.path}")
-        if own_max is not None and not fit_in_max_undef(parent_max, own_max):
-            self.add(idx.line(q, "max"),
-                     f"max resource of parent {_res(parent_max)} is smaller than maximum resource "
-                     f"{_res(own_max)} for queue {q.path}")
+        self.own_resources(q, own_max, own_g, parent_max)
         eff_max = component_wise_min(own_max, parent_max)
         if not q.queues:
             return own_g
@@ -301,16 +294,33 @@ class _Checker:
             child_g = self.queue_resource(child, eff_max)
             if child_g:
                 sum_g = add(sum_g, child_g)
+        self.children_guaranteed(q, own_g, eff_max, sum_g)
+        # A queue without guaranteed passes its children's sum up (V-18).
+        return own_g if own_g else sum_g
+
+    def own_resources(self, q: QueueConfig, own_max: Resource | None, own_g: Resource | None,
+                      parent_max: Resource | None) -> None:
+        """V-18 for the queue itself: guaranteed within max, max within the parent's max."""
+        if own_max is not None and own_g is not None and not fit_in_max_undef(own_max, own_g):
+            self.add(self.idx.line(q, "guaranteed"),
+                     f"guaranteed resource {_res(own_g)} is larger than maximum resource {_res(own_max)} "
+                     f"for queue {q.path}")
+        if own_max is not None and not fit_in_max_undef(parent_max, own_max):
+            self.add(self.idx.line(q, "max"),
+                     f"max resource of parent {_res(parent_max)} is smaller than maximum resource "
+                     f"{_res(own_max)} for queue {q.path}")
+
+    def children_guaranteed(self, q: QueueConfig, own_g: Resource | None, eff_max: Resource | None,
+                            sum_g: Resource) -> None:
+        """V-18 for the children: the sum of their guaranteed within the queue's guaranteed and max."""
         if own_g and not fit_in_max_undef(own_g, sum_g):
-            self.add(idx.line(q, "guaranteed"),
+            self.add(self.idx.line(q, "guaranteed"),
                      f"guaranteed resource of parent {_res(own_g)} is smaller than sum of guaranteed "
                      f"resources {_res(sum_g)} of the children for queue {q.path}")
         if eff_max is not None and not fit_in_max_undef(eff_max, sum_g):
-            self.add(idx.line(q, "max"),
+            self.add(self.idx.line(q, "max"),
                      f"max resource {_res(eff_max)} is smaller than sum of guaranteed resources "
                      f"{_res(sum_g)} of the children for queue {q.path}")
-        # A queue without guaranteed passes its children's sum up (V-18).
-        return own_g if own_g else sum_g
 
     # -- checkPlacementRules ------------------------------------------------------------------------
     def placement_rule(self, rule: PlacementRuleConfig, depth: int) -> None:
@@ -321,25 +331,27 @@ class _Checker:
         elif rule.name.lower() not in PLACEMENT_RULE_NAMES:
             self.add(line, f"unknown rule name specified {rule.name}, failing placement rule config")
         else:
-            kind = rule.name.lower()
-            vline = idx.line(rule, "value")
-            if kind == "tag" and not rule.value:
-                self.add(vline, "a tag queue rule must have a tag name set")
-            elif kind == "fixed":
-                if not rule.value:
-                    self.add(vline, "a fixed queue rule must have a queue name set")
-                else:
-                    parts = rule.value.split(DOT)
-                    if parts[0].lower() == ROOT_QUEUE and len(parts) > 1:
-                        parts = parts[1:]
-                    bad = [p for p in parts if not is_valid_queue_name(p)]
-                    if bad:
-                        self.add(vline, f"{_QUEUE_NAME_MESSAGE}: '{bad[0]}' in fixed rule queue "
-                                        f"'{rule.value}'")
+            self.rule_value(rule)
         if rule.filter is not None:
             self.placement_filter(rule, rule.filter)
         if rule.parent is not None:
             self.placement_rule(rule.parent, depth + 1)
+
+    def rule_value(self, rule: PlacementRuleConfig) -> None:
+        """V-16: a tag rule names a tag; a fixed rule names a valid queue path."""
+        kind = rule.name.lower()
+        vline = self.idx.line(rule, "value")
+        if kind == "tag" and not rule.value:
+            self.add(vline, "a tag queue rule must have a tag name set")
+        elif kind == "fixed" and not rule.value:
+            self.add(vline, "a fixed queue rule must have a queue name set")
+        elif kind == "fixed":
+            parts = rule.value.split(DOT)
+            if parts[0].lower() == ROOT_QUEUE and len(parts) > 1:
+                parts = parts[1:]
+            bad = [p for p in parts if not is_valid_queue_name(p)]
+            if bad:
+                self.add(vline, f"{_QUEUE_NAME_MESSAGE}: '{bad[0]}' in fixed rule queue '{rule.value}'")
 
     def placement_filter(self, rule: PlacementRuleConfig, f: FilterConfig) -> None:
         line = self.idx.line(f) or self.idx.line(rule, "filter")
@@ -420,22 +432,27 @@ class _Checker:
             for kind, names, inherited, carried in (("user", limit.users, users, new_users),
                                                     ("group", limit.groups, groups, new_groups)):
                 for name in names:
-                    ancestor = inherited.get(name)
-                    wildcard = inherited.get(WILDCARD)
-                    if ancestor is not None:
-                        if ancestor != 0 and (ancestor < count or count == 0):
-                            self.add(line, f"{kind} {name} max applications {count} of queue {q.path} is "
-                                           "greater than immediate or ancestor parent max applications "
-                                           f"{ancestor}")
-                    elif (name != WILDCARD and wildcard is not None and wildcard != 0
-                          and (wildcard < count or count == 0)):
+                    problem = _max_apps_problem(name, count, inherited)
+                    if problem:
                         self.add(line, f"{kind} {name} max applications {count} of queue {q.path} is "
-                                       f"greater than wildcard max applications {wildcard} of "
-                                       "immediate or ancestor parent queue")
+                                       f"{problem}")
                     # The value carried down is the child's own, not the minimum (reference V-13).
                     carried[name] = count
         for child in q.queues:
             self.limit_max_applications(child, new_users, new_groups)
+
+
+def _max_apps_problem(name: str, count: int, inherited: Mapping[str, int]) -> str | None:
+    """V-13: how ``count`` exceeds the maxapplications an ancestor set for ``name`` (or ``*``), or None."""
+    ancestor = inherited.get(name)
+    if ancestor is not None:
+        if ancestor != 0 and (ancestor < count or count == 0):
+            return f"greater than immediate or ancestor parent max applications {ancestor}"
+        return None
+    wildcard = inherited.get(WILDCARD)
+    if name != WILDCARD and wildcard is not None and wildcard != 0 and (wildcard < count or count == 0):
+        return f"greater than wildcard max applications {wildcard} of immediate or ancestor parent queue"
+    return None
 
 
 def _check_filter_list(kind: str, names: tuple[str, ...], name_re: re.Pattern[str]) -> str | None:
