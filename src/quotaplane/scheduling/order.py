@@ -86,12 +86,7 @@ def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applicati
     ``stateaware`` the list is filtered as it stands now (``stateaware_filter``).
     """
     policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
-    candidates: list[tuple[float, int, Application]] = []
-    for i, a in enumerate(leaf.applications):
-        if asks.has_application(a):
-            app = apps.get(a)
-            if app is not None and app.state in ACTIVE_STATES:
-                candidates.append((app.submit_time, i, app))
+    candidates = _candidates(asks, leaf, apps)
     if policy == "fair":
         fair = [(usage_shares(app.allocated, leaf.guaranteed), t, i, app) for t, i, app in candidates]
         fair.sort(key=lambda e: e[:3])
@@ -99,19 +94,36 @@ def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applicati
     candidates.sort(key=lambda e: e[:2])
     ordered = [e[2] for e in candidates]
     if policy == "stateaware" and stateaware_filter:
-        # Only one application may be starting at a time: while one is Starting, waiting
-        # applications stay back; otherwise only the oldest waiting one may start.
-        starting = any(apps[a].state == _STARTING for a in leaf.applications if a in apps)
-        out: list[Application] = []
-        admitted_waiting = starting
-        for app in ordered:
-            if app.state in _WAITING_STATES:
-                if admitted_waiting:
-                    continue
-                admitted_waiting = True
-            out.append(app)
-        return out
+        return _one_starting(ordered, leaf, apps)
     return ordered
+
+
+def _candidates(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]
+                ) -> list[tuple[float, int, Application]]:
+    """(submit time, placement order, application) of the leaf's active applications with asks."""
+    out: list[tuple[float, int, Application]] = []
+    for i, a in enumerate(leaf.applications):
+        if asks.has_application(a):
+            app = apps.get(a)
+            if app is not None and app.state in ACTIVE_STATES:
+                out.append((app.submit_time, i, app))
+    return out
+
+
+def _one_starting(ordered: list[Application], leaf: Queue, apps: Mapping[str, Application]
+                  ) -> list[Application]:
+    """``stateaware``: only one application may be starting at a time. While one is Starting,
+    waiting applications stay back; otherwise only the oldest waiting one may start."""
+    admitted_waiting = any(apps[a].state == _STARTING for a in leaf.applications if a in apps)
+    out: list[Application] = []
+    for app in ordered:
+        if app.state in _WAITING_STATES:
+            if admitted_waiting:
+                continue
+            admitted_waiting = True
+        out.append(app)
+    return out
+
 
 def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
     """The pending asks of ``leaf`` in scheduling order, for one cycle.

@@ -149,21 +149,9 @@ class _UsageCollector:
                 total = p.total_capacity()
                 in_use = p.used_capacity()
                 n_apps = len(p.applications())
-            for q in _walk_queue(queue_dao):
-                qname = str(q.get("queuename", ""))
-                for res, amount in _resource_items(q.get("allocatedResource")):
-                    q_alloc.add_metric([name, qname, res], amount)
-                for res, amount in _resource_items(q.get("maxResource")):
-                    q_max.add_metric([name, qname, res], amount)
-            for u in user_list:
-                root = u.get("queues") or {}
-                for res, amount in _resource_items(root.get("resourceUsage")):
-                    users.add_metric([name, u["userName"], res], amount)
-                user_apps.add_metric([name, u["userName"]], len(root.get("runningApplications") or ()))
-            for g in group_list:
-                root = g.get("queues") or {}
-                for res, amount in _resource_items(root.get("resourceUsage")):
-                    groups.add_metric([name, g["groupName"], res], amount)
+            _queue_samples(name, queue_dao, q_alloc, q_max)
+            _tracker_samples(name, user_list, "userName", users, user_apps)
+            _tracker_samples(name, group_list, "groupName", groups, None)
             for res, amount in _resource_items(total):
                 cap.add_metric([name, res], amount)
             for res, amount in _resource_items(in_use):
@@ -171,3 +159,24 @@ class _UsageCollector:
             apps.add_metric([name], n_apps)
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
         yield from (q_alloc, q_max, users, user_apps, groups, cap, used, apps, leader)
+
+
+def _queue_samples(partition: str, dao: Mapping[str, Any], allocated: GaugeMetricFamily,
+                   maximum: GaugeMetricFamily) -> None:
+    for q in _walk_queue(dao):
+        qname = str(q.get("queuename", ""))
+        for res, amount in _resource_items(q.get("allocatedResource")):
+            allocated.add_metric([partition, qname, res], amount)
+        for res, amount in _resource_items(q.get("maxResource")):
+            maximum.add_metric([partition, qname, res], amount)
+
+
+def _tracker_samples(partition: str, trackers: list[dict[str, Any]], key: str, usage: GaugeMetricFamily,
+                     running: GaugeMetricFamily | None) -> None:
+    """Root-level usage (and running applications) of each user or group tracker."""
+    for t in trackers:
+        root = t.get("queues") or {}
+        for res, amount in _resource_items(root.get("resourceUsage")):
+            usage.add_metric([partition, t[key], res], amount)
+        if running is not None:
+            running.add_metric([partition, t[key]], len(root.get("runningApplications") or ()))
