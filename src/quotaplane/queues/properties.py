@@ -186,39 +186,33 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     ``children`` out; ``partition`` only on the top object.
     """
     out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
-    if q.max:
-        out["maxResource"] = q.max.to_dict()
-    if q.guaranteed:
-        out["guaranteedResource"] = q.guaranteed.to_dict()
-    if q.allocated:
-        out["allocatedResource"] = q.allocated.to_dict()
-    if headroom:
-        out["headroom"] = headroom.to_dict()
+    _put(out, "maxResource", q.max.to_dict() if q.max else None)
+    _put(out, "guaranteedResource", q.guaranteed.to_dict() if q.guaranteed else None)
+    _put(out, "allocatedResource", q.allocated.to_dict() if q.allocated else None)
+    _put(out, "headroom", headroom.to_dict() if headroom else None)
     out["isLeaf"] = q.is_leaf
     out["isManaged"] = q.managed
-    if q.properties:
-        out["properties"] = dict(q.properties)
-    if q.parent is not None:
-        out["parent"] = q.parent.path
+    _put(out, "properties", dict(q.properties))
+    _put(out, "parent", q.parent.path if q.parent is not None else None)
     # Only parents carry a template (YuniKorn sets it on parent queues, inherited downwards).
     template = None if q.is_leaf else q.effective_template()
     if template is not None:
         out["template"] = _template_info(template)
     children = q.sorted_children()
-    if children and subtree_of is not None:
-        out["children"] = [subtree_of(c) for c in children]
-    if children:
-        out["childNames"] = [c.path for c in children]
-    abs_used = abs_used_capacity(q.max, q.allocated)
-    if abs_used:
-        out["absUsedCapacity"] = abs_used
-    if q.max_applications:
-        out["maxRunningApps"] = q.max_applications
-    if q.running_apps:
-        out["runningApps"] = len(q.running_apps)
+    _put(out, "children", [subtree_of(c) for c in children] if subtree_of is not None else None)
+    _put(out, "childNames", [c.path for c in children])
+    _put(out, "absUsedCapacity", abs_used_capacity(q.max, q.allocated))
+    _put(out, "maxRunningApps", q.max_applications)
+    _put(out, "runningApps", len(q.running_apps))
     out["currentPriority"] = INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
     _policy_fields(q, out)
     return out
+
+
+def _put(out: dict[str, Any], key: str, value: Any) -> None:
+    """Go's ``omitempty``: set ``key`` only when ``value`` is not empty (None, 0, {} or [])."""
+    if value:
+        out[key] = value
 
 
 def tag_value(tags: Mapping[str, str], key: str) -> str | None:
