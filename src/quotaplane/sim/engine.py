@@ -505,22 +505,12 @@ class Simulator:
         for s in self._samples:
             top.update(s["queues"])
         top_queues = sorted(top)
-        waits = sorted(self._waits)
-        wait: dict[str, Any] = {"count": len(waits)}
-        if waits:
-            wait.update(p50=_round(_percentile(waits, 0.5)), p95=_round(_percentile(waits, 0.95)),
-                        max=_round(waits[-1]), mean=_round(sum(waits) / len(waits)))
+        wait = _wait_summary(self._waits)
         pending_codes: dict[str, int] = {}
         for key in self._pending:
-            reasons = self.partition.pending_reasons(key) or []
-            for code in sorted({v.code for v in reasons}):
+            for code in sorted({v.code for v in self.partition.pending_reasons(key) or []}):
                 _inc(pending_codes, code)
-        util: dict[str, Any] = {}
-        for r in resources:
-            ratios = [s["used"].get(r, 0) / s["capacity"][r] for s in self._samples
-                      if s["capacity"].get(r, 0) > 0]
-            if ratios:
-                util[r] = {"mean": _round(sum(ratios) / len(ratios)), "peak": _round(max(ratios))}
+        util = _utilisation(resources, self._samples)
         series = [{"t": s["t"],
                    "utilisation": {r: _round(s["used"].get(r, 0) / s["capacity"][r])
                                    for r in resources if s["capacity"].get(r, 0) > 0}}
@@ -563,3 +553,23 @@ class Simulator:
 
     def _peak_capacity(self, resources: list[str]) -> dict[str, int]:
         return {r: max((s["capacity"].get(r, 0) for s in self._samples), default=0) for r in resources}
+
+
+def _wait_summary(waits_in: list[float]) -> dict[str, Any]:
+    """Count, median, 95th percentile, max and mean of the asks' waiting times."""
+    waits = sorted(waits_in)
+    wait: dict[str, Any] = {"count": len(waits)}
+    if waits:
+        wait.update(p50=_round(_percentile(waits, 0.5)), p95=_round(_percentile(waits, 0.95)),
+                    max=_round(waits[-1]), mean=_round(sum(waits) / len(waits)))
+    return wait
+
+
+def _utilisation(resources: list[str], samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and peak used/capacity per resource over the samples that had capacity for it."""
+    util: dict[str, Any] = {}
+    for r in resources:
+        ratios = [s["used"].get(r, 0) / s["capacity"][r] for s in samples if s["capacity"].get(r, 0) > 0]
+        if ratios:
+            util[r] = {"mean": _round(sum(ratios) / len(ratios)), "peak": _round(max(ratios))}
+    return util
