@@ -350,37 +350,36 @@ class _Builder(FieldReader):
             return ()
         out: list[LimitConfig] = []
         for i, item in enumerate(raw):
-            line = self.item_line(raw, i)
-            lm = self.mapping(item, f"limit {i + 1} of {what}", _LIMIT_KEYS, line)
-            if lm is None:
-                continue
-            lwhat = f"limit {i + 1} of {what}"
-            # A misspelt key (``user:``) would otherwise also read as "no users" (V-1): report once.
-            misspelt = self.unknown_keys
-            users, user_lines, users_ok = self.names(lm, "users", lwhat)
-            groups, group_lines, groups_ok = self.names(lm, "groups", lwhat)
-            max_res, res_ok = self.resource(lm, "maxresources", lwhat)
-            max_apps, apps_ok = self.count(lm, "maxapplications", lwhat)
-            limit = LimitConfig(
-                limit=self.string(lm, "limit", lwhat), users=users, groups=groups, max_resources=max_res,
-                max_applications=max_apps, line=line)
-            if not apps_ok:
-                self.broken.append((limit, "maxapplications"))
-            if not users_ok or misspelt:
-                self.broken.append((limit, "users"))
-            if not groups_ok:
-                self.broken.append((limit, "groups"))
-            if not res_ok:
-                self.broken.append((limit, "maxresources"))
-            for j, uline in enumerate(user_lines):
-                self.index.set(limit, f"users[{j}]", uline)
-            for j, gline in enumerate(group_lines):
-                self.index.set(limit, f"groups[{j}]", gline)
-            for k in ("maxresources", "maxapplications"):
-                if k in lm:
-                    self.index.set(limit, k, self.key_line(lm, k))
-            out.append(limit)
+            limit = self.limit(item, f"limit {i + 1} of {what}", self.item_line(raw, i))
+            if limit is not None:
+                out.append(limit)
         return tuple(out)
+
+    def limit(self, item: object, lwhat: str, line: int | None) -> LimitConfig | None:
+        lm = self.mapping(item, lwhat, _LIMIT_KEYS, line)
+        if lm is None:
+            return None
+        # A misspelt key (``user:``) would otherwise also read as "no users" (V-1): report once.
+        misspelt = self.unknown_keys
+        users, user_lines, users_ok = self.names(lm, "users", lwhat)
+        groups, group_lines, groups_ok = self.names(lm, "groups", lwhat)
+        max_res, res_ok = self.resource(lm, "maxresources", lwhat)
+        max_apps, apps_ok = self.count(lm, "maxapplications", lwhat)
+        limit = LimitConfig(
+            limit=self.string(lm, "limit", lwhat), users=users, groups=groups, max_resources=max_res,
+            max_applications=max_apps, line=line)
+        for ok, field in ((apps_ok, "maxapplications"), (users_ok and not misspelt, "users"),
+                          (groups_ok, "groups"), (res_ok, "maxresources")):
+            if not ok:
+                self.broken.append((limit, field))
+        for j, uline in enumerate(user_lines):
+            self.index.set(limit, f"users[{j}]", uline)
+        for j, gline in enumerate(group_lines):
+            self.index.set(limit, f"groups[{j}]", gline)
+        for k in ("maxresources", "maxapplications"):
+            if k in lm:
+                self.index.set(limit, k, self.key_line(lm, k))
+        return limit
 
     def rule(self, raw: object, line: int | None, depth: int) -> PlacementRuleConfig | None:
         if depth > _MAX_RULE_DEPTH:
@@ -394,24 +393,7 @@ class _Builder(FieldReader):
         parent = None
         if rm.get("parent") is not None:
             parent = self.rule(rm["parent"], self.key_line(rm, "parent"), depth + 1)
-        filt = None
-        raw_filter = rm.get("filter")
-        if raw_filter is not None:
-            fline = self.key_line(rm, "filter")
-            fm = self.mapping(raw_filter, f"filter of {what}", _FILTER_KEYS, fline)
-            if fm is not None:
-                users, _, _ = self.names(fm, "users", f"filter of {what}")
-                groups, _, _ = self.names(fm, "groups", f"filter of {what}")
-                ftype = self.string(fm, "type", f"filter of {what}")
-                # An empty filter type means allow (YuniKorn); the type is case-insensitive.
-                lowered = ftype.lower()
-                filt = FilterConfig(type=lowered if lowered in ("", "allow", "deny") else ftype,
-                                    users=users, groups=groups)
-                if filt.type == "":
-                    filt = FilterConfig(type="allow", users=users, groups=groups)
-                self.index.set(filt, "type", self.key_line(fm, "type") if "type" in fm else fline)
-                for k in ("users", "groups"):
-                    self.index.set(filt, k, self.key_line(fm, k) if k in fm else fline)
+        filt = self.rule_filter(rm, what)
         rule = PlacementRuleConfig(
             name=name.lower() if name.lower() in PLACEMENT_RULE_NAMES else name,
             value=self.string(rm, "value", what), create=self.boolean(rm, "create", what),
@@ -419,6 +401,26 @@ class _Builder(FieldReader):
         self.index.set(rule, "name", self.key_line(rm, "name") if "name" in rm else line)
         self.index.set(rule, "value", self.key_line(rm, "value") if "value" in rm else line)
         return rule
+
+    def rule_filter(self, rm: dict[Any, Any], what: str) -> FilterConfig | None:
+        raw_filter = rm.get("filter")
+        if raw_filter is None:
+            return None
+        fline = self.key_line(rm, "filter")
+        fm = self.mapping(raw_filter, f"filter of {what}", _FILTER_KEYS, fline)
+        if fm is None:
+            return None
+        users, _, _ = self.names(fm, "users", f"filter of {what}")
+        groups, _, _ = self.names(fm, "groups", f"filter of {what}")
+        ftype = self.string(fm, "type", f"filter of {what}")
+        # An empty filter type means allow (YuniKorn); the type is case-insensitive.
+        lowered = ftype.lower()
+        kind = "allow" if lowered == "" else lowered if lowered in ("allow", "deny") else ftype
+        filt = FilterConfig(type=kind, users=users, groups=groups)
+        self.index.set(filt, "type", self.key_line(fm, "type") if "type" in fm else fline)
+        for k in ("users", "groups"):
+            self.index.set(filt, k, self.key_line(fm, k) if k in fm else fline)
+        return filt
 
     def node_sort_policy(self, pm: dict[Any, Any], what: str) -> NodeSortPolicyConfig:
         raw = pm.get("nodesortpolicy")
