@@ -26,6 +26,7 @@ a failing load returns nothing, which makes validation all-or-nothing (U13).
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any
@@ -431,31 +432,36 @@ class _Builder(FieldReader):
         if nm is None:
             return NodeSortPolicyConfig()
         ptype = self.string(nm, "type", nwhat)
-        weights: dict[str, float] = {}
-        lines: dict[str, int | None] = {}
-        raw_w = nm.get("resourceweights")
-        if raw_w is not None:
-            if not isinstance(raw_w, dict):
-                self.add(self.key_line(nm, "resourceweights"),
-                         f"'resourceweights' of {nwhat} must be a mapping, got {describe(raw_w)}")
-            else:
-                for name, w in raw_w.items():
-                    wline = self.key_line(raw_w, name)
-                    if not isinstance(name, str):
-                        self.add(wline, f"resource name {name!r} in {nwhat} must be a string")
-                    elif is_bool(w) or not isinstance(w, int | float) or w != w or w in (
-                            float("inf"), float("-inf")):
-                        self.add(wline, f"resource weight for {name} in {nwhat} must be a number, got "
-                                        f"{describe(w)}")
-                    else:
-                        weights[str(name)] = float(w)
-                        lines[str(name)] = wline
+        weights, lines = self.resource_weights(nm, nwhat)
         policy = NodeSortPolicyConfig(type=ptype.lower() if ptype.lower() in ("", "fair", "binpacking")
                                       else ptype, resource_weights=MappingProxyType(weights))
         self.index.set(policy, "type", self.key_line(nm, "type") if "type" in nm else None)
         for name, wline in lines.items():
             self.index.set(policy, f"resourceweights[{name}]", wline)
         return policy
+
+    def resource_weights(self, nm: dict[Any, Any], nwhat: str
+                         ) -> tuple[dict[str, float], dict[str, int | None]]:
+        """The ``resourceweights`` of a node sort policy, with the line of each weight."""
+        weights: dict[str, float] = {}
+        lines: dict[str, int | None] = {}
+        raw_w = nm.get("resourceweights")
+        if raw_w is None:
+            return weights, lines
+        if not isinstance(raw_w, dict):
+            self.add(self.key_line(nm, "resourceweights"),
+                     f"'resourceweights' of {nwhat} must be a mapping, got {describe(raw_w)}")
+            return weights, lines
+        for name, w in raw_w.items():
+            wline = self.key_line(raw_w, name)
+            if not isinstance(name, str):
+                self.add(wline, f"resource name {name!r} in {nwhat} must be a string")
+            elif is_bool(w) or not isinstance(w, int | float) or w != w or w in (math.inf, -math.inf):
+                self.add(wline, f"resource weight for {name} in {nwhat} must be a number, got {describe(w)}")
+            else:
+                weights[name] = float(w)
+                lines[name] = wline
+        return weights, lines
 
     def plain(self, value: object, line: int | None, where: str, depth: int,
               memo: dict[int, object], active: set[int] | None = None) -> object:

@@ -161,14 +161,18 @@ class Rule:
         if self.name in ("group", "primarygroup"):
             return replace_dot(user.groups[0]) if user.groups else ""
         if self.name == "secondarygroup":
-            # the first of the user's other groups for which a queue exists under the parent
-            parent = self._parent_path(application_id, user, tags, queues, requested_queue)
-            if parent is None:
-                return ""
-            for group in user.groups[1:]:
-                if queues.exists(f"{parent}.{replace_dot(group)}"):
-                    return replace_dot(group)
+            return self._secondary_group(application_id, user, tags, queues, requested_queue)
+        return ""
+
+    def _secondary_group(self, application_id: str, user: UserGroup, tags: Mapping[str, str],
+                         queues: QueueView, requested_queue: str | None) -> str:
+        """The first of the user's other groups for which a queue exists under the parent."""
+        parent = self._parent_path(application_id, user, tags, queues, requested_queue)
+        if parent is None:
             return ""
+        for group in user.groups[1:]:
+            if queues.exists(f"{parent}.{replace_dot(group)}"):
+                return replace_dot(group)
         return ""
 
     def _parent_path(self, application_id: str, user: UserGroup, tags: Mapping[str, str],
