@@ -174,6 +174,12 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     if resource is None:
         raise ValueError("resource is required")
     res = as_resource(resource)
+    _check_flags(priority, preemptible, placeholder, task_group)
+    return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
+                          task_group or None)
+
+
+def _check_flags(priority: Any, preemptible: Any, placeholder: Any, task_group: Any) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError("priority must be an integer")
     if not isinstance(preemptible, bool) or not isinstance(placeholder, bool):
@@ -182,5 +188,3 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
         raise ValueError("a placeholder allocation needs a task group")
     if task_group is not None and not isinstance(task_group, str):
         raise ValueError("task_group must be a string")
-    return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None)

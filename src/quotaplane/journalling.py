@@ -61,7 +61,10 @@ class PartitionLog:
             raise
         self.last_seq = seq
         self.wrote = True
-        if self.snapshot_every > 0 and seq - self.snapshot_seq >= self.snapshot_every:
+        self._snapshot_if_due()
+
+    def _snapshot_if_due(self) -> None:
+        if self.snapshot_every > 0 and self.last_seq - self.snapshot_seq >= self.snapshot_every:
             try:
                 self.save_snapshot()
             except Exception as exc:      # a snapshot is an optimisation: the event is already durable

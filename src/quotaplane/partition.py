@@ -318,18 +318,8 @@ class Partition:
         even when a maxapplications limit is reached: counts are enforced at :meth:`allocate`.
         ``gang_style`` (``soft``/``hard``) and ``placeholder_timeout`` (seconds) drive gang timeouts.
         """
-        check_id(application_id, "application id")
-        if not isinstance(user, UserGroup):
-            raise ValueError("user must be a UserGroup")
-        if gang_style not in (GANG_SOFT, GANG_HARD):
-            raise ValueError(f"gang_style must be 'soft' or 'hard', not {gang_style!r}")
-        if queue is not None and not isinstance(queue, str):
-            raise ValueError("queue must be a string")
-        tag_map = {str(k): str(v) for k, v in (tags or {}).items()}
-        timeout = (self._s.options.placeholder_timeout if placeholder_timeout is None
-                   else float(placeholder_timeout))
-        if timeout < 0:
-            raise ValueError("placeholder_timeout must not be negative")
+        tag_map, timeout = self._check_submission(application_id, user, queue, tags, gang_style,
+                                                  placeholder_timeout)
         with self.lock:
             if application_id in self._s.apps:
                 raise ConflictError(f"application {application_id!r} already exists in partition "
@@ -346,6 +336,23 @@ class Partition:
                 self._s.drop_app(self._s.apps[application_id])
                 raise
             return path
+
+    def _check_submission(self, application_id: str, user: UserGroup, queue: str | None,
+                          tags: Mapping[str, str] | None, gang_style: str, placeholder_timeout: float | None
+                          ) -> tuple[dict[str, str], float]:
+        """The arguments of :meth:`add_application` checked; (tags as strings, placeholder timeout)."""
+        check_id(application_id, "application id")
+        if not isinstance(user, UserGroup):
+            raise ValueError("user must be a UserGroup")
+        if gang_style not in (GANG_SOFT, GANG_HARD):
+            raise ValueError(f"gang_style must be 'soft' or 'hard', not {gang_style!r}")
+        if queue is not None and not isinstance(queue, str):
+            raise ValueError("queue must be a string")
+        timeout = (self._s.options.placeholder_timeout if placeholder_timeout is None
+                   else float(placeholder_timeout))
+        if timeout < 0:
+            raise ValueError("placeholder_timeout must not be negative")
+        return {str(k): str(v) for k, v in (tags or {}).items()}, timeout
 
     def remove_application(self, application_id: str) -> None:
         """Remove an application, releasing all its allocations; its running count ends (seed 001)."""
@@ -419,16 +426,7 @@ class Partition:
         """
         with self.lock:
             self._usable()
-            seen: set[str] = set()
-            active: set[str] = set()      # applications checked already (nothing changes until below)
-            for spec in specs:
-                if spec.application_id not in active:
-                    self._active_app(spec.application_id)
-                    active.add(spec.application_id)
-                key = spec.allocation_key
-                if key in self._s.allocs or key in seen:
-                    raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
-                seen.add(key)
+            self._check_batch(specs)
             decisions: list[Decision] = []
             done: list[tuple[E.Allocated, AllocationUndo]] = []
             for spec in specs:
@@ -443,6 +441,19 @@ class Partition:
                     self._s.undo_allocated(ev, undo)
                 raise
             return decisions
+
+    def _check_batch(self, specs: Sequence[AllocationSpec]) -> None:
+        """Every application active and every key new, before anything changes."""
+        seen: set[str] = set()
+        active: set[str] = set()      # applications checked already
+        for spec in specs:
+            if spec.application_id not in active:
+                self._active_app(spec.application_id)
+                active.add(spec.application_id)
+            key = spec.allocation_key
+            if key in self._s.allocs or key in seen:
+                raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
+            seen.add(key)
 
     def _admit(self, spec: AllocationSpec) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
         """Admit ``spec`` in memory (not yet journalled): the decision, its event and its undo."""
