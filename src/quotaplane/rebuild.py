@@ -61,10 +61,16 @@ def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequenc
         out.append(ConfigApplied(seq=seq))
         if i == 0:
             out.extend(NodeAdded(node=n, capacity=c) for n, c in nodes.items())
-        out.extend(_app_added(app) for app in apps if app.added_seq == seq)
-        out.extend(CountIn(app=app.application_id) for app in counted if app.anchor_seq == seq)
-        out.extend(_allocated(a) for a in allocations if a.config_seq == seq)
+        out.extend(_under(seq, apps, counted, allocations))
     return out
+
+
+def _under(seq: int, apps: Sequence[Application], counted: Sequence[Application],
+           allocations: Sequence[Allocation]) -> list[Event]:
+    """What was submitted, counted as running and admitted under config ``seq``, in that order."""
+    return [*(_app_added(app) for app in apps if app.added_seq == seq),
+            *(CountIn(app=app.application_id) for app in counted if app.anchor_seq == seq),
+            *(_allocated(a) for a in allocations if a.config_seq == seq)]
 
 
 def _memos(extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:

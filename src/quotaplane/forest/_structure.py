@@ -101,6 +101,14 @@ def _link(root: Node, made: dict[str, Node], kids: dict[str, list[str]], tree: T
             stack.append(ch)
 
 
+def _children_by_parent(by_name: dict[str, NodeSpec], root_name: str) -> dict[str, list[str]]:
+    kids: dict[str, list[str]] = {}
+    for name, spec in by_name.items():
+        if name != root_name and spec.parent in by_name:
+            kids.setdefault(spec.parent, []).append(name)
+    return kids
+
+
 def build_structure(cache: TreeCache) -> TreeStructure:
     """Build a fresh tree from ``cache`` (§7): sorted names, first root wins, dangling reported."""
     names = cache._effective_resources()
@@ -114,11 +122,8 @@ def build_structure(cache: TreeCache) -> TreeStructure:
     by_name = {name: spec for name, spec in specs if spec.parent != "" or name == root_name}
     made = {name: Node(name, spec.hard, [spec.quota.get(r, 0) for r in names])
             for name, spec in by_name.items()}
-    kids: dict[str, list[str]] = {}
-    for name, spec in by_name.items():
-        if name != root_name and spec.parent in by_name:
-            kids.setdefault(spec.parent, []).append(name)
     root = made[root_name]
+    kids = _children_by_parent(by_name, root_name)
     _link(root, made, kids, tree)
     tree.root = root
     tree.nodes = dict(sorted(tree.nodes.items()))

@@ -195,9 +195,9 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     _put(out, "properties", dict(q.properties))
     _put(out, "parent", q.parent.path if q.parent is not None else None)
     # Only parents carry a template (YuniKorn sets it on parent queues, inherited downwards).
-    template = None if q.is_leaf else q.effective_template()
-    if template is not None:
-        out["template"] = _template_info(template)
+    template = _template_of(q)
+    if template is not None:             # present even when empty, as YuniKorn sends it
+        out["template"] = template
     children = q.sorted_children()
     _put(out, "children", [subtree_of(c) for c in children] if subtree_of is not None else None)
     _put(out, "childNames", [c.path for c in children])
@@ -207,6 +207,11 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     out["currentPriority"] = INT32_MIN  # nothing is pending in quotaplane (no asks are queued)
     _policy_fields(q, out)
     return out
+
+
+def _template_of(q: Queue) -> dict[str, Any] | None:
+    template = None if q.is_leaf else q.effective_template()
+    return None if template is None else _template_info(template)
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
