@@ -26,23 +26,7 @@ class ACL:
 
     def __init__(self, text: str | None = None) -> None:
         self.text = text
-        self.all_allowed = False
-        users: set[str] = set()
-        groups: set[str] = set()
-        if text:
-            # V-17 (validated by the config loader) guarantees at most two fields; split on the FIRST
-            # space only, so a leading space means "no users, these groups" as in YuniKorn.
-            if text.strip() == _WILDCARD:
-                self.all_allowed = True
-            else:
-                user_part, _, group_part = text.partition(" ")
-                user_list = [u.strip() for u in user_part.split(",") if u.strip()]
-                group_list = [g.strip() for g in group_part.strip().split(",") if g.strip()]
-                # YuniKorn: a list that is just the wildcard allows everyone.
-                if user_list == [_WILDCARD] or group_list == [_WILDCARD]:
-                    self.all_allowed = True
-                users.update(u for u in user_list if u != _WILDCARD)
-                groups.update(g for g in group_list if g != _WILDCARD)
+        self.all_allowed, users, groups = _parse(text)
         self.users = frozenset(users)
         self.groups = frozenset(groups)
 
@@ -56,3 +40,18 @@ class ACL:
 
     def __repr__(self) -> str:
         return f"ACL({self.text!r})"
+
+
+def _parse(text: str | None) -> tuple[bool, list[str], list[str]]:
+    """(everyone allowed, users, groups) of an ACL text (V-17: at most two fields)."""
+    if not text:
+        return False, [], []
+    if text.strip() == _WILDCARD:
+        return True, [], []
+    # split on the FIRST space only, so a leading space means "no users, these groups" as in YuniKorn
+    user_part, _, group_part = text.partition(" ")
+    user_list = [u.strip() for u in user_part.split(",") if u.strip()]
+    group_list = [g.strip() for g in group_part.strip().split(",") if g.strip()]
+    # YuniKorn: a list that is just the wildcard allows everyone.
+    everyone = user_list == [_WILDCARD] or group_list == [_WILDCARD]
+    return (everyone, [u for u in user_list if u != _WILDCARD], [g for g in group_list if g != _WILDCARD])

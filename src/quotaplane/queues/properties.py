@@ -249,15 +249,23 @@ def parse_si_resource(text: str | None) -> Resource | None:
         return None
     values: dict[str, int] = {}
     for name, quantity in resources.items():
-        if not isinstance(name, str) or not name or not isinstance(quantity, dict):
-            return None
-        value = quantity.get("value", 0)
-        if isinstance(value, str):  # protobuf JSON renders int64 as a string
-            try:
-                value = int(value)
-            except ValueError:
-                return None
-        if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        value = _si_quantity(name, quantity)
+        if value is None:
             return None
         values[name] = value
     return Resource.of(values)
+
+
+def _si_quantity(name: object, quantity: object) -> int | None:
+    """One SI quantity's ``value`` (a missing value is 0; protobuf JSON renders int64 as a string)."""
+    if not isinstance(name, str) or not name or not isinstance(quantity, dict):
+        return None
+    value = quantity.get("value", 0)
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        return None
+    return value
