@@ -468,31 +468,35 @@ def parse_k8s_quantity(raw: Any) -> Fraction:
     if isinstance(raw, int):
         return Fraction(raw)
     if isinstance(raw, float):
-        if raw != raw or raw in (float("inf"), float("-inf")):
-            raise ValueError(f"invalid quantity {raw!r}")
-        try:
-            return Fraction(Decimal(repr(raw)))
-        except InvalidOperation:
-            raise ValueError(f"invalid quantity {raw!r}") from None
+        return _float_quantity(raw)
     if not isinstance(raw, str):
         raise ValueError(f"invalid quantity {raw!r}")
-    text = raw.strip()
-    match = _K8S_QUANTITY.match(text)
+    match = _K8S_QUANTITY.match(raw.strip())
     if match is None:
         raise ValueError(f"invalid quantity {raw!r}")
-    number = Fraction(Decimal(match.group("num")))
-    suffix = match.group("suffix") or ""
-    if suffix not in _K8S_SUFFIX:  # a decimal exponent; "E" and "Ei" alone are Exa suffixes
-        if len(suffix) > 8:
-            raise ValueError(f"quantity {raw!r} is out of range")
-        exponent = int(suffix[1:])
-        if abs(exponent) > _K8S_MAX_EXPONENT:
-            raise ValueError(f"quantity {raw!r} is out of range")
-        factor = Fraction(10) ** exponent
-    else:
-        factor = _K8S_SUFFIX[suffix]
-    value = number * factor
+    value = Fraction(Decimal(match.group("num"))) * _suffix_factor(raw, match.group("suffix") or "")
     return -value if match.group("sign") == "-" else value
+
+
+def _float_quantity(raw: float) -> Fraction:
+    if raw != raw or raw in (float("inf"), float("-inf")):
+        raise ValueError(f"invalid quantity {raw!r}")
+    try:
+        return Fraction(Decimal(repr(raw)))
+    except InvalidOperation:
+        raise ValueError(f"invalid quantity {raw!r}") from None
+
+
+def _suffix_factor(raw: str, suffix: str) -> Fraction:
+    """The factor of a quantity suffix: SI or binary, or a decimal exponent (``e3``, ``E-2``)."""
+    if suffix in _K8S_SUFFIX:      # "E" and "Ei" alone are Exa suffixes
+        return _K8S_SUFFIX[suffix]
+    if len(suffix) > 8:
+        raise ValueError(f"quantity {raw!r} is out of range")
+    exponent = int(suffix[1:])
+    if abs(exponent) > _K8S_MAX_EXPONENT:
+        raise ValueError(f"quantity {raw!r} is out of range")
+    return Fraction(10) ** exponent
 
 
 def _ceil(value: Fraction) -> int:

@@ -115,14 +115,23 @@ def render_summary(summary: dict[str, Any], console: Any = None) -> None:
     for r, u in summary["utilisation"]["resources"].items():
         t.add_row(f"utilisation {r} mean / peak", f"{u['mean']:.1%} / {u['peak']:.1%}")
     con.print(t)
-    peaks = summary["peak_usage"]["queues"]
+    peaks = _peak_table(summary["peak_usage"]["queues"])
+    if peaks is not None:
+        con.print(peaks)
+
+
+def _peak_table(peaks: dict[str, dict[str, int]]) -> Any:
+    """The rich table of peak usage per top-level queue, or None without top-level queues."""
+    from rich.table import Table
+
     top = [q for q in peaks if q.count(".") == 1]
-    if top:
-        resources = sorted({r for q in top for r in peaks[q]})
-        pt = Table(title="peak usage per top-level queue")
-        pt.add_column("queue")
-        for r in resources:
-            pt.add_column(r, justify="right")
-        for q in top:
-            pt.add_row(q, *(format_amount(r, peaks[q].get(r, 0)) for r in resources))
-        con.print(pt)
+    if not top:
+        return None
+    resources = sorted({r for q in top for r in peaks[q]})
+    pt = Table(title="peak usage per top-level queue")
+    pt.add_column("queue")
+    for r in resources:
+        pt.add_column(r, justify="right")
+    for q in top:
+        pt.add_row(q, *(format_amount(r, peaks[q].get(r, 0)) for r in resources))
+    return pt
