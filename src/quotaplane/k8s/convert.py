@@ -128,6 +128,22 @@ def _is_sidecar(container: Mapping[str, Any]) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
+def _init_containers_into(total: dict[str, int], init_containers: list[tuple[Any, dict[str, int]]]) -> None:
+    """Sidecars add to the pod for its whole life; the pod is at least what each init step needs."""
+    for c, request in init_containers:
+        if _is_sidecar(c):
+            _add_into(total, request)
+    sidecars: dict[str, int] = {}
+    for c, request in init_containers:
+        if _is_sidecar(c):
+            _add_into(sidecars, request)
+            during = dict(sidecars)
+        else:
+            during = dict(request)
+            _add_into(during, sidecars)
+        _max_into(total, during)
+
+
 def pod_resource(pod: Mapping[str, Any]) -> Resource:
     """K8-3: the resource request of a pod, in internal units (``vcore`` milli, ``memory`` bytes).
 
@@ -146,21 +162,8 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     for c in _list(spec.get("containers")):
         _add_into(total, _container_request(c, statuses.get(_name(c))))
 
-    init_containers = [(c, _container_request(c, init_statuses.get(_name(c))))
-                       for c in _list(spec.get("initContainers"))]
-    for c, request in init_containers:
-        if _is_sidecar(c):
-            _add_into(total, request)  # sidecars run for the pod's whole life
-    sidecars: dict[str, int] = {}
-    for c, request in init_containers:
-        if _is_sidecar(c):
-            _add_into(sidecars, request)
-            during = dict(sidecars)
-        else:
-            during = dict(request)
-            _add_into(during, sidecars)
-        _max_into(total, during)
-
+    _init_containers_into(total, [(c, _container_request(c, init_statuses.get(_name(c))))
+                                  for c in _list(spec.get("initContainers"))])
     pod_resources = _mapping(spec.get("resources"))
     # like a container: a pod-level name with a limit but no request requests its limit
     pod_level = dict(_mapping(pod_resources.get("limits")))
@@ -219,6 +222,16 @@ def _resource_tag(resource: Resource | None) -> str | None:
     return si_resource_json(resource)
 
 
+def _namespace_quota(annotations: Mapping[str, Any]) -> Resource | None:
+    """``namespace.quota``, else the deprecated ``namespace.max.cpu`` / ``namespace.max.memory``."""
+    quota_text = annotations.get(ANNOTATION_QUOTA)
+    if quota_text:
+        return _quota_from_json(quota_text)  # the new annotation wins over the deprecated ones
+    legacy = {name: value for name, value in (("cpu", annotations.get(ANNOTATION_MAX_CPU)),
+                                              ("memory", annotations.get(ANNOTATION_MAX_MEMORY))) if value}
+    return _quota_from_map(legacy) if legacy else None
+
+
 def namespace_tags(namespace: Mapping[str, Any] | None) -> dict[str, str]:
     """Application tags from namespace annotations (reference §1.14 table).
 
@@ -232,18 +245,7 @@ def namespace_tags(namespace: Mapping[str, Any] | None) -> dict[str, str]:
     annotations = _annotations(namespace)
     tags: dict[str, str] = {}
 
-    quota_text = annotations.get(ANNOTATION_QUOTA)
-    if quota_text:
-        quota = _quota_from_json(quota_text)  # the new annotation wins over the deprecated ones
-    else:
-        legacy: dict[str, str] = {}
-        cpu, memory = annotations.get(ANNOTATION_MAX_CPU), annotations.get(ANNOTATION_MAX_MEMORY)
-        if cpu:
-            legacy["cpu"] = cpu
-        if memory:
-            legacy["memory"] = memory
-        quota = _quota_from_map(legacy) if legacy else None
-    value = _resource_tag(quota)
+    value = _resource_tag(_namespace_quota(annotations))
     if value is not None:
         tags[TAG_RESOURCE_QUOTA] = value
 
