@@ -168,8 +168,8 @@ def _string_list(quota: str, rule: str, raw: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _header(obj: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
-    """The name, labels, annotations and spec of an ElasticQuota object, each checked for its type."""
+def _metadata(obj: Any) -> tuple[Mapping[str, Any], str]:
+    """The metadata mapping and the name of an object (the name is what later errors name)."""
     if not isinstance(obj, Mapping):
         raise QuotaValidationError("?", "document", "an ElasticQuota document must be a mapping")
     meta = obj.get("metadata") or {}
@@ -178,6 +178,12 @@ def _header(obj: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any], Mappin
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise QuotaValidationError("?", "document", "metadata.name is missing")
+    return meta, name
+
+
+def _header(obj: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """The name, labels, annotations and spec of an ElasticQuota object, each checked for its type."""
+    meta, name = _metadata(obj)
     if obj.get("apiVersion") != API_VERSION:
         raise QuotaValidationError(name, "document",
                                    f"apiVersion must be {API_VERSION}, got {obj.get('apiVersion')!r}")
