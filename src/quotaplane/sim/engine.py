@@ -274,13 +274,7 @@ class Simulator:
             nc = self._next_cycle
             ns = self._next_sample
             if nt <= t and nt <= nc and nt <= ns:
-                self.now = nt
-                _, _, key = heapq.heappop(timers)
-                self._timer_events += 1
-                if key in self._live and not self._gone(key):
-                    self._unadmit(key)      # first: the release runs a cycle that may admit asks
-                    p.release(key)
-                    self._auto_released += 1
+                self._fire_timer(nt)
             elif nc < t and nc <= ns:
                 if p.schedule_needed:
                     self._cycle(nc)
@@ -295,6 +289,16 @@ class Simulator:
             else:
                 break
         self.now = t
+
+    def _fire_timer(self, at: float) -> None:
+        """The next timer (due at ``at``): its allocation ends (released, unless already gone)."""
+        self.now = at
+        _, _, key = heapq.heappop(self._timers)
+        self._timer_events += 1
+        if key in self._live and not self._gone(key):
+            self._unadmit(key)      # first: the release runs a cycle that may admit asks
+            self.partition.release(key)
+            self._auto_released += 1
 
     def _skip_cycles_to(self, x: float) -> None:
         ci = self.cycle_interval
