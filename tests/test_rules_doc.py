@@ -42,3 +42,17 @@ def test_the_rules_page_lists_ids_with_a_meaning_and_a_source() -> None:
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert len(cells) >= 3 and cells[1] and cells[2], row
+
+
+def test_every_cited_seed_and_reference_section_is_described() -> None:
+    """Docs cite "seed 002" and "reference §2.9": the rules page says what each one is."""
+    text = (ROOT / "docs" / "rules.md").read_text()
+    sections = set(re.findall(r"^\| §([0-9.]+) \|", text, re.MULTILINE))
+    seeds = set(re.findall(r"^\| (seed 00[0-4]) \|", text, re.MULTILINE))
+    missing: list[str] = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        body = path.read_text()
+        missing += [f"{path.name}: {m}" for m in re.findall(r"seed 00\d", body) if m not in seeds]
+        missing += [f"{path.name}: §{m}" for m in re.findall(r"reference §([0-9]+(?:\.[0-9]+)?)", body)
+                    if m not in sections]
+    assert not missing, missing
