@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from quotaplane.elastic._dims import Dims
+from quotaplane.elastic._dims import Dims, sorted_dims
 from quotaplane.elastic.model import QuotaSpec
 
-__all__ = ["GroupStatic", "Pod", "Quota", "limited_of"]
+__all__ = ["GroupStatic", "Pod", "Quota", "describe_quota", "limited_of"]
 
 
 class Pod:
@@ -24,6 +25,11 @@ class Pod:
         self.preemptible = preemptible
         self.assigned = assigned
         self.start_time = start_time
+
+    def dump(self) -> dict[str, Any]:
+        """The pod as plain sorted data (``dump_state``)."""
+        return {"quota": self.quota, "request": sorted_dims(self.request), "priority": self.priority,
+                "preemptible": self.preemptible, "assigned": self.assigned, "start_time": self.start_time}
 
 
 class Quota:
@@ -110,3 +116,26 @@ def limited_of(q: Quota, child_request: Mapping[str, int]) -> Dims:
             if req.get(k, 0) < m:
                 req[k] = m
     return {k: (v if k not in q.max or v < q.max[k] else q.max[k]) for k, v in req.items()}
+
+
+def describe_quota(q: Quota, runtime: Mapping[str, int]) -> dict[str, Any]:
+    """One quota as plain JSON-able data (spec, request, used, runtime, children, pods)."""
+    s = q.spec
+    return {
+        "name": q.name,
+        "parent": s.parent,
+        "is_parent": s.is_parent,
+        "allow_lent": s.allow_lent,
+        "min": sorted_dims(q.min),
+        "max": sorted_dims(q.max),
+        "shared_weight": sorted_dims(q.weight),
+        "namespaces": list(s.namespaces),
+        "tree_id": s.tree_id,
+        "children": list(q.children),
+        # zero amounts are the same as missing ones (contract "Units"): dumped pruned
+        "request": sorted_dims(q.request, prune=True),
+        "used": sorted_dims(q.used, prune=True),
+        "non_preemptible_used": sorted_dims(q.np_used, prune=True),
+        "runtime": sorted_dims(runtime),
+        "pods": sorted(q.pods),
+    }

@@ -11,21 +11,19 @@ groups of children whose runtime changed, so the answer always equals :meth:`ful
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from quotaplane.elastic._dims import (
     Dims,
     add_into,
-    diff,
     fits,
     fmt,
     mask,
     nonneg,
     sorted_dims,
 )
-from quotaplane.elastic._state import Pod, Quota
+from quotaplane.elastic._state import Pod, Quota, describe_quota
 from quotaplane.elastic.errors import QuotaValidationError
 from quotaplane.elastic.model import (
     DEFAULT_QUOTA,
@@ -38,6 +36,7 @@ from quotaplane.elastic.model import (
     namespaces_tuple,
     parse_elastic_quotas,
 )
+from quotaplane.elastic.monitor import OveruseMonitor
 from quotaplane.elastic.runtime import RuntimeTree
 from quotaplane.elastic.validate import SpecView, parents_first, validate
 from quotaplane.elastic.victims import preemption_victims, revoke_victims
@@ -75,12 +74,11 @@ class ElasticQuotaManager:
                  system_max: Mapping[str, int] | None = None) -> None:
         if revoke_delay < 0:
             raise ValueError("revoke_delay must be >= 0")
-        self._delay = float(revoke_delay)
+        self._monitor = OveruseMonitor(float(revoke_delay))
         self._check_parent = check_parent
         self._q: dict[str, Quota] = {}
         self._ns: dict[str, str] = {}
         self._pods: dict[str, Pod] = {}
-        self._last_under: dict[str, float] = {}
         root = Quota(QuotaSpec(ROOT_QUOTA, Resource(), Resource(), parent="", is_parent=True,
                                 allow_lent=False))
         self._root = root
@@ -207,12 +205,12 @@ class ElasticQuotaManager:
             raise QuotaValidationError(
                 name, "delete-has-pods",
                 f"delete quota failed, quota {name} has {len(q.pods)} child pods: {pods}")
-        self._detach(q)
+        self._rt.detach(q)
         del self._q[name]
         for ns in q.spec.namespaces:
             if self._ns.get(ns) == name:
                 del self._ns[ns]
-        self._last_under.pop(name, None)
+        self._monitor.forget(name)
 
     def set_total(self, total: Mapping[str, int]) -> None:
         """Set the cluster total (internal units); the root runtime follows (E4)."""
@@ -230,7 +228,7 @@ class ElasticQuotaManager:
         if revoke_delay is not None and revoke_delay < 0:
             raise ValueError("revoke_delay must be >= 0")
         if revoke_delay is not None:
-            self._delay = float(revoke_delay)
+            self._monitor.delay = float(revoke_delay)
         if check_parent is not None:
             self._check_parent = bool(check_parent)
         if scale_min is not None and bool(scale_min) != self._rt.scale_min:
@@ -251,7 +249,7 @@ class ElasticQuotaManager:
         q = self._leaf(name)
         self._no_pods(q)
         q.raw_request = dict(nonneg(request)._values)
-        self._leaf_changed(q)
+        self._rt.leaf_changed(q)
 
     def set_used(self, name: str, used: Mapping[str, int], *,
                  non_preemptible: Mapping[str, int] | None = None) -> None:
@@ -260,7 +258,7 @@ class ElasticQuotaManager:
         self._no_pods(q)
         q.raw_used = dict(nonneg(used)._values)
         q.raw_np_used = dict(nonneg(non_preemptible)._values) if non_preemptible else {}
-        self._leaf_changed(q)
+        self._rt.leaf_changed(q)
 
     # ------------------------------------------------------------------------------------------------
     # requests and usage: pod form
@@ -283,7 +281,7 @@ class ElasticQuotaManager:
         add_into(q.raw_request, req)
         if pod.assigned:
             self._count_used(q, pod, 1)
-        self._leaf_changed(q)
+        self._rt.leaf_changed(q)
 
     def assign_pod(self, pod_id: str) -> None:
         """Mark a pending pod as assigned (bound); it now counts in used. Unknown id: ``KeyError``."""
@@ -293,7 +291,7 @@ class ElasticQuotaManager:
         pod.assigned = True
         q = self._q[pod.quota]
         self._count_used(q, pod, 1)
-        self._leaf_changed(q)
+        self._rt.leaf_changed(q)
 
     def remove_pod(self, pod_id: str) -> None:
         """Remove a pod (pending or assigned). Unknown id: ``KeyError``."""
@@ -306,7 +304,7 @@ class ElasticQuotaManager:
         if not q.pods:
             # exact zero again: no float or leftover keys can linger once the last pod is gone
             q.raw_request, q.raw_used, q.raw_np_used = {}, {}, {}
-        self._leaf_changed(q)
+        self._rt.leaf_changed(q)
 
     def withdraw_pod(self, pod_id: str) -> PodWithdrawal:
         """Remove a pod so that :meth:`restore_pod` can put it back exactly (its quota, its attributes
@@ -379,7 +377,7 @@ class ElasticQuotaManager:
     @property
     def revoke_delay(self) -> float:
         """The over-use delay before revocation, in seconds (E5)."""
-        return self._delay
+        return self._monitor.delay
 
     @property
     def check_parent(self) -> bool:
@@ -507,25 +505,18 @@ class ElasticQuotaManager:
             if name in (ROOT_QUOTA, SYSTEM_QUOTA):
                 continue
             q = self._q[name]
-            last = self._last_under.get(name)
-            if last is None:
-                last = self._last_under[name] = now
             limit = self._rt.runtime_of(q)
-            if fits(q.used, limit):
-                self._last_under[name] = now
-                continue
-            if now - last > self._delay:
-                self._last_under[name] = now
+            if self._monitor.due(name, now, fits(q.used, limit)):
                 evict.extend(revoke_victims(q, self._pods_of(q), limit))
         return evict
 
     def monitor_state(self) -> dict[str, float]:
         """The over-use monitor's clock: per quota, the last tick at which it was within its runtime."""
-        return {k: self._last_under[k] for k in sorted(self._last_under)}
+        return self._monitor.state()
 
     def restore_monitor(self, state: Mapping[str, float]) -> None:
         """Set the over-use monitor's clock as :meth:`monitor_state` gave it (snapshot restore)."""
-        self._last_under = {str(k): float(v) for k, v in sorted(state.items())}
+        self._monitor.restore(state)
 
     def _pods_of(self, q: Quota) -> list[Pod]:
         return [self._pods[pid] for pid in q.pods]
@@ -538,40 +529,20 @@ class ElasticQuotaManager:
         return self._describe(self._get(name))
 
     def _describe(self, q: Quota) -> dict[str, Any]:
-        s = q.spec
-        return {
-            "name": q.name,
-            "parent": s.parent,
-            "is_parent": s.is_parent,
-            "allow_lent": s.allow_lent,
-            "min": sorted_dims(q.min),
-            "max": sorted_dims(q.max),
-            "shared_weight": sorted_dims(q.weight),
-            "namespaces": list(s.namespaces),
-            "tree_id": s.tree_id,
-            "children": list(q.children),
-            # zero amounts are the same as missing ones (contract "Units"): dumped pruned
-            "request": sorted_dims(q.request, prune=True),
-            "used": sorted_dims(q.used, prune=True),
-            "non_preemptible_used": sorted_dims(q.np_used, prune=True),
-            "runtime": sorted_dims(self._rt.runtime_of(q)),
-            "pods": sorted(q.pods),
-        }
+        return describe_quota(q, self._rt.runtime_of(q))
 
     def dump_state(self) -> dict[str, Any]:
         """Everything observable, as plain sorted JSON-able data (deterministic)."""
         self._rt.ensure_all()
         quotas = {name: self._describe(self._q[name]) for name in sorted(self._q)}
-        pods = {pid: {"quota": p.quota, "request": sorted_dims(p.request), "priority": p.priority,
-                      "preemptible": p.preemptible, "assigned": p.assigned, "start_time": p.start_time}
-                for pid, p in sorted(self._pods.items())}
+        pods = {pid: p.dump() for pid, p in sorted(self._pods.items())}
         return {
             "total": sorted_dims(self._rt.total),
             "scale_min": self._rt.scale_min,
-            "revoke_delay": self._delay,
+            "revoke_delay": self._monitor.delay,
             "quotas": quotas,
             "pods": pods,
-            "monitor": {k: self._last_under[k] for k in sorted(self._last_under)},
+            "monitor": self._monitor.state(),
         }
 
     # ------------------------------------------------------------------------------------------------
@@ -606,75 +577,18 @@ class ElasticQuotaManager:
     # ------------------------------------------------------------------------------------------------
     # internals: request and used aggregation (reference §2.3)
     # ------------------------------------------------------------------------------------------------
-    def _leaf_changed(self, q: Quota) -> None:
-        q.child_request = mask(q.raw_request, q.max)
-        self._request_inputs_changed(q)
-        used = mask(q.raw_used, q.max)
-        delta = diff(used, q.used)
-        q.used = used
-        q.np_used = mask(q.raw_np_used, q.max)
-        if delta:
-            if q.name in SPECIAL_QUOTAS:
-                self._root.group_dirty = True
-            else:
-                self._add_used_up(self._q[q.parent], delta)
-
-    def _request_inputs_changed(self, q: Quota) -> None:
-        old = q.limited
-        q.recalc_request()
-        if q.name in SPECIAL_QUOTAS or q is self._root:
-            return
-        if q.limited != old:
-            parent = self._q[q.parent]
-            parent.group_dirty = True
-            add_into(parent.child_request, diff(q.limited, old))
-            self._request_inputs_changed(parent)
-
-    def _add_used_up(self, p: Quota | None, delta: Mapping[str, int], sign: int = 1) -> None:
-        while p is not None:
-            add_into(p.used, delta, sign)
-            p = self._q.get(p.parent)
-
-    def _detach(self, q: Quota) -> None:
-        """Take ``q`` out of its parent's sums and child list."""
-        if q.name in SPECIAL_QUOTAS:
-            self._root.group_dirty = True
-            return
-        p = self._q[q.parent]
-        idx = bisect.bisect_left(p.children, q.name)
-        del p.children[idx]
-        add_into(p.child_min_sum, q.min, -1)
-        p.group_dirty = True
-        p.static = None
-        add_into(p.child_request, q.limited, -1)
-        self._request_inputs_changed(p)
-        self._add_used_up(p, q.used, -1)
-
-    def _attach(self, q: Quota) -> None:
-        if q.name in SPECIAL_QUOTAS:
-            self._root.group_dirty = True
-            return
-        p = self._q[q.parent]
-        bisect.insort(p.children, q.name)
-        add_into(p.child_min_sum, q.min)
-        p.group_dirty = True
-        p.static = None
-        add_into(p.child_request, q.limited)
-        self._request_inputs_changed(p)
-        self._add_used_up(p, q.used)
-
     def _commit(self, spec: QuotaSpec) -> None:
         q = self._q.get(spec.name)
         if q is None:
             q = Quota(spec)
             self._q[spec.name] = q
             q.recalc_request()
-            self._attach(q)
+            self._rt.attach(q)
         else:
             for ns in q.spec.namespaces:
                 if self._ns.get(ns) == spec.name:
                     del self._ns[ns]
-            self._detach(q)
+            self._rt.detach(q)
             q.set_spec(spec)
             if not q.is_parent:
                 q.child_request = mask(q.raw_request, q.max)
@@ -684,7 +598,7 @@ class ElasticQuotaManager:
             q.group_dirty = True
             q.static = None             # its max names are the dimensions of its children's group
             q.runtime = {}
-            self._attach(q)
+            self._rt.attach(q)
         for ns in spec.namespaces:
             self._ns[ns] = spec.name
 

@@ -1,4 +1,5 @@
-"""The runtime quota of every quota group (seed 002; reference §2), kept lazily (decision E2).
+"""The runtime quota of every quota group (seed 002; reference §2), kept lazily (decision E2), and the
+request and used aggregates it is computed from (reference §2.3).
 
 A group's runtime is computed top-down: the parent's runtime (the root's: the cluster total minus what
 the system and default quotas use, E4) is split among the children by min (scaled when the cluster
@@ -219,3 +220,65 @@ class RuntimeTree:
             total = value
             group = node
         return result
+
+    # -- aggregation: requests bottom-up, used up the chain (reference §2.3) -------------------------
+    def leaf_changed(self, q: Quota) -> None:
+        """A leaf's raw request or used changed: push the change of its limited request and used up."""
+        q.child_request = mask(q.raw_request, q.max)
+        self.request_changed(q)
+        used = mask(q.raw_used, q.max)
+        delta = diff(used, q.used)
+        q.used = used
+        q.np_used = mask(q.raw_np_used, q.max)
+        if delta:
+            if q.name in SPECIAL_QUOTAS:
+                self.root.group_dirty = True
+            else:
+                self.add_used_up(self.quotas[q.parent], delta)
+
+    def request_changed(self, q: Quota) -> None:
+        """Recompute ``q``'s request; when its limited request changed, carry it to the parent (§2.3)."""
+        old = q.limited
+        q.recalc_request()
+        if q.name in SPECIAL_QUOTAS or q is self.root:
+            return
+        if q.limited != old:
+            parent = self.quotas[q.parent]
+            parent.group_dirty = True
+            add_into(parent.child_request, diff(q.limited, old))
+            self.request_changed(parent)
+
+    def add_used_up(self, p: Quota | None, delta: Mapping[str, int], sign: int = 1) -> None:
+        """Add ``sign × delta`` to the used of ``p`` and every ancestor."""
+        while p is not None:
+            add_into(p.used, delta, sign)
+            p = self.quotas.get(p.parent)
+
+    def detach(self, q: Quota) -> None:
+        """Take ``q`` out of its parent's sums and child list."""
+        if q.name in SPECIAL_QUOTAS:
+            self.root.group_dirty = True
+            return
+        p = self.quotas[q.parent]
+        idx = bisect.bisect_left(p.children, q.name)
+        del p.children[idx]
+        add_into(p.child_min_sum, q.min, -1)
+        p.group_dirty = True
+        p.static = None
+        add_into(p.child_request, q.limited, -1)
+        self.request_changed(p)
+        self.add_used_up(p, q.used, -1)
+
+    def attach(self, q: Quota) -> None:
+        """Put ``q`` into its parent's sums and child list (the inverse of :meth:`detach`)."""
+        if q.name in SPECIAL_QUOTAS:
+            self.root.group_dirty = True
+            return
+        p = self.quotas[q.parent]
+        bisect.insort(p.children, q.name)
+        add_into(p.child_min_sum, q.min)
+        p.group_dirty = True
+        p.static = None
+        add_into(p.child_request, q.limited)
+        self.request_changed(p)
+        self.add_used_up(p, q.used)
