@@ -270,6 +270,17 @@ def parse_elastic_quotas(text: str) -> list[QuotaSpec]:
     return specs
 
 
+def _amount_problem(field: str, name: object, value: object) -> str | None:
+    """Why ``name: value`` is not an internal-unit amount (a name, an int64 integer), or None."""
+    if not isinstance(name, str) or not name:
+        return f"invalid resource name {name!r}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{field}: resource {name!r} must be an integer, got {value!r}"
+    if value > INT64_MAX:
+        return f"{field}: resource {name!r} overflows int64"
+    return None
+
+
 def internal_resources(quota: str, field: str, raw: Mapping[str, Any] | None) -> Resource:
     """Validate a mapping of internal-unit integers given to ``upsert`` (reference §3.2 rules 1-3)."""
     if raw is None:
@@ -279,14 +290,9 @@ def internal_resources(quota: str, field: str, raw: Mapping[str, Any] | None) ->
     negative: list[str] = []
     data: dict[str, int] = {}
     for name, value in raw.items():
-        if not isinstance(name, str) or not name:
-            raise QuotaValidationError(quota, f"{field}-invalid", f"invalid resource name {name!r}")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise QuotaValidationError(quota, f"{field}-invalid",
-                                       f"{field}: resource {name!r} must be an integer, got {value!r}")
-        if value > INT64_MAX:
-            raise QuotaValidationError(quota, f"{field}-invalid",
-                                       f"{field}: resource {name!r} overflows int64")
+        problem = _amount_problem(field, name, value)
+        if problem is not None:
+            raise QuotaValidationError(quota, f"{field}-invalid", problem)
         if value < 0:
             negative.append(name)
         data[name] = int(value)

@@ -304,11 +304,8 @@ def pod_queue(pod: Mapping[str, Any]) -> str | None:
     return _label_or_annotation(pod, _ANNOTATION_QUEUE, _LABEL_QUEUE)
 
 
-def admission_review_request(review: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """The pod and its namespace name from an ``admission.k8s.io/v1`` AdmissionReview.
-
-    Raises ValueError when the review has no ``request`` or the request object is not a Pod.
-    """
+def _review_parts(review: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The ``request`` of an AdmissionReview and its ``object`` (ValueError when either is missing)."""
     if not isinstance(review, Mapping):
         raise ValueError("an AdmissionReview must be a JSON object")
     request = review.get("request")
@@ -317,6 +314,15 @@ def admission_review_request(review: Mapping[str, Any]) -> tuple[dict[str, Any],
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         raise ValueError("AdmissionReview request without an 'object'")
+    return request, obj
+
+
+def admission_review_request(review: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The pod and its namespace name from an ``admission.k8s.io/v1`` AdmissionReview.
+
+    Raises ValueError when the review has no ``request`` or the request object is not a Pod.
+    """
+    request, obj = _review_parts(review)
     kind = obj.get("kind")
     req_kind = _mapping(request.get("kind")).get("kind")
     if (kind is not None and kind != "Pod") or (req_kind is not None and req_kind != "Pod"):

@@ -196,6 +196,14 @@ class _Outer:
                                 (b"content-length", str(len(payload)).encode("ascii"))]})
         await send({"type": "http.response.body", "body": payload})
 
+    def _remote_refused(self, scope: Scope) -> bool:
+        """Without tokens the service answers loopback clients only (decision S2)."""
+        if not self.loopback_only:
+            return False
+        client = scope.get("client")
+        host = client[0] if client else None
+        return host is not None and host not in _LOOPBACK
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -212,13 +220,10 @@ class _Outer:
                 message["headers"] = [*message.get("headers", ()), _CORS]
             await send(message)
 
-        if self.loopback_only:
-            client = scope.get("client")
-            host = client[0] if client else None
-            if host is not None and host not in _LOOPBACK:
-                resp = exception_response(_forbidden_remote())
-                await resp(scope, receive, send_wrapper)
-                return
+        if self._remote_refused(scope):
+            resp = exception_response(_forbidden_remote())
+            await resp(scope, receive, send_wrapper)
+            return
         try:
             if (self.fast and scope["method"] == "POST"
                     and (m := _ALLOCATE_PATH.match(scope["path"])) is not None):

@@ -121,6 +121,16 @@ def _message(err: BaseException) -> str:
     return text or type(err).__name__
 
 
+def _not_leader(err: NotLeaderError, status: int, message: str) -> JSONResponse:
+    # A journal lease holder is "<advertised URL>#<instance id>" (server.ha): answer the URL.
+    leader = err.leader.split("#", 1)[0] if isinstance(err.leader, str) else None
+    headers = {"Retry-After": "1"}
+    if leader:
+        headers["X-Quotaplane-Leader"] = leader
+    return error_response(status, message, f"{message}; send writes to the leader: {leader}",
+                          headers=headers, leader=leader)
+
+
 def exception_response(err: BaseException) -> JSONResponse:
     """Turn any exception into the error response (used by the handlers and by routes)."""
     if isinstance(err, ApiError):
@@ -129,14 +139,7 @@ def exception_response(err: BaseException) -> JSONResponse:
     status = status_for(err)
     message = _message(err)
     if isinstance(err, NotLeaderError):
-        # A journal lease holder is "<advertised URL>#<instance id>" (server.ha): answer the URL.
-        leader = err.leader.split("#", 1)[0] if isinstance(err.leader, str) else None
-        extra: dict[str, Any] = {"leader": leader}
-        headers = {"Retry-After": "1"}
-        if leader:
-            headers["X-Quotaplane-Leader"] = leader
-        return error_response(status, message, f"{message}; send writes to the leader: {leader}",
-                              headers=headers, **extra)
+        return _not_leader(err, status, message)
     if isinstance(err, ConfigError):
         problems = [{"line": line, "reason": reason} for line, reason in err.problems]
         where = f" (line {err.line})" if err.line and not message.startswith("line") else ""

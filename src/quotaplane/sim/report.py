@@ -48,6 +48,15 @@ def timeline_csv(result: SimulationResult) -> str:
     return buf.getvalue()
 
 
+def _plot_unit(resource: str) -> tuple[float, str]:
+    """How a resource is drawn: (divisor, unit) — cores for vcore, GiB for memory, else as counted."""
+    if resource == "vcore":
+        return 1000.0, "cores"
+    if resource == "memory":
+        return float(_GI), "GiB"
+    return 1.0, ""
+
+
 def write_plot(result: SimulationResult, path: Path) -> None:
     """usage.png: per resource, usage stacked by top-level queue over time and the cluster capacity."""
     import matplotlib
@@ -60,8 +69,7 @@ def write_plot(result: SimulationResult, path: Path) -> None:
     fig, axes = plt.subplots(len(resources), 1, figsize=(9, 2.8 * len(resources) + 0.6), sharex=True,
                              squeeze=False)
     for ax, r in zip(axes[:, 0], resources, strict=True):
-        scale = 1000.0 if r == "vcore" else float(_GI) if r == "memory" else 1.0
-        unit = "cores" if r == "vcore" else "GiB" if r == "memory" else ""
+        scale, unit = _plot_unit(r)
         stacks = [[s["queues"].get(q, {}).get(r, 0) / scale for s in result.samples]
                   for q in result.top_queues]
         if stacks:
