@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 from quotaplane.resources import Resource
 
@@ -178,6 +178,14 @@ class Event:
 
 _DEFAULTS: dict[type[Event], frozenset[str]] = {}
 
+_E = TypeVar("_E", bound=Event)
+
+
+def _generic_from_json(cls: type[_E], data: Mapping[str, Any]) -> _E:
+    """The generic decoder of :class:`Event`, for subclasses that write out a fast path."""
+    decoded: _E = Event.from_json.__func__(cls, data)  # type: ignore[attr-defined]
+    return decoded
+
 
 @dataclass(slots=True, kw_only=True)
 class ConfigApplied(Event):
@@ -262,6 +270,28 @@ class Allocated(Event):
     t: float
     preempted: tuple[str, ...] | None = None
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """:meth:`Event.from_json`, written out for the common well-formed case (every allocation is
+        replayed); anything unusual takes the generic decoder, which names what is wrong."""
+        try:
+            app, key, res, t = data["app"], data["key"], data["resource"], data["t"]
+            priority, preemptible, placeholder = data["priority"], data["preemptible"], data["placeholder"]
+            task_group, preempted = data["task_group"], data.get("preempted")
+        except (KeyError, TypeError):
+            return _generic_from_json(cls, data)
+        if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
+                and type(placeholder) is bool and (task_group is None or type(task_group) is str)
+                and ((type(t) is float and math.isfinite(t)) or type(t) is int)
+                and type(res) is dict
+                and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())
+                and (preempted is None or (type(preempted) is list
+                     and all(type(p) is str for p in preempted)))):
+            return cls(app=app, key=key, resource=Resource.of(dict(res)), priority=priority,
+                       preemptible=preemptible, placeholder=placeholder, task_group=task_group,
+                       t=float(t), preempted=None if preempted is None else tuple(preempted))
+        return _generic_from_json(cls, data)
+
     def to_json(self) -> dict[str, Any]:
         """:meth:`Event.to_json`, written out: one is built for every allocation (pinned by a test)."""
         out: dict[str, Any] = {"type": "allocated", "app": self.app, "key": self.key,
@@ -281,6 +311,14 @@ class Released(Event):
     FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "t": _float}
     key: str
     t: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """:meth:`Event.from_json`, written out for the common case (every release is replayed)."""
+        key, t = data.get("key"), data.get("t")
+        if type(key) is str and ((type(t) is float and math.isfinite(t)) or type(t) is int):
+            return cls(key=key, t=float(t))
+        return _generic_from_json(cls, data)
 
     def to_json(self) -> dict[str, Any]:
         """:meth:`Event.to_json`, written out: one is built for every release (pinned by a test)."""

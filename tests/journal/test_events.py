@@ -50,3 +50,35 @@ def test_optional_fields_are_left_out_while_none() -> None:
 def test_a_malformed_event_names_its_type_and_field(event: object, message: str) -> None:
     with pytest.raises(E.EventFormatError, match=message):
         E.decode(event)  # type: ignore[arg-type]
+
+
+@given(app=names, key=names, resource=resources, priority=st.integers(-5, 5), flags=st.tuples(
+    st.booleans(), st.booleans()), task_group=st.none() | names, t=st.floats(0, 1e9),
+    preempted=st.none() | st.lists(names, max_size=3).map(tuple))
+def test_allocated_fast_decoder_equals_the_generic_one(
+        app: str, key: str, resource: Resource, priority: int, flags: tuple[bool, bool],
+        task_group: str | None, t: float, preempted: tuple[str, ...] | None) -> None:
+    data = E.Allocated(app=app, key=key, resource=resource, priority=priority, preemptible=flags[0],
+                       placeholder=flags[1], task_group=task_group, t=t, preempted=preempted).to_json()
+    assert E.Allocated.from_json(data) == E._generic_from_json(E.Allocated, data)
+    released = {"type": "released", "key": key, "t": t}
+    assert E.Released.from_json(released) == E._generic_from_json(E.Released, released)
+
+
+@pytest.mark.parametrize("bad", [
+    {"priority": True}, {"resource": {"vcore": -1}}, {"resource": {"vcore": 1.5}}, {"t": float("nan")},
+    {"preempted": "k"}, {"task_group": 3}, {"app": ""},
+])
+def test_the_fast_decoder_defers_every_oddity_to_the_generic_one(bad: dict[str, object]) -> None:
+    good = {"type": "allocated", "app": "a", "key": "k", "resource": {"vcore": 1}, "priority": 0,
+            "preemptible": True, "placeholder": False, "task_group": None, "t": 1.0}
+    data = {**good, **bad}
+    try:
+        want: object = E._generic_from_json(E.Allocated, data)
+    except E.EventFormatError as exc:
+        want = str(exc)
+    try:
+        got: object = E.Allocated.from_json(data)
+    except E.EventFormatError as exc:
+        got = str(exc)
+    assert got == want
