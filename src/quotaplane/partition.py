@@ -396,7 +396,16 @@ class Partition:
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
                              task_group)
-        return self.allocate_specs([spec])[0]
+        with self.lock:              # allocate_specs for one entry, without the batch bookkeeping
+            self._usable()
+            decision, ev, undo = self._admit(spec)
+            if ev is not None and undo is not None:
+                try:
+                    self._record([ev], recoverable=True)
+                except BaseException:
+                    self._s.undo_allocated(ev, undo)
+                    raise
+            return decision
 
     def allocate_batch(self, items: Sequence[Mapping[str, Any]]) -> list[Decision]:
         """Admit several allocations in order, journalled in one transaction; a decision per entry.
@@ -480,7 +489,14 @@ class Partition:
 
     def release(self, allocation_key: str) -> None:
         """Release an allocation; the last one moves the application to Completing (seed 001)."""
-        self.release_batch([allocation_key])
+        with self.lock:              # release_batch for one key
+            if allocation_key not in self._s.allocs:
+                raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
+            self._usable()
+            ev = E.Released(key=allocation_key, t=self.clock())
+            self._s.release_one(ev.key, ev.t)
+            self._record([ev])
+            self._s.pending.freed()
 
     def release_batch(self, allocation_keys: Sequence[str]) -> None:
         """Release several allocations in one journal transaction; an unknown key raises first."""
