@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -37,7 +37,7 @@ class PolicySet:
     admission order: queue, user/group, then the extensions.
     """
 
-    __slots__ = ("all", "extension_policies", "extensions", "queue", "ugm")
+    __slots__ = ("all", "extension_policies", "extensions", "preempting", "queue", "ugm")
 
     def __init__(self, queue: QueuePolicy, ugm: UgmPolicy,
                  extensions: Sequence[tuple[str, QuotaPolicy]] = ()) -> None:
@@ -46,6 +46,9 @@ class PolicySet:
         self.extensions: tuple[tuple[str, QuotaPolicy], ...] = tuple(extensions)
         self.extension_policies: tuple[QuotaPolicy, ...] = tuple(p for _, p in self.extensions)
         self.all: tuple[QuotaPolicy, ...] = (queue, ugm, *self.extension_policies)
+        #: the policies that may preempt (they override ``take_preempted``): asked after every apply
+        self.preempting: tuple[QuotaPolicy, ...] = tuple(
+            p for p in self.all if type(p).take_preempted is not QuotaPolicy.take_preempted)
 
     @property
     def core(self) -> tuple[QuotaPolicy, QuotaPolicy]:
@@ -65,7 +68,7 @@ class PolicySet:
 
     def take_preempted(self) -> list[Preempted]:
         """What each policy let go in its last apply or config update, with the policy."""
-        return [(p, key) for p in self.all for key in p.take_preempted()]
+        return [(p, key) for p in self.preempting for key in p.take_preempted()]
 
 
 def check_all(policies: PolicySet, request: AdmissionRequest) -> list[Violation]:
@@ -131,8 +134,7 @@ class AllocationSpec:
     task_group: str | None = None
 
 
-@dataclass(slots=True)
-class AllocationUndo:
+class AllocationUndo(NamedTuple):
     """What reverses an admitted, not yet journalled allocation: its request and the lifecycle before."""
 
     request: AdmissionRequest

@@ -294,8 +294,9 @@ class Allocated(Event):
 
     def to_json(self) -> dict[str, Any]:
         """:meth:`Event.to_json`, written out: one is built for every allocation (pinned by a test)."""
+        # the journal writes canonical (sorted) JSON: the resource needs no sorting here
         out: dict[str, Any] = {"type": "allocated", "app": self.app, "key": self.key,
-                               "resource": self.resource.to_dict(), "priority": self.priority,
+                               "resource": self.resource.plain(), "priority": self.priority,
                                "preemptible": self.preemptible, "placeholder": self.placeholder,
                                "task_group": self.task_group, "t": self.t}
         if self.preempted is not None:

@@ -61,14 +61,14 @@ class PartitionLog:
             raise
         self.last_seq = seq
         self.wrote = True
-        self._snapshot_if_due()
+        if self.snapshot_every > 0 and seq - self.snapshot_seq >= self.snapshot_every:
+            self._snapshot_quietly()
 
-    def _snapshot_if_due(self) -> None:
-        if self.snapshot_every > 0 and self.last_seq - self.snapshot_seq >= self.snapshot_every:
-            try:
-                self.save_snapshot()
-            except Exception as exc:      # a snapshot is an optimisation: the event is already durable
-                self.snapshot_error = exc
+    def _snapshot_quietly(self) -> None:
+        try:
+            self.save_snapshot()
+        except Exception as exc:      # a snapshot is an optimisation: the event is already durable
+            self.snapshot_error = exc
 
     def usable(self, partition: str) -> None:
         """Refuse changes after a journal failure left memory ahead of the journal."""

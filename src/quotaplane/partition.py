@@ -87,6 +87,8 @@ class Partition:
         self._log = PartitionLog(journal, stream if stream is not None else config.name, holder=holder,
                                  snapshot_every=self._s.options.snapshot_every,
                                  snapshot_state=self._snapshot_state)
+        #: Append events durably (S1): :meth:`PartitionLog.record`.
+        self._record = self._log.record
         self._s.pending = PendingAsks(CycleHost(
             name=self.name, apps=self._s.apps, allocations=self._s.allocs, queue=self._s.queues.queue,
             admit=self._admit_ask, undo=self._s.undo_allocated, replace=self.replace_placeholder,
@@ -129,12 +131,9 @@ class Partition:
         return list(self._s.policies.all)
 
 
-    def _record(self, events: Sequence[E.Event], *, recoverable: bool = False) -> None:
-        """Append ``events`` durably (S1); see :meth:`PartitionLog.record`."""
-        self._log.record(events, recoverable=recoverable)
-
     def _usable(self) -> None:
-        self._log.usable(self.name)
+        if self._log.poisoned is not None:
+            self._log.usable(self.name)
 
     def _snapshot_state(self) -> dict[str, Any]:
         state = self._s
@@ -478,7 +477,8 @@ class Partition:
         undo = AllocationUndo(req, *before)
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
-                         task_group=spec.task_group, t=self.clock(), preempted=tuple(k for _, k in preempted))
+                         task_group=spec.task_group, t=self.clock(),
+                         preempted=tuple([k for _, k in preempted]) if preempted else ())
         self._s.after_allocated(app, ev, preempted)
         return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
                 undo)

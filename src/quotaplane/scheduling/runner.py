@@ -115,7 +115,7 @@ class PendingAsks:
         triggered it look failed: the change is journalled already, so a failing cycle is kept in
         :attr:`schedule_error` and left due (the service's timer retries it)."""
         for _ in range(3):
-            if not (self.auto_schedule and not self.host.replaying() and self.schedule_needed):
+            if not (self.schedule_needed and self.auto_schedule and not self.host.replaying()):
                 return
             try:
                 self.schedule()
