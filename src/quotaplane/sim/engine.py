@@ -399,13 +399,20 @@ class Simulator:
             self._sample(end)
         return end
 
-    def _on_allocate(self, ev: TraceEvent) -> None:
+    def _request_of(self, ev: TraceEvent) -> tuple[_App, str, Resource] | None:
+        """The application, key and resource of an allocate or ask event (None: skipped, counted)."""
         app = self._apps.get(ev.app)  # type: ignore[arg-type]
         if app is None:
             _inc(self._skipped, ev.op)
+            return None
+        assert ev.key is not None and ev.resource is not None
+        return app, ev.key, ev.resource
+
+    def _on_allocate(self, ev: TraceEvent) -> None:
+        found = self._request_of(ev)
+        if found is None:
             return
-        key, res = ev.key, ev.resource
-        assert key is not None and res is not None
+        app, key, res = found
         d = self.partition.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
         if d.allocated:
             self._admitted_now(app, key, res, d.preempted, ev.duration)
@@ -417,12 +424,10 @@ class Simulator:
         _inc(self._refused_user, app.user)
 
     def _on_ask(self, ev: TraceEvent) -> None:
-        app = self._apps.get(ev.app)  # type: ignore[arg-type]
-        if app is None:
-            _inc(self._skipped, ev.op)
+        found = self._request_of(ev)
+        if found is None:
             return
-        key, res = ev.key, ev.resource
-        assert key is not None and res is not None
+        app, key, res = found
         p = self.partition
         if not self._pending and app.direct and self.cycle_interval == 0:
             # No other ask waits: the cycle add_ask runs would try this ask alone, through the same
