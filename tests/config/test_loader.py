@@ -390,3 +390,20 @@ partitions:
     assert "'maxapplications' of queue 'root' must be a non-negative integer" in found[0][1]
     assert "invalid queue name" in found[1][1]
     assert "should not set no wildcard user bob" in found[2][1]
+
+
+def test_the_partition_user_group_resolver_key_is_accepted() -> None:
+    """YuniKorn's partition ``usergroupresolver: {type: …}`` (documented since 2025) loads; its shape is
+    checked like every other key (issue 14 #10: it was refused as unknown)."""
+    import quotaplane as qp
+
+    text = ("partitions:\n  - name: default\n    usergroupresolver:\n      type: {t}\n"
+            "    queues:\n      - name: root\n        submitacl: '*'\n")
+    assert qp.load_config(text.format(t="LDAP")).partition("default").user_group_resolver == "ldap"
+    assert qp.load_config(text.format(t="os")).partition("default").user_group_resolver == "os"
+    assert qp.load_config(text.replace("    usergroupresolver:\n      type: {t}\n", "")
+                          ).partition("default").user_group_resolver == ""
+    with pytest.raises(qp.ConfigError, match="line 4: unknown key 'kind' in usergroupresolver"):
+        qp.load_config(text.replace("type: {t}", "kind: os"))
+    with pytest.raises(qp.ConfigError, match="'type' of usergroupresolver of partition 'default' must be"):
+        qp.load_config(text.format(t="[1]"))

@@ -74,6 +74,7 @@ partitions:
 # The keys YuniKorn's structs accept (yaml tags are the lower-cased field names).
 _TOP_KEYS = ("partitions", "checksum")
 _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy",
+                   "usergroupresolver",
                    # quotaplane extensions, passed through as plain data (validated elsewhere)
                    "elasticquotas", "quotatrees")
 _EXTENSION_KEYS = ("elasticquotas", "quotatrees")
@@ -86,6 +87,7 @@ _RULE_KEYS = ("name", "value", "create", "parent", "filter")
 _FILTER_KEYS = ("type", "users", "groups")
 _PREEMPTION_KEYS = ("enabled", "quotapreemptionenabled")
 _NODE_SORT_KEYS = ("type", "resourceweights")
+_RESOLVER_KEYS = ("type",)
 
 # Guards against pathological input (aliases can make a short text describe a huge or cyclic tree).
 _MAX_QUEUE_DEPTH = 64
@@ -172,6 +174,7 @@ class _Builder(FieldReader):
                     quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled",
                                                           f"preemption of {what}"))
         node_sort = self.node_sort_policy(pm, what)
+        resolver = self.user_group_resolver(pm, what)
         extensions: dict[str, Any] = {}
         for key in _EXTENSION_KEYS:
             if key in pm:
@@ -182,7 +185,7 @@ class _Builder(FieldReader):
             # After V-11 the partition limits equal the root's (copied when root had none).
             name=name, root=root, placement_rules=tuple(rules), limits=limits or root.limits,
             preemption=preemption, node_sort_policy=node_sort,
-            extensions=MappingProxyType(extensions), line=line)
+            extensions=MappingProxyType(extensions), line=line, user_group_resolver=resolver)
         self.index.set(part, "name", self.key_line(pm, "name") if "name" in pm else line)
         self.index.set(part, "limits", self.key_line(pm, "limits") if "limits" in pm else line)
         self.index.set(part, "nodesortpolicy", self.key_line(pm, "nodesortpolicy"))
@@ -422,6 +425,18 @@ class _Builder(FieldReader):
         for k in ("users", "groups"):
             self.index.set(filt, k, self.key_line(fm, k) if k in fm else fline)
         return filt
+
+    def user_group_resolver(self, pm: dict[Any, Any], what: str) -> str:
+        """YuniKorn's ``usergroupresolver: {type: …}`` (the type, lower case; "" when absent)."""
+        raw = pm.get("usergroupresolver")
+        if raw is None:
+            return ""
+        rwhat = f"usergroupresolver of {what}"
+        rm = self.mapping(raw, rwhat, _RESOLVER_KEYS, self.key_line(pm, "usergroupresolver"))
+        if rm is None:
+            return ""
+        # any type is accepted, as YuniKorn does (an unknown one means "no resolver" there)
+        return self.string(rm, "type", rwhat).lower()
 
     def node_sort_policy(self, pm: dict[Any, Any], what: str) -> NodeSortPolicyConfig:
         raw = pm.get("nodesortpolicy")

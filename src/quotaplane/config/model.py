@@ -153,6 +153,9 @@ class PartitionConfig:
     node_sort_policy: NodeSortPolicyConfig = field(default_factory=NodeSortPolicyConfig)
     extensions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     line: int | None = None
+    #: YuniKorn's ``usergroupresolver.type`` (e.g. "os", "ldap"): accepted and kept; quotaplane takes the
+    #: user and groups from each request and resolves nothing itself
+    user_group_resolver: str = ""
 
     def queue(self, path: str) -> QueueConfig | None:
         """The configured queue at ``path`` (case-insensitive), or None."""
