@@ -24,7 +24,7 @@ PARTS: dict[str, tuple[str, ...]] = {
              "journalling", "state", "partition", "scheduler"),
     "server": ("server",),
     "sim": ("sim",),
-    "cli": ("cli",),
+    "cli": ("cli", "console"),
     "package": ("__init__",),
 }
 

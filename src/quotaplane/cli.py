@@ -84,10 +84,7 @@ def simulate(
         typer.echo("wrote " + ", ".join(str(out / n) for n in names))
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
-
-
 if __name__ == "__main__":  # pragma: no cover
+    from quotaplane.console import main
+
     main()
