@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(("module", "extra", "args"), [
     ("typer", "cli", ["validate", "examples/queues.yaml"]),
-    ("uvicorn", "server", ["serve", "--port", "1"]),
+    ("uvicorn", "server", ["serve", "--port", "1", "--store", "sqlite:///must-not-be-created.db"]),
 ])
 def test_a_missing_extra_is_named_with_its_install_line(module: str, extra: str, args: list[str]) -> None:
     code = (f"import sys; sys.modules[{module!r}] = None; from quotaplane.console import main; "
@@ -23,6 +23,7 @@ def test_a_missing_extra_is_named_with_its_install_line(module: str, extra: str,
     assert proc.returncode == 2
     assert f"pip install 'quotaplane[{extra}]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (ROOT / "must-not-be-created.db").exists()       # refused before any store is opened
 
 
 def test_the_console_script_runs_the_cli() -> None:

@@ -194,6 +194,8 @@ def _run(app: FastAPI, host: str, port: int) -> int:
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
           port: int = 9080) -> int:
     """Run the service until interrupted; return the process exit code (non-zero: refused to start)."""
+    import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
+
     from quotaplane.server.app import create_app
 
     store_url = store or DEFAULT_STORE
