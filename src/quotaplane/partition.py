@@ -50,7 +50,7 @@ from quotaplane.errors import (
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, Violation
+from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.rebuild import rebuild_events
 from quotaplane.resources import Resource
@@ -126,7 +126,7 @@ class Partition:
         """Timeouts and the snapshot interval."""
         return self._s.options
 
-    def policies(self) -> list[Any]:
+    def policies(self) -> list[QuotaPolicy]:
         """The admission policies in order (queue, user/group, then configured extensions)."""
         return list(self._s.policies.all)
 

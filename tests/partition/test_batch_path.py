@@ -90,3 +90,38 @@ def test_ugm_policy_admit_is_atomic_and_refusal_says_why() -> None:
     ok = AdmissionRequest("app1", "k", "root.a", ALICE, Resource({"vcore": 1000}), first_allocation=True)
     assert ugm.admit(ok) is True
     assert p.ugm.dump_state() != before
+
+
+def test_single_allocate_and_release_equal_their_batch_twins() -> None:
+    """allocate() and release() skip the batch bookkeeping (the common path); they must decide, change
+    and journal exactly what allocate_batch / release_batch of one entry do."""
+    from quotaplane.journal import MemoryJournal
+    from quotaplane.scheduler import Scheduler
+    from tests.partition.helpers import CONFIG, Clock
+
+    entries = [("app1", "a1", 2000), ("app2", "b1", 5000), ("app1", "a2", 3000),   # a2: user limit
+               ("app2", "b2", 60000), ("app1", "a3", 1000)]                      # b2: root capacity
+    runs = []
+    for batch in (False, True):
+        j = MemoryJournal()
+        s = Scheduler.from_yaml(CONFIG, store=j, clock=Clock())
+        p = s.partition("default")
+        p.add_node("n1", Resource({"vcore": 50000}))
+        p.add_application("app1", ALICE, queue="root.a")
+        p.add_application("app2", BOB, queue="root.default")
+        decisions = []
+        for app, key, vcore in entries:
+            if batch:
+                d = p.allocate_batch([{"application_id": app, "allocation_key": key,
+                                       "resource": {"vcore": vcore}}])[0]
+            else:
+                d = p.allocate(app, key, Resource({"vcore": vcore}))
+            decisions.append(d.to_dict())
+        for key in ("a1", "b1"):
+            if batch:
+                p.release_batch([key])
+            else:
+                p.release(key)
+        runs.append((decisions, p.dump_state(), [ev for _, ev in j.read("default")]))
+    assert runs[0] == runs[1]
+    assert [d["allocated"] for d in runs[0][0]] == [True, True, False, False, True]
