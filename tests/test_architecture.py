@@ -21,7 +21,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "policies": ("policy", "policies"),
     "journal": ("journal",),
     "core": ("events", "application", "admission", "gang", "timeouts", "rebuild", "scheduling", "submission",
-             "journalling", "state", "partition", "scheduler"),
+             "journalling", "notices", "state", "partition", "scheduler"),
     "server": ("server",),
     "sim": ("sim",),
     "cli": ("cli", "console"),

@@ -167,8 +167,8 @@ class Application:
 
     __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "count_order", "counted",
                  "gang_style",
-                 "placeholder_since", "placeholder_timeout", "queue_path", "state", "state_since",
-                 "submit_time", "tags", "user")
+                 "placeholder_since", "placeholder_timeout", "queue_path", "reported_state", "state",
+                 "state_since", "submit_time", "tags", "user", "watch")
 
     def __init__(self, application_id: str, user: UserGroup, queue_path: str, *,
                  tags: Mapping[str, str] | None = None, submit_time: float = 0.0,
@@ -188,6 +188,10 @@ class Application:
         self.anchor_seq = added_seq
         self.added_seq = added_seq
         self.count_order = 0          # order among the partition's running-count entries
+        #: the state last told to subscribers (an ``application`` notice is due when it differs)
+        self.reported_state = NEW
+        #: where :meth:`move` reports a state change (the partition's list of moved applications)
+        self.watch: list[Application] | None = None
 
     @property
     def allocated(self) -> Resource:
@@ -205,6 +209,8 @@ class Application:
             return False
         self.state = target
         self.state_since = t
+        if self.watch is not None:
+            self.watch.append(self)
         return True
 
     def has_placeholders(self) -> bool:

@@ -14,7 +14,7 @@ Two events never appear in a partition's stream, only in a snapshot's rebuild li
 and :class:`AppRestore`, and :class:`PolicyMemo` (state a policy cannot derive from allocations).
 
 Subscribers (``Partition.subscribe``) do not receive these events; they receive *notices*
-(:class:`AllocatedNotice`), whose shape is the REST event stream's.
+(:mod:`quotaplane.notices`), one per journalled event, whose shape is the REST event stream's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from quotaplane.resources import Resource
 __all__ = [
     "EVENT_TYPES",
     "Allocated",
-    "AllocatedNotice",
     "AppAdded",
     "AppRemoved",
     "AppRestore",
@@ -41,7 +40,9 @@ __all__ = [
     "EventFormatError",
     "NodeAdded",
     "NodeRemoved",
+    "Noted",
     "PolicyMemo",
+    "Preempted",
     "Released",
     "Replaced",
     "Timeouts",
@@ -306,24 +307,33 @@ class Allocated(Event):
 
 @dataclass(slots=True, kw_only=True)
 class Released(Event):
-    """An allocation released (the last one of an application ends its running count)."""
+    """An allocation released (the last one of an application ends its running count).
+
+    ``app`` names the allocation's application (written since preemption, for the event stream;
+    older journals lack it).
+    """
 
     TYPE: ClassVar[str] = "released"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "t": _float}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "t": _float, "app": _opt(_str)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"app"})
     key: str
     t: float
+    app: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """:meth:`Event.from_json`, written out for the common case (every release is replayed)."""
-        key, t = data.get("key"), data.get("t")
-        if type(key) is str and ((type(t) is float and math.isfinite(t)) or type(t) is int):
-            return cls(key=key, t=float(t))
+        key, t, app = data.get("key"), data.get("t"), data.get("app")
+        if (type(key) is str and ((type(t) is float and math.isfinite(t)) or type(t) is int)
+                and (app is None or type(app) is str)):
+            return cls(key=key, t=float(t), app=app)
         return _generic_from_json(cls, data)
 
     def to_json(self) -> dict[str, Any]:
         """:meth:`Event.to_json`, written out: one is built for every release (pinned by a test)."""
-        return {"type": "released", "key": self.key, "t": self.t}
+        if self.app is None:
+            return {"type": "released", "key": self.key, "t": self.t}
+        return {"type": "released", "key": self.key, "t": self.t, "app": self.app}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -377,6 +387,47 @@ class AskRemoved(Event):
     t: float = 0.0
 
 
+def _reason(v: Any) -> dict[str, str]:
+    if not isinstance(v, dict) or set(v) != {"policy", "code", "path", "message"}:
+        raise _fail(f"expected a reason {{policy, code, path, message}}, got {v!r}")
+    return {k: _str(v[k]) for k in ("policy", "code", "path", "message")}
+
+
+@dataclass(slots=True, kw_only=True)
+class Preempted(Event):
+    """Allocations taken away by a decision: preemption for ``preemptor``, or a reclaim (no preemptor).
+
+    The decision as it was made (PR-S3): ``keys`` (with their applications ``apps``, same order) are
+    released on replay without deciding again. ``reason`` is violation-shaped
+    ``{policy, code, path, message}``: why they went (``elastic.revoked``, ``elastic.preempted``,
+    ``queue.guaranteed``, ``queue.quota``).
+    """
+
+    TYPE: ClassVar[str] = "preempted"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"keys": _strs, "apps": _strs, "reason": _reason,
+                                          "preemptor": _opt(_str), "t": _float}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preemptor"})
+    keys: tuple[str, ...]
+    apps: tuple[str, ...]
+    reason: dict[str, str]
+    preemptor: str | None = None
+    t: float
+
+
+@dataclass(slots=True, kw_only=True)
+class Noted(Event):
+    """A change another event made, told to subscribers with its own sequence number.
+
+    An application's state change, or an allocation released by a timeout, a removal or a config.
+    Replay applies the event that made the change; a ``noted`` event changes nothing. ``notice`` is
+    the subscriber notice without ``partition`` and ``seq``.
+    """
+
+    TYPE: ClassVar[str] = "noted"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"notice": _any_map}
+    notice: dict[str, Any]
+
+
 @dataclass(slots=True, kw_only=True)
 class CountIn(Event):
     """Snapshot rebuild: an application enters the running count with no resources."""
@@ -416,7 +467,7 @@ class PolicyMemo(Event):
 #: Every event class by its JSON ``type``.
 EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
     ConfigApplied, NodeAdded, NodeRemoved, AppAdded, AppRemoved, Allocated, Released, Replaced, Timeouts,
-    AskAdded, AskRemoved, CountIn, AppRestore, PolicyMemo)}
+    AskAdded, AskRemoved, Preempted, Noted, CountIn, AppRestore, PolicyMemo)}
 
 
 def decode(data: Mapping[str, Any]) -> Event:
@@ -427,24 +478,3 @@ def decode(data: Mapping[str, Any]) -> Event:
     if cls is None:
         raise EventFormatError(f"unknown event type {data.get('type')!r}")
     return cls.from_json(data)
-
-
-@dataclass(slots=True, kw_only=True)
-class AllocatedNotice:
-    """Told to subscribers when a cycle allocated a pending ask (after it was journalled)."""
-
-    partition: str
-    application_id: str
-    allocation_key: str
-    queue: str
-    resource: Resource
-    placeholder_key: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The event stream's shape: ``{"type": "allocated", "partition", "applicationID", …}``."""
-        out: dict[str, Any] = {"type": "allocated", "partition": self.partition,
-                               "applicationID": self.application_id, "allocationKey": self.allocation_key,
-                               "queueName": self.queue, "resource": self.resource.to_dict()}
-        if self.placeholder_key is not None:
-            out["placeholderKey"] = self.placeholder_key
-        return out

@@ -21,7 +21,7 @@ __all__ = ["PartitionLog"]
 class PartitionLog:
     """The journal stream of one partition (``journal`` None: in memory, nothing is written)."""
 
-    __slots__ = ("_snapshot_state", "holder", "journal", "last_seq", "poisoned", "replaying",
+    __slots__ = ("_snapshot_state", "holder", "journal", "last_seq", "on_recorded", "poisoned", "replaying",
                  "snapshot_error", "snapshot_every", "snapshot_seq", "stream", "wrote")
 
     def __init__(self, journal: Journal | None, stream: str, *, holder: str | None, snapshot_every: int,
@@ -44,10 +44,20 @@ class PartitionLog:
         self.wrote = False
         #: the last error of an automatic snapshot (snapshots are optional; the events are durable)
         self.snapshot_error: Exception | None = None
+        #: told of every journalled batch with the seq of its last event (the subscribers' notices)
+        self.on_recorded: Callable[[Sequence[Event], int], None] | None = None
 
     def record(self, events: Sequence[Event], *, recoverable: bool = False) -> None:
-        """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``."""
-        if self.journal is None or self.replaying or not events:
+        """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``.
+
+        Without a journal (in memory) the events are numbered here, so notices carry a ``seq`` too.
+        """
+        if self.replaying or not events:
+            return
+        if self.journal is None:
+            self.last_seq += len(events)
+            if self.on_recorded is not None:
+                self.on_recorded(events, self.last_seq)
             return
         payload = [ev.to_json() for ev in events]
         try:
@@ -61,6 +71,8 @@ class PartitionLog:
             raise
         self.last_seq = seq
         self.wrote = True
+        if self.on_recorded is not None:
+            self.on_recorded(events, seq)
         if self.snapshot_every > 0 and seq - self.snapshot_seq >= self.snapshot_every:
             self._snapshot_quietly()
 

@@ -49,6 +49,7 @@ from quotaplane.errors import (
 )
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
+from quotaplane.notices import Notifier
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
@@ -87,8 +88,8 @@ class Partition:
         self._log = PartitionLog(journal, stream if stream is not None else config.name, holder=holder,
                                  snapshot_every=self._s.options.snapshot_every,
                                  snapshot_state=self._snapshot_state)
-        #: Append events durably (S1): :meth:`PartitionLog.record`.
-        self._record = self._log.record
+        self._notifier = Notifier(self.name, self._queue_of)
+        self._log.on_recorded = self._notifier.recorded
         self._s.pending = PendingAsks(CycleHost(
             name=self.name, apps=self._s.apps, allocations=self._s.allocs, queue=self._s.queues.queue,
             admit=self._admit_ask, undo=self._s.undo_allocated, replace=self.replace_placeholder,
@@ -130,6 +131,18 @@ class Partition:
         """The admission policies in order (queue, user/group, then configured extensions)."""
         return list(self._s.policies.all)
 
+
+    def _record(self, events: Sequence[E.Event], *, recoverable: bool = False) -> None:
+        """Append ``events`` durably (S1), each followed by the notes of the changes it made
+        (:meth:`PartitionState.take_notes`), in one transaction."""
+        notes = self._s.take_notes()
+        self._log.record([*events, *notes] if notes else events, recoverable=recoverable)
+        if notes:
+            self._s.notes_recorded(notes)
+
+    def _queue_of(self, application_id: str) -> str:
+        app = self._s.apps.get(application_id)
+        return app.queue_path if app is not None else ""
 
     def _usable(self) -> None:
         if self._log.poisoned is not None:
@@ -493,7 +506,8 @@ class Partition:
             if allocation_key not in self._s.allocs:
                 raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
             self._usable()
-            ev = E.Released(key=allocation_key, t=self.clock())
+            ev = E.Released(key=allocation_key, t=self.clock(),
+                            app=self._s.allocs[allocation_key].application_id)
             self._s.release_one(ev.key, ev.t)
             self._record([ev])
             self._s.pending.freed()
@@ -508,7 +522,8 @@ class Partition:
                 seen.add(key)
             self._usable()
             t = self.clock()
-            evs = [E.Released(key=key, t=t) for key in allocation_keys]
+            allocs = self._s.allocs
+            evs = [E.Released(key=key, t=t, app=allocs[key].application_id) for key in allocation_keys]
             for ev in evs:
                 self._s.release_one(ev.key, ev.t)
             self._record(evs)
@@ -713,23 +728,44 @@ class Partition:
             return [self._s.allocs[a.allocation_key] for a in made if a.allocation_key in self._s.allocs]
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every allocation a cycle makes for a pending ask.
+        """Call ``callback(notice)`` for every change, once it is journalled (:mod:`quotaplane.notices`).
 
-        The event is ``{"type": "allocated", "partition", "applicationID", "allocationKey",
-        "queueName", "resource"}`` (:class:`~quotaplane.events.AllocatedNotice`). Callbacks run under
-        the partition lock and must be quick. Returns a function that unsubscribes.
+        A notice is ``{"type", "partition", "seq", …}``: ``allocated``, ``released``, ``preempted``,
+        ``ask_added``, ``ask_removed``, ``application`` (state changes), ``application_removed``,
+        ``config_applied``, ``node_added``, ``node_removed``; ``seq`` is the journal sequence number
+        the change was written under. Callbacks run under the partition lock and must be quick; one
+        that raises is unsubscribed. Returns a function that unsubscribes.
         """
         with self.lock:
-            self._s.pending.subscribe(callback)
+            self._notifier.subscribe(callback)
 
         def unsubscribe() -> None:
             with self.lock:
-                self._s.pending.unsubscribe(callback)
+                self._notifier.unsubscribe(callback)
         return unsubscribe
 
     def subscriber_count(self) -> int:
         """How many subscribers are listening."""
-        return len(self._s.pending.subscribers)
+        return len(self._notifier.subscribers)
+
+    def notices_after(self, after: int) -> list[dict[str, Any]]:
+        """The notices of the changes journalled after sequence number ``after`` (resuming a stream).
+
+        Read back from the journal (also after a restart). ``ValueError`` when the journal no longer
+        holds events from ``after`` on (compacted) or when this partition has no journal.
+        """
+        from quotaplane.journal.base import JournalCompactedError
+        from quotaplane.notices import notices_after
+
+        with self.lock:
+            journal = self._log.journal
+            if journal is None:
+                raise ValueError(f"partition {self.name!r} keeps no journal: there is nothing to resume from")
+            try:
+                return list(notices_after(journal.read(self.stream, after=after), self.name, self._queue_of))
+            except JournalCompactedError as exc:
+                raise ValueError(f"the journal of partition {self.name!r} holds events only after "
+                                 f"seq {exc.compacted_seq}; cannot resume after {after}") from None
 
     def apply_event(self, event: Mapping[str, Any]) -> None:
         """Apply one journalled event (replay): the recorded outcome, through the live handlers."""
@@ -748,6 +784,7 @@ class Partition:
                 for seq, ev in events:
                     self.apply_event(ev)
                     self._log.last_seq = seq
+                    self._s.notes_recorded(self._s.take_notes())   # the journal holds them already
                     n += 1
             finally:
                 self._log.replaying = False

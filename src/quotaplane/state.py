@@ -67,6 +67,10 @@ class PartitionState:
         self.allocs: dict[str, Allocation] = {}
         self.count_seq = 0
         self.config_t: float | None = None   # time of releases made by the last apply_config
+        #: applications whose state moved, and notices of changes no event of their own reports
+        #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
+        self.moved: list[Application] = []
+        self.notes: list[dict[str, Any]] = []
         #: the pending asks and their scheduler (set by the partition, which is its host)
         self.pending: PendingAsks
         self.build_extensions(config)
@@ -119,8 +123,36 @@ class PartitionState:
                    else ev.placeholder_timeout)
         app = Application(ev.app, UserGroup(ev.user, ev.groups), ev.queue, tags=ev.tags, submit_time=ev.t,
                           gang_style=ev.gang_style, placeholder_timeout=timeout, added_seq=self.config_seq)
+        app.watch = self.moved
         self.apps[app.application_id] = app
         self.queues.add_application(ev.queue, app.application_id)
+
+    def take_notes(self) -> list[E.Noted]:
+        """The ``noted`` events due: changes made since the last call that no event reports itself
+        (released by a timeout, a removal or a config; an application's new state)."""
+        if not self.moved and not self.notes:
+            return []
+        out = [E.Noted(notice=n) for n in self.notes]
+        self.notes = []
+        seen: set[str] = set()
+        for app in self.moved:
+            aid = app.application_id
+            if aid in seen or app.state == app.reported_state:
+                continue
+            seen.add(aid)
+            out.append(E.Noted(notice={"type": "application", "applicationID": aid,
+                                       "queueName": app.queue_path, "state": app.state}))
+        self.moved.clear()
+        return out
+
+    def notes_recorded(self, notes: Sequence[E.Noted]) -> None:
+        """``notes`` were journalled (or replayed): the states they tell are the reported ones."""
+        for ev in notes:
+            n = ev.notice
+            if n.get("type") == "application":
+                app = self.apps.get(n["applicationID"])
+                if app is not None:
+                    app.reported_state = n["state"]
 
     def drop_app(self, app: Application) -> None:
         del self.apps[app.application_id]
@@ -132,7 +164,7 @@ class PartitionState:
         app = self.apps[ev.app]
         self.pending.asks.remove_application(app.application_id)
         for key in list(app.allocations):
-            self.release_one(key, ev.t, terminal=True)
+            self.release_one(key, ev.t, terminal=True, noted=True)
         if app.counted:
             self.leave(app)
         self.drop_app(app)
@@ -163,9 +195,23 @@ class PartitionState:
             self.count_seq += 1
             app.count_order = self.count_seq
         app.move(ALLOCATED, ev.t)                   # New → Accepted → Starting in one step
-        for policy, key in preempted:
-            if key in self.allocs:
-                self.release_one(key, ev.t, skip=policy)
+        self.release_preempted(preempted, ev.key, ev.t)
+
+    def release_preempted(self, preempted: Sequence[Preempted], preemptor: str, t: float) -> None:
+        """Release what a policy let go while admitting ``preemptor`` (a quota forest), and note it."""
+        gone = [(policy, key) for policy, key in preempted if key in self.allocs and key != preemptor]
+        if not gone:
+            return
+        allocs = self.allocs
+        self.notes.append({"type": "preempted",
+                           "allocations": [{"allocationKey": k, "applicationID": allocs[k].application_id}
+                                           for _, k in gone],
+                           "reason": {"policy": gone[0][0].name, "code": f"{gone[0][0].name}.preempted",
+                                      "path": "", "message": f"preempted by {gone[0][0].name} to admit "
+                                                             f"{preemptor!r}"},
+                           "preemptor": preemptor})
+        for policy, key in gone:
+            self.release_one(key, t, skip=policy)
 
     def undo_allocated(self, ev: E.Allocated, undo: AllocationUndo) -> None:
         """Reverse an allocation that could not be journalled (the caller re-raises).
@@ -213,9 +259,11 @@ class PartitionState:
 
 
     def release_one(self, key: str, t: float, *, terminal: bool = False, keep_counted: bool = False,
-                     skip: Any = None) -> None:
+                    skip: Any = None, noted: bool = False) -> None:
         alloc = self.allocs.pop(key)
         app = self.apps[alloc.application_id]
+        if noted:
+            self.notes.append({"type": "released", "allocationKey": key, "applicationID": app.application_id})
         del app.allocations[key]
         # A-3: with asks still pending the application keeps running (and counting)
         last = (app.counted and not app.allocations and not keep_counted
@@ -259,14 +307,15 @@ class PartitionState:
         if not app.has_placeholders():
             app.placeholder_since = None
         app.move(ALLOCATED, ev.t)
-        for policy, key in preempted:
-            if key in self.allocs and key != real.allocation_key:
-                self.release_one(key, ev.t, skip=policy)
+        self.release_preempted(preempted, real.allocation_key, ev.t)
         return [k for _, k in preempted]
 
 
     def timeouts(self, ev: E.Timeouts) -> list[str]:
-        actions = TimeoutActions(release=self.release_one, leave=self.leave, drop=self.drop_app,
+        def release(key: str, t: float, *, terminal: bool, keep_counted: bool) -> None:
+            self.release_one(key, t, terminal=terminal, keep_counted=keep_counted, noted=True)
+
+        actions = TimeoutActions(release=release, leave=self.leave, drop=self.drop_app,
                                  allocated=self.allocs.__contains__)
         return apply_timeouts(self.apps.values(), ev.t, self.options, actions, self.policies.reclaiming())
 
@@ -327,6 +376,8 @@ class PartitionState:
                 self.app_restore(ev)
             case E.PolicyMemo():
                 self.policy_memo(ev)
+            case E.Noted():
+                self.notes_recorded([ev])
             case _:  # pragma: no cover - decode() knows every class
                 raise JournalReplayError(f"no handler for event {ev!r}")
 
@@ -361,7 +412,7 @@ class PartitionState:
             when = self.clock() if t is None else t
             for policy, key in dropped:
                 if key in self.allocs:
-                    self.release_one(key, when, skip=policy)
+                    self.release_one(key, when, skip=policy, noted=True)
             self.config_t = when
 
     def over_queue_max(self, ask: Ask) -> bool:

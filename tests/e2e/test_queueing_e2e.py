@@ -56,7 +56,8 @@ def test_submit_more_than_fits_release_and_receive_the_events(
         assert all(a["reasons"][0]["path"] == "root.small" for a in waiting)
 
         with httpx.Client(base_url=s.url, timeout=timeout) as listener, listener.stream(
-                "GET", f"{BASE}/events/stream", params={"max_events": 2, "timeout": 30}) as stream:
+                "GET", f"{BASE}/events/stream",
+                params={"max_events": 2, "timeout": 30, "types": "allocated"}) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
             lines = stream.iter_lines()
@@ -79,7 +80,8 @@ def test_submit_more_than_fits_release_and_receive_the_events(
         assert [a["allocationKey"] for a in c.get(f"{BASE}/asks").json()] == ["t4"]
         with httpx.Client(base_url=s2.url, timeout=timeout) as listener, listener.stream(
                 "GET", f"{BASE}/events/stream",
-                params={"max_events": 1, "timeout": 30, "applicationID": "job"}) as stream:
+                params={"max_events": 1, "timeout": 30, "applicationID": "job",
+                        "types": "allocated"}) as stream:
             lines = stream.iter_lines()
             assert next(lines).startswith(":")
             assert c.delete(f"{BASE}/allocation/t2").status_code == 200

@@ -64,15 +64,29 @@ def test_an_old_snapshot_rebuilds_the_recorded_state() -> None:
         s.close(snapshot=False)
 
 
+def _as_of_v1(events: list[list[Any]]) -> list[str]:
+    """Today's events as the November 2026 code wrote them: since then a ``released`` event names its
+    application and ``noted`` events follow the changes (the event stream); nothing else differs."""
+    out: list[str] = []
+    for _seq, ev in events:
+        if ev["type"] == "noted":
+            continue
+        if ev["type"] == "released":
+            ev = {k: v for k, v in ev.items() if k != "app"}
+        out.append(canonical_json(ev))
+    return out
+
+
 def test_todays_code_writes_the_same_events_and_snapshot() -> None:
     fx = _fixture()
     s = run(None)
     try:
         got = events_of(s)
-        assert {k: [[q, canonical_json(e)] for q, e in v] for k, v in got.items()} == \
-            {k: [[q, canonical_json(e)] for q, e in v] for k, v in fx["events"].items()}
+        assert {k: _as_of_v1(v) for k, v in got.items()} == \
+            {k: [canonical_json(e) for _q, e in v] for k, v in fx["events"].items()}
         s.partition("default").take_snapshot()
         seq, snap = s.journal.load_snapshot("default")
+        seq = len(_as_of_v1([[q, e] for q, e in got["default"] if q <= seq]))
         snap = json.loads(canonical_json(snap))
         # since then a rebuild also carries the elastic monitor's clock (policy_memo), nothing else
         memos = [ev for ev in snap["rebuild"] if ev["type"] == "policy_memo"]

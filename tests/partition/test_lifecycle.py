@@ -191,6 +191,11 @@ def test_timeouts_are_journalled_and_use_the_default_clock() -> None:
     n = p.journal.last_seq(p.stream)
     clock.advance(5)
     assert p.check_timeouts() != []
-    assert [ev["type"] for _, ev in p.journal.read(p.stream, after=n)] == ["timeouts"]
+    written = [ev for _, ev in p.journal.read(p.stream, after=n)]
+    # the timeouts event, then what it did told to subscribers (noted: the placeholder released,
+    # the application's new state)
+    assert [ev["type"] for ev in written] == ["timeouts", "noted", "noted"]
+    assert [ev["notice"]["type"] for ev in written[1:]] == ["released", "application"]
+    m = p.journal.last_seq(p.stream)
     assert p.check_timeouts() == []                                # nothing due: no event
-    assert p.journal.last_seq(p.stream) == n + 1
+    assert p.journal.last_seq(p.stream) == m

@@ -318,7 +318,9 @@ def test_allocate_batch_decisions_in_order_one_transaction() -> None:
         {"applicationID": "app1", "allocationKey": "k3", "resource": {"vcore": 1000}},
     ])
     assert [d.allocated for d in out] == [True, False, True]
-    assert p.journal.last_seq(p.stream) == seq0 + 2          # only admitted ones are events
+    # only admitted ones are events (and the application's new state, noted)
+    assert [ev["type"] for _, ev in p.journal.read(p.stream, after=seq0)] == ["allocated", "allocated",
+                                                                              "noted"]
     before = p.dump_state()
     with pytest.raises(ConflictError):
         p.allocate_batch([{"applicationID": "app1", "allocationKey": "k9", "resource": {"vcore": 1}},
@@ -336,15 +338,15 @@ def test_every_change_is_journalled_before_returning() -> None:
     p.add_application("app1", ALICE, queue="root.a")
     assert p.journal.last_seq(p.stream) == n + 1
     p.allocate("app1", "k1", Resource({"vcore": 1000}))
-    assert p.journal.last_seq(p.stream) == n + 2
+    assert p.journal.last_seq(p.stream) == n + 3                     # allocated, noted (Starting)
     p.allocate("app1", "k2", Resource({"vcore": 100000}))            # refused: no event
-    assert p.journal.last_seq(p.stream) == n + 2
-    p.what_if("app1", Resource({"vcore": 1}))
-    assert p.journal.last_seq(p.stream) == n + 2
-    p.release("k1")
     assert p.journal.last_seq(p.stream) == n + 3
+    p.what_if("app1", Resource({"vcore": 1}))
+    assert p.journal.last_seq(p.stream) == n + 3
+    p.release("k1")
+    assert p.journal.last_seq(p.stream) == n + 5                     # released, noted (Completing)
     events = [ev["type"] for _, ev in p.journal.read(p.stream, after=n)]
-    assert events == ["app_added", "allocated", "released"]
+    assert events == ["app_added", "allocated", "noted", "released", "noted"]
 
 
 def test_dao_for_the_partitions_endpoint() -> None:

@@ -113,7 +113,8 @@ def test_real_ask_of_a_task_group_replaces_its_placeholder(tmp_path: Any) -> Non
     assert _keys(p.schedule()) == ["real1"]
     assert p.allocation("ph1") is None and p.allocation("ph2") is not None
     assert p.queues.queue("root.fifo4").allocated == _v(4)
-    assert seen[0]["placeholderKey"] == "ph1" and seen[0]["allocationKey"] == "real1"
+    made = [e for e in seen if e["type"] == "allocated"]
+    assert made[0]["placeholderKey"] == "ph1" and made[0]["allocationKey"] == "real1"
     assert p.pending() == []
     before = p.dump_state()
     s.close()
@@ -158,7 +159,7 @@ def test_a_cycle_is_journalled_in_one_transaction() -> None:
     spy = _SpyJournal(p.journal)
     p.journal = spy
     assert len(p.schedule()) == 5
-    assert spy.calls == [5]
+    assert spy.calls == [6]                    # five allocations and the application's state, noted
 
 
 def test_a_failed_journal_write_undoes_the_whole_cycle() -> None:
@@ -184,7 +185,9 @@ def test_a_failed_journal_write_undoes_the_whole_cycle() -> None:
     assert seen == [] and p.allocations() == []
     spy.fail = False
     assert sorted(_keys(p.schedule())) == ["k0", "k1", "k2", "x"]
-    assert len(seen) == 4
+    assert sorted(e["allocationKey"] for e in seen if e["type"] == "allocated") == ["k0", "k1", "k2", "x"]
+    assert sorted((e["applicationID"], e["state"]) for e in seen if e["type"] == "application") == [
+        ("app", "Running"), ("other", "Starting")]      # the state each ended the cycle in
 
 
 def test_asks_of_a_failed_application_wait_and_go_with_it() -> None:
@@ -378,7 +381,7 @@ def test_a_long_cycle_is_journalled_in_chunks_and_a_failed_chunk_is_undone(
     spy = _SpyJournal(p.journal)
     p.journal = spy
     seen: list[str] = []
-    p.subscribe(lambda e: seen.append(e["allocationKey"]))
+    p.subscribe(lambda e: seen.append(e["allocationKey"]) if e["type"] == "allocated" else None)
 
     real_append = spy.append
 
@@ -390,13 +393,13 @@ def test_a_long_cycle_is_journalled_in_chunks_and_a_failed_chunk_is_undone(
     spy.append = fail_second  # type: ignore[method-assign]
     with pytest.raises(OSError):
         p.schedule()
-    assert spy.calls == [2] and seen == ["k0", "k1"]
+    assert spy.calls == [3] and seen == ["k0", "k1"]     # (and the application's state, noted)
     assert sorted(a.allocation_key for a in p.allocations()) == ["k0", "k1"]
     assert [a.allocation_key for a in p.pending()] == ["k2", "k3", "k4"]
     assert p.queues.queue("root.open").allocated == _v(2)
     spy.append = real_append  # type: ignore[method-assign]
     assert _keys(p.schedule()) == ["k2", "k3", "k4"]
-    assert spy.calls == [2, 2, 1] and seen == ["k0", "k1", "k2", "k3", "k4"]
+    assert spy.calls == [3, 2, 1] and seen == ["k0", "k1", "k2", "k3", "k4"]
 
 
 def test_threads_adding_asks_and_releasing_keep_the_books_straight() -> None:

@@ -261,12 +261,18 @@ def test_subscribers_receive_allocation_events() -> None:
     p.add_application("app1", ALICE, queue="root.a")
     p.add_ask("app1", "k1", _v(1))
     p.schedule()
-    assert seen == [{"type": "allocated", "partition": "default", "applicationID": "app1",
-                     "allocationKey": "k1", "queueName": "root.a", "resource": {"vcore": 1000}}]
+    # every change, each with the sequence number it was journalled under
+    assert [e["type"] for e in seen] == ["application", "ask_added", "application", "allocated",
+                                         "application"]
+    assert [e["seq"] for e in seen] == sorted({e["seq"] for e in seen})        # increasing, no repeat
+    assert [e["state"] for e in seen if e["type"] == "application"] == ["New", "Accepted", "Starting"]
+    assert seen[3] == {"type": "allocated", "partition": "default", "seq": seen[3]["seq"],
+                       "applicationID": "app1", "allocationKey": "k1", "queueName": "root.a",
+                       "resource": {"vcore": 1000}}
     unsubscribe()
     p.add_ask("app1", "k2", _v(1))
     p.schedule()
-    assert len(seen) == 1
+    assert len(seen) == 5
 
 
 def test_removing_an_application_drops_its_asks() -> None:

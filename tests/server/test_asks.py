@@ -200,16 +200,17 @@ def test_event_stream_delivers_allocations_of_waiting_asks(client: TestClient,
     add_node(client)
     assert allocate(client, "a1", "k0", 2000).status_code == 201
     assert post_ask(client, "a1", "k1", 2000).json()["allocated"] is False
-    t, result = _stream_in_thread(client, "applicationID=a1&max_events=1&timeout=20", p)
+    t, result = _stream_in_thread(client, "applicationID=a1&types=allocated&max_events=1&timeout=20", p)
     assert post_ask(client, "other", "o1", 1000).json()["allocated"] is True     # filtered out
     assert client.delete(f"{BASE}/allocation/k0", headers=SUBMIT).status_code == 200
     t.join(20)
     assert not t.is_alive()
     assert result["status"] == 200 and result["type"].startswith("text/event-stream")
-    assert _sse(result["text"]) == [("allocated", {"type": "allocated", "partition": "default",
+    ((name, body),) = _sse(result["text"])
+    assert (name, body) == ("allocated", {"type": "allocated", "partition": "default", "seq": body["seq"],
                                                    "applicationID": "a1", "allocationKey": "k1",
                                                    "queueName": "root.small",
-                                                   "resource": {"vcore": 2000}})]
+                                                   "resource": {"vcore": 2000}})
     assert p.subscriber_count() == 0                       # unsubscribed when the stream ended
 
 

@@ -1,9 +1,9 @@
-"""The pending-ask scheduler of a partition: cycles, their journal batches and their subscribers.
+"""The pending-ask scheduler of a partition: cycles and their journal batches.
 
 :class:`PendingAsks` is composed into the partition (not mixed in): it sees the partition only
 through :class:`CycleHost`, a handful of callables, and owns the asks, the automatic cycle after a
 change (:meth:`PendingAsks.freed`), the batching of a cycle's allocations into journal transactions
-(:data:`CYCLE_FLUSH_EVERY`), and the notices to subscribers, sent only once journalled.
+(:data:`CYCLE_FLUSH_EVERY`); subscribers hear of each allocation once it is journalled.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.application import ACTIVE_STATES
-from quotaplane.events import Allocated, AllocatedNotice, Event
+from quotaplane.events import Allocated, Event
 from quotaplane.policy import Decision, Violation
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.cycle import CycleBatch, placeholder_of, run_cycle
@@ -29,8 +29,6 @@ __all__ = ["CYCLE_FLUSH_EVERY", "CycleHost", "PendingAsks"]
 #: A long cycle journals its allocations in transactions of this many (then tells subscribers):
 #: few commits, bounded undo state, and the first allocation notices leave early.
 CYCLE_FLUSH_EVERY = 1000
-
-Subscriber = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +54,11 @@ class CycleHost:
 class PendingAsks:
     """The asks of one partition and the cycles that allocate them (docs/queueing.md)."""
 
-    __slots__ = ("asks", "auto_schedule", "host", "schedule_error", "subscribers")
+    __slots__ = ("asks", "auto_schedule", "host", "schedule_error")
 
     def __init__(self, host: CycleHost, *, auto_schedule: bool = True) -> None:
         self.host = host
         self.asks = AskQueue()
-        self.subscribers: list[Subscriber] = []
         #: Run a cycle right after anything that frees capacity or quota (and after an ask is added).
         self.auto_schedule = auto_schedule
         #: The error of the last automatic cycle that failed (None: none failed).
@@ -180,12 +177,11 @@ class PendingAsks:
             if any(ask.resource.get(name, 0) < amount for name, amount in before.items()):
                 self.asks.cycle_freed = True   # a smaller real allocation gave quota back
             self.asks.remove(ask.allocation_key)   # (the replaced event removes it on replay too)
-            self._notify(ask, placeholder)
         return decision
 
     # -- journal batches ------------------------------------------------------------------------------
     def _flush(self, batch: CycleBatch) -> None:
-        """Journal the batch's allocations in one transaction, then tell the subscribers."""
+        """Journal the batch's allocations in one transaction (subscribers hear of them then)."""
         if not batch.events:
             return
         try:
@@ -193,11 +189,7 @@ class PendingAsks:
         except BaseException:
             self._rollback(batch)
             raise
-        asks = batch.asks
         batch.clear()
-        if self.subscribers:
-            for ask in asks:
-                self._notify(ask)
 
     def _rollback(self, batch: CycleBatch) -> None:
         """Undo the batch's (unjournalled) allocations, newest first; their asks wait again."""
@@ -208,30 +200,6 @@ class PendingAsks:
                 ask.reasons = None
                 self.asks.add(ask)
         batch.clear()
-
-    # -- subscribers ----------------------------------------------------------------------------------
-    def subscribe(self, callback: Subscriber) -> None:
-        """Add a subscriber (see ``Partition.subscribe``)."""
-        self.subscribers.append(callback)
-
-    def unsubscribe(self, callback: Subscriber) -> None:
-        """Remove a subscriber (no error when it is gone already)."""
-        if callback in self.subscribers:
-            self.subscribers.remove(callback)
-
-    def _notify(self, ask: Ask, placeholder: str | None = None) -> None:
-        if not self.subscribers:
-            return
-        app = self.host.apps.get(ask.application_id)
-        event = AllocatedNotice(partition=self.host.name, application_id=ask.application_id,
-                                allocation_key=ask.allocation_key,
-                                queue=app.queue_path if app is not None else "", resource=ask.resource,
-                                placeholder_key=placeholder).to_dict()
-        for cb in list(self.subscribers):
-            try:
-                cb(event)
-            except Exception:  # a broken subscriber must not break scheduling
-                self.unsubscribe(cb)
 
     # -- reasons --------------------------------------------------------------------------------------
     def _stamp_reasons(self) -> None:

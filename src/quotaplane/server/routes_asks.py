@@ -1,8 +1,11 @@
-"""Queueing endpoints: pending asks with the reasons they wait, and a stream of allocation events.
+"""Queueing endpoints: pending asks with the reasons they wait, and the partition's event stream.
 
 Seed 004: a request that does not fit is queued, not rejected. A platform posts asks, then listens on
-``GET /ws/v1/partition/{p}/events/stream`` (server-sent events) for the allocations the scheduling
-cycle makes, so it never polls nor retries.
+``GET /ws/v1/partition/{p}/events/stream`` (server-sent events) for every change — the allocations the
+scheduling cycle makes, and the allocations preempted or reclaimed, which it must evict — so it never
+polls nor retries. Each event's ``id:`` is its journal sequence number; a client that reconnects with
+``Last-Event-ID`` (or ``?after=SEQ``) gets what it missed, read back from the journal, with no gap and
+no duplicate.
 """
 
 from __future__ import annotations
@@ -116,33 +119,56 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/events/stream", response_model=None, dependencies=[read],
            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                            "description": "server-sent events, one `allocated` event per allocation "
-                                           "made for a pending ask"},
-                      **errors(404, auth=True)})
+                            "description": "server-sent events, one per journalled change, each with "
+                                           "`id:` = its journal sequence number"},
+                      **errors(400, 404, auth=True)})
     async def events_stream(
         partition: str,
+        request: Request,
         applicationID: Annotated[str | None, Query(description="only this application's events")] = None,
+        types: Annotated[str | None, Query(description="only these event types (comma separated), "
+                                                        "e.g. `preempted`")] = None,
+        after: Annotated[int | None, Query(ge=0, description="resume: first send the events journalled "
+                                                             "after this sequence number")] = None,
         timeout: Annotated[float, Query(ge=0, le=86400, description="close after this many seconds "
                                                                    "(0: never)")] = 0,
         max_events: Annotated[int, Query(ge=0, le=1_000_000, description="close after this many "
                                                                         "events (0: no limit)")] = 0,
     ) -> StreamingResponse:
-        """Server-sent events of the allocations the scheduling cycle makes for pending asks."""
+        """Server-sent events of every change (docs/preemption.md "Events"), resumable without gaps."""
         p = service.partition(partition)
+        resume = after if after is not None else _last_event_id(request.headers.get("last-event-id"))
+        wanted = None if types is None else {t.strip() for t in types.split(",") if t.strip()}
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
         def on_event(event: dict[str, Any]) -> None:
-            if applicationID is None or event.get("applicationID") == applicationID:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
+            loop.call_soon_threadsafe(queue.put_nowait, event)
 
         unsubscribe = p.subscribe(on_event)
+        try:
+            backlog = p.notices_after(resume) if resume is not None else []
+        except BaseException:
+            unsubscribe()
+            raise               # a ValueError (nothing to resume from) is answered 400
+
+        def wanted_event(event: dict[str, Any]) -> bool:
+            return ((wanted is None or event["type"] in wanted)
+                    and (applicationID is None or _concerns(event, applicationID)))
 
         async def stream() -> AsyncIterator[bytes]:
             sent = 0
+            last = resume if resume is not None else -1
             deadline = time.monotonic() + timeout if timeout > 0 else None
             try:
-                yield b": quotaplane allocation events\n\n"
+                yield b": quotaplane events\n\n"
+                for event in backlog:
+                    if max_events and sent >= max_events:
+                        return
+                    last = event["seq"]
+                    if wanted_event(event):
+                        yield _frame(event)
+                        sent += 1
                 while max_events == 0 or sent < max_events:
                     wait = 15.0
                     if deadline is not None:
@@ -156,9 +182,12 @@ def router(service: Any) -> APIRouter:
                         if deadline is None or time.monotonic() < deadline:
                             yield b": keep-alive\n\n"
                         continue
-                    data = _json.dumps(event, sort_keys=True)
-                    yield f"event: {event['type']}\ndata: {data}\n\n".encode()
-                    sent += 1
+                    if event["seq"] <= last:
+                        continue             # sent already from the journal (resume)
+                    last = event["seq"]
+                    if wanted_event(event):
+                        yield _frame(event)
+                        sent += 1
             finally:
                 unsubscribe()
 
@@ -166,6 +195,31 @@ def router(service: Any) -> APIRouter:
                                  headers={"Cache-Control": "no-cache"})
 
     return r
+
+
+def _frame(event: dict[str, Any]) -> bytes:
+    data = _json.dumps(event, sort_keys=True)
+    return f"id: {event['seq']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+
+
+def _concerns(event: dict[str, Any], application_id: str) -> bool:
+    """The notice is about ``application_id`` (a preemption: one of its allocations was taken)."""
+    if event.get("applicationID") == application_id:
+        return True
+    return any(a.get("applicationID") == application_id for a in event.get("allocations", ()))
+
+
+def _last_event_id(header: str | None) -> int | None:
+    """The ``Last-Event-ID`` header of a reconnecting SSE client, as a sequence number."""
+    if header is None or not header.strip():
+        return None
+    try:
+        seq = int(header.strip())
+    except ValueError:
+        raise ValueError(f"Last-Event-ID must be a sequence number, got {header!r}") from None
+    if seq < 0:
+        raise ValueError(f"Last-Event-ID must not be negative, got {seq}")
+    return seq
 
 
 async def scheduling_loop(service: Any, interval: float = SCHEDULE_INTERVAL) -> None:

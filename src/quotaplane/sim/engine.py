@@ -240,6 +240,8 @@ class Simulator:
 
     def _on_allocated(self, event: dict[str, Any]) -> None:
         """A scheduling cycle allocated a pending ask (runs under the partition lock)."""
+        if event["type"] != "allocated":
+            return
         key = event["allocationKey"]
         ask = self._pending.pop(key, None)
         if ask is None:           # not one of ours (cannot happen: the partition is private)

@@ -1,0 +1,129 @@
+"""What subscribers and the REST event stream are told: one *notice* per journalled event.
+
+Every change of a partition is a journalled event with a sequence number (:mod:`quotaplane.events`);
+its notice is a pure function of the event (:func:`notice_of`), so the live stream and a stream
+resumed from the journal after a restart (:func:`notices_after`) say exactly the same, with the same
+``seq``. A change that another event made (an application's state, an allocation a timeout released)
+is journalled as a :class:`~quotaplane.events.Noted` event of its own, right after the event that made
+it, so it gets its own sequence number too. Events that tell nobody anything (``timeouts``, snapshot
+rebuild events) have no notice: sequence numbers of notices have gaps, never repeats.
+
+Notice types: ``allocated``, ``released``, ``preempted`` (``allocations`` taken away, the ``reason``
+``{policy, code, path, message}``, and the ``preemptor`` allocation key when there is one),
+``ask_added``, ``ask_removed``, ``application`` (``state``), ``application_removed``,
+``config_applied``, ``node_added``, ``node_removed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import quotaplane.events as E
+
+__all__ = ["Notifier", "Subscriber", "notice_of", "notices_after"]
+
+Subscriber = Callable[[dict[str, Any]], None]
+#: the queue of an application (``""`` when it is not known)
+QueueOf = Callable[[str], str]
+
+
+def notice_of(ev: E.Event, partition: str, seq: int, queue_of: QueueOf) -> dict[str, Any] | None:
+    """The notice of ``ev`` journalled under ``seq``, or None when it tells nothing."""
+    body = _body(ev, queue_of)
+    if body is None:
+        return None
+    return {"type": body.pop("type"), "partition": partition, "seq": seq, **body}
+
+
+def _body(ev: E.Event, queue_of: QueueOf) -> dict[str, Any] | None:
+    match ev:
+        case E.Allocated():
+            out: dict[str, Any] = {"type": "allocated", "applicationID": ev.app, "allocationKey": ev.key,
+                                   "queueName": queue_of(ev.app), "resource": ev.resource.to_dict()}
+            if ev.placeholder:
+                out["placeholder"] = True
+            return out
+        case E.Replaced():
+            return {"type": "allocated", "allocationKey": ev.key, "placeholderKey": ev.placeholder,
+                    "resource": ev.resource.to_dict()}
+        case E.Released():
+            out = {"type": "released", "allocationKey": ev.key}
+            if ev.app is not None:
+                out["applicationID"] = ev.app
+            return out
+        case E.Preempted():
+            out = {"type": "preempted",
+                   "allocations": [{"allocationKey": k, "applicationID": a} for k, a in zip(ev.keys, ev.apps,
+                                                                                           strict=True)],
+                   "reason": dict(ev.reason)}
+            if ev.preemptor is not None:
+                out["preemptor"] = ev.preemptor
+            return out
+        case E.AskAdded():
+            return {"type": "ask_added", "applicationID": ev.app, "allocationKey": ev.key,
+                    "resource": ev.resource.to_dict(), "priority": ev.priority}
+        case E.AskRemoved():
+            return {"type": "ask_removed", "allocationKey": ev.key}
+        case E.AppAdded():
+            return {"type": "application", "applicationID": ev.app, "queueName": ev.queue, "state": "New"}
+        case E.AppRemoved():
+            return {"type": "application_removed", "applicationID": ev.app}
+        case E.ConfigApplied():
+            return {"type": "config_applied", "configSeq": ev.seq}
+        case E.NodeAdded():
+            return {"type": "node_added", "nodeID": ev.node, "capacity": ev.capacity.to_dict()}
+        case E.NodeRemoved():
+            return {"type": "node_removed", "nodeID": ev.node}
+        case E.Noted():
+            return dict(ev.notice)
+        case _:
+            return None
+
+
+def notices_after(events: Iterator[tuple[int, dict[str, Any]]], partition: str,
+                  queue_of: QueueOf) -> Iterator[dict[str, Any]]:
+    """The notices of journalled ``(seq, event JSON)`` pairs (a stream resumed from the journal)."""
+    for seq, data in events:
+        try:
+            ev = E.decode(data)
+        except E.EventFormatError:
+            continue                      # replay refuses such a journal; the stream just skips it
+        notice = notice_of(ev, partition, seq, queue_of)
+        if notice is not None:
+            yield notice
+
+
+class Notifier:
+    """The subscribers of one partition, told of every event once it is journalled."""
+
+    __slots__ = ("partition", "queue_of", "subscribers")
+
+    def __init__(self, partition: str, queue_of: QueueOf) -> None:
+        self.partition = partition
+        self.queue_of = queue_of
+        self.subscribers: list[Subscriber] = []
+
+    def subscribe(self, callback: Subscriber) -> None:
+        """Add a subscriber."""
+        self.subscribers.append(callback)
+
+    def unsubscribe(self, callback: Subscriber) -> None:
+        """Remove a subscriber (no error when it is gone already)."""
+        if callback in self.subscribers:
+            self.subscribers.remove(callback)
+
+    def recorded(self, events: Sequence[E.Event], last_seq: int) -> None:
+        """``events`` were journalled, the last one under ``last_seq``: tell every subscriber."""
+        if not self.subscribers:
+            return
+        first = last_seq - len(events) + 1
+        for i, ev in enumerate(events):
+            notice = notice_of(ev, self.partition, first + i, self.queue_of)
+            if notice is None:
+                continue
+            for cb in list(self.subscribers):
+                try:
+                    cb(dict(notice))
+                except Exception:  # a broken subscriber must not break the partition
+                    self.unsubscribe(cb)
