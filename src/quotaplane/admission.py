@@ -21,6 +21,7 @@ from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling.asks import Ask
 
 __all__ = ["AllocationSpec", "AllocationUndo", "PolicySet", "admit", "apply_all", "as_resource", "check_all",
            "check_id", "validate_spec"]
@@ -143,6 +144,8 @@ class AllocationUndo(NamedTuple):
     counted: bool
     anchor_seq: int
     placeholder_since: float | None
+    #: the pending ask the allocation was made for (it waits again when the allocation is undone)
+    ask: Ask | None = None
 
 
 def check_id(value: object, what: str) -> str:

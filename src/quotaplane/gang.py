@@ -9,6 +9,7 @@ allocation admitted. :meth:`Replacement.check` runs the checks of a live replace
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 
 from quotaplane.admission import PolicySet, Preempted
@@ -45,13 +46,13 @@ class Replacement:
     __slots__ = ("down", "placeholder", "policies", "real", "staged", "up")
 
     def __init__(self, policies: PolicySet, request_of: RequestOf, app: Application, ph: Allocation,
-                 key: str, resource: Resource) -> None:
+                 key: str, resource: Resource, t: float = 0.0) -> None:
         up, down = positive_part(resource, ph.resource)
         self.policies = policies
         self.up = request_of(app, key, up, ph.priority, ph.preemptible)
         self.down = request_of(app, ph.allocation_key, down, ph.priority, ph.preemptible)
         self.placeholder = request_of(app, ph.allocation_key, ph.resource, ph.priority, ph.preemptible)
-        self.real = request_of(app, key, resource, ph.priority, ph.preemptible)
+        self.real = dataclasses.replace(request_of(app, key, resource, ph.priority, ph.preemptible), time=t)
         #: after a passing check: the extensions that cannot check in place hold the placeholder released
         self.staged = False
 

@@ -482,15 +482,17 @@ class Partition:
         key = spec.allocation_key
         if key in self._s.allocs:
             raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
-        req = self._s.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted)
+        t = self.clock()
+        req = self._s.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted,
+                              t=t)
         before = (app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since)
         refused, preempted = admit(self._s.policies, req)
         if refused:
             return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, None
-        undo = AllocationUndo(req, *before)
+        undo = AllocationUndo(req, *before, self._s.pending.asks.get(key))
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
-                         task_group=spec.task_group, t=self.clock(),
+                         task_group=spec.task_group, t=t,
                          preempted=tuple([k for _, k in preempted]) if preempted else ())
         self._s.after_allocated(app, ev, preempted)
         return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
@@ -573,8 +575,20 @@ class Partition:
             if not timeouts_due(state.apps.values(), t, state.options) and not state.policies.reclaiming():
                 return []
             ev = E.Timeouts(t=t)
-            out = self._s.timeouts(ev)
-            self._record([ev])
+            out = state.timeouts(ev)
+            events: list[E.Event] = [ev]
+            for found in state.due_reclaims:
+                keys = tuple(k for k in found.keys if k in state.allocs)
+                if not keys:
+                    continue
+                taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
+                                    reason=found.reason.reason(), t=t)
+                state.preempted(taken)
+                events.append(taken)
+                out.extend(f"{k}: revoked by {found.reason.policy} ({found.reason.path})" for k in keys)
+            state.due_reclaims = []
+            self._record(events)
+            # the freed quota goes to the waiting asks now (E5: "B's asks are allocated")
             self._s.pending.freed()
             return out
 

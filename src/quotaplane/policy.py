@@ -22,9 +22,11 @@ from quotaplane.resources import Resource
 
 __all__ = [
     "CODES",
+    "PREEMPTION_CODES",
     "AdmissionRequest",
     "Decision",
     "QuotaPolicy",
+    "Reclaim",
     "Violation",
 ]
 
@@ -43,6 +45,15 @@ CODES: tuple[str, ...] = (
     "forest.quota",
 )
 
+#: Why allocations were taken away (the ``reason`` of a ``preempted`` event; docs/preemption.md).
+PREEMPTION_CODES: tuple[str, ...] = (
+    "elastic.revoked",       # E5: the quota stayed over its runtime for revokeDelay
+    "elastic.preempted",     # E6: a higher-priority request of the same quota
+    "queue.guaranteed",      # PR-Y: an ask restoring its queue's guaranteed resources
+    "queue.quota",           # PR-Q: the queue stayed over its (lowered) max for quota.preemption.delay
+    "forest.preempted",      # seed 003: a quota tree made room for a higher-priority consumer
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Violation:
@@ -59,6 +70,10 @@ class Violation:
     path: str
     message: str
     resource: Resource | None = None
+
+    def reason(self) -> dict[str, str]:
+        """The violation-shaped reason of a preemption: ``{policy, code, path, message}``."""
+        return {"policy": self.policy, "code": self.code, "path": self.path, "message": self.message}
 
     def to_dict(self) -> dict[str, Any]:
         """The REST shape: ``{policy, code, path, message, resource}`` (resource ``{}`` when none)."""
@@ -104,6 +119,14 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class Reclaim:
+    """Allocations a policy takes back with no preemptor (E5 revoke): why, and which (in order)."""
+
+    reason: Violation
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionRequest:
     """What the partition hands every policy: one allocation of one application."""
 
@@ -116,6 +139,7 @@ class AdmissionRequest:
     preemptible: bool = True
     first_allocation: bool = False            # the application has no allocation yet (seed 001)
     tags: Mapping[str, str] = field(default_factory=dict)
+    time: float = 0.0                         # when it is admitted (decision P6: victims' age)
 
 
 class QuotaPolicy(ABC):
@@ -171,6 +195,18 @@ class QuotaPolicy(ABC):
         """The sum of node capacities changed."""
         return None  # a hook: nothing to do unless a policy overrides it
 
+    def ask_added(self, request: AdmissionRequest) -> None:
+        """A request now waits (a pending ask): count it as demand where the policy has demand (PR-K1).
+
+        Demand is not usage: no limit may count it. :meth:`apply` of the same allocation key later turns
+        it into usage; :meth:`ask_removed` drops it when it is withdrawn.
+        """
+        return None  # a hook: nothing to do unless a policy overrides it
+
+    def ask_removed(self, request: AdmissionRequest) -> None:
+        """A waiting request was withdrawn (not allocated): forget the demand :meth:`ask_added` counted."""
+        return None  # a hook: nothing to do unless a policy overrides it
+
     def take_preempted(self) -> list[str]:
         """Allocation keys the last :meth:`apply` or :meth:`update_config` let go (already released here)."""
         return []
@@ -180,8 +216,10 @@ class QuotaPolicy(ABC):
         raise TypeError(f"{type(self).__name__} does not check a replacement in place "
                         "(its checks_replacement is False)")
 
-    def revoke(self, now: float) -> list[str]:
-        """Allocation keys to release now because their quota was over its share too long (``reclaims``)."""
+    def revoke(self, now: float) -> list[Reclaim]:
+        """One tick of the policy's over-use monitor at ``now`` (``reclaims``): what to take back now
+        because its quota was over its share too long. The tick itself may change the monitor's clock,
+        so it runs on replay too (its answer is then ignored: the journal holds the decision)."""
         return []
 
     def dump_state(self) -> dict[str, Any] | None:

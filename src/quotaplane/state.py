@@ -32,12 +32,12 @@ from quotaplane.gang import Replacement
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policy import AdmissionRequest, Reclaim, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.runner import PendingAsks
-from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts
+from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState"]
@@ -70,6 +70,8 @@ class PartitionState:
         #: applications whose state moved, and notices of changes no event of their own reports
         #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
         self.moved: list[Application] = []
+        #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
+        self.due_reclaims: list[Reclaim] = []
         self.notes: list[dict[str, Any]] = []
         #: the pending asks and their scheduler (set by the partition, which is its host)
         self.pending: PendingAsks
@@ -155,14 +157,16 @@ class PartitionState:
                     app.reported_state = n["state"]
 
     def drop_app(self, app: Application) -> None:
+        for ask in self.pending.asks.remove_application(app.application_id):   # no orphan asks (expiry)
+            self.ask_leaves(ask, allocated=False)
         del self.apps[app.application_id]
-        self.pending.asks.remove_application(app.application_id)      # no orphan asks (expiry)
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
 
     def app_removed(self, ev: E.AppRemoved) -> None:
         app = self.apps[ev.app]
-        self.pending.asks.remove_application(app.application_id)
+        for ask in self.pending.asks.remove_application(app.application_id):
+            self.ask_leaves(ask, allocated=False)
         for key in list(app.allocations):
             self.release_one(key, ev.t, terminal=True, noted=True)
         if app.counted:
@@ -171,15 +175,38 @@ class PartitionState:
 
 
     def request(self, app: Application, key: str, resource: Resource, priority: int = 0,
-                 preemptible: bool = True, first: bool = False) -> AdmissionRequest:
+                preemptible: bool = True, first: bool = False, t: float = 0.0) -> AdmissionRequest:
         return AdmissionRequest(app.application_id, key, app.queue_path, app.user, resource, priority,
-                                preemptible, first, app.tags)
+                                preemptible, first, app.tags, t)
+
+    def ask_enters(self, ask: Ask) -> None:
+        """A waiting ask is demand (PR-K1): its queue's ``pendingResource`` and its elastic quota's
+        request grow. It counts towards no limit."""
+        self.pending.asks.add(ask)
+        app = self.apps[ask.application_id]
+        self.queues.increase_pending(app.queue_path, ask.resource)
+        req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+        for policy in self.policies.extension_policies:
+            policy.ask_added(req)
+
+    def ask_leaves(self, ask: Ask, *, allocated: bool) -> None:
+        """A waiting ask is no longer demand: allocated (the policies' apply made it usage) or withdrawn."""
+        app = self.apps.get(ask.application_id)
+        if app is None:
+            return
+        self.queues.decrease_pending(app.queue_path, ask.resource)
+        if not allocated:
+            req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+            for policy in reversed(self.policies.extension_policies):
+                policy.ask_removed(req)
 
     def after_allocated(self, app: Application, ev: E.Allocated,
                          preempted: Sequence[Preempted] = ()) -> None:
         """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
         # an allocation made for a pending ask ends the ask in the same event (queueing)
-        self.pending.asks.remove(ev.key)
+        ask = self.pending.asks.remove(ev.key)
+        if ask is not None:
+            self.ask_leaves(ask, allocated=True)
         alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
                            preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
                            time=ev.t)
@@ -228,11 +255,18 @@ class PartitionState:
         del app.allocations[ev.key]
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
         app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
+        ask = undo.ask
+        if ask is not None and ask.allocation_key not in self.pending.asks:
+            # it waits again; the policies' undo made its usage demand again (an elastic pending pod)
+            ask.reasons = None
+            self.pending.asks.add(ask)
+            self.queues.increase_pending(app.queue_path, ask.resource)
 
     def allocated(self, ev: E.Allocated) -> None:
         """Replay: apply the recorded outcome without re-running the checks."""
         app = self.apps[ev.app]
-        req = self.request(app, ev.key, ev.resource, ev.priority, ev.preemptible, first=not app.counted)
+        req = self.request(app, ev.key, ev.resource, ev.priority, ev.preemptible, first=not app.counted,
+                           t=ev.t)
         refused, preempted = apply_all(self.policies, req)
         if refused:
             raise JournalReplayError(f"replay of allocation {ev.key!r} was refused: "
@@ -283,7 +317,7 @@ class PartitionState:
     def replacement(self, ev: E.Replaced) -> Replacement:
         ph = self.allocs[ev.placeholder]
         return Replacement(self.policies, self.request, self.apps[ph.application_id], ph, ev.key,
-                           ev.resource)
+                           ev.resource, ev.t)
 
     def replaced(self, ev: E.Replaced) -> None:
         self.apply_replacement(ev, self.replacement(ev))
@@ -292,7 +326,9 @@ class PartitionState:
         ph = self.allocs[ev.placeholder]
         app = self.apps[ph.application_id]
         preempted = replacement.apply()
-        self.pending.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
+        ask = self.pending.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
+        if ask is not None:
+            self.ask_leaves(ask, allocated=True)
         real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group, time=ev.t)
         # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
@@ -317,7 +353,15 @@ class PartitionState:
 
         actions = TimeoutActions(release=release, leave=self.leave, drop=self.drop_app,
                                  allocated=self.allocs.__contains__)
-        return apply_timeouts(self.apps.values(), ev.t, self.options, actions, self.policies.reclaiming())
+        out = apply_timeouts(self.apps.values(), ev.t, self.options, actions)
+        self.due_reclaims = reclaim_tick(self.policies.reclaiming(), ev.t)
+        return out
+
+    def preempted(self, ev: E.Preempted) -> None:
+        """Allocations taken away by a decision (preemption or reclaim), as it was journalled."""
+        for key in ev.keys:
+            if key in self.allocs:
+                self.release_one(key, ev.t)
 
 
     def config_applied(self, ev: E.ConfigApplied) -> None:
@@ -326,7 +370,7 @@ class PartitionState:
         self.apply_config(self.config_source(ev.seq), ev.seq, t=ev.t)
 
     def ask_added(self, ev: E.AskAdded) -> None:
-        self.pending.asks.add(Ask.from_event(ev))
+        self.ask_enters(Ask.from_event(ev))
         # seed 001: a request moves the application to Accepted; a completing one back to Running
         # (YuniKorn RunApplication: it is not Completed away while the request waits)
         self.apps[ev.app].move(ASKED, ev.t)
@@ -335,6 +379,7 @@ class PartitionState:
         ask = self.pending.asks.remove(ev.key)
         if ask is None:
             return
+        self.ask_leaves(ask, allocated=False)
         app = self.apps.get(ask.application_id)
         if app is None or app.allocations or self.pending.asks.has_application(app.application_id):
             return
@@ -368,6 +413,9 @@ class PartitionState:
                 self.replaced(ev)
             case E.Timeouts():
                 self.timeouts(ev)
+                self.due_reclaims = []      # the journal holds what was decided (preempted events)
+            case E.Preempted():
+                self.preempted(ev)
             case E.ConfigApplied():
                 self.config_applied(ev)
             case E.CountIn():

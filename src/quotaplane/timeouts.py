@@ -5,7 +5,8 @@
   Failing → Failed (its running count ends);
 - Completing for ``completing_timeout`` → Completed; Starting for ``starting_timeout`` → Running;
 - Completed / Failed for ``terminated_timeout`` → Expired and removed;
-- reclaim (decision E5): a policy whose over-use monitor names allocations has them released.
+- reclaim (decision E5): every over-use monitor ticks (:func:`reclaim_tick`); what it names is
+  released by the partition as a ``preempted`` event.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from quotaplane.application import (
     TERMINATED_TIMEOUT,
     Application,
 )
-from quotaplane.policy import QuotaPolicy
+from quotaplane.policy import QuotaPolicy, Reclaim
 
-__all__ = ["PartitionOptions", "TimeoutActions", "apply_timeouts", "timeouts_due"]
+__all__ = ["PartitionOptions", "TimeoutActions", "apply_timeouts", "reclaim_tick", "timeouts_due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +101,8 @@ def _gang_timeout(app: Application, t: float, act: TimeoutActions) -> list[str]:
     return out
 
 
-def apply_timeouts(apps: Iterable[Application], t: float, options: PartitionOptions, act: TimeoutActions,
-                   reclaiming: Iterable[QuotaPolicy]) -> list[str]:
+def apply_timeouts(apps: Iterable[Application], t: float, options: PartitionOptions, act: TimeoutActions
+                   ) -> list[str]:
     """Apply every timeout due at ``t``; return what happened, in order."""
     out: list[str] = []
     expired: list[Application] = []
@@ -119,11 +120,11 @@ def apply_timeouts(apps: Iterable[Application], t: float, options: PartitionOpti
         app.move(TERMINATED_TIMEOUT, t)
         act.drop(app)
         out.append(f"{app.application_id}: Expired")
-    # Reclaim (elastic quota, E5): a policy names allocations to evict; they are released through
-    # every policy. The over-use clock lives in the policy, so every tick is an event.
-    for policy in reclaiming:
-        for key in policy.revoke(t):
-            if act.allocated(key):
-                act.release(key, t, terminal=False, keep_counted=False)
-                out.append(f"{key}: revoked by {policy.name}")
     return out
+
+
+def reclaim_tick(reclaiming: Iterable[QuotaPolicy], t: float) -> list[Reclaim]:
+    """One tick of every over-use monitor (E5) at ``t``: what each takes back now. The over-use clock
+    lives in the policy, so every tick is part of the journalled ``timeouts`` event; the releases are
+    journalled as ``preempted`` events of their own (decided once, PR-S3)."""
+    return [found for policy in reclaiming for found in policy.revoke(t)]

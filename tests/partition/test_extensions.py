@@ -101,7 +101,7 @@ def test_elastic_revoke_releases_over_runtime_allocations_through_every_policy()
     for _ in range(4):
         clock.advance(6)
         out += p.check_timeouts()
-    assert "k2: revoked by elastic" in out
+    assert "k2: revoked by elastic (team-a)" in out
     assert p.allocation("k2") is None and p.allocation("k1") is not None
     assert p.queues.queue("root.a").allocated == Resource({"vcore": 1000})
     assert _canon(Scheduler.from_yaml(ELASTIC, store=j, clock=clock)) == _canon(s)

@@ -283,15 +283,41 @@ class ElasticQuotaManager:
             self._count_used(q, pod, 1)
         self._rt.leaf_changed(q)
 
-    def assign_pod(self, pod_id: str) -> None:
-        """Mark a pending pod as assigned (bound); it now counts in used. Unknown id: ``KeyError``."""
+    def assign_pod(self, pod_id: str, *, start_time: float | None = None) -> None:
+        """Mark a pending pod as assigned (bound); it now counts in used. Unknown id: ``KeyError``.
+
+        ``start_time``: when it was assigned (decision P6: victims' age), when given.
+        """
         pod = self._pods[pod_id]
         if pod.assigned:
             return
         pod.assigned = True
+        if start_time is not None:
+            pod.start_time = float(start_time)
         q = self._q[pod.quota]
         self._count_used(q, pod, 1)
         self._rt.leaf_changed(q)
+
+    def unassign_pod(self, pod_id: str, *, start_time: float = 0.0) -> None:
+        """Undo :meth:`assign_pod`: the pod is pending again (its request still counts). Unknown id:
+        ``KeyError``."""
+        pod = self._pods[pod_id]
+        if not pod.assigned:
+            return
+        pod.assigned = False
+        pod.start_time = float(start_time)
+        q = self._q[pod.quota]
+        self._count_used(q, pod, -1)
+        self._rt.leaf_changed(q)
+
+    def is_pending(self, pod_id: str) -> bool:
+        """True when ``pod_id`` is known and not assigned (a waiting ask)."""
+        pod = self._pods.get(pod_id)
+        return pod is not None and not pod.assigned
+
+    def pod_asked(self, pod_id: str) -> bool:
+        """True when the known pod ``pod_id`` was added pending (a waiting ask) before it was assigned."""
+        return self._pods[pod_id].asked
 
     def remove_pod(self, pod_id: str) -> None:
         """Remove a pod (pending or assigned). Unknown id: ``KeyError``."""
@@ -319,6 +345,7 @@ class ElasticQuotaManager:
         pod = withdrawal.pod
         self.add_pod(pod.quota, pod.pod_id, pod.request, priority=pod.priority, preemptible=pod.preemptible,
                      assigned=pod.assigned, start_time=pod.start_time)
+        self._pods[pod.pod_id].asked = pod.asked
         q = self._q[pod.quota]
         order = [k for k in q.pods if k != pod.pod_id]
         order.insert(withdrawal.position, pod.pod_id)
@@ -499,15 +526,21 @@ class ElasticQuotaManager:
         important first, quotas by name). The manager does not remove the pods: the caller evicts them and
         calls :meth:`remove_pod`. The over-use clock of a triggered quota restarts at ``now``.
         """
+        return [pod for _, pods in self.revoke_groups(now) for pod in pods]
+
+    def revoke_groups(self, now: float) -> list[tuple[str, list[str]]]:
+        """:meth:`revoke` grouped by quota: ``(quota, pod ids)`` for each quota with victims, by name."""
         self._rt.ensure_all()
-        evict: list[str] = []
+        evict: list[tuple[str, list[str]]] = []
         for name in sorted(self._q):
             if name in (ROOT_QUOTA, SYSTEM_QUOTA):
                 continue
             q = self._q[name]
             limit = self._rt.runtime_of(q)
             if self._monitor.due(name, now, fits(q.used, limit)):
-                evict.extend(revoke_victims(q, self._pods_of(q), limit))
+                victims = revoke_victims(q, self._pods_of(q), limit)
+                if victims:
+                    evict.append((name, victims))
         return evict
 
     def monitor_state(self) -> dict[str, float]:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from quotaplane.config.model import PartitionConfig
 from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
 from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
+from quotaplane.policy import AdmissionRequest, QuotaPolicy, Reclaim, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
@@ -53,8 +53,10 @@ class ElasticPolicy(QuotaPolicy):
         """Every elastic violation of ``request`` (runtime, and min when non-preemptible). Changes nothing."""
         quota = self.quota_of(request)
         try:
+            # a waiting ask is in its quota's request already (PR-K2): the runtime counts it once
+            waiting = self.manager.is_pending(request.allocation_key)
             found = self.manager.violations(quota, request.resource, preemptible=request.preemptible,
-                                            include_request=True)
+                                            include_request=not waiting)
         except QuotaValidationError as exc:
             # Reference §3.4: pods cannot be linked to a parent quota.
             return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=exc.message,
@@ -86,9 +88,13 @@ class ElasticPolicy(QuotaPolicy):
         never be counted: a parent quota (reference §3.4), or a quota fed by ``set_request``/``set_used``.
         """
         quota = self.quota_of(request)
+        key = request.allocation_key
         try:
-            self.manager.add_pod(quota, request.allocation_key, request.resource, priority=request.priority,
-                                 preemptible=request.preemptible, assigned=True)
+            if self.manager.is_pending(key):
+                self.manager.assign_pod(key, start_time=request.time)      # the waiting ask is allocated
+            else:
+                self.manager.add_pod(quota, key, request.resource, priority=request.priority,
+                                     preemptible=request.preemptible, assigned=True, start_time=request.time)
         except ValueError as exc:       # QuotaValidationError included
             message = exc.message if isinstance(exc, QuotaValidationError) else str(exc)
             return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=message,
@@ -96,8 +102,26 @@ class ElasticPolicy(QuotaPolicy):
         return []
 
     def undo(self, request: AdmissionRequest) -> None:
-        """Reverse a successful :meth:`apply` exactly."""
-        if self.manager.has_pod(request.allocation_key):
+        """Reverse a successful :meth:`apply` exactly (an allocated ask waits again, as a pending pod)."""
+        key = request.allocation_key
+        if self.manager.has_pod(key):
+            if self.manager.pod_asked(key):
+                self.manager.unassign_pod(key)
+            else:
+                self.manager.remove_pod(key)
+
+    def ask_added(self, request: AdmissionRequest) -> None:
+        """A waiting ask is a pending pod of its quota (PR-K1): the quota's request grows, so runtimes
+        move toward waiting demand (PR-K3); used does not."""
+        try:
+            self.manager.add_pod(self.quota_of(request), request.allocation_key, request.resource,
+                                 priority=request.priority, preemptible=request.preemptible, assigned=False)
+        except ValueError:
+            return       # a parent quota or one fed by set_request: admission will say why it waits
+
+    def ask_removed(self, request: AdmissionRequest) -> None:
+        """The waiting ask was withdrawn: its pending pod goes (PR-K1 ``OnPodDelete``)."""
+        if self.manager.is_pending(request.allocation_key):
             self.manager.remove_pod(request.allocation_key)
 
     def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
@@ -109,9 +133,13 @@ class ElasticPolicy(QuotaPolicy):
         """The sum of node capacities changed: it is the elastic total (E4)."""
         self.manager.set_total(total)
 
-    def revoke(self, now: float) -> list[str]:
-        """Allocation keys to release because their quota is over its runtime for too long (E5)."""
-        return self.manager.revoke(now)
+    def revoke(self, now: float) -> list[Reclaim]:
+        """What to take back because its quota is over its runtime for longer than revokeDelay (E5)."""
+        delay = self.manager.revoke_delay
+        return [Reclaim(Violation(policy="elastic", code="elastic.revoked", path=quota,
+                                  message=f"quota {quota} used more than its runtime for longer than "
+                                          f"revokeDelay ({delay:g}s)"), tuple(keys))
+                for quota, keys in self.manager.revoke_groups(now)]
 
     def memo(self) -> dict[str, Any]:
         """State a snapshot rebuild cannot derive from allocations: the over-use monitor's clock."""

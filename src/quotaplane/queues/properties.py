@@ -186,6 +186,7 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     ``children`` out; ``partition`` only on the top object.
     """
     out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
+    _put(out, "pendingResource", q.pending.to_dict() if q._pending else None)
     _put(out, "maxResource", q.max.to_dict() if q.max else None)
     _put(out, "guaranteedResource", q.guaranteed.to_dict() if q.guaranteed else None)
     _put(out, "allocatedResource", q.allocated.to_dict() if q.allocated else None)

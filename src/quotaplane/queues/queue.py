@@ -47,6 +47,7 @@ class Queue:
 
     __slots__ = (
         "_alloc",
+        "_pending",
         "admin_acl",
         "applications",
         "chain",
@@ -79,6 +80,7 @@ class Queue:
     max_applications: int
     chain: tuple[Queue, ...]
     _alloc: dict[str, int]
+    _pending: dict[str, int]
     running_apps: dict[str, None]
     applications: dict[str, None]
     own_properties: dict[str, str]
@@ -101,6 +103,7 @@ class Queue:
         self.guaranteed = None
         self.max_applications = 0
         self._alloc = {}
+        self._pending = {}
         self.running_apps = {}
         self.applications = {}
         self.own_properties = {}
@@ -113,6 +116,11 @@ class Queue:
     def allocated(self) -> Resource:
         """The sum of every allocation in the subtree (a snapshot; zero names pruned)."""
         return Resource.of(dict(self._alloc))
+
+    @property
+    def pending(self) -> Resource:
+        """YuniKorn ``pendingResource``: the sum of the waiting asks in the subtree (demand, not usage)."""
+        return Resource.of(dict(self._pending))
 
     @property
     def is_root(self) -> bool:

@@ -396,6 +396,30 @@ class QueueTree:
                 else:
                     values.pop(name, None)
 
+    def increase_pending(self, path: str, resource: Mapping[str, int]) -> None:
+        """A waiting ask of ``resource`` in leaf ``path``: YuniKorn's ``pendingResource`` of the leaf and
+        every ancestor grows (demand only: no limit counts it)."""
+        delta = resource._values if isinstance(resource, Resource) else resource
+        self._add_pending(path, delta.items(), 1)
+
+    def decrease_pending(self, path: str, resource: Mapping[str, int]) -> None:
+        """The waiting ask left (allocated or withdrawn): undo :meth:`increase_pending`."""
+        delta = resource._values if isinstance(resource, Resource) else resource
+        self._add_pending(path, delta.items(), -1)
+
+    def _add_pending(self, path: str, items: Iterable[tuple[str, int]], sign: int) -> None:
+        q = self.queue(path)
+        if q is None:                  # the queue went (drained): nothing to count
+            return
+        for node in q.chain:
+            values = node._pending
+            for name, amount in items:
+                new = values.get(name, 0) + sign * amount
+                if new:
+                    values[name] = new
+                else:
+                    values.pop(name, None)
+
     def decrease_allocated(self, path: str, resource: Mapping[str, int]) -> None:
         """Subtract ``resource`` from every queue from the leaf ``path`` to the root.
 
