@@ -126,7 +126,9 @@ def test_revoke_returns_allocation_keys() -> None:
     assert p.apply(req("k1", 80, tags={NAME_TAG: "a"})) == []
     p.manager.set_request("b", {V: 50})
     assert p.revoke(0.0) == []
-    assert p.revoke(121.0) == ["k1"]
+    (found,) = p.revoke(121.0)
+    assert found.keys == ("k1",)
+    assert (found.reason.policy, found.reason.code, found.reason.path) == ("elastic", "elastic.revoked", "a")
 
 
 def test_build_policy_from_partition_extension() -> None:
