@@ -25,8 +25,8 @@ __all__ = [
     "PREEMPTION_CODES",
     "AdmissionRequest",
     "Decision",
+    "Eviction",
     "QuotaPolicy",
-    "Reclaim",
     "Violation",
 ]
 
@@ -119,8 +119,8 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
-class Reclaim:
-    """Allocations a policy takes back with no preemptor (E5 revoke): why, and which (in order)."""
+class Eviction:
+    """Allocations to take away (E5 revoke, E6 preemption, PR-Y, PR-Q): why, and which (in order)."""
 
     reason: Violation
     keys: tuple[str, ...]
@@ -207,6 +207,24 @@ class QuotaPolicy(ABC):
         """A waiting request was withdrawn (not allocated): forget the demand :meth:`ask_added` counted."""
         return None  # a hook: nothing to do unless a policy overrides it
 
+    def victims_for(self, request: AdmissionRequest, reasons: list[Violation]) -> Eviction | None:
+        """Allocations this policy would preempt so that ``request``, refused only by this policy for
+        ``reasons``, fits (E6 inner-quota preemption); None when it preempts nothing. Changes nothing."""
+        return None
+
+    def withdraw(self, request: AdmissionRequest) -> object:
+        """Take an admitted allocation out for a moment (a preemption trial): :meth:`restore` puts it
+        back exactly. The running count is left alone."""
+        self.release(request, last_allocation=False)
+        return request
+
+    def restore(self, token: object) -> None:
+        """Undo :meth:`withdraw` exactly (never refused: the allocation was admitted)."""
+        assert isinstance(token, AdmissionRequest)
+        if self.apply(token):
+            raise RuntimeError(f"{type(self).__name__} refused to restore allocation "
+                               f"{token.allocation_key!r}")
+
     def take_preempted(self) -> list[str]:
         """Allocation keys the last :meth:`apply` or :meth:`update_config` let go (already released here)."""
         return []
@@ -216,7 +234,7 @@ class QuotaPolicy(ABC):
         raise TypeError(f"{type(self).__name__} does not check a replacement in place "
                         "(its checks_replacement is False)")
 
-    def revoke(self, now: float) -> list[Reclaim]:
+    def revoke(self, now: float) -> list[Eviction]:
         """One tick of the policy's over-use monitor at ``now`` (``reclaims``): what to take back now
         because its quota was over its share too long. The tick itself may change the monitor's clock,
         so it runs on replay too (its answer is then ignored: the journal holds the decision)."""

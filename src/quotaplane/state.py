@@ -10,7 +10,7 @@ and before it journals) and on replay (:meth:`PartitionState.apply`), so replay 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import quotaplane.events as E
@@ -32,10 +32,12 @@ from quotaplane.gang import Replacement
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
-from quotaplane.policy import AdmissionRequest, Reclaim, Violation
+from quotaplane.policy import AdmissionRequest, Eviction, Violation
 from quotaplane.queues import QueueTree
+from quotaplane.queues.queue import Queue
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
+from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
@@ -71,7 +73,7 @@ class PartitionState:
         #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
         self.moved: list[Application] = []
         #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
-        self.due_reclaims: list[Reclaim] = []
+        self.due_reclaims: list[Eviction] = []
         self.notes: list[dict[str, Any]] = []
         #: the pending asks and their scheduler (set by the partition, which is its host)
         self.pending: PendingAsks
@@ -463,6 +465,22 @@ class PartitionState:
                     self.release_one(key, when, skip=policy, noted=True)
             self.config_t = when
 
+    def allocations_of(self, leaf: Queue) -> Iterator[Allocation]:
+        """The allocations of the applications placed in ``leaf`` (preemption victims' candidates)."""
+        for aid in leaf.applications:
+            app = self.apps.get(aid)
+            if app is not None:
+                yield from app.allocations.values()
+
+    def victims_of(self, keys: Sequence[str]) -> list[AdmissionRequest]:
+        """The admission requests of live allocations ``keys`` (a preemption trial)."""
+        out: list[AdmissionRequest] = []
+        for key in keys:
+            alloc = self.allocs[key]
+            app = self.apps[alloc.application_id]
+            out.append(self.request(app, key, alloc.resource, alloc.priority, alloc.preemptible))
+        return out
+
     def over_queue_max(self, ask: Ask) -> bool:
         """M-2 alone: the ask would put a queue of its chain over its max (or the root over the
         cluster). The queue policy is always part of admission and never preempts, so this refusal
@@ -470,7 +488,12 @@ class PartitionState:
         app = self.apps.get(ask.application_id)
         if app is None or ask.placeholder or ask.task_group is not None:
             return False                # (a task-group ask may replace a placeholder instead)
-        return bool(self.queues.check_allocation(app.queue_path, ask.resource))
+        if not self.queues.check_allocation(app.queue_path, ask.resource):
+            return False
+        leaf = self.queues.queue(app.queue_path)
+        # an ask that may preempt to restore its queue's guaranteed must be tried (PR-Y)
+        return leaf is None or not may_preempt_for_guarantee(ask, leaf, self.clock(),
+                                                              self.config.preemption.enabled)
 
     def explain_ask(self, ask: Ask) -> list[Violation]:
         """Why ``ask`` waits now: exactly ``what_if`` for the same request ([] when its application

@@ -28,7 +28,7 @@ from quotaplane.application import (
     TERMINATED_TIMEOUT,
     Application,
 )
-from quotaplane.policy import QuotaPolicy, Reclaim
+from quotaplane.policy import Eviction, QuotaPolicy
 
 __all__ = ["PartitionOptions", "TimeoutActions", "apply_timeouts", "reclaim_tick", "timeouts_due"]
 
@@ -123,7 +123,7 @@ def apply_timeouts(apps: Iterable[Application], t: float, options: PartitionOpti
     return out
 
 
-def reclaim_tick(reclaiming: Iterable[QuotaPolicy], t: float) -> list[Reclaim]:
+def reclaim_tick(reclaiming: Iterable[QuotaPolicy], t: float) -> list[Eviction]:
     """One tick of every over-use monitor (E5) at ``t``: what each takes back now. The over-use clock
     lives in the policy, so every tick is part of the journalled ``timeouts`` event; the releases are
     journalled as ``preempted`` events of their own (decided once, PR-S3)."""

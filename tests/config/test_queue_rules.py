@@ -379,7 +379,11 @@ def test_preemption_switches() -> None:
     pre = cfg.partition("default").preemption
     assert pre.enabled and pre.quota_preemption_enabled
     default = load(queues("- name: root\n")).partition("default").preemption
-    assert not default.enabled and not default.quota_preemption_enabled
+    assert default.enabled and not default.quota_preemption_enabled     # decision P1: as YuniKorn
+    only_quota = load(queues("- name: root\n", "preemption:\n  quotapreemptionenabled: true\n"))
+    assert only_quota.partition("default").preemption.enabled
+    off = load(queues("- name: root\n", "preemption:\n  enabled: false\n"))
+    assert not off.partition("default").preemption.enabled
 
 
 # -- child templates and properties -----------------------------------------------------------------

@@ -169,8 +169,9 @@ class _Builder(FieldReader):
             pre = self.mapping(raw_pre, f"preemption of {what}", _PREEMPTION_KEYS,
                                self.key_line(pm, "preemption"))
             if pre is not None:
+                on = self.boolean(pre, "enabled", f"preemption of {what}") if "enabled" in pre else True
                 preemption = PreemptionConfig(
-                    enabled=self.boolean(pre, "enabled", f"preemption of {what}"),
+                    enabled=on,                 # absent: on, as YuniKorn (decision P1)
                     quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled",
                                                           f"preemption of {what}"))
         node_sort = self.node_sort_policy(pm, what)

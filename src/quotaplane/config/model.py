@@ -122,9 +122,14 @@ class PlacementRuleConfig:
 
 @dataclass(frozen=True, slots=True)
 class PreemptionConfig:
-    """Partition preemption switches (M-5)."""
+    """Partition preemption switches (M-5, PR-Y1, PR-Q1).
 
-    enabled: bool = False
+    ``enabled``: asks may preempt to restore their queue's guaranteed resources — on by default, as
+    YuniKorn (decision P1). ``quota_preemption_enabled``: queues over a lowered max are cut back after
+    their ``quota.preemption.delay`` — off by default.
+    """
+
+    enabled: bool = True
     quota_preemption_enabled: bool = False
 
 

@@ -35,7 +35,7 @@ def reprieve(removed: list[Pod], current: Dims, limit: Mapping[str, int], q: Quo
 
 
 def revoke_victims(q: Quota, pods: Iterable[Pod], limit: Mapping[str, int]) -> list[str]:
-    """Reclaim (E5): assigned, preemptible pods of ``q`` to evict until its used fits ``limit``.
+    """Eviction (E5): assigned, preemptible pods of ``q`` to evict until its used fits ``limit``.
 
     If even evicting every preemptible pod does not make it fit, all of those are evicted.
     """

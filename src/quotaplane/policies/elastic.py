@@ -22,8 +22,9 @@ from typing import Any, ClassVar
 
 from quotaplane.config.model import PartitionConfig
 from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
+from quotaplane.elastic.manager import PodWithdrawal
 from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Reclaim, Violation
+from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
@@ -34,7 +35,7 @@ NAMESPACE_TAG = "namespace"
 class ElasticPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`ElasticQuotaManager`."""
 
-    __slots__ = ("manager",)
+    __slots__ = ("manager", "preemption")
 
     reclaims: ClassVar[bool] = True
     checks_replacement: ClassVar[bool] = True
@@ -42,6 +43,8 @@ class ElasticPolicy(QuotaPolicy):
     def __init__(self, manager: ElasticQuotaManager) -> None:
         self.name = "elastic"
         self.manager = manager
+        #: E6 inner-quota preemption on (``elasticquotas: {preemption: false}`` turns it off)
+        self.preemption = True
 
     def quota_of(self, request: AdmissionRequest) -> str:
         """The quota group the request's application maps to (by its tags)."""
@@ -110,6 +113,35 @@ class ElasticPolicy(QuotaPolicy):
             else:
                 self.manager.remove_pod(key)
 
+    def victims_for(self, request: AdmissionRequest, reasons: list[Violation]) -> Eviction | None:
+        """E6 inner-quota preemption (PR-K6): a request refused only by its own quota's runtime may
+        preempt strictly lower-priority, preemptible allocations of that quota, when the kept ones
+        leave room (``used − preempted + request ≤ runtime``); off with ``preemption: false``."""
+        quota = self.quota_of(request)
+        if not self.preemption or any(v.code != "elastic.runtime" or v.path != quota for v in reasons):
+            return None
+        try:
+            victims = self.manager.preemption_victims(quota, request.resource, request.priority)
+        except (KeyError, ValueError):
+            return None
+        if not victims:
+            return None
+        return Eviction(Violation(policy="elastic", code="elastic.preempted", path=quota,
+                                  message=f"preempted in quota {quota} for a request of priority "
+                                          f"{request.priority}"), tuple(victims))
+
+    def withdraw(self, request: AdmissionRequest) -> object:
+        """Take the pod out so that :meth:`restore` puts it back in its place (a preemption trial)."""
+        if not self.manager.has_pod(request.allocation_key):
+            return None
+        return self.manager.withdraw_pod(request.allocation_key)
+
+    def restore(self, token: object) -> None:
+        """Undo :meth:`withdraw` exactly."""
+        if token is not None:
+            assert isinstance(token, PodWithdrawal)
+            self.manager.restore_pod(token)
+
     def ask_added(self, request: AdmissionRequest) -> None:
         """A waiting ask is a pending pod of its quota (PR-K1): the quota's request grows, so runtimes
         move toward waiting demand (PR-K3); used does not."""
@@ -133,10 +165,10 @@ class ElasticPolicy(QuotaPolicy):
         """The sum of node capacities changed: it is the elastic total (E4)."""
         self.manager.set_total(total)
 
-    def revoke(self, now: float) -> list[Reclaim]:
+    def revoke(self, now: float) -> list[Eviction]:
         """What to take back because its quota is over its runtime for longer than revokeDelay (E5)."""
         delay = self.manager.revoke_delay
-        return [Reclaim(Violation(policy="elastic", code="elastic.revoked", path=quota,
+        return [Eviction(Violation(policy="elastic", code="elastic.revoked", path=quota,
                                   message=f"quota {quota} used more than its runtime for longer than "
                                           f"revokeDelay ({delay:g}s)"), tuple(keys))
                 for quota, keys in self.manager.revoke_groups(now)]
@@ -185,6 +217,7 @@ class ElasticPolicy(QuotaPolicy):
         self.manager.sync_specs(options.specs)
         self.manager.set_options(scale_min=options.scale_min, revoke_delay=options.revoke_delay,
                                  check_parent=options.check_parent)
+        self.preemption = options.preemption
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +228,7 @@ class ElasticOptions:
     scale_min: bool = True
     revoke_delay: float = 120.0
     check_parent: bool = False
+    preemption: bool = True
 
 
 def _specs_of(quotas: Any) -> list[QuotaSpec]:
@@ -220,7 +254,8 @@ def _options(raw: Any) -> ElasticOptions:
 
     Accepted shapes: ElasticQuota YAML text; a list of ElasticQuota objects; or a mapping with
     ``quotas`` (either of the above) and the options ``scaleMin`` (bool), ``revokeDelay`` (seconds ≥ 0),
-    ``checkParent`` (bool). Anything else is a ``ValueError`` naming the key.
+    ``checkParent`` (bool), ``preemption`` (bool: E6 inner-quota preemption, default true). Anything
+    else is a ``ValueError`` naming the key.
     """
     if not (isinstance(raw, Mapping) and raw.get("kind") is None):
         return ElasticOptions(specs=_specs_of(raw))
@@ -231,11 +266,12 @@ def _options(raw: Any) -> ElasticOptions:
     scale_min = _flag("scaleMin", raw["scaleMin"]) if "scaleMin" in raw else defaults.scale_min
     check_parent = _flag("checkParent", raw["checkParent"]) if "checkParent" in raw else defaults.check_parent
     delay = _delay(raw["revokeDelay"]) if "revokeDelay" in raw else defaults.revoke_delay
+    preemption = _flag("preemption", raw["preemption"]) if "preemption" in raw else defaults.preemption
     return ElasticOptions(specs=_specs_of(raw.get("quotas")), scale_min=scale_min, revoke_delay=delay,
-                          check_parent=check_parent)
+                          check_parent=check_parent, preemption=preemption)
 
 
-_OPTION_KEYS = ("quotas", "scaleMin", "revokeDelay", "checkParent")
+_OPTION_KEYS = ("quotas", "scaleMin", "revokeDelay", "checkParent", "preemption")
 
 
 def _flag(key: str, value: Any) -> bool:
@@ -262,5 +298,7 @@ def build_policy(partition_config: Any, context: Any) -> ElasticPolicy:
                                   check_parent=options.check_parent)
     if options.specs:
         manager.apply_specs(options.specs)
-    return ElasticPolicy(manager)
+    policy = ElasticPolicy(manager)
+    policy.preemption = options.preemption
+    return policy
 

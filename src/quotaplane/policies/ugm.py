@@ -79,6 +79,13 @@ class UgmPolicy(QuotaPolicy):
         self.manager.decrease_tracked_resource(request.queue_path, request.application_id,
                                                request.resource, last_allocation, request.user)
 
+    def restore(self, token: object) -> None:
+        """Undo :meth:`withdraw` exactly, without checking limits (the allocation was admitted, and a
+        lowered limit must not lose it)."""
+        assert isinstance(token, AdmissionRequest)
+        self.manager.restore_tracked_resource(token.queue_path, token.application_id, token.resource,
+                                              token.user)
+
     def dump_state(self) -> dict[str, Any]:
         """The manager's deterministic state."""
         return self.manager.dump_state()

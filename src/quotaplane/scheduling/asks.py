@@ -26,8 +26,20 @@ class Ask:
     journalled since.
     """
 
-    __slots__ = ("allocation_key", "application_id", "created", "placeholder", "preemptible", "priority",
-                 "reasons", "reasons_at", "resource", "seq", "task_group")
+    __slots__ = (
+        "allocation_key",
+        "application_id",
+        "created",
+        "placeholder",
+        "preempt_after",
+        "preemptible",
+        "priority",
+        "reasons",
+        "reasons_at",
+        "resource",
+        "seq",
+        "task_group",
+    )
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -43,6 +55,8 @@ class Ask:
         self.created = created
         self.reasons: list[Violation] | None = None
         self.reasons_at = -2
+        #: the ask may try YuniKorn preemption again from this time on (PR-Y3: once per 15 s)
+        self.preempt_after = 0.0
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""

@@ -42,6 +42,8 @@ class CycleHost:
     #: admit an ask in memory: (decision, the event to journal, how to undo it)
     admit: Callable[[Ask], tuple[Decision, Allocated | None, AllocationUndo | None]]
     undo: Callable[[Allocated, AllocationUndo], None]
+    #: try to admit a refused ask by preemption (journalled at once; runs ``before`` first if it will)
+    preempt: Callable[[Ask, Decision, Callable[[], None]], Decision]
     #: replace a gang placeholder by the ask (journalled at once)
     replace: Callable[[str, str, Any], Decision]
     record: Callable[[list[Event]], None]
@@ -165,6 +167,11 @@ class PendingAsks:
             batch.asks.append(ask)
             if len(batch.events) >= CYCLE_FLUSH_EVERY:
                 self._flush(batch)
+        elif decision.reasons:
+            # preemption (docs/preemption.md): journalled at once, after what the cycle made so far
+            decision = self.host.preempt(ask, decision, lambda: self._flush(batch))
+            if decision.allocated:
+                self.asks.cycle_freed = True       # the victims may have freed more than the ask took
         return decision
 
     def _replace_for(self, ask: Ask, placeholder: str, batch: CycleBatch) -> Decision:

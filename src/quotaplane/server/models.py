@@ -133,6 +133,16 @@ class DecisionOut(BaseModel):
     preempted: list[str] | None = None
 
 
+class WhatIfOut(BaseModel):
+    """The decision an allocation would get now, and what it would preempt."""
+
+    allocated: bool
+    queueName: str | None = None
+    reasons: list[ViolationOut]
+    wouldPreempt: list[str] = Field(default_factory=list,
+                                    description="allocation keys allocate would preempt to admit it")
+
+
 class BatchOut(BaseModel):
     """A decision per entry of a batch, in order."""
 

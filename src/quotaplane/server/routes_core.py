@@ -30,6 +30,7 @@ from quotaplane.server.models import (
     NodeOut,
     OkOut,
     WhatIfBody,
+    WhatIfOut,
 )
 
 __all__ = ["router"]
@@ -330,7 +331,7 @@ def router(service: Any) -> APIRouter:
 
     @r.post("/ws/v1/partition/{partition}/whatif", response_model=None,
             openapi_extra=json_body(WhatIfBody), dependencies=read,
-            responses={200: {"model": DecisionOut}, **errors(404, auth=True)})
+            responses={200: {"model": WhatIfOut}, **errors(404, auth=True)})
     async def what_if(partition: str, request: Request) -> JSONResponse:
         """The decision an allocation would get now; nothing changes."""
         body = await parse_body(request, WhatIfBody)
@@ -338,6 +339,9 @@ def router(service: Any) -> APIRouter:
         decision = p.what_if(body.applicationID, Resource(body.resource),
                              priority=body.priority, preemptible=body.preemptible)
         metrics.observe_whatif(decision)
-        return json(decision.to_dict())
+        out = decision.to_dict()
+        # item 7: the allocation keys allocate would preempt now ([] when none)
+        out["wouldPreempt"] = out.pop("preempted", [])
+        return json(out)
 
     return r

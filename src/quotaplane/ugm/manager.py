@@ -208,6 +208,27 @@ class Manager:
                     gt.applications[application_id] = name
             return True
 
+    def restore_tracked_resource(self, queue_path: str, application_id: str, usage: Resource,
+                                 user: UserGroup) -> None:
+        """Put back ``usage`` that :meth:`decrease_tracked_resource` (``remove_app`` false) took from a
+        running application a moment ago, without checking limits (a preemption trial's undo)."""
+        levels = self._levels.get(queue_path)
+        if levels is None:
+            levels = self._split(queue_path)
+        name = user.user if type(user) is UserGroup else check_user(user)
+        items = list(usage._values.items() if type(usage) is Resource else items_of(usage))
+        with self._lock:
+            table = self._table
+            ut = self._users.get(name)
+            link = None if ut is None else ut.apps.get(application_id)
+            if ut is None or link is None:
+                raise KeyError(f"application {application_id!r} of user {name!r} is not tracked")
+            add(ut.nodes, levels, items, application_id, table.user_limit, name, True)
+            group = link[0]
+            gt = None if group is None else self._groups.get(group)
+            if gt is not None and group is not None:
+                add(gt.nodes, levels, items, application_id, table.group_limit, group, True)
+
     def decrease_tracked_resource(self, queue_path: str, application_id: str, usage: Resource,
                                   remove_app: bool, user: UserGroup) -> None:
         """Give back ``usage``; never refused (seed 000). ``remove_app`` ends the application (A-1).
