@@ -650,6 +650,8 @@ class Partition:
             self._usable()
             t = self.clock() if now is None else float(now)
             state = self._s
+            if state.preemption_due(t):
+                state.pending.freed()          # asks whose preemption delay passed get a cycle (PR-Y3)
             if not timeouts_due(state.apps.values(), t, state.options) and not state.policies.reclaiming():
                 return []
             ev = E.Timeouts(t=t)

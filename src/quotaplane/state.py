@@ -10,6 +10,7 @@ and before it journals) and on replay (:meth:`PartitionState.apply`), so replay 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ from quotaplane.queues import QueueTree
 from quotaplane.queues.queue import Queue
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
@@ -72,6 +74,8 @@ class PartitionState:
         #: applications whose state moved, and notices of changes no event of their own reports
         #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
         self.moved: list[Application] = []
+        #: the earliest time a waiting ask may preempt (PR-Y3): the timer runs a cycle then
+        self.preempt_due = math.inf
         #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
         self.due_reclaims: list[Eviction] = []
         self.notes: list[dict[str, Any]] = []
@@ -187,6 +191,10 @@ class PartitionState:
         self.pending.asks.add(ask)
         app = self.apps[ask.application_id]
         self.queues.increase_pending(app.queue_path, ask.resource)
+        leaf = self.queues.queue(app.queue_path)
+        if leaf is not None and self.config.preemption.enabled:
+            # when this ask may first preempt (PR-Y3): the timer runs a cycle then
+            self.preempt_due = min(self.preempt_due, ask.created + preemption_delay(leaf))
         req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
         for policy in self.policies.extension_policies:
             policy.ask_added(req)
@@ -464,6 +472,13 @@ class PartitionState:
                 if key in self.allocs:
                     self.release_one(key, when, skip=policy, noted=True)
             self.config_t = when
+
+    def preemption_due(self, now: float) -> bool:
+        """True when a waiting ask may try preemption now (PR-Y3); the next try is 15 s later."""
+        if now < self.preempt_due:
+            return False
+        self.preempt_due = now + PREEMPT_ATTEMPT_EVERY if len(self.pending.asks) else math.inf
+        return True
 
     def allocations_of(self, leaf: Queue) -> Iterator[Allocation]:
         """The allocations of the applications placed in ``leaf`` (preemption victims' candidates)."""
