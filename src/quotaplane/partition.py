@@ -652,12 +652,14 @@ class Partition:
             state = self._s
             if state.preemption_due(t):
                 state.pending.freed()          # asks whose preemption delay passed get a cycle (PR-Y3)
-            if not timeouts_due(state.apps.values(), t, state.options) and not state.policies.reclaiming():
-                return []
-            ev = E.Timeouts(t=t)
-            out = state.timeouts(ev)
-            events: list[E.Event] = [ev]
-            for found in state.due_reclaims:
+            quota_cuts = state.quota_preemption_tick(t)
+            events: list[E.Event] = []
+            out: list[str] = []
+            if timeouts_due(state.apps.values(), t, state.options) or state.policies.reclaiming():
+                ev = E.Timeouts(t=t)
+                out = state.timeouts(ev)
+                events.append(ev)
+            for found in [*state.due_reclaims, *quota_cuts]:
                 keys = tuple(k for k in found.keys if k in state.allocs)
                 if not keys:
                     continue
@@ -665,8 +667,11 @@ class Partition:
                                     reason=found.reason.reason(), t=t)
                 state.preempted(taken)
                 events.append(taken)
-                out.extend(f"{k}: revoked by {found.reason.policy} ({found.reason.path})" for k in keys)
+                verb = "revoked" if found.reason.code == "elastic.revoked" else "preempted"
+                out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
             state.due_reclaims = []
+            if not events:
+                return []
             self._record(events)
             # the freed quota goes to the waiting asks now (E5: "B's asks are allocated")
             self._s.pending.freed()

@@ -40,6 +40,7 @@ from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
+from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
@@ -74,6 +75,8 @@ class PartitionState:
         #: applications whose state moved, and notices of changes no event of their own reports
         #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
         self.moved: list[Application] = []
+        #: queues over their lowered max and when they are cut back (PR-Q, in memory only)
+        self.quota_preemption = QuotaPreemption()
         #: the earliest time a waiting ask may preempt (PR-Y3): the timer runs a cycle then
         self.preempt_due = math.inf
         #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
@@ -486,6 +489,23 @@ class PartitionState:
             app = self.apps.get(aid)
             if app is not None:
                 yield from app.allocations.values()
+
+    def subtree_allocations(self, q: Queue) -> Iterator[Allocation]:
+        """The allocations of every leaf below ``q`` (``q`` itself when it is a leaf), leaves by name."""
+        if q.is_leaf:
+            yield from self.allocations_of(q)
+            return
+        for child in q.sorted_children():
+            yield from self.subtree_allocations(child)
+
+    def quota_preemption_tick(self, now: float) -> list[Eviction]:
+        """PR-Q: the queues due for quota preemption at ``now`` and their victims (changes nothing but
+        the trigger times, which live in memory only)."""
+        if not self.config.preemption.quota_preemption_enabled:
+            self.quota_preemption.due_at.clear()
+            return []
+        queues = [q for path in sorted(self.queues.paths()) if (q := self.queues.queue(path)) is not None]
+        return self.quota_preemption.tick(queues, now, self.subtree_allocations)
 
     def victims_of(self, keys: Sequence[str]) -> list[AdmissionRequest]:
         """The admission requests of live allocations ``keys`` (a preemption trial)."""

@@ -1,0 +1,136 @@
+"""YuniKorn quota preemption after a lowered max (PR-Q1…PR-Q5, decisions Q3, P5) through the partition."""
+
+from __future__ import annotations
+
+import json
+
+from quotaplane.journal import MemoryJournal
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import Clock
+from tests.preemption.helpers import ALICE, Recorder, cpu
+
+CONFIG = """
+partitions:
+- name: default
+  preemption: {{quotapreemptionenabled: {enabled}}}
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: leaf
+      resources: {{max: {{vcore: {max}}}{guaranteed}}}
+      properties: {{quota.preemption.delay: 10s}}
+"""
+
+
+def config(max_cpu: int, *, enabled: bool = True, guaranteed: int | None = None) -> str:
+    g = "" if guaranteed is None else f", guaranteed: {{vcore: {guaranteed}}}"
+    return CONFIG.format(enabled=str(enabled).lower(), max=max_cpu, guaranteed=g)
+
+
+def _world(text: str, journal: MemoryJournal) -> tuple[Scheduler, Clock]:
+    clock = Clock()
+    s = Scheduler.from_yaml(text, store=journal, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", cpu(100))
+    p.add_application("app", ALICE, queue="root.leaf")
+    return s, clock
+
+
+def test_worked_example_the_lowest_priority_go_until_usage_is_within_the_new_max() -> None:
+    """PR-Q2/Q4/P5: max 10 → 5 at t=20 with 8 × 1 cpu of priorities (old→new) 0,5,0,5,0,9,9,5: at
+    t=30 the three priority-0 allocations go in one preempted event (reason queue.quota)."""
+    j = MemoryJournal()
+    s, clock = _world(config(10), j)
+    p = s.partition("default")
+    rec = Recorder(p)
+    for i, prio in enumerate([0, 5, 0, 5, 0, 9, 9, 5]):
+        clock.advance(1)
+        assert p.allocate("app", f"k{i}", cpu(1), priority=prio)
+    clock.now = 1020.0
+    s.update_config(config(5))
+    p.check_timeouts()                                  # t=20: first seen over its max: due at 30
+    clock.now = 1029.0
+    p.check_timeouts()
+    assert p.queues.queue("root.leaf").allocated == cpu(8)
+    clock.now = 1030.0
+    out = p.check_timeouts()
+    assert out == ["k4: preempted by queue (root.leaf)", "k2: preempted by queue (root.leaf)",
+                   "k0: preempted by queue (root.leaf)"]
+    assert p.queues.queue("root.leaf").allocated == cpu(5)
+    (taken,) = rec.of("preempted")
+    assert taken["reason"]["code"] == "queue.quota" and "preemptor" not in taken
+    replayed = Scheduler.from_yaml(config(5), store=j, clock=clock)
+    assert json.dumps(replayed.dump_state(), sort_keys=True) == json.dumps(s.dump_state(), sort_keys=True)
+
+
+def test_never_below_guaranteed() -> None:
+    """PR-Q3: guaranteed 7, allocations of 2 (usage 8), max lowered to 7: at most 1 may go, no victim
+    fits in 1: nothing is preempted."""
+    s, clock = _world(config(10, guaranteed=7), MemoryJournal())
+    p = s.partition("default")
+    for i in range(4):
+        assert p.allocate("app", f"k{i}", cpu(2))
+    s.update_config(config(7, guaranteed=7))
+    for _ in range(3):
+        p.check_timeouts()
+        clock.advance(10)
+    assert p.queues.queue("root.leaf").allocated == cpu(8)
+
+
+def test_back_within_max_before_the_delay_clears_the_trigger() -> None:
+    """PR-Q2: usage that dropped to ≤ max meanwhile preempts nothing."""
+    s, clock = _world(config(10), MemoryJournal())
+    p = s.partition("default")
+    for i in range(8):
+        assert p.allocate("app", f"k{i}", cpu(1))
+    s.update_config(config(5))
+    p.check_timeouts()
+    p.release_batch([f"k{i}" for i in range(3)])
+    clock.advance(10)
+    assert p.check_timeouts() == []
+    assert p.queues.queue("root.leaf").allocated == cpu(5)
+
+
+def test_off_unless_the_partition_switch_is_on() -> None:
+    """PR-Q1 / Q3: quotapreemptionenabled false: nothing is ever evicted."""
+    s, clock = _world(config(10, enabled=False), MemoryJournal())
+    p = s.partition("default")
+    for i in range(8):
+        assert p.allocate("app", f"k{i}", cpu(1))
+    s.update_config(config(5, enabled=False))
+    for _ in range(3):
+        p.check_timeouts()
+        clock.advance(10)
+    assert p.queues.queue("root.leaf").allocated == cpu(8)
+
+
+def test_non_preemptible_allocations_stay_and_the_queue_stays_above_max() -> None:
+    """Item 7: only preemptible allocations; best effort when they cannot reach the max."""
+    s, clock = _world(config(10), MemoryJournal())
+    p = s.partition("default")
+    for i in range(8):
+        assert p.allocate("app", f"k{i}", cpu(1), preemptible=i < 1)
+    s.update_config(config(5))
+    p.check_timeouts()
+    clock.advance(10)
+    p.check_timeouts()
+    assert p.allocation("k0") is None
+    assert p.queues.queue("root.leaf").allocated == cpu(7)
+
+
+def test_p5_reaches_the_max_where_upstream_stops_short() -> None:
+    """P5 (``TestQuotaChangeTryPreemption`` "guaranteed not set": max 20 → 10, victims of 5, 6, 9 in
+    that order): upstream takes only the 5 and stays above max; quotaplane takes the 5, then the 6
+    (alone within max now), and stops at 9 ≤ 10."""
+    s, clock = _world(config(20), MemoryJournal())
+    p = s.partition("default")
+    for key, size in (("v9", 9), ("v6", 6), ("v5", 5)):         # newest first: v5, v6, v9
+        clock.advance(1)
+        assert p.allocate("app", key, cpu(size))
+    s.update_config(config(10))
+    p.check_timeouts()
+    clock.advance(10)
+    p.check_timeouts()
+    assert [k for k in ("v5", "v6", "v9") if p.allocation(k) is None] == ["v5", "v6"]
+    assert p.queues.queue("root.leaf").allocated == cpu(9)
