@@ -38,7 +38,7 @@ def _world(text: str, journal: MemoryJournal) -> tuple[Scheduler, Clock]:
 
 
 def test_worked_example_the_lowest_priority_go_until_usage_is_within_the_new_max() -> None:
-    """PR-Q2/Q4/P5: max 10 → 5 at t=20 with 8 × 1 cpu of priorities (old→new) 0,5,0,5,0,9,9,5: at
+    """PR-Q2, PR-Q4, P5: max 10 → 5 at t=20 with 8 × 1 cpu of priorities (old→new) 0,5,0,5,0,9,9,5: at
     t=30 the three priority-0 allocations go in one preempted event (reason queue.quota)."""
     j = MemoryJournal()
     s, clock = _world(config(10), j)
