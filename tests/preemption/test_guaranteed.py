@@ -5,6 +5,7 @@ user guide's cases)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from quotaplane.journal import MemoryJournal
 from quotaplane.scheduler import Scheduler
@@ -220,3 +221,83 @@ def test_worked_example_3_priority_offsets() -> None:
     assert p.queues.queue("root.high-pri").allocated == cpu(6)
     assert p.queues.queue("root.norm-pri").allocated == cpu(12)
     assert p.allocation("lo-ask") is None
+
+
+def test_at_most_ten_preemptions_per_leaf_queue_in_one_cycle(monkeypatch: Any) -> None:
+    """PR-Y3 / PR-S2: a cycle preempts for at most MAX_PREEMPTIONS_PER_QUEUE asks of one leaf queue."""
+    import quotaplane.scheduling.runner as runner
+
+    monkeypatch.setattr(runner, "MAX_PREEMPTIONS_PER_QUEUE", 2)
+    s, clock = _world(GENERAL)
+    p = s.partition("default")
+    p.auto_schedule = False
+    p.add_application("q1", ALICE, queue="root.normal.queue-1")
+    p.add_application("q2", ALICE, queue="root.normal.queue-2")
+    for i in range(10):
+        clock.advance(1)
+        assert p.allocate("q1", f"q1-{i}", cpu(1))
+    for i in range(2):
+        assert p.allocate("q2", f"q2-{i}", cpu(1))
+    for i in range(8):
+        p.add_ask("q2", f"ask-{i}", cpu(1))
+    clock.advance(30)
+    p.schedule()
+    assert p.queues.queue("root.normal.queue-2").allocated == cpu(4)    # two, not three
+    p.schedule()
+    assert p.queues.queue("root.normal.queue-2").allocated == cpu(5)
+
+
+FENCED = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: ten-a
+      resources: {max: {vcore: 10}}
+      properties: {preemption.policy: fence}
+      queues:
+      - name: a1
+        resources: {guaranteed: {vcore: 2}}
+      - name: a2
+        resources: {guaranteed: {vcore: 5}}
+    - name: sys
+      resources: {guaranteed: {vcore: 5}}
+"""
+
+
+def test_worked_example_4_a_fence_keeps_the_search_in_but_not_others_out() -> None:
+    """PR-Y5 (user guide "Preemption Fence"): a task under the fenced ten-a only finds victims under
+    ten-a; a task in sys searches from the root and may take victims inside ten-a."""
+    s, clock = _world(FENCED, capacity=10)
+    p = s.partition("default")
+    p.add_application("a1", ALICE, queue="root.ten-a.a1")
+    p.add_application("a2", ALICE, queue="root.ten-a.a2")
+    p.add_application("sys", ALICE, queue="root.sys")
+    for i in range(10):
+        clock.advance(1)
+        assert p.allocate("a1", f"a1-{i}", cpu(1))                   # a1 holds the whole cluster
+    p.add_ask("a2", "in-fence", cpu(3))
+    p.add_ask("sys", "outside", cpu(3))
+    clock.advance(30)
+    p.schedule()
+    assert p.allocation("in-fence") is not None                      # victims of a1, inside ten-a
+    assert p.allocation("outside") is not None                       # sys reaches into ten-a too
+    assert p.queues.queue("root.ten-a.a1").allocated == cpu(4)
+
+
+def test_a_fenced_ask_never_takes_victims_outside_its_fence() -> None:
+    """PR-Y5: sys is above its guaranteed, but an ask under the fenced ten-a searches only ten-a."""
+    s, clock = _world(FENCED, capacity=10)
+    p = s.partition("default")
+    p.add_application("a2", ALICE, queue="root.ten-a.a2")
+    p.add_application("sys", ALICE, queue="root.sys")
+    for i in range(10):
+        clock.advance(1)
+        assert p.allocate("sys", f"s-{i}", cpu(1))
+    p.add_ask("a2", "in-fence", cpu(3))
+    clock.advance(30)
+    p.schedule()
+    assert p.allocation("in-fence") is None
+    assert p.queues.queue("root.sys").allocated == cpu(10)

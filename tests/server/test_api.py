@@ -434,6 +434,14 @@ def test_metrics_exposes_decisions_usage_and_latency(client: TestClient) -> None
     count = next(line for line in text.splitlines()
                  if line.startswith("quotaplane_journal_write_seconds_count"))
     assert float(count.split()[-1]) == 3.0
+    # a waiting ask is pending demand of its queue and every ancestor (YuniKorn pendingResource)
+    r = client.post("/ws/v1/partition/default/application/a1/asks",
+                    json={"allocationKey": "w1", "resource": {"vcore": 3000}}, headers=SUBMIT)
+    assert r.status_code == 201 and r.json()["allocated"] is False
+    text = client.get("/metrics").text
+    for queue in ("root", "root.small"):
+        assert (f'quotaplane_queue_pending{{partition="default",queue="{queue}",resource="vcore"}} 3000.0'
+                in text)
 
 
 def test_library_state_matches_rest(client: TestClient, scheduler: qp.Scheduler) -> None:

@@ -24,11 +24,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
     from quotaplane.queues.queue import Queue
 
-__all__ = ["CYCLE_FLUSH_EVERY", "CycleHost", "PendingAsks"]
+__all__ = ["CYCLE_FLUSH_EVERY", "MAX_PREEMPTIONS_PER_QUEUE", "CycleHost", "PendingAsks"]
 
 #: A long cycle journals its allocations in transactions of this many (then tells subscribers):
 #: few commits, bounded undo state, and the first allocation notices leave early.
 CYCLE_FLUSH_EVERY = 1000
+
+#: at most this many preemptions per leaf queue in one cycle (PR-Y3 ``maxPreemptionsPerQueue``; PR-S2)
+MAX_PREEMPTIONS_PER_QUEUE = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ class CycleHost:
 class PendingAsks:
     """The asks of one partition and the cycles that allocate them (docs/queueing.md)."""
 
-    __slots__ = ("asks", "auto_schedule", "host", "schedule_error")
+    __slots__ = ("asks", "auto_schedule", "host", "preempt_tries", "schedule_error")
 
     def __init__(self, host: CycleHost, *, auto_schedule: bool = True) -> None:
         self.host = host
@@ -65,6 +68,8 @@ class PendingAsks:
         self.auto_schedule = auto_schedule
         #: The error of the last automatic cycle that failed (None: none failed).
         self.schedule_error: Exception | None = None
+        #: preemptions per leaf queue in the current cycle (PR-Y3)
+        self.preempt_tries: dict[str, int] = {}
 
     @property
     def schedule_needed(self) -> bool:
@@ -81,6 +86,7 @@ class PendingAsks:
         if root is None:
             return []
         batch = CycleBatch()
+        self.preempt_tries = {}
         try:
             made = run_cycle(self.asks, root, self.host.apps, lambda ask: self._try_ask(ask, batch),
                              self.host.over_queue_max)
@@ -140,6 +146,7 @@ class PendingAsks:
             return
         batch = CycleBatch()
         self.asks.cycle_freed = False
+        self.preempt_tries = {}
         try:
             decision = self._try_ask(ask, batch)
         except BaseException:
@@ -167,10 +174,11 @@ class PendingAsks:
             batch.asks.append(ask)
             if len(batch.events) >= CYCLE_FLUSH_EVERY:
                 self._flush(batch)
-        elif decision.reasons:
+        elif decision.reasons and self.preempt_tries.get(app.queue_path, 0) < MAX_PREEMPTIONS_PER_QUEUE:
             # preemption (docs/preemption.md): journalled at once, after what the cycle made so far
             decision = self.host.preempt(ask, decision, lambda: self._flush(batch))
             if decision.allocated:
+                self.preempt_tries[app.queue_path] = self.preempt_tries.get(app.queue_path, 0) + 1
                 self.asks.cycle_freed = True       # the victims may have freed more than the ask took
         return decision
 

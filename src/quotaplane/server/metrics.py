@@ -14,6 +14,7 @@ Metric names:
 * ``quotaplane_whatif_total{result}``
 * ``quotaplane_journal_write_seconds`` (histogram of journal appends, when the store is reachable)
 * ``quotaplane_queue_allocated{partition,queue,resource}``, ``quotaplane_queue_max{…}``,
+  ``quotaplane_queue_pending{…}`` (YuniKorn ``pendingResource``: what waiting asks want),
   ``quotaplane_user_usage{partition,user,resource}``, ``quotaplane_group_usage{partition,group,resource}``,
   ``quotaplane_partition_capacity{partition,resource}``, ``quotaplane_partition_used{partition,resource}``,
   ``quotaplane_applications{partition}``, ``quotaplane_leader{partition}`` (1 when this instance leads)
@@ -127,6 +128,9 @@ class _UsageCollector:
                                     labels=["partition", "queue", "resource"])
         q_max = GaugeMetricFamily("quotaplane_queue_max", "max resources per queue",
                                   labels=["partition", "queue", "resource"])
+        q_pending = GaugeMetricFamily("quotaplane_queue_pending",
+                                      "resources the waiting asks want, per queue",
+                                      labels=["partition", "queue", "resource"])
         users = GaugeMetricFamily("quotaplane_user_usage", "resource usage per user (whole partition)",
                                   labels=["partition", "user", "resource"])
         user_apps = GaugeMetricFamily("quotaplane_user_running_applications", "running apps per user",
@@ -149,7 +153,7 @@ class _UsageCollector:
                 total = p.total_capacity()
                 in_use = p.used_capacity()
                 n_apps = len(p.applications())
-            _queue_samples(name, queue_dao, q_alloc, q_max)
+            _queue_samples(name, queue_dao, q_alloc, q_max, q_pending)
             _tracker_samples(name, user_list, "userName", users, user_apps)
             _tracker_samples(name, group_list, "groupName", groups, None)
             for res, amount in _resource_items(total):
@@ -158,13 +162,15 @@ class _UsageCollector:
                 used.add_metric([name, res], amount)
             apps.add_metric([name], n_apps)
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
-        yield from (q_alloc, q_max, users, user_apps, groups, cap, used, apps, leader)
+        yield from (q_alloc, q_max, q_pending, users, user_apps, groups, cap, used, apps, leader)
 
 
 def _queue_samples(partition: str, dao: Mapping[str, Any], allocated: GaugeMetricFamily,
-                   maximum: GaugeMetricFamily) -> None:
+                   maximum: GaugeMetricFamily, pending: GaugeMetricFamily) -> None:
     for q in _walk_queue(dao):
         qname = str(q.get("queuename", ""))
+        for res, amount in _resource_items(q.get("pendingResource")):
+            pending.add_metric([partition, qname, res], amount)
         for res, amount in _resource_items(q.get("allocatedResource")):
             allocated.add_metric([partition, qname, res], amount)
         for res, amount in _resource_items(q.get("maxResource")):
