@@ -490,14 +490,6 @@ class PartitionState:
             if app is not None:
                 yield from app.allocations.values()
 
-    def subtree_allocations(self, q: Queue) -> Iterator[Allocation]:
-        """The allocations of every leaf below ``q`` (``q`` itself when it is a leaf), leaves by name."""
-        if q.is_leaf:
-            yield from self.allocations_of(q)
-            return
-        for child in q.sorted_children():
-            yield from self.subtree_allocations(child)
-
     def quota_preemption_tick(self, now: float) -> list[Eviction]:
         """PR-Q: the queues due for quota preemption at ``now`` and their victims (changes nothing but
         the trigger times, which live in memory only)."""
@@ -505,7 +497,7 @@ class PartitionState:
             self.quota_preemption.due_at.clear()
             return []
         queues = [q for path in sorted(self.queues.paths()) if (q := self.queues.queue(path)) is not None]
-        return self.quota_preemption.tick(queues, now, self.subtree_allocations)
+        return self.quota_preemption.tick(queues, now, self.allocations_of)
 
     def victims_of(self, keys: Sequence[str]) -> list[AdmissionRequest]:
         """The admission requests of live allocations ``keys`` (a preemption trial)."""

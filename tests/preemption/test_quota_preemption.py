@@ -134,3 +134,47 @@ def test_p5_reaches_the_max_where_upstream_stops_short() -> None:
     p.check_timeouts()
     assert [k for k in ("v5", "v6", "v9") if p.allocation(k) is None] == ["v5", "v6"]
     assert p.queues.queue("root.leaf").allocated == cpu(9)
+
+
+PARENT = """
+partitions:
+- name: default
+  preemption: {{quotapreemptionenabled: true}}
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: p
+      resources: {{max: {{vcore: {max}}}}}
+      properties: {{quota.preemption.delay: 10s}}
+      queues:
+      - name: c1
+        resources: {{guaranteed: {{vcore: 2}}}}
+      - name: c2
+"""
+
+
+def test_a_parent_splits_its_excess_among_children_by_their_usage_above_guaranteed() -> None:
+    """PR-Q3 (``TestQuotaChangeGetChildQueuesPreemptableResource``): p max 10 → 4 with c1 using 6
+    (guaranteed 2: 4 above) and c2 using 2 (no guaranteed: 2 above): excess 4 splits floor(4·4/6) = 2 to
+    c1 and floor(2·4/6) = 1 to c2; the last 1 goes in the global order (c1's priority 0 first). A
+    single global order would have taken all four from c1."""
+    clock = Clock()
+    s = Scheduler.from_yaml(PARENT.format(max=10), store=MemoryJournal(), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", cpu(100))
+    p.add_application("one", ALICE, queue="root.p.c1")
+    p.add_application("two", ALICE, queue="root.p.c2")
+    for i in range(6):
+        clock.advance(1)
+        assert p.allocate("one", f"c1-{i}", cpu(1), priority=0)
+    for i in range(2):
+        clock.advance(1)
+        assert p.allocate("two", f"c2-{i}", cpu(1), priority=9)
+    s.update_config(PARENT.format(max=4))
+    p.check_timeouts()
+    clock.advance(10)
+    p.check_timeouts()
+    assert p.queues.queue("root.p").allocated == cpu(4)
+    assert p.queues.queue("root.p.c1").allocated == cpu(3)
+    assert p.queues.queue("root.p.c2").allocated == cpu(1)

@@ -9,14 +9,16 @@ is journalled, so replay does not decide again.
 
 Victims (PR-Q3, PR-Q4, P5): preemptible allocations of the queue's subtree, lowest priority first, then
 newest first (exact times, P8), then allocation key; taken until usage is within the max, skipping one
-only when a later one alone brings the usage within the max, and never taking the queue or an ancestor
-below its guaranteed resources in a type the victim holds. When the allowed victims cannot reach the
+that does not get there when a later one alone does, and never taking a queue of the victim's path
+below its guaranteed resources in a type the victim holds. A parent's excess is first split among its
+children in proportion to their usage above guaranteed (``floor``, down to the leaves), each leaf
+taking victims within its share as upstream; what that leaves above the max is then taken from the
+whole subtree in the same order. When the allowed victims cannot reach the
 max, those are taken and the queue stays above it (best effort, as upstream).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -46,56 +48,124 @@ def _excess(q: Queue) -> Dims:
             if used.get(name, 0) > limit}
 
 
-def _cap(q: Queue) -> Dims | None:
-    """PR-Q3: how much may go per type without taking ``q`` or an ancestor below its guaranteed
-    (None: no guaranteed on the chain, no cap)."""
-    cap: Dims | None = None
-    for node in q.chain:
+def _keeps_guaranteed(leaf: Queue, res: Dims, taken: dict[str, Dims]) -> bool:
+    """PR-Q3: taking ``res`` from ``leaf`` leaves every queue of its chain at or above its guaranteed."""
+    for node in leaf.chain:
         g = node.guaranteed
         if g is None or node.is_root:
             continue
-        cap = {} if cap is None else cap
-        for name, floor in g._values.items():
-            room = max(0, node._alloc.get(name, 0) - floor)
-            cap[name] = min(cap.get(name, room), room)
-    return cap
+        gone = taken.get(node.path, {})
+        for name, amount in res.items():
+            if amount > 0 and name in g._values and \
+                    node._alloc.get(name, 0) - gone.get(name, 0) - amount < g._values[name]:
+                return False
+    return True
 
 
-def _fits_cap(res: Dims, cap: Dims | None) -> bool:
-    return cap is None or all(amount <= cap.get(name, math.inf) for name, amount in res.items() if amount > 0)
+def _covers(res: Dims, need: Dims) -> bool:
+    return all(res.get(name, 0) >= amount for name, amount in need.items() if amount > 0)
 
 
-def _covers(res: Dims, excess: Dims) -> bool:
-    return all(res.get(name, 0) >= amount for name, amount in excess.items() if amount > 0)
+def _leaves(q: Queue) -> list[Queue]:
+    if q.is_leaf:
+        return [q]
+    return [leaf for c in q.sorted_children() for leaf in _leaves(c)]
 
 
-def quota_victims(q: Queue, allocations: Iterable[Allocation]) -> Eviction | None:
-    """The allocations to preempt so that ``q`` is within its max again (None: nothing may go)."""
+def _shares(q: Queue, amount: Dims) -> dict[str, Dims]:
+    """PR-Q3: a parent's amount split among its children in proportion to their usage above their
+    guaranteed (all of it without one), ``floor`` per type, down to the leaves."""
+    if q.is_leaf:
+        return {q.path: amount}
+    children = q.sorted_children()
+    over: dict[str, Dims] = {}
+    for c in children:
+        g = c.guaranteed._values if c.guaranteed is not None else {}
+        over[c.path] = {n: max(0, c._alloc.get(n, 0) - g.get(n, 0)) for n in amount}
+    out: dict[str, Dims] = {}
+    for c in children:
+        share = {}
+        for n, total_amount in amount.items():
+            total = sum(over[x.path][n] for x in children)
+            share[n] = over[c.path][n] * total_amount // total if total > 0 else 0
+        if any(v > 0 for v in share.values()):
+            out.update(_shares(c, share))
+    return out
+
+
+def _pick(candidates: list[tuple[Allocation, Queue]], need: Dims, taken: dict[str, Dims],
+          chosen: list[str]) -> None:
+    """Walk ``candidates`` in order, taking victims until ``need`` is covered (P5), never below a
+    guaranteed (PR-Q3); ``need``, ``taken`` and ``chosen`` are updated."""
+    for i, (alloc, leaf) in enumerate(candidates):
+        if not any(v > 0 for v in need.values()):
+            return
+        if alloc.allocation_key in chosen:
+            continue
+        res = alloc.resource._values
+        if not any(res.get(n, 0) > 0 and v > 0 for n, v in need.items()):
+            continue
+        if not _keeps_guaranteed(leaf, res, taken):
+            continue
+        # P5: one that does not cover what is needed is skipped when a later one alone does
+        if not _covers(res, need) and any(
+                _covers(later.resource._values, need)
+                and _keeps_guaranteed(later_leaf, later.resource._values, taken)
+                for later, later_leaf in candidates[i + 1:] if later.allocation_key not in chosen):
+            continue
+        chosen.append(alloc.allocation_key)
+        for node in leaf.chain:
+            gone = taken.setdefault(node.path, {})
+            for name, amount in res.items():
+                gone[name] = gone.get(name, 0) + amount
+        for name in need:
+            need[name] -= res.get(name, 0)
+
+
+def _pick_within(candidates: list[tuple[Allocation, Queue]], share: Dims, taken: dict[str, Dims],
+                 chosen: list[str]) -> None:
+    """PR-Q5 within a child's share: victims in order while their total stays within ``share`` in every
+    type (one that would overshoot is skipped), never below a guaranteed."""
+    left = dict(share)
+    for alloc, leaf in candidates:
+        res = alloc.resource._values
+        if alloc.allocation_key in chosen or not any(res.get(n, 0) > 0 for n in left):
+            continue
+        if any(res.get(n, 0) > v for n, v in left.items()) or not _keeps_guaranteed(leaf, res, taken):
+            continue
+        chosen.append(alloc.allocation_key)
+        for node in leaf.chain:
+            gone = taken.setdefault(node.path, {})
+            for name, amount in res.items():
+                gone[name] = gone.get(name, 0) + amount
+        for name in left:
+            left[name] -= res.get(name, 0)
+
+
+def quota_victims(q: Queue, allocations_of: Callable[[Queue], Iterable[Allocation]]) -> Eviction | None:
+    """The allocations to preempt so that ``q`` is within its max again (None: nothing may go).
+
+    ``allocations_of(leaf)`` lists a leaf's allocations. A parent's excess is first split among its
+    leaves in proportion to their usage above guaranteed (PR-Q3), each leaf choosing in the PR-Q4
+    order; what that leaves above the max is then taken from the whole subtree in the same order (P5).
+    """
     excess = _excess(q)
     if not excess:
         return None
-    cap = _cap(q)
-    candidates = sorted((a for a in allocations if a.preemptible
-                         and any(a.resource._values.get(name, 0) > 0 for name in excess)),
-                        key=lambda a: (a.priority, -a.time, a.allocation_key))
+
+    def order(pairs: Iterable[tuple[Allocation, Queue]]) -> list[tuple[Allocation, Queue]]:
+        return sorted(((a, leaf) for a, leaf in pairs if a.preemptible),
+                      key=lambda p: (p[0].priority, -p[0].time, p[0].allocation_key))
+
+    by_leaf = {leaf.path: order((a, leaf) for a in allocations_of(leaf)) for leaf in _leaves(q)}
+    taken: dict[str, Dims] = {}
     chosen: list[str] = []
-    for i, alloc in enumerate(candidates):
-        if not any(v > 0 for v in excess.values()):
-            break
-        res = alloc.resource._values
-        if not _fits_cap(res, cap):
-            continue
-        # P5: one that does not bring the usage within the max is skipped when a later one alone does
-        if not _covers(res, excess) and any(
-                _covers(later.resource._values, excess) and _fits_cap(later.resource._values, cap)
-                for later in candidates[i + 1:]):
-            continue
-        chosen.append(alloc.allocation_key)
-        for name, amount in res.items():
-            if name in excess:
-                excess[name] -= amount
-            if cap is not None and name in cap:
-                cap[name] -= amount
+    if not q.is_leaf:
+        for path, share in sorted(_shares(q, dict(excess)).items()):
+            _pick_within(by_leaf.get(path, []), share, taken, chosen)
+    gone = taken.get(q.path, {})
+    need = {n: v - gone.get(n, 0) for n, v in excess.items()}
+    _pick(order(pair for pairs in by_leaf.values() for pair in pairs), need, taken, chosen)
     if not chosen:
         return None
     return Eviction(Violation(policy="queue", code="queue.quota", path=q.path,
@@ -116,7 +186,7 @@ class QuotaPreemption:
              allocations_of: Callable[[Queue], Iterable[Allocation]]) -> list[Eviction]:
         """One check at ``now`` of every queue (parents before children, PR-Q2): the evictions due.
 
-        ``allocations_of(queue)`` lists the allocations of a queue's subtree. A queue preempts once
+        ``allocations_of(leaf)`` lists the allocations of a leaf queue. A queue preempts once
         per trigger; if still above its max afterwards (best effort), a new delay starts.
         """
         out: list[Eviction] = []
@@ -136,7 +206,7 @@ class QuotaPreemption:
             if now < due:
                 continue
             del self.due_at[q.path]
-            found = quota_victims(q, allocations_of(q))
+            found = quota_victims(q, allocations_of)
             if found is not None:
                 out.append(found)
                 running.append(q)
