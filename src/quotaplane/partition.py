@@ -51,12 +51,12 @@ from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.notices import Notifier
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, Eviction, QuotaPolicy, Violation
+from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.rebuild import rebuild_events
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
-from quotaplane.scheduling.preemption import admitted_without, find_victims
+from quotaplane.scheduling.preemption import Preemptor
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
 from quotaplane.state import PartitionState
 from quotaplane.submission import Submission
@@ -90,11 +90,13 @@ class Partition:
                                  snapshot_every=self._s.options.snapshot_every,
                                  snapshot_state=self._snapshot_state)
         self._notifier = Notifier(self.name, self._queue_of)
+        self._preemptor = Preemptor(self._s, clock=self.clock, admit=self._admit,
+                                    record=lambda evs: self._record(evs))
         self._log.on_recorded = self._notifier.recorded
         self._s.pending = PendingAsks(CycleHost(
             name=self.name, apps=self._s.apps, allocations=self._s.allocs, queue=self._s.queues.queue,
             admit=self._admit_ask, undo=self._s.undo_allocated, replace=self.replace_placeholder,
-            preempt=self._preempt_ask,
+            preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
             record=lambda evs: self._record(evs, recoverable=True), explain=self._s.explain_ask,
             over_queue_max=self._s.over_queue_max, last_seq=lambda: self._log.last_seq,
             replaying=lambda: self._log.replaying))
@@ -404,8 +406,8 @@ class Partition:
             reasons = check_all(self._s.policies, req)
             if reasons:
                 # wouldPreempt: what allocate would preempt to admit it (E6), changing nothing
-                plan = self._plan_preemption(app, "", res, priority, preemptible,
-                                             Decision(False, reasons), None, self.clock())
+                plan = self._preemptor.plan(app, "", res, priority, preemptible, Decision(False, reasons),
+                                            None, self.clock())
                 if plan is not None:
                     return Decision(True, [], list(plan[0]), queue=app.queue_path)
             return Decision(not reasons, reasons, queue=app.queue_path)
@@ -430,7 +432,7 @@ class Partition:
                     self._s.undo_allocated(ev, undo)
                     raise
             elif decision.reasons:
-                decision = self._preempt_for(spec, decision, None)
+                decision = self._preemptor.preempt_for(spec, decision, None)
             return decision
 
     def allocate_batch(self, items: Sequence[Mapping[str, Any]]) -> list[Decision]:
@@ -479,7 +481,7 @@ class Partition:
                 if ev is not None and undo is not None:
                     done.append((ev, undo))
                 elif decision.reasons:
-                    decision = self._preempt_for(spec, decision, None, before=flush)
+                    decision = self._preemptor.preempt_for(spec, decision, None, before=flush)
                 decisions.append(decision)
             flush()
             return decisions
@@ -518,63 +520,6 @@ class Partition:
         self._s.after_allocated(app, ev, preempted)
         return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
                 undo)
-
-    def _preempt_for(self, spec: AllocationSpec, refused: Decision, ask: Ask | None,
-                     before: Callable[[], None] | None = None) -> Decision:
-        """Try to admit a refused request by preemption (E6, PR-Y); the refusal when nothing may go.
-
-        The victims are proposed (:func:`~quotaplane.scheduling.preemption.find_victims`), the request
-        is checked against every policy as if they were gone, and only then are they released and the
-        request admitted; both are journalled together (``preempted`` with this preemptor, then
-        ``allocated``). ``before`` runs first when something will be preempted (a batch journals what
-        it admitted so far, keeping the journal in decision order). A journal failure here stops the
-        partition (the victims cannot be given back): it must be restored from the journal.
-        """
-        state = self._s
-        now = self.clock()
-        plan = self._plan_preemption(state.apps[spec.application_id], spec.allocation_key, spec.resource,
-                                     spec.priority, spec.preemptible, refused, ask, now)
-        if plan is None:
-            return refused
-        keys, found = plan
-        if before is not None:
-            before()
-        taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
-                            reason=found.reason.reason(), preemptor=spec.allocation_key, t=now)
-        state.preempted(taken)
-        decision, ev, _undo = self._admit(spec)
-        events: list[E.Event] = [taken] if ev is None else [taken, ev]
-        self._record(events)                # not recoverable: the victims are gone
-        if ev is None:                      # cannot happen: admitted_without said it fits
-            return decision
-        return Decision(True, [], list(keys), queue=decision.queue, allocation_key=decision.allocation_key)
-
-    def _plan_preemption(self, app: Application, key: str, resource: Resource, priority: int,
-                         preemptible: bool, refused: Decision, ask: Ask | None, now: float
-                         ) -> tuple[tuple[str, ...], Eviction] | None:
-        """The victims a refused request would preempt and why, checked against every policy as if
-        they were gone (PR-Y9); None when nothing may be preempted. Changes nothing."""
-        state = self._s
-        leaf = state.queues.queue(app.queue_path)
-        if leaf is None:
-            return None
-        req = state.request(app, key, resource, priority, preemptible, first=not app.counted, t=now)
-        found = find_victims(state.policies, req, refused.reasons, ask=ask, leaf=leaf, now=now,
-                             guarantees_on=state.config.preemption.enabled,
-                             allocations_of=state.allocations_of)
-        if found is None:
-            return None
-        # PR-S3 / item 7: never a non-preemptible victim
-        keys = tuple(k for k in found.keys if k in state.allocs and state.allocs[k].preemptible)
-        if not keys or len(keys) != len(found.keys) or \
-                admitted_without(state.policies, req, state.victims_of(keys)):
-            return None
-        return keys, found
-
-    def _preempt_ask(self, ask: Ask, refused: Decision, before: Callable[[], None]) -> Decision:
-        return self._preempt_for(AllocationSpec(ask.application_id, ask.allocation_key, ask.resource,
-                                                ask.priority, ask.preemptible, ask.placeholder,
-                                                ask.task_group), refused, ask, before)
 
     def _admit_ask(self, ask: Ask) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
         return self._admit(AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,

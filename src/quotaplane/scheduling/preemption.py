@@ -19,16 +19,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from quotaplane.admission import PolicySet, check_all
-from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
+import quotaplane.events as E
+from quotaplane.admission import AllocationSpec, AllocationUndo, PolicySet, check_all
+from quotaplane.policy import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
+from quotaplane.resources import Resource
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_victims, preemption_delay
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.application import Allocation
+    from quotaplane.application import Allocation, Application
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
+    from quotaplane.state import PartitionState
 
-__all__ = ["QUEUE_CODES", "admitted_without", "find_victims", "may_preempt_for_guarantee"]
+__all__ = ["QUEUE_CODES", "Preemptor", "admitted_without", "find_victims", "may_preempt_for_guarantee"]
+
+#: the partition's in-memory admission: the decision, its ``allocated`` event and its undo
+Admit = Callable[[AllocationSpec], tuple[Decision, E.Allocated | None, AllocationUndo | None]]
 
 #: refusals that YuniKorn preemption may lift (PR-Y2: queue headroom, node capacity)
 QUEUE_CODES = frozenset({"queue.max", "root.capacity"})
@@ -80,3 +86,75 @@ def admitted_without(policies: PolicySet, request: AdmissionRequest,
     finally:
         for policy, token in reversed(withdrawn):
             policy.restore(token)
+
+
+class Preemptor:
+    """A partition's preemption decisions: :meth:`plan` (changing nothing) and :meth:`preempt_for`.
+
+    It sees the partition through its state, its clock, its in-memory admission (``admit``: the
+    decision, the ``allocated`` event, its undo) and its journal (``record``).
+    """
+
+    __slots__ = ("admit", "clock", "record", "state")
+
+    def __init__(self, state: PartitionState, *, clock: Callable[[], float], admit: Admit,
+                 record: Callable[[list[E.Event]], None]) -> None:
+        self.state = state
+        self.clock = clock
+        self.admit = admit
+        self.record = record
+
+    def plan(self, app: Application, key: str, resource: Resource, priority: int, preemptible: bool,
+             refused: Decision, ask: Ask | None, now: float) -> tuple[tuple[str, ...], Eviction] | None:
+        """The victims a refused request would preempt and why, checked against every policy as if
+        they were gone (PR-Y9); None when nothing may be preempted. Changes nothing."""
+        state = self.state
+        leaf = state.queues.queue(app.queue_path)
+        if leaf is None:
+            return None
+        req = state.request(app, key, resource, priority, preemptible, first=not app.counted, t=now)
+        found = find_victims(state.policies, req, refused.reasons, ask=ask, leaf=leaf, now=now,
+                             guarantees_on=state.config.preemption.enabled,
+                             allocations_of=state.allocations_of)
+        if found is None:
+            return None
+        # PR-S3 / item 7: never a non-preemptible victim
+        keys = tuple(k for k in found.keys if k in state.allocs and state.allocs[k].preemptible)
+        if not keys or len(keys) != len(found.keys) or \
+                admitted_without(state.policies, req, state.victims_of(keys)):
+            return None
+        return keys, found
+
+    def preempt_for(self, spec: AllocationSpec, refused: Decision, ask: Ask | None,
+                    before: Callable[[], None] | None = None) -> Decision:
+        """Try to admit a refused request by preemption (E6, PR-Y); the refusal when nothing may go.
+
+        The victims are planned (:meth:`plan`), then released and the request admitted; both are
+        journalled together (``preempted`` with this preemptor, then ``allocated``). ``before`` runs
+        first when something will be preempted (a batch journals what it admitted so far, keeping the
+        journal in decision order). A journal failure here stops the partition (the victims cannot be
+        given back): it must be restored from the journal.
+        """
+        state = self.state
+        now = self.clock()
+        plan = self.plan(state.apps[spec.application_id], spec.allocation_key, spec.resource, spec.priority,
+                         spec.preemptible, refused, ask, now)
+        if plan is None:
+            return refused
+        keys, found = plan
+        if before is not None:
+            before()
+        taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
+                            reason=found.reason.reason(), preemptor=spec.allocation_key, t=now)
+        state.preempted(taken)
+        decision, ev, _undo = self.admit(spec)
+        self.record([taken] if ev is None else [taken, ev])     # not recoverable: the victims are gone
+        if ev is None:                      # cannot happen: plan() checked that it fits
+            return decision
+        return Decision(True, [], list(keys), queue=decision.queue, allocation_key=decision.allocation_key)
+
+    def preempt_ask(self, ask: Ask, refused: Decision, before: Callable[[], None]) -> Decision:
+        """:meth:`preempt_for` of a pending ask (in a cycle)."""
+        spec = AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
+                              ask.preemptible, ask.placeholder, ask.task_group)
+        return self.preempt_for(spec, refused, ask, before)

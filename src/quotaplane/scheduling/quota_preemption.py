@@ -93,6 +93,15 @@ def _shares(q: Queue, amount: Dims) -> dict[str, Dims]:
     return out
 
 
+def _take(alloc: Allocation, leaf: Queue, taken: dict[str, Dims], chosen: list[str]) -> None:
+    """Choose ``alloc`` (of ``leaf``): every queue of its path loses what it holds."""
+    chosen.append(alloc.allocation_key)
+    for node in leaf.chain:
+        gone = taken.setdefault(node.path, {})
+        for name, amount in alloc.resource._values.items():
+            gone[name] = gone.get(name, 0) + amount
+
+
 def _pick(candidates: list[tuple[Allocation, Queue]], need: Dims, taken: dict[str, Dims],
           chosen: list[str]) -> None:
     """Walk ``candidates`` in order, taking victims until ``need`` is covered (P5), never below a
@@ -113,11 +122,7 @@ def _pick(candidates: list[tuple[Allocation, Queue]], need: Dims, taken: dict[st
                 and _keeps_guaranteed(later_leaf, later.resource._values, taken)
                 for later, later_leaf in candidates[i + 1:] if later.allocation_key not in chosen):
             continue
-        chosen.append(alloc.allocation_key)
-        for node in leaf.chain:
-            gone = taken.setdefault(node.path, {})
-            for name, amount in res.items():
-                gone[name] = gone.get(name, 0) + amount
+        _take(alloc, leaf, taken, chosen)
         for name in need:
             need[name] -= res.get(name, 0)
 
@@ -133,11 +138,7 @@ def _pick_within(candidates: list[tuple[Allocation, Queue]], share: Dims, taken:
             continue
         if any(res.get(n, 0) > v for n, v in left.items()) or not _keeps_guaranteed(leaf, res, taken):
             continue
-        chosen.append(alloc.allocation_key)
-        for node in leaf.chain:
-            gone = taken.setdefault(node.path, {})
-            for name, amount in res.items():
-                gone[name] = gone.get(name, 0) + amount
+        _take(alloc, leaf, taken, chosen)
         for name in left:
             left[name] -= res.get(name, 0)
 
