@@ -301,3 +301,60 @@ def test_a_fenced_ask_never_takes_victims_outside_its_fence() -> None:
     p.schedule()
     assert p.allocation("in-fence") is None
     assert p.queues.queue("root.sys").allocated == cpu(10)
+
+
+LIMITED = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: parent
+      resources: {max: {vcore: 10}}
+      queues:
+      - name: child1
+        resources: {guaranteed: {vcore: 5}}
+      - name: child2
+        resources: {guaranteed: {vcore: 5}}
+        limits:
+        - limit: bob
+          users: [bob]
+          maxresources: {vcore: 3}
+"""
+
+
+def test_an_ask_refused_by_a_user_limit_never_triggers() -> None:
+    """PR-Y2: only queue headroom refusals trigger; bob's own limit (3) refuses a 5-cpu ask outright."""
+    from quotaplane.config.identity import UserGroup
+
+    s, clock = _world(LIMITED)
+    p = s.partition("default")
+    p.add_application("app1", ALICE, queue="root.parent.child1")
+    p.add_application("app2", UserGroup("bob", []), queue="root.parent.child2")
+    assert p.allocate("app1", "c1-0", cpu(5))
+    assert p.allocate("app1", "c1-1", cpu(5))
+    p.add_ask("app2", "ask", cpu(5))
+    clock.advance(30)
+    p.schedule()
+    assert p.allocation("ask") is None and p.allocation("c1-1") is not None
+    assert {v.code for v in (p.pending_reasons("ask") or [])} >= {"user.maxresources"}
+
+
+def test_the_every_policy_check_with_victims_withdrawn_changes_nothing() -> None:
+    """PR-Y9: ``admitted_without`` checks the request against every policy as if the victims were gone
+    and puts them back exactly: victims outside the ask's path leave its queue max refusing, victims on
+    it let it in, and the state is the same before and after either way."""
+    from quotaplane.scheduling.preemption import admitted_without
+
+    s, _ = _example_1(_on_queue())
+    p = s.partition("default")
+    p.add_application("other", ALICE, queue="root.parent.child1")
+    state = p._s
+    app = state.apps["app2"]
+    req = state.request(app, "ask", cpu(5), first=True)
+    before = json.dumps(s.dump_state(), sort_keys=True)
+    still = admitted_without(state.policies, req, [])
+    assert [v.code for v in still] == ["queue.max"]
+    assert admitted_without(state.policies, req, state.victims_of(["c1-1"])) == []
+    assert json.dumps(s.dump_state(), sort_keys=True) == before
