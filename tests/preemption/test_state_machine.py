@@ -45,7 +45,7 @@ partitions:
 APPS = {"ax": ("root.org.x", "team-a"), "bx": ("root.org.x", "team-b"), "ay": ("root.org.y", "team-a"),
         "by": ("root.org.y", "team-b")}
 GUARANTEED = {"root.org.x": 4000, "root.org.y": 3000}
-MAX = {"root.org": 8000, "root.org.y": 6000, "root": 9000}
+MAX = {"root.org": 8000, "root.org.y": 6000}
 
 _STEPS = int(os.environ.get("QP_SCENARIO_STEPS", "30"))
 requests = st.tuples(st.sampled_from(sorted(APPS)), st.sampled_from([1000, 1000, 2000, 3000]),
@@ -144,6 +144,14 @@ class PreemptionMachine(RuleBasedStateMachine):
     @rule()
     def cycle(self) -> None:
         self.p.schedule()
+
+    @rule()
+    def node_comes_or_goes(self) -> None:
+        """A second node comes or goes: the elastic total moves, so quotas go over their runtime (E5)."""
+        if "n2" in self.p.nodes():
+            self.p.remove_node("n2")
+        else:
+            self.p.add_node("n2", cpu(3))
 
     @rule(y_max=st.sampled_from([6, 4, 3]))
     def reload(self, y_max: int) -> None:
