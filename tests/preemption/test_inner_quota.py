@@ -110,3 +110,29 @@ def test_a_waiting_ask_preempts_in_a_cycle() -> None:
     p.add_ask("a", "ask", cpu(1), priority=5)
     assert p.allocation("ask") is not None and p.allocation("lo1") is None
     assert p.pending() == []
+
+
+def test_the_trial_puts_quota_tree_consumers_back_in_their_places() -> None:
+    """PR-Y9's trial withdraws the victims from every policy and restores them exactly — in a quota
+    tree too: a consumer released and re-applied would move to the end of its node's list (the order
+    quota-tree preemption follows), so ``what_if`` would have changed the state."""
+    import quotaplane as qp
+    from tests.scenarios.world import ALICE as AL
+    from tests.scenarios.world import CONFIG, canon, tags
+
+    s = qp.Scheduler.from_yaml(CONFIG, clock=Clock())
+    p = s.partition("default")
+    p.add_node("n1", qp.Resource({"vcore": 10000}))
+    p.add_application("al", AL, queue="root.a", tags=tags("team-a", "A"))
+    for i, prio in enumerate([0, 0, 1]):
+        p.allocate("al", f"h{i}", qp.Resource({"vcore": 1000}), priority=prio)
+    policies = {pol.name: pol for pol in p.policies()}
+    state = p._s
+    before = canon(s)
+    for key in ("h0", "h1"):
+        from quotaplane.scheduling.preemption import admitted_without
+
+        admitted_without(state.policies, state.request(state.apps["al"], "", qp.Resource({"vcore": 1})),
+                         state.victims_of([key]))
+        assert canon(s) == before, key
+    assert "forest" in policies

@@ -48,6 +48,7 @@ from quotaplane.forest import (
     QuotaError,
     QuotaManager,
 )
+from quotaplane.forest.manager import Withdrawal
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
@@ -253,6 +254,23 @@ class ForestPolicy(QuotaPolicy):
                 return self.check(new)
             finally:
                 qm.restore(withdrawal)
+
+    def withdraw(self, request: AdmissionRequest) -> object:
+        """Take the consumer out of its trees with an exact undo log (a preemption trial); ``restore``
+        puts it back at its very nodes and positions (see :meth:`check_replacement` for why)."""
+        qm = self.manager
+        with qm.transaction():
+            if request.allocation_key not in self._targets or not qm.has_consumer(request.allocation_key):
+                return None
+            return qm.withdraw(request.allocation_key)
+
+    def restore(self, token: object) -> None:
+        """Undo :meth:`withdraw` exactly."""
+        if token is not None:
+            qm = self.manager
+            assert isinstance(token, Withdrawal)
+            with qm.transaction():
+                qm.restore(token)
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Allocate the consumer; on refusal return the violation and change nothing."""
