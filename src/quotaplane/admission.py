@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from quotaplane.config.identity import check_name
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
@@ -149,10 +150,11 @@ class AllocationUndo(NamedTuple):
 
 
 def check_id(value: object, what: str) -> str:
-    """``value`` when it is a non-empty string; ``ValueError`` naming ``what`` otherwise."""
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
-    return value
+    """``value`` when it is a non-empty string without control or invisible characters; ``ValueError``
+    naming ``what`` otherwise (:func:`~quotaplane.config.identity.check_name`)."""
+    if type(value) is str and value and value.isascii() and value.isprintable():
+        return value                      # the common case (printable ASCII), without a regex
+    return check_name(value, what)
 
 
 def as_resource(resource: object, what: str = "resource") -> Resource:

@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-__all__ = ["UserGroup"]
+__all__ = ["NAME_PATTERN", "UserGroup", "check_name"]
+
+#: Characters no name may hold (issue 14 #8): the ASCII and Latin-1 controls, DEL, and the invisible format
+#: characters (soft hyphen, zero-width, bidi marks, embeddings, overrides and isolates, line and
+#: paragraph separators, word joiners, BOM, interlinear annotation).
+_UNPRINTABLE = ("\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                "\ufeff\ufff9-\ufffb")
+#: The same rule as a JSON Schema / ECMA regex (the REST schema's ``pattern`` for names).
+NAME_PATTERN = f"^[^{_UNPRINTABLE}]+$"
+_BAD = re.compile(f"[{_UNPRINTABLE}]")
+
+
+def check_name(value: object, what: str) -> str:
+    """``value`` when it is a non-empty string without control or invisible format characters;
+    ``ValueError`` naming ``what`` otherwise.
+
+    NUL, newlines, bidi overrides such as U+202E and zero-width characters are refused (issue 14 #8):
+    a name holding them could never be queried or shown faithfully.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    bad = _BAD.search(value)
+    if bad is not None:
+        raise ValueError(f"{what} {value!r} must not hold control or invisible characters "
+                         f"(found U+{ord(bad.group()):04X})")
+    return value
 
 
 class UserGroup:
@@ -21,14 +47,14 @@ class UserGroup:
     _hash: int
 
     def __init__(self, user: str, groups: Sequence[str] = ()) -> None:
-        if not isinstance(user, str) or not user:
-            raise ValueError("user name must be a non-empty string")
+        check_name(user, "user name")
         if isinstance(groups, str):
             raise TypeError("groups must be a sequence of group names, not a string")
         group_tuple = tuple(groups)
         for g in group_tuple:
             if not isinstance(g, str) or not g:
                 raise ValueError(f"invalid group name {g!r} for user {user!r}")
+            check_name(g, f"group name of user {user!r}")
         object.__setattr__(self, "user", user)
         object.__setattr__(self, "groups", group_tuple)
         object.__setattr__(self, "_hash", hash((user, group_tuple)))

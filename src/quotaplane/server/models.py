@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
 
+from quotaplane.config.identity import NAME_PATTERN, check_name
 from quotaplane.resources import INT64_MAX
 
 __all__ = [
@@ -45,9 +46,17 @@ Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integer)]
 #: A priority: YuniKorn priorities are int32.
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_integer)]
 #: A non-empty name (ids, users, resource names).
-Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+def _printable(value: str) -> str:
+    return check_name(value, "name")
+
+
+#: an id or name: 1 to 1,024 characters, none of them a control or invisible one (issue 14 #8)
+Name = Annotated[StrictStr, Field(min_length=1, max_length=1024, json_schema_extra={"pattern": NAME_PATTERN}),
+                 AfterValidator(_printable)]
 #: ``{resource name: amount}`` in internal units (vcore milli, memory bytes).
-ResourceMap = dict[Name, Amount]
+#: a resource name (a map key: the schema cannot say more than its length)
+ResourceName = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+ResourceMap = dict[ResourceName, Amount]
 #: A response resource map (may hold negative amounts, e.g. headroom).
 ResourceOut = dict[str, int]
 

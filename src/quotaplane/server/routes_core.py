@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from quotaplane.admission import AllocationSpec
-from quotaplane.config.identity import UserGroup
+from quotaplane.config.identity import NAME_PATTERN, UserGroup
 from quotaplane.errors import NotFoundError, RejectedError
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body, resource_dict
@@ -166,7 +166,8 @@ def router(service: Any) -> APIRouter:
            dependencies=admin,
            responses={200: {"model": NodeOut, "description": "already registered with this capacity"},
                       201: {"model": NodeOut}, **errors(404, 409, auth=True, write=True)})
-    async def put_node(partition: str, node: str, request: Request) -> JSONResponse:
+    async def put_node(partition: str, node: Annotated[str, Path(pattern=NAME_PATTERN)],
+                       request: Request) -> JSONResponse:
         """Register a node (admin): the root queue's max follows the cluster size.
 
         The same node with the same capacity again is a no-op (200); a different capacity is 409
