@@ -158,11 +158,9 @@ partitions:
 """
 
 
-def test_worked_example_2_asks_preempt_only_up_to_their_guaranteed() -> None:
-    """Law 4 (user guide "General Preemption Case"): queue-2 runs 2 and asks 8 × 1; three asks preempt
-    queue-1's three newest, the fourth would take queue-2 above its guaranteed: queue-1 7, queue-2 5."""
-    s, clock = _world(GENERAL)
-    p = s.partition("default")
+def _general_case(p: Any, clock: Clock) -> None:
+    """The user guide's general case: queue-1 runs 10 × 1 (one per second), queue-2 runs 2 × 1 and asks
+    8 × 1; then the preemption delay passes."""
     p.add_application("q1", ALICE, queue="root.normal.queue-1")
     p.add_application("q2", ALICE, queue="root.normal.queue-2")
     for i in range(10):
@@ -173,6 +171,14 @@ def test_worked_example_2_asks_preempt_only_up_to_their_guaranteed() -> None:
     for i in range(8):
         p.add_ask("q2", f"ask-{i}", cpu(1))
     clock.advance(30)
+
+
+def test_worked_example_2_asks_preempt_only_up_to_their_guaranteed() -> None:
+    """Law 4 (user guide "General Preemption Case"): queue-2 runs 2 and asks 8 × 1; three asks preempt
+    queue-1's three newest, the fourth would take queue-2 above its guaranteed: queue-1 7, queue-2 5."""
+    s, clock = _world(GENERAL)
+    p = s.partition("default")
+    _general_case(p, clock)
     for _ in range(3):
         p.schedule()
     assert p.queues.queue("root.normal.queue-1").allocated == cpu(7)
@@ -231,16 +237,7 @@ def test_at_most_ten_preemptions_per_leaf_queue_in_one_cycle(monkeypatch: Any) -
     s, clock = _world(GENERAL)
     p = s.partition("default")
     p.auto_schedule = False
-    p.add_application("q1", ALICE, queue="root.normal.queue-1")
-    p.add_application("q2", ALICE, queue="root.normal.queue-2")
-    for i in range(10):
-        clock.advance(1)
-        assert p.allocate("q1", f"q1-{i}", cpu(1))
-    for i in range(2):
-        assert p.allocate("q2", f"q2-{i}", cpu(1))
-    for i in range(8):
-        p.add_ask("q2", f"ask-{i}", cpu(1))
-    clock.advance(30)
+    _general_case(p, clock)
     p.schedule()
     assert p.queues.queue("root.normal.queue-2").allocated == cpu(4)    # two, not three
     p.schedule()
