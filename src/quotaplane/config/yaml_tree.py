@@ -14,7 +14,7 @@ from typing import Any
 from quotaplane.config.validate import Problem
 from quotaplane.errors import ConfigError
 
-__all__ = ["MAX_NESTING", "LineMap", "LineSeq", "parse_yaml", "raise_problems"]
+__all__ = ["MAX_NESTING", "LineMap", "LineSeq", "nesting_depth", "parse_yaml", "raise_problems"]
 
 
 def _yaml_problem(exc: BaseException) -> Problem:
@@ -182,7 +182,7 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 MAX_NESTING = 250
 
 
-def _nesting(text: str) -> tuple[int, int]:
+def nesting_depth(text: str) -> tuple[int, int]:
     """An upper bound of the YAML nesting depth (indentation plus open brackets) and its line."""
     depth = 0
     worst, worst_line = 0, 0
@@ -208,7 +208,7 @@ def parse_yaml(text: str) -> object:
     """
     from ruamel.yaml import YAML
 
-    depth, line = _nesting(text)
+    depth, line = nesting_depth(text)
     if depth > MAX_NESTING:
         raise_problems([(line, f"invalid YAML: nested too deeply (more than {MAX_NESTING} levels)")])
     yaml = YAML(typ="safe")

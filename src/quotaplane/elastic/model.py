@@ -9,14 +9,11 @@ annotations under the ``quota.scheduling.koordinator.sh/`` prefix, quantities as
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from quotaplane.config.bodies import load_json, load_yaml, load_yaml_documents
 from quotaplane.elastic.errors import QuotaValidationError
 from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
 
@@ -149,12 +146,12 @@ def _structured(quota: str, rule: str, raw: Any) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text)
+        return load_json(text, f"annotation {rule}")
     except ValueError:
         pass
     try:
-        return YAML(typ="safe", pure=True).load(text)
-    except YAMLError:
+        return load_yaml(text, f"annotation {rule}", pure=True)
+    except ValueError:
         raise QuotaValidationError(quota, rule,
                                    f"annotation value {raw!r} is neither JSON nor YAML") from None
 
@@ -253,8 +250,8 @@ def parse_elastic_quotas(text: str) -> list[QuotaSpec]:
     ElasticQuotas.
     """
     try:
-        docs = list(YAML(typ="safe", pure=True).load_all(text))
-    except YAMLError as exc:
+        docs = load_yaml_documents(text, "the ElasticQuota documents", pure=True)
+    except ValueError as exc:
         raise QuotaValidationError("?", "document", f"the YAML does not parse: {exc}") from None
     specs: list[QuotaSpec] = []
     for doc in docs:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from quotaplane.config.bodies import MAX_NESTING, json_depth
 from quotaplane.errors import QuotaplaneError
 
 __all__ = [
@@ -95,6 +96,8 @@ def _loads(text: str, what: str) -> Any:
     """``json.loads`` that also accepts trailing commas (the seed README's example has one, B12)."""
     if not isinstance(text, str):
         raise QuotaError(f"error parsing {what}: expected a JSON string, got {type(text).__name__}")
+    if json_depth(text) > MAX_NESTING:
+        raise QuotaError(f"error parsing {what}: nested too deeply (more than {MAX_NESTING} levels)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as first:

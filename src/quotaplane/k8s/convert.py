@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from quotaplane.config.bodies import load_json
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -201,7 +202,7 @@ def _quota_from_json(text: Any) -> Resource | None:
     if not isinstance(text, str):
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text, "a namespace quota annotation")
     except ValueError:
         return None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):

@@ -6,11 +6,11 @@ Durations are Go ``time.Duration`` strings (``"30s"``, ``"1h0m0s"``); integers p
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from quotaplane.config.bodies import load_json
 from quotaplane.config.model import ChildTemplateConfig
 from quotaplane.resources import Resource, strictly_greater_than_zero
 
@@ -240,7 +240,7 @@ def parse_si_resource(text: str | None) -> Resource | None:
     if not text:
         return None
     try:
-        data = json.loads(text)
+        data = load_json(text, "a resource tag")
     except (ValueError, TypeError):
         return None
     if not isinstance(data, dict):

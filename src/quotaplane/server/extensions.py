@@ -16,6 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from quotaplane.config.bodies import load_yaml_documents
 from quotaplane.errors import ConfigError, NotFoundError
 
 __all__ = ["edit_extension", "policy_of", "validate_extensions", "yaml_documents"]
@@ -29,12 +30,8 @@ def _rt() -> YAML:
 
 
 def yaml_documents(text: str) -> list[Any]:
-    """Every YAML document of ``text`` as plain data (a ValueError when it does not parse)."""
-    try:
-        docs = [d for d in YAML(typ="safe").load_all(text) if d is not None]
-    except Exception as exc:  # ruamel raises many error classes; all are "not valid YAML"
-        raise ValueError(f"body is not valid YAML: {exc}") from None
-    return docs
+    """Every YAML document of ``text`` as plain data, bounded (a ConfigError when it does not parse)."""
+    return load_yaml_documents(text, "the body")
 
 
 def edit_extension(config_text: str, partition: str, key: str,

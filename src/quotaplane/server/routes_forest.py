@@ -42,6 +42,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from quotaplane.config.bodies import load_json
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
@@ -155,7 +156,7 @@ def _mode_name(qm: Any) -> str:
 def _tree_name(doc: Any) -> str | None:
     if isinstance(doc, str):
         try:
-            doc = _json.loads(doc)
+            doc = load_json(doc, "a quota tree definition")
         except ValueError:
             return None
     meta = doc.get("metadata") if isinstance(doc, dict) else None
@@ -221,7 +222,7 @@ def router(service: Any) -> APIRouter:
             for i, t in enumerate(ext["trees"]):
                 if _tree_name(t) != tree:
                     continue
-                doc = _json.loads(t) if isinstance(t, str) else _copy.deepcopy(t)
+                doc = load_json(t, f"tree {tree!r}") if isinstance(t, str) else _copy.deepcopy(t)
                 if not isinstance(doc, dict):
                     raise ApiError(400, f"the configured definition of tree {tree!r} is not an object")
                 spec = doc.get("spec")
@@ -285,10 +286,7 @@ def router(service: Any) -> APIRouter:
                        partition: Annotated[str, _PARTITION] = "default") -> JSONResponse:
         """Add a quota tree or replace its definition (the seed's QuotaTree JSON)."""
         raw = await request.body()
-        try:
-            doc = _json.loads(raw)
-        except ValueError as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        doc = load_json(raw, "request body")
         if _tree_name(doc) != tree:
             raise ApiError(400, f"metadata.name of the body must be {tree!r}")
 
@@ -416,10 +414,7 @@ def router(service: Any) -> APIRouter:
         p, qm = policy(partition)
         with p.lock, qm.transaction():
             _require_tree(qm, tree)
-        try:
-            spec = _json.loads(await request.body())
-        except ValueError as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        spec = load_json(await request.body(), "request body")
         if not isinstance(spec, dict) or not spec:
             raise ApiError(400, "the body must be a non-empty node spec object")
 
