@@ -231,7 +231,7 @@ class _Outer:
                 await self._allocate(m.group(1), scope, receive, send_wrapper)
                 return
             await self.app(scope, receive, send_wrapper)
-        except Exception as exc:  # last resort (S3): never a bare 500
+        except Exception as exc:  # last resort: the error body (a fault: 500, detail only in the log)
             if started[0]:
                 raise
             resp = exception_response(exc)

@@ -1,10 +1,12 @@
 """The service's error model: every error is ``{"status_code", "message", "description"}``.
 
-Decision S3: never a 500 and never FastAPI's default 422 body. Every failure — a body that is not
-JSON, a field of the wrong type, an amount outside int64, an unknown partition, a duplicate id, a
-rejected placement, a write sent to a follower — becomes a 4xx (or 503 for "not the leader") with
-YuniKorn's ``dao.YAPIError`` shape (reference §2.1). ``description`` repeats the message and adds the
-cause when there is one, as YuniKorn does.
+Decision S3: bad input is never a 500 and never FastAPI's default 422 body. Every failure of the
+caller — a body that is not JSON, a field of the wrong type, an amount outside int64, an unknown
+partition, a duplicate id, a rejected placement — becomes a 4xx with YuniKorn's ``dao.YAPIError``
+shape (reference §2.1); ``description`` repeats the message and adds the cause when there is one, as
+YuniKorn does. A fault of the server is not the caller's (issue 14 #3): a write sent to a follower
+or a store that failed is 503 (nothing changed, retry), anything unexpected is 500 "internal server
+error". Neither carries internal text (paths, exception names): the detail goes to the log.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from quotaplane.errors import (
 )
 
 __all__ = [
+    "INTERNAL_ERROR",
+    "STORE_UNAVAILABLE",
     "ApiError",
     "error_body",
     "error_response",
@@ -43,6 +47,12 @@ _ACL_WORD = re.compile(r"\bacl\b", re.IGNORECASE)
 
 #: Status used for a write that reached an instance which is not the partition's leader.
 NOT_LEADER_STATUS = 503
+
+#: The message of a 503 for a failed store (the detail is logged, never answered).
+STORE_UNAVAILABLE = "store unavailable: nothing was changed; retry later"
+
+#: The message of a 500 (the exception is logged, never answered).
+INTERNAL_ERROR = "internal server error"
 
 
 class ApiError(Exception):
@@ -145,14 +155,13 @@ def exception_response(err: BaseException) -> JSONResponse:
         where = f" (line {err.line})" if err.line and not message.startswith("line") else ""
         return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
     if status == NOT_LEADER_STATUS:
-        # The store failed: nothing was acknowledged; the caller may retry.
-        return error_response(status, f"store unavailable: {message}", headers={"Retry-After": "1"})
+        # The store failed: nothing was acknowledged; the caller may retry. Its text names files and
+        # hosts: the log gets it, the caller does not.
+        _log.error("store unavailable: %s: %s", type(err).__name__, err)
+        return error_response(status, STORE_UNAVAILABLE, headers={"Retry-After": "1"})
     if status == 500:
-        _log.exception("unexpected error", exc_info=err)
-        # Decision S3 — never a 500: the request could not be served; report it as a bad request
-        # with the cause, so the caller sees what went wrong instead of a bare server error.
-        return error_response(400, "request could not be processed",
-                              f"request could not be processed. Original Cause : {type(err).__name__}: {err}")
+        _log.error("internal server error", exc_info=err)
+        return error_response(500, INTERNAL_ERROR)
     return error_response(status, message)
 
 
@@ -224,5 +233,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
-    for cls in (ApiError, QuotaplaneError, ValueError, KeyError, TypeError):
+    for cls in (ApiError, QuotaplaneError, ValueError, KeyError, TypeError, Exception):
         app.add_exception_handler(cls, on_quotaplane)
