@@ -3,7 +3,9 @@
 Every change is applied in memory and then appended here before the caller is answered. An append
 that fails for a change the caller can roll back (``recoverable``) is just an error; one that cannot
 be rolled back leaves memory ahead of the journal, so the log refuses every further change
-(:meth:`PartitionLog.usable`) until the partition is restored from the journal.
+(:meth:`PartitionLog.usable`) until the partition is rebuilt from the journal — at once when the
+store can still be read, else on a later call (issue 14 #2). ``store_error`` keeps the last failed
+append until one succeeds: the healthcheck reports it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from quotaplane.errors import QuotaplaneError
 from quotaplane.events import Event
-from quotaplane.journal.base import Journal
+from quotaplane.journal.base import Journal, StoreUnavailableError
 
 __all__ = ["PartitionLog"]
 
@@ -22,7 +23,7 @@ class PartitionLog:
     """The journal stream of one partition (``journal`` None: in memory, nothing is written)."""
 
     __slots__ = ("_snapshot_state", "holder", "journal", "last_seq", "on_recorded", "poisoned", "replaying",
-                 "snapshot_error", "snapshot_every", "snapshot_seq", "stream", "wrote")
+                 "snapshot_error", "snapshot_every", "snapshot_seq", "store_error", "stream", "wrote")
 
     def __init__(self, journal: Journal | None, stream: str, *, holder: str | None, snapshot_every: int,
                  snapshot_state: Callable[[], Mapping[str, Any]]) -> None:
@@ -40,6 +41,8 @@ class PartitionLog:
         self.replaying = False
         #: the append failure that stopped the partition, or None
         self.poisoned: BaseException | None = None
+        #: the last append that failed, until one succeeds (None: the store took the last write)
+        self.store_error: BaseException | None = None
         #: journalled events since the last snapshot (a follower, which only replays, has none)
         self.wrote = False
         #: the last error of an automatic snapshot (snapshots are optional; the events are durable)
@@ -66,9 +69,11 @@ class PartitionLog:
             else:
                 seq = self.journal.append(self.stream, payload)
         except BaseException as exc:
+            self.store_error = exc
             if not recoverable:
                 self.poisoned = exc
             raise
+        self.store_error = None
         self.last_seq = seq
         self.wrote = True
         if self.on_recorded is not None:
@@ -85,8 +90,9 @@ class PartitionLog:
     def usable(self, partition: str) -> None:
         """Refuse changes after a journal failure left memory ahead of the journal."""
         if self.poisoned is not None:
-            raise QuotaplaneError(f"partition {partition!r} stopped taking changes after a journal "
-                                  f"failure ({self.poisoned!r}); restore it from the journal")
+            raise StoreUnavailableError(f"partition {partition!r} is recovering from a store failure "
+                                        f"({self.poisoned!r}); it is rebuilt from the journal once the "
+                                        "store can be read")
 
     def save_snapshot(self) -> int:
         """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""

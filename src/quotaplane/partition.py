@@ -90,16 +90,30 @@ class Partition:
                                  snapshot_every=self._s.options.snapshot_every,
                                  snapshot_state=self._snapshot_state)
         self._notifier = Notifier(self.name, self._queue_of)
-        self._preemptor = Preemptor(self._s, clock=self.clock, admit=self._admit,
-                                    record=lambda evs: self._record(evs))
         self._log.on_recorded = self._notifier.recorded
-        self._s.pending = PendingAsks(CycleHost(
-            name=self.name, apps=self._s.apps, allocations=self._s.allocs, queue=self._s.queues.queue,
-            admit=self._admit_ask, undo=self._s.undo_allocated, replace=self.replace_placeholder,
+        #: rebuilds this partition from the journal (set by the Scheduler; None: cannot recover)
+        self.restorer: Callable[[], Partition | None] | None = None
+        self._preemptor: Preemptor
+        self._bind()
+
+    def _bind(self) -> None:
+        """Wire the preemptor and the pending asks' cycle host to the current state (at start, and
+        after a recovery put a rebuilt state in place)."""
+        state = self._s
+        self._preemptor = Preemptor(state, clock=self.clock, admit=self._admit,
+                                    record=lambda evs: self._record(evs))
+        host = CycleHost(
+            name=self.name, apps=state.apps, allocations=state.allocs, queue=state.queues.queue,
+            admit=self._admit_ask, undo=state.undo_allocated, replace=self.replace_placeholder,
             preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
-            record=lambda evs: self._record(evs, recoverable=True), explain=self._s.explain_ask,
-            over_queue_max=self._s.over_queue_max, last_seq=lambda: self._log.last_seq,
-            replaying=lambda: self._log.replaying))
+            record=lambda evs: self._record(evs, recoverable=True), explain=state.explain_ask,
+            over_queue_max=state.over_queue_max, last_seq=lambda: self._log.last_seq,
+            replaying=lambda: self._log.replaying)
+        pending = getattr(state, "pending", None)
+        if pending is None:
+            state.pending = PendingAsks(host)
+        else:
+            pending.host = host
 
     @property
     def config(self) -> PartitionConfig:
@@ -138,18 +152,77 @@ class Partition:
 
     def _record(self, events: Sequence[E.Event], *, recoverable: bool = False) -> None:
         """Append ``events`` durably (S1), each followed by the notes of the changes it made
-        (:meth:`PartitionState.take_notes`), in one transaction."""
+        (:meth:`PartitionState.take_notes`), in one transaction.
+
+        A change that cannot be rolled back (``recoverable`` False) and could not be journalled left
+        memory ahead of the journal: the partition is rebuilt from the journal at once, so the
+        refused change is not visible (issue 14 #2); the error is raised either way.
+        """
         notes = self._s.take_notes()
-        self._log.record([*events, *notes] if notes else events, recoverable=recoverable)
+        try:
+            self._log.record([*events, *notes] if notes else events, recoverable=recoverable)
+        except BaseException:
+            if self._log.poisoned is not None:
+                self.recover()
+            raise
         if notes:
             self._s.notes_recorded(notes)
+
+    @property
+    def healthy(self) -> bool:
+        """False while the store refuses writes (the last append failed) or memory may be ahead of
+        the journal (a recovery is due); the healthcheck reports it."""
+        return self._log.poisoned is None and self._log.store_error is None
+
+    @property
+    def recovering(self) -> bool:
+        """True while memory may be ahead of the journal (a failed append of a change that cannot be
+        rolled back, and the store could not be read since): nothing should be served from it."""
+        return self._log.poisoned is not None
+
+    @property
+    def store_error(self) -> BaseException | None:
+        """The last journal append that failed (None once one succeeds), or the failure that stopped
+        the partition while it waits for a recovery."""
+        return self._log.poisoned or self._log.store_error
+
+    def recover(self) -> bool:
+        """Rebuild memory from the journal after a failure left it ahead (issue 14 #2); True when the
+        partition is consistent with its journal (also when nothing was to be done).
+
+        The rebuilt state replaces the old one in place: subscribers, the journal and settings such as
+        :attr:`auto_schedule` stay. When the store cannot be read yet nothing changes and False is
+        returned; the next change (or :meth:`recover`) tries again.
+        """
+        with self.lock:
+            failure = self._log.poisoned
+            if failure is None:
+                return True
+            if self.restorer is None:
+                return False
+            try:
+                fresh = self.restorer()
+            except Exception:       # the store cannot be read yet: stay stopped, try again later
+                return False
+            if fresh is None:
+                return False
+            auto = self._s.pending.auto_schedule
+            self._s = fresh._s
+            self._bind()
+            self._s.pending.auto_schedule = auto
+            self._s.pending.asks.dirty = True       # the timer's next cycle looks at every ask
+            self._log.last_seq = fresh._log.last_seq
+            self._log.snapshot_seq = fresh._log.snapshot_seq
+            self._log.poisoned = None
+            self._log.wrote = False
+            return True
 
     def _queue_of(self, application_id: str) -> str:
         app = self._s.apps.get(application_id)
         return app.queue_path if app is not None else ""
 
     def _usable(self) -> None:
-        if self._log.poisoned is not None:
+        if self._log.poisoned is not None and not self.recover():
             self._log.usable(self.name)
 
     def _snapshot_state(self) -> dict[str, Any]:

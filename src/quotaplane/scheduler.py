@@ -123,8 +123,24 @@ class Scheduler:
             return self._config_at(s).partition(name)
 
         options = PartitionOptions(snapshot_every=self.snapshot_every, **self._options)
-        return Partition(pc, journal=self.journal, stream=_stream_of(name), clock=self.clock,
-                         config_seq=seq, config_source=_source, options=options, holder=self.holder)
+        p = Partition(pc, journal=self.journal, stream=_stream_of(name), clock=self.clock,
+                      config_seq=seq, config_source=_source, options=options, holder=self.holder)
+        p.restorer = lambda: self._rebuilt(name)
+        return p
+
+    def _rebuilt(self, name: str) -> Partition | None:
+        """A new partition ``name`` rebuilt from the journal alone, on the config in force (a
+        partition's recovery after a store failure, issue 14 #2); changes nothing of this scheduler
+        but its records of how partitions were restored."""
+        fresh = self._restore_partition(_stream_of(name))
+        if fresh is None:
+            return None
+        pc = next((c for c in self.config.partitions if c.name == name), None)
+        if pc is not None and fresh.config_seq != self.config_seq:
+            # the scheduler's config event was journalled, the partition's marker was not
+            fresh.apply_config(pc, self.config_seq)
+            fresh.record_config(self.config_seq, follower_ok=True)
+        return fresh
 
     def _config_at(self, seq: int) -> SchedulerConfig:
         cfg = self._configs.get(seq)

@@ -86,5 +86,6 @@ def test_bad_input_is_still_a_400_with_its_reason(served: tuple[qp.Scheduler, Te
     r = c.post("/ws/v1/partition/default/allocations",
                json={"applicationID": "ghost", "allocationKey": "k1", "resource": {"vcore": 1}})
     assert r.status_code == 404 and "ghost" in r.json()["message"]
-    r = c.post("/ws/v1/partition/default/allocations", content=b"{", headers={"Content-Type": "application/json"})
+    r = c.post("/ws/v1/partition/default/allocations", content=b"{",
+               headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "JSON" in r.json()["message"]

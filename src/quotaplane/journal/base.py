@@ -30,6 +30,7 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "StoreURL",
+    "StoreUnavailableError",
     "canonical_json",
     "check_events",
     "check_stream",
@@ -45,6 +46,11 @@ SCHEMA_VERSION = 1
 
 class JournalError(QuotaplaneError):
     """The journal store failed or refused an operation (I/O, database, schema version …)."""
+
+
+class StoreUnavailableError(JournalError):
+    """A partition stopped after a journal failure left its memory ahead of the store, and could not
+    be rebuilt from the store yet (it is retried on the next call; issue 14 #2)."""
 
 
 class JournalLockedError(JournalError):

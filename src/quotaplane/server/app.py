@@ -27,7 +27,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from quotaplane.errors import NotFoundError, NotLeaderError
-from quotaplane.journal.base import Journal
+from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.errors import exception_response, install_error_handlers
 from quotaplane.server.metrics import Metrics
@@ -136,9 +136,13 @@ class Service:
     def partition(self, name: str) -> Partition:
         """The partition ``name``; :class:`NotFoundError` "Partition not found" otherwise."""
         try:
-            return self.scheduler.partition(name)
+            p = self.scheduler.partition(name)
         except (NotFoundError, KeyError):
             raise NotFoundError("Partition not found") from None
+        if p.recovering and not p.recover():
+            # memory may hold a change the store refused: serve nothing of it (issue 14 #2)
+            raise StoreUnavailableError(f"partition {p.name!r} is recovering from a store failure")
+        return p
 
 
 def _route_label(scope: Scope) -> str:

@@ -33,6 +33,7 @@ from quotaplane.errors import (
 
 __all__ = [
     "INTERNAL_ERROR",
+    "RECOVERING",
     "STORE_UNAVAILABLE",
     "ApiError",
     "error_body",
@@ -50,6 +51,9 @@ NOT_LEADER_STATUS = 503
 
 #: The message of a 503 for a failed store (the detail is logged, never answered).
 STORE_UNAVAILABLE = "store unavailable: nothing was changed; retry later"
+
+#: The message of a 503 while a partition waits to be rebuilt from its journal (issue 14 #2).
+RECOVERING = "the partition is recovering from a store failure: nothing was changed; retry later"
 
 #: The message of a 500 (the exception is logged, never answered).
 INTERNAL_ERROR = "internal server error"
@@ -158,7 +162,9 @@ def exception_response(err: BaseException) -> JSONResponse:
         # The store failed: nothing was acknowledged; the caller may retry. Its text names files and
         # hosts: the log gets it, the caller does not.
         _log.error("store unavailable: %s: %s", type(err).__name__, err)
-        return error_response(status, STORE_UNAVAILABLE, headers={"Retry-After": "1"})
+        recovering = any(cls.__name__ == "StoreUnavailableError" for cls in type(err).__mro__)
+        return error_response(status, RECOVERING if recovering else STORE_UNAVAILABLE,
+                              headers={"Retry-After": "1"})
     if status == 500:
         _log.error("internal server error", exc_info=err)
         return error_response(500, INTERNAL_ERROR)

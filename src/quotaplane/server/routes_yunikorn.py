@@ -79,6 +79,23 @@ def router(service: Any) -> APIRouter:
         checks.append({"Name": "Scheduler partitions", "Succeeded": ok_partitions,
                        "Description": "the scheduler has at least one partition",
                        "DiagnosisMessage": "" if ok_partitions else "no partition"})
+        stored = True
+        failed: list[str] = []
+        try:
+            for p in service.scheduler.partitions():
+                if p.recovering:
+                    p.recover()
+                if not p.healthy:
+                    stored = False
+                    failed.append(p.name)
+        except Exception:  # a broken scheduler is unhealthy, not a 500
+            stored = False
+        # issue 14 #2: a store that refuses writes (or a partition waiting to be rebuilt from it) is
+        # unhealthy until a write succeeds again, so probes and alerts see it
+        checks.append({"Name": "Journal store", "Succeeded": stored,
+                       "Description": "the last write of every partition reached the store",
+                       "DiagnosisMessage": "" if stored else
+                       f"store writes failing for partition(s) {', '.join(failed) or '?'}"})
         lead = service.leadership
         if lead is not None:
             leader = lead.leader_url() or ""
