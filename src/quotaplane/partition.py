@@ -54,7 +54,7 @@ from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.rebuild import rebuild_events
-from quotaplane.resources import Resource
+from quotaplane.resources import INT64_MAX, Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.preemption import Preemptor
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
@@ -66,6 +66,14 @@ from quotaplane.ugm import Manager
 __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "PartitionOptions"]
 
 _EMPTY = Resource()
+
+
+def _check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str) -> None:
+    """ValueError (changing nothing) when ``total + more`` leaves int64 for some resource."""
+    for name, amount in more.items():
+        if total.get(name, 0) + amount > INT64_MAX:
+            raise ValueError(f"{what} of {name} would be {total.get(name, 0) + amount}, beyond int64 "
+                             f"({INT64_MAX})")
 
 
 class Partition:
@@ -356,6 +364,8 @@ class Partition:
         with self.lock:
             if node_id in self._s.nodes:
                 raise ConflictError(f"node {node_id!r} already exists in partition {self.name!r}")
+            # issue 14 #4: the cluster size is served as the root's maxResource; Go clients read int64
+            _check_int64_sum(self._s.total, ev.capacity, f"node {node_id!r}: the cluster's total")
             self._usable()
             self._s.node_added(ev)
             try:
@@ -771,6 +781,10 @@ class Partition:
             if allocation_key in self._s.allocs or allocation_key in asks:
                 raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
                                     f"{self.name!r}")
+            root = self._s.queues.queue("root")
+            if root is not None:        # pendingResource is served: demand stays within int64 too
+                _check_int64_sum(root._pending, spec.resource,
+                                 f"ask {allocation_key!r}: the waiting asks' total")
             ev = E.AskAdded(key=allocation_key, app=application_id, resource=spec.resource,
                             priority=spec.priority, preemptible=spec.preemptible, seq=asks.next_seq(),
                             t=self.clock(), placeholder=True if placeholder else None,
