@@ -370,6 +370,10 @@ class QueueTree:
         shown_max = max_res if max_res is not None else Resource()
         message = (f"allocation ({Resource.of(dict(request))}) puts queue '{q.path}' over maximum "
                    f"allocation ({shown_max}), current usage ({q.allocated})")
+        unreported = sorted(n for n in shortfall if strict and n not in maxv)
+        if unreported:
+            # issue 14 #9: a converted pod asks for pods: 1; say when that is what no node provides
+            message += f"; no node reports {', '.join(unreported)}"
         return QueueLimit(
             code="root.capacity" if strict else "queue.max",
             queue_path=q.path,
