@@ -2,11 +2,15 @@
 
 ``Scheduler.from_yaml(text, store=url)`` builds the partitions from a YuniKorn queue configuration.
 On a store that already holds events it first restores the journalled state (each partition from
-its snapshot plus the tail of its stream, or from the whole stream), then applies ``text`` as a
-normal config update if it differs from the journalled config (contract "CLI", decision S1).
+its snapshot plus the tail of its stream, or from the whole stream). After the first start the store
+is the source of truth (issue 14 #5): ``text`` is applied, as a normal config update, only when it
+changed since the last time a text was given at a start — so an unchanged ``--config`` keeps every
+change made over the API since (elastic quotas, quota trees, configs PUT over REST), and a changed one
+replaces them, with a warning in the log that says so.
 
 Journal layout (:mod:`quotaplane.journal`): the stream ``"scheduler"`` holds one event per accepted
-configuration, ``{"type": "config", "text": …}``; each partition has its own stream (its name) whose
+configuration, ``{"type": "config", "text": …}``, with ``"start": <sha256 of the text>`` when the text
+was given at a start rather than over the API; each partition has its own stream (its name) whose
 events are applied by :meth:`Partition.apply_event`. A partition stream records *when* a config took
 effect with ``{"type": "config", "seq": <scheduler seq>}``, so a replay applies every config at the
 exact point between allocations where it was applied live.
@@ -15,7 +19,9 @@ exact point between allocations where it was applied live.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
 import threading
 import time as _time
 from collections.abc import Callable, Iterator
@@ -33,6 +39,12 @@ __all__ = ["SCHEDULER_STREAM", "Scheduler"]
 
 #: The journal stream of configuration events.
 SCHEDULER_STREAM = "scheduler"
+
+_log = logging.getLogger("quotaplane.scheduler")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _stream_of(partition: str) -> str:
@@ -85,6 +97,8 @@ class Scheduler:
         self.config_seq = 0
         #: How each partition was restored at start: "snapshot" (snapshot + tail) or "replay" (full).
         self.restored_from: dict[str, str] = {}
+        #: the sha256 of the last configuration text given at a start (None: none journalled)
+        self._started_with: str | None = None
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -104,12 +118,20 @@ class Scheduler:
             if journal.last_seq(SCHEDULER_STREAM) > 0:
                 sched = cls._restore(journal, clock=clock, snapshot_every=snapshot_every,
                                      partition_options=partition_options, holder=holder)
-                if text != sched.config_text:
-                    sched._apply(config, text)
+                if text != sched.config_text and sched._started_with != _digest(text):
+                    if sched._started_with is not None:
+                        _log.warning("the configuration given at start changed since the last start: it "
+                                     "replaces the journalled configuration (config #%d), including every "
+                                     "change made over the API since then", sched.config_seq)
+                    sched._apply(config, text, start=True)
+                elif text != sched.config_text:
+                    _log.info("the configuration given at start is unchanged since the last start: the "
+                              "journalled configuration (config #%d, changed over the API since) stays "
+                              "in force", sched.config_seq)
                 return sched
             sched = cls(config, text=text, journal=journal, clock=clock, snapshot_every=snapshot_every,
                         partition_options=partition_options, holder=holder)
-            sched._apply(config, text)
+            sched._apply(config, text, start=True)
             return sched
         except BaseException:
             if journal is not store:
@@ -156,9 +178,12 @@ class Scheduler:
     def _restore(cls, journal: Journal, *, clock: Callable[[], float] | None, snapshot_every: int,
                  partition_options: dict[str, Any] | None, holder: str | None) -> Scheduler:
         texts: dict[int, str] = {}
+        started_with: str | None = None
         for seq, ev in journal.read(SCHEDULER_STREAM):
             if ev.get("type") == "config":
                 texts[seq] = ev["text"]
+                if isinstance(ev.get("start"), str):
+                    started_with = ev["start"]
         if not texts:
             raise JournalReplayError("the journal holds no configuration")
         last = max(texts)
@@ -166,6 +191,7 @@ class Scheduler:
         sched = cls(config, text=texts[last], journal=journal, clock=clock, snapshot_every=snapshot_every,
                     partition_options=partition_options, holder=holder)
         sched._texts = texts
+        sched._started_with = started_with
         sched._configs[last] = config
         sched.config_seq = last
         for stream in journal.streams():
@@ -239,7 +265,7 @@ class Scheduler:
         config = _load(text)
         self._apply(config, text, validate=True)
 
-    def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False) -> None:
+    def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False, start: bool = False) -> None:
         with self._lock, ExitStack() as stack:
             existing = [self._partitions[n] for n in sorted(self._partitions)]
             for p in existing:        # one step: no request sees half of the new config
@@ -258,7 +284,9 @@ class Scheduler:
                     except ValueError as exc:
                         # contract: update_config raises qp.ConfigError (and changes nothing)
                         raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
-            event = [{"type": "config", "text": text}]
+            event: list[dict[str, Any]] = [{"type": "config", "text": text}]
+            if start:
+                event[0]["start"] = _digest(text)
             # fenced like every partition write: a leader that lost its lease must not change config
             seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
                    else self.journal.append(SCHEDULER_STREAM, event))
@@ -275,6 +303,8 @@ class Scheduler:
             self.config = config
             self.config_text = text
             self.config_seq = seq
+            if start:
+                self._started_with = event[0]["start"]
 
     def catch_up(self) -> int:
         """Apply what other instances appended to the journal since this one last read (a follower).

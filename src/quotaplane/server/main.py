@@ -2,8 +2,10 @@
 
 * ``--store``: ``sqlite:///quotaplane.db`` (a file under the working directory) by default;
   ``postgresql://…`` for production and for several instances (fail-over, :mod:`quotaplane.server.ha`).
-* On start with a non-empty store the journalled state is restored first; a ``--config`` that
-  differs from the journalled config is then applied as a normal config update. An invalid
+* On start with a non-empty store the journalled state is restored first; the store is the source
+  of truth: a ``--config`` is applied (as a normal config update) only when the file changed since
+  it was last given at a start, so changes made over the API survive restarts with the same file
+  (issue 14 #5; docs/operations.md "Restarting with --config"). An invalid
   ``--config`` refuses to start (exit 1) and says why (``FILE:LINE: reason``).
 * Tokens (decision S2) come from ``QUOTAPLANE_TOKENS`` / ``QUOTAPLANE_TOKENS_FILE``
   (:mod:`quotaplane.server.auth`). Without tokens the service only binds to a loopback address.
