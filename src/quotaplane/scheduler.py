@@ -265,7 +265,8 @@ class Scheduler:
         config = _load(text)
         self._apply(config, text, validate=True)
 
-    def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False, start: bool = False) -> None:
+    def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False,
+               start: bool = False) -> None:
         with self._lock, ExitStack() as stack:
             existing = [self._partitions[n] for n in sorted(self._partitions)]
             for p in existing:        # one step: no request sees half of the new config
