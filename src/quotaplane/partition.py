@@ -68,6 +68,14 @@ __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "Part
 _EMPTY = Resource()
 
 
+def _replay_problem(exc: Exception) -> str:
+    """What is wrong with a journalled event, for the message that names it."""
+    if isinstance(exc, KeyError) and not isinstance(exc, NotFoundError):
+        return (f"it names {exc.args[0] if exc.args else '?'!r}, which does not exist at that point "
+                "(the journal is damaged or was edited)")
+    return str(exc) or type(exc).__name__
+
+
 def _check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str) -> None:
     """ValueError (changing nothing) when ``total + more`` leaves int64 for some resource."""
     for name, amount in more.items():
@@ -913,7 +921,11 @@ class Partition:
             self._log.replaying = True
             try:
                 for seq, ev in events:
-                    self.apply_event(ev)
+                    try:
+                        self.apply_event(ev)
+                    except Exception as exc:   # issue 14 #6: name the event, never a bare KeyError
+                        raise JournalReplayError(f"stream {self.stream!r}, event #{seq}: "
+                                                 f"{_replay_problem(exc)}") from exc
                     self._log.last_seq = seq
                     self._s.notes_recorded(self._s.take_notes())   # the journal holds them already
                     n += 1

@@ -77,6 +77,8 @@ def open_journal(url: str | None, **options: Any) -> Journal:
             kwargs["synchronous"] = parsed.options["synchronous"]
         if "compact" in parsed.options:
             kwargs["compact_on_snapshot"] = parsed.options["compact"] == "true"
+        if "accept_loss" in parsed.options:
+            kwargs["accept_loss"] = parsed.options["accept_loss"] == "true"
         kwargs.update(options)
         return SQLiteJournal(parsed.path, url=parsed.url, **kwargs)
     # postgresql: imported lazily so that psycopg is only needed when used (extra [postgres])

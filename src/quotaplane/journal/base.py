@@ -285,7 +285,9 @@ def parse_store_url(url: str | None) -> StoreURL:
     * ``None``, ``""`` or ``"memory://"`` — in memory.
     * ``sqlite:///relative/path.db`` — relative to the working directory;
       ``sqlite:////absolute/path.db`` — absolute. Options: ``?synchronous=normal|full|extra|off``
-      (default ``normal``), ``&compact=true`` (delete events covered by a snapshot when it is saved).
+      (default ``normal``), ``&compact=true`` (delete events covered by a snapshot when it is saved),
+      ``&accept_loss=true`` (start even though events acknowledged earlier are missing, see
+      :mod:`quotaplane.journal.sqlite`).
     * ``postgresql://user:password@host:port/db`` (also ``postgres://``) — PostgreSQL via psycopg 3.
       Option ``?schema=name`` (default ``quotaplane``) selects the schema holding the tables; every other
       query parameter is passed on to libpq (``sslmode``, ``connect_timeout`` …).
@@ -328,11 +330,11 @@ def _parse_sqlite(url: str) -> StoreURL:
                 raise ValueError(f"bad SQLite URL {url!r}: synchronous must be one of "
                                  f"{', '.join(s.lower() for s in _SQLITE_SYNC)}, got {value!r}")
             options[key] = value.upper()
-        elif key == "compact":
+        elif key in ("compact", "accept_loss"):
             options[key] = str(_parse_bool(url, key, value)).lower()
         else:
             raise ValueError(f"bad SQLite URL {url!r}: unknown option {key!r} "
-                             "(known: synchronous, compact)")
+                             "(known: synchronous, compact, accept_loss)")
     return StoreURL(kind="sqlite", url=url, path=path, options=options)
 
 

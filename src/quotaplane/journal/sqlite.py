@@ -12,6 +12,14 @@ One writer. SQLite allows one writing process. The journal takes an exclusive ad
 journal object) opening the same store fails at once with :class:`JournalLockedError` naming the pid
 holding it. The lock dies with the process, so a crashed service never leaves a stale lock behind.
 
+High-water mark (issue 14 #6). After every commit the total number of events ever appended is written
+to the side file ``<db>.hwm`` (a fixed-width number, no fsync: it can lag the database after a power
+loss, never lead it). On open, a database that holds fewer events than its high-water mark lost
+acknowledged events — its ``-wal`` file was damaged (SQLite silently drops the frames after the damage)
+or deleted — and is refused with :class:`JournalError` naming how many are missing, unless it is
+opened with ``accept_loss`` (URL ``?accept_loss=true``): then it starts with what is there, after a
+warning in the log, and the mark is reset. A database file that does not exist yet starts afresh.
+
 Threads. One connection guarded by a lock: every call is atomic with respect to the others. Because this
 process is the only writer, the per-stream counters are cached in memory.
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -59,6 +68,8 @@ SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 _PAGE = 5000  # rows fetched per lock hold while reading
 
+_log = logging.getLogger("quotaplane.journal")
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL,"
@@ -79,12 +90,12 @@ class SQLiteJournal(LocalLeaseCalls):
     (monotonic seconds) drives the in-process leases.
     """
 
-    __slots__ = ("_compact_on_snapshot", "_conn", "_counters", "_leases", "_lock", "_lock_fd", "path",
-                 "synchronous", "url")
+    __slots__ = ("_compact_on_snapshot", "_conn", "_counters", "_hwm_fd", "_leases", "_lock", "_lock_fd",
+                 "_total", "path", "synchronous", "url")
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL",
                  compact_on_snapshot: bool = False, clock: Callable[[], float] = time.monotonic,
-                 url: str | None = None) -> None:
+                 url: str | None = None, accept_loss: bool = False) -> None:
         sync = str(synchronous).upper()
         if sync not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, "
@@ -100,9 +111,17 @@ class SQLiteJournal(LocalLeaseCalls):
             raise JournalError(f"cannot open SQLite store {self.url!r}: directory {str(self.path.parent)!r} "
                                "does not exist")
         self._lock_fd: int | None = self._take_file_lock()
+        self._hwm_fd: int | None = None
+        self._total = 0
+        existed = self.path.exists()
         try:
             self._conn: sqlite3.Connection | None = self._connect()
+            self._check_high_water_mark(fresh=not existed, accept_loss=accept_loss)
         except BaseException:
+            if getattr(self, "_conn", None) is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._c().close()
+                self._conn = None
             self._release_file_lock()
             raise
 
@@ -133,7 +152,37 @@ class SQLiteJournal(LocalLeaseCalls):
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return fd
 
+    def _check_high_water_mark(self, *, fresh: bool, accept_loss: bool) -> None:
+        """Refuse a database that lost acknowledged events (see the module doc), then open the mark."""
+        hwm_path = f"{self.path}.hwm"
+        try:
+            fd = os.open(hwm_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise JournalError(f"cannot open the high-water mark {hwm_path!r}: {exc}") from exc
+        self._hwm_fd = fd
+        self._total = sum(c[0] for c in self._counters.values())
+        raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        mark = int(raw) if raw.isdigit() else 0
+        if not fresh and mark > self._total:
+            missing = mark - self._total
+            what = (f"SQLite store {self.url!r} holds {self._total} events, but {mark} were acknowledged: "
+                    f"{missing} event{'s are' if missing != 1 else ' is'} missing (its -wal file was "
+                    "damaged or deleted)")
+            if not accept_loss:
+                raise JournalError(f"{what}. Restore the store from a backup, or start with what is there "
+                                   "by opening it with ?accept_loss=true (docs/operations.md)")
+            _log.warning("%s; starting with what is there (accept_loss)", what)
+        self._write_mark()
+
+    def _write_mark(self) -> None:
+        if self._hwm_fd is not None:
+            os.pwrite(self._hwm_fd, b"%020d\n" % self._total, 0)
+
     def _release_file_lock(self) -> None:
+        hwm, self._hwm_fd = self._hwm_fd, None
+        if hwm is not None:
+            with contextlib.suppress(OSError):
+                os.close(hwm)
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
@@ -237,6 +286,11 @@ class SQLiteJournal(LocalLeaseCalls):
                 self._counters[stream] = [new_last, 0]
             else:
                 counters[0] = new_last
+            self._total += len(texts)
+            try:
+                self._write_mark()
+            except OSError:       # the events are committed; a stale mark only weakens the check
+                _log.warning("cannot update the high-water mark of %s", self.url, exc_info=True)
             return new_last
 
     def read(self, stream: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -269,7 +323,13 @@ class SQLiteJournal(LocalLeaseCalls):
                     raise JournalError(f"read of {stream!r} failed in {self.url!r}: {exc}") from exc
             if rows and (rows[0][0] != seq + 1 or rows[-1][0] != seq + len(rows)):
                 # integrity: seqs are contiguous by construction (PRIMARY KEY + one writer)
-                raise JournalError(f"stream {stream!r} in {self.url!r} has a gap after seq {seq}")
+                expected = seq + 1
+                for found, _data in rows:
+                    if found != expected:
+                        break
+                    expected += 1
+                raise JournalError(f"stream {stream!r} in {self.url!r} has a gap: event #{expected} is "
+                                   f"missing (the next stored event is #{found})")
             for data in decode_page([r[1] for r in rows]):
                 seq += 1
                 yield seq, data
