@@ -13,7 +13,10 @@ decision S1) and starts accepting writes: with the defaults (ttl 5 s, interval 1
 6–7 seconds, inside the 10 s of quality.md.
 
 The holder name is ``"<advertised URL>#<random>"``: the URL tells clients where to go, the random
-part keeps a restarted instance from mistaking an old lease for its own.
+part keeps two processes apart. A restarted instance (kill -9, then started again) finds the lease of
+its earlier process still live for up to ``ttl`` seconds; it takes it over at once when the lease's
+URL is its own and nobody listens at its address any more — two live processes cannot serve one
+address, so the holder is dead (issue 14 #7). Otherwise the lease is respected.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class Leadership:
                  build_leader: Callable[[str], Scheduler], build_follower: Callable[[], Scheduler],
                  refresh: Callable[[Scheduler], Scheduler] | None = None,
                  streams_hint: Callable[[], list[str]] | None = None,
-                 ttl: float = 5.0, interval: float = 1.0) -> None:
+                 ttl: float = 5.0, interval: float = 1.0,
+                 address_free: Callable[[], bool] | None = None) -> None:
         if ttl <= interval:
             raise ValueError("the lease ttl must be longer than the renewal interval")
         self.journal = lease_journal
@@ -67,6 +71,8 @@ class Leadership:
         self._build_follower = build_follower
         self._refresh = refresh
         self._streams_hint = streams_hint
+        #: True when nobody listens at this instance's address (None: never assume so)
+        self._address_free = address_free
         self._leader = False
         self._streams: list[str] = [LEASE_STREAM]
         self._task: asyncio.Task[None] | None = None
@@ -109,8 +115,28 @@ class Leadership:
                 ok = False
         return ok
 
+    def _earlier_self(self) -> str | None:
+        """The holder of the leader lease when it is a dead earlier process of this instance."""
+        try:
+            holder = self.journal.lease_holder(LEASE_STREAM)
+        except Exception:
+            return None
+        if not holder or holder == self.holder or str(holder).split("#", 1)[0] != self.advertise:
+            return None
+        if self._address_free is None or not self._address_free():
+            return None          # the address is served: that process may be alive
+        return str(holder)
+
     def initial(self) -> Scheduler:
         """Decide the role at start-up; return the scheduler to serve."""
+        earlier = self._earlier_self()
+        if earlier is not None:
+            streams = [LEASE_STREAM, *(self._streams_hint() if self._streams_hint is not None else [])]
+            for stream in reversed(streams):
+                with contextlib.suppress(Exception):
+                    self.journal.release_lease(stream, earlier)
+            _log.warning("quotaplane: the lease of %s belongs to an earlier process of this instance "
+                         "(nobody serves %s any more): taking it over", earlier, self.advertise)
         if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
             return self._become_leader(None)
         self._leader = False

@@ -266,10 +266,30 @@ def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[L
     leadership = Leadership(lease_journal, advertise=advertise, build_leader=build_leader,
                             build_follower=build_follower, streams_hint=streams_hint,
                             refresh=lambda cur: catch_up(cur, build_follower, lease_journal),
-                            ttl=ttl, interval=max(0.2, min(1.0, ttl / 5)))
+                            ttl=ttl, interval=max(0.2, min(1.0, ttl / 5)),
+                            address_free=lambda: _address_free(host, port))
     holder_box.append(leadership.holder)
     scheduler = leadership.initial()
     return leadership, scheduler
+
+
+def _address_free(host: str, port: int) -> bool:
+    """True when nothing listens at ``host:port`` (binding it succeeds): no live process serves the
+    address this instance advertises (issue 14 #7)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, proto, _name, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError:
+                return False
+    return True
 
 
 def catch_up(current: Any, rebuild: Any, journal: Any) -> Any:
