@@ -370,11 +370,11 @@ class Partition:
         check_id(node_id, "node id")
         ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"))
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             if node_id in self._s.nodes:
                 raise ConflictError(f"node {node_id!r} already exists in partition {self.name!r}")
             # issue 14 #4: the cluster size is served as the root's maxResource; Go clients read int64
             _check_int64_sum(self._s.total, ev.capacity, f"node {node_id!r}: the cluster's total")
-            self._usable()
             self._s.node_added(ev)
             try:
                 self._record([ev], recoverable=True)
@@ -386,10 +386,10 @@ class Partition:
     def remove_node(self, node_id: str) -> None:
         """Remove a node; the root queue's max shrinks. Unknown node: NotFoundError."""
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             capacity = self._s.nodes.get(node_id)
             if capacity is None:
                 raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            self._usable()
             ev = E.NodeRemoved(node=node_id)
             self._s.node_removed(ev)
             try:
@@ -428,10 +428,10 @@ class Partition:
         tag_map, timeout = self._check_submission(application_id, user, queue, tags, gang_style,
                                                   placeholder_timeout)
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             if application_id in self._s.apps:
                 raise ConflictError(f"application {application_id!r} already exists in partition "
                                     f"{self.name!r}")
-            self._usable()
             path = self._submission().place(application_id, user, queue, tag_map)
             ev = E.AppAdded(app=application_id, user=user.user, groups=tuple(user.groups), queue=path,
                             tags=dict(sorted(tag_map.items())), t=self.clock(), gang_style=gang_style,
@@ -464,9 +464,9 @@ class Partition:
     def remove_application(self, application_id: str) -> None:
         """Remove an application, releasing all its allocations; its running count ends (seed 001)."""
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             if application_id not in self._s.apps:
                 raise NotFoundError(f"application {application_id!r} not found in partition {self.name!r}")
-            self._usable()
             ev = E.AppRemoved(app=application_id, t=self.clock())
             self._s.app_removed(ev)
             self._record([ev])
@@ -619,9 +619,9 @@ class Partition:
     def release(self, allocation_key: str) -> None:
         """Release an allocation; the last one moves the application to Completing (seed 001)."""
         with self.lock:              # release_batch for one key
+            self._usable()      # recover first: memory may be ahead of the journal
             if allocation_key not in self._s.allocs:
                 raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
-            self._usable()
             ev = E.Released(key=allocation_key, t=self.clock(),
                             app=self._s.allocs[allocation_key].application_id)
             self._s.release_one(ev.key, ev.t)
@@ -631,12 +631,12 @@ class Partition:
     def release_batch(self, allocation_keys: Sequence[str]) -> None:
         """Release several allocations in one journal transaction; an unknown key raises first."""
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             seen: set[str] = set()
             for key in allocation_keys:
                 if key not in self._s.allocs or key in seen:
                     raise NotFoundError(f"allocation {key!r} not found in partition {self.name!r}")
                 seen.add(key)
-            self._usable()
             t = self.clock()
             allocs = self._s.allocs
             evs = [E.Released(key=key, t=t, app=allocs[key].application_id) for key in allocation_keys]
@@ -657,6 +657,7 @@ class Partition:
         check_id(allocation_key, "allocation key")
         res = as_resource(resource)
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             ph = self._s.allocs.get(placeholder_key)
             if ph is None:
                 raise NotFoundError(f"allocation {placeholder_key!r} not found in partition {self.name!r}")
@@ -665,7 +666,6 @@ class Partition:
             if allocation_key in self._s.allocs:
                 raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
                                     f"{self.name!r}")
-            self._usable()
             app = self._active_app(ph.application_id)
             ev = E.Replaced(placeholder=placeholder_key, key=allocation_key, resource=res, t=self.clock())
             replacement = self._s.replacement(ev)
@@ -782,9 +782,9 @@ class Partition:
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
                              task_group)
-        asks = self._s.pending.asks
         with self.lock:
             self._usable()
+            asks = self._s.pending.asks       # after a recovery: the rebuilt state's
             app = self._active_app(application_id)
             if allocation_key in self._s.allocs or allocation_key in asks:
                 raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
@@ -815,10 +815,10 @@ class Partition:
     def remove_ask(self, allocation_key: str) -> None:
         """Withdraw a pending ask. Unknown key: NotFoundError."""
         with self.lock:
+            self._usable()      # recover first: memory may be ahead of the journal
             ask = self._s.pending.asks.get(allocation_key)
             if ask is None:
                 raise NotFoundError(f"ask {allocation_key!r} not found in partition {self.name!r}")
-            self._usable()
             app = self._s.apps.get(ask.application_id)
             counted = app is not None and app.counted
             ev = E.AskRemoved(key=allocation_key, t=self.clock())
