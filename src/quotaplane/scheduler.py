@@ -227,10 +227,19 @@ class Scheduler:
         first = next(events, None)
         if first is None:
             return None
-        _, ev0 = first
-        if ev0.get("type") != "config":
-            raise JournalReplayError(f"stream {stream!r} does not start with a config event")
-        p = self._new_partition(self._config_at(int(ev0["seq"])).partition(name), int(ev0["seq"]))
+        seq1, ev0 = first
+        if not isinstance(ev0, dict) or ev0.get("type") != "config":
+            raise JournalReplayError(f"stream {stream!r}, event #{seq1}: the stream does not start with a "
+                                     "config event")
+        try:
+            seq0 = ev0["seq"]
+            if isinstance(seq0, bool) or not isinstance(seq0, int):
+                raise TypeError(f"seq {seq0!r} is not an integer")
+            pc = self._config_at(seq0).partition(name)
+        except (KeyError, TypeError, ValueError, JournalReplayError) as exc:
+            raise JournalReplayError(f"stream {stream!r}, event #{seq1}: its config event is damaged "
+                                     f"({str(exc) or type(exc).__name__})") from exc
+        p = self._new_partition(pc, seq0)
         p.replay(_chain(first, events))
         p.mark_snapshot(snap[0] if snap is not None else 0)
         self.restored_from[name] = "replay"
