@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import positive_data_acceptance
+from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 
 import quotaplane as qp
 from quotaplane.resources import INT64_MAX, INT64_MIN
@@ -42,6 +42,17 @@ DOCUMENT_BODIES = {
 }
 
 
+def _negative_only_in_query_or_headers(case: schemathesis.Case) -> bool:
+    """The case is invalid only through its query string or headers: unknown query parameters are
+    ignored by design (as YuniKorn's webservice does) and the test sends the Authorization header
+    itself, so such a request is rightly served."""
+    meta = case.meta
+    if meta is None:
+        return False
+    negative = {str(loc.value) for loc, info in meta.components.items() if info.mode.value == "negative"}
+    return bool(negative) and negative <= {"query", "header"}
+
+
 def _beyond_int64(value: object) -> bool:
     if isinstance(value, bool):
         return False
@@ -69,6 +80,8 @@ def test_openapi_conformance(case: schemathesis.Case) -> None:
         # The generator rounds int64 bounds through floats and may produce 2**63 + a few as a
         # "valid" amount; the service rightly answers 400 (contract: amounts within int64).
         excluded.append(positive_data_acceptance)
+    if _negative_only_in_query_or_headers(case):
+        excluded.append(negative_data_rejection)
     case.validate_response(response, excluded_checks=excluded)
     assert response.status_code < 500
     if response.status_code >= 400:
