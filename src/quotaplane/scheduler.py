@@ -30,7 +30,7 @@ from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
-from quotaplane.journal.base import Journal
+from quotaplane.journal.base import Journal, JournalError
 from quotaplane.partition import Partition, PartitionOptions
 
 DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
@@ -155,9 +155,14 @@ class Scheduler:
         partition's recovery after a store failure, issue 14 #2); changes nothing of this scheduler
         but its records of how partitions were restored."""
         fresh = self._restore_partition(_stream_of(name))
-        if fresh is None:
-            return None
         pc = next((c for c in self.config.partitions if c.name == name), None)
+        if fresh is None:
+            if pc is None:
+                return None
+            # a partition whose first config marker could not be journalled: it starts now
+            fresh = self._new_partition(pc, self.config_seq)
+            fresh.record_config(self.config_seq, follower_ok=True)
+            return fresh
         if pc is not None and fresh.config_seq != self.config_seq:
             # the scheduler's config event was journalled, the partition's marker was not
             fresh.apply_config(pc, self.config_seq)
@@ -300,8 +305,14 @@ class Scheduler:
             # fenced like every partition write: a leader that lost its lease must not change config
             seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
                    else self.journal.append(SCHEDULER_STREAM, event))
+            # the config event is the commit point: a restart applies it, so it is in force from now
             self._texts[seq] = text
             self._configs[seq] = config
+            self.config = config
+            self.config_text = text
+            self.config_seq = seq
+            if start:
+                self._started_with = event[0]["start"]
             for pc in config.partitions:
                 found = self._partitions.get(pc.name)
                 if found is None:
@@ -309,12 +320,13 @@ class Scheduler:
                     self._partitions[pc.name] = found
                 else:
                     found.apply_config(pc, seq)
-                found.record_config(seq)
-            self.config = config
-            self.config_text = text
-            self.config_seq = seq
-            if start:
-                self._started_with = event[0]["start"]
+                try:
+                    found.record_config(seq)
+                except JournalError as exc:
+                    # issue 14 #2: the partition is rebuilt from its journal once the store can be
+                    # read, and then applies this config (Scheduler._rebuilt)
+                    _log.warning("partition %s could not journal config #%d (%s); it applies it when "
+                                 "it recovers from the store failure", pc.name, seq, exc)
 
     def catch_up(self) -> int:
         """Apply what other instances appended to the journal since this one last read (a follower).

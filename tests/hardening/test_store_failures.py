@@ -169,3 +169,35 @@ def test_subscribers_and_settings_survive_a_recovery(served: tuple[qp.Scheduler,
     # the refused release was never announced; the one that was journalled was, once
     assert [n["allocationKey"] for n in heard if n["type"] == "released"] == ["k1"]
     assert p.allocation("k1") is None
+
+
+def test_a_config_committed_to_the_store_is_in_force_even_when_a_partition_marker_fails() -> None:
+    """The scheduler stream's config event is the commit point of a configuration: once it is
+    journalled a restart applies it, so it must be in force now too (not answered as refused)."""
+    from collections.abc import Mapping, Sequence
+
+    from quotaplane.journal import MemoryJournal
+
+    class Flaky(MemoryJournal):
+        fail_partition = 0
+
+        def append(self, stream: str, events: Sequence[Mapping[str, Any]], *,
+                   holder: str | None = None) -> int:
+            if stream != "scheduler" and self.fail_partition > 0:
+                self.fail_partition -= 1
+                raise JournalError("injected: disk full")
+            return super().append(stream, events, holder=holder)
+
+    j = Flaky()
+    s = qp.Scheduler.from_yaml(CONFIG, store=j)
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 16000})
+    changed = CONFIG.replace("vcore: 4\n", "vcore: 6\n")
+    assert changed != CONFIG
+    j.fail_partition = 1          # the partition's marker fails once; its recovery then succeeds
+    s.update_config(changed)
+    assert s.config_text == changed
+    assert p.config_seq == s.config_seq
+    assert p.queues.queue("root.small").max == {"vcore": 6000}
+    again = qp.Scheduler.from_yaml(changed, store=j)
+    assert again.dump_state() == s.dump_state()
