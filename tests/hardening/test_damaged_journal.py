@@ -19,16 +19,9 @@ import pytest
 import quotaplane as qp
 from quotaplane.errors import JournalReplayError
 from quotaplane.journal import JournalError, MemoryJournal, open_journal
+from tests.hardening.helpers import TEAM_CONFIG
 
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: "*"
-        queues:
-          - name: team
-"""
+CONFIG = TEAM_CONFIG
 ALICE = qp.UserGroup("alice", [])
 N = 300
 

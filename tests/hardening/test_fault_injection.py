@@ -19,16 +19,9 @@ import pytest
 import quotaplane as qp
 from quotaplane.journal import JournalError
 from quotaplane.journal.sqlite import SQLiteJournal
+from tests.hardening.helpers import TEAM_CONFIG
 
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: "*"
-        queues:
-          - name: team
-"""
+CONFIG = TEAM_CONFIG
 CLIENTS = 8
 FAILURES = 1000
 

@@ -15,25 +15,18 @@ from pathlib import Path
 
 import quotaplane as qp
 from quotaplane.k8s.convert import pod_resource
+from tests.hardening.helpers import TEAM_CONFIG
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
-CONFIG = """
-partitions:
-  - name: default
-    queues:
-      - name: root
-        submitacl: "*"
-        queues:
-          - name: default
-"""
+CONFIG = TEAM_CONFIG
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _partition(node: dict[str, int]) -> qp.Partition:
     p = qp.Scheduler.from_yaml(CONFIG).partition("default")
     p.add_node("n1", node)
-    p.add_application("app", qp.UserGroup("alice", []), queue="root.default")
+    p.add_application("app", qp.UserGroup("alice", []), queue="root.team")
     return p
 
 
