@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,5 +139,95 @@ def test_random_store_failures_lose_nothing_and_fake_nothing(tmp_path: Path, inj
     try:
         assert {a.allocation_key for a in again.partition("default").allocations()} == acknowledged
         assert again.dump_state() == before
+    finally:
+        again.close()
+
+
+def _http_client(base: str, n: int, stop: threading.Event, held: set[str], problems: list[str]) -> None:
+    import httpx
+
+    rng = random.Random(100 + n)
+    app = f"app-{n}"
+    counter = 0
+    with httpx.Client(base_url=base, timeout=30) as c:
+        while not stop.is_set():
+            counter += 1
+            if not held or rng.random() < 0.55:
+                key = f"{app}-k{counter}"
+                r = c.post("/ws/v1/partition/default/allocations",
+                           json={"applicationID": app, "allocationKey": key, "resource": {"vcore": 1}})
+                if r.status_code == 201:
+                    held.add(key)
+                elif r.status_code != 503:
+                    problems.append(f"allocate {key}: {r.status_code} {r.text}")
+                    return
+            else:
+                key = rng.choice(sorted(held))
+                r = c.delete(f"/ws/v1/partition/default/allocation/{key}")
+                if r.status_code == 200:
+                    held.discard(key)
+                elif r.status_code != 503:
+                    problems.append(f"release {key}: {r.status_code} {r.text}")
+                    return
+            if r.status_code == 503 and "internal" in r.text:
+                problems.append(f"a 503 that leaks: {r.text}")
+            # what this client was told is what the service shows (503 while it recovers)
+            got = c.get(f"/ws/v1/partition/default/allocation/{key}")
+            if got.status_code == 200 and key not in held:
+                problems.append(f"refused {key} is visible")
+            if got.status_code == 404 and key in held:
+                problems.append(f"acknowledged {key} is gone")
+
+
+def test_random_store_failures_under_8_http_clients(tmp_path: Path, injector: Injector) -> None:
+    """The same over the real service: 8 HTTP clients, answers 201/200 or 503, nothing else."""
+    import socket
+
+    import uvicorn
+
+    from quotaplane.server.app import create_app
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    injector.on = False
+    s = qp.Scheduler.from_yaml(CONFIG, store=url, snapshot_every=200)
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 10**12})
+    for n in range(CLIENTS):
+        p.add_application(f"app-{n}", qp.UserGroup(f"user-{n}", []), queue="root.team")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(s, timeouts_interval=3600), host="127.0.0.1", port=port,
+                                           log_level="critical", lifespan="on"))
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
+    while not server.started:
+        time.sleep(0.02)
+    injector.on = True
+    stop = threading.Event()
+    helds: list[set[str]] = [set() for _ in range(CLIENTS)]
+    problems: list[str] = []
+    threads = [threading.Thread(target=_http_client, args=(f"http://127.0.0.1:{port}", n, stop, helds[n],
+                                                           problems)) for n in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    target = FAILURES
+    while injector.append_failures < target and not problems and all(t.is_alive() for t in threads):
+        stop.wait(0.05)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    injector.on = False
+    server.should_exit = True
+    serving.join(30)
+    assert not problems, problems[:5]
+    assert injector.append_failures >= target
+    acknowledged = set().union(*helds)
+    assert p.recover()
+    assert {a.allocation_key for a in p.allocations()} == acknowledged
+    s.close()
+    again = qp.Scheduler.from_yaml(CONFIG, store=url)
+    try:
+        assert {a.allocation_key for a in again.partition("default").allocations()} == acknowledged
     finally:
         again.close()
