@@ -82,3 +82,11 @@ def test_load_yaml_documents_bounds_and_reads_every_document() -> None:
         load_yaml_documents("a: " + "{b: " * (MAX_NESTING + 1))
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_yaml_documents("a: [1\n")
+
+
+def test_the_problem_lists_the_line_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_yaml_documents("a: 1\nb: " + "[" * (MAX_NESTING + 1))
+    assert err.value.line == 2
+    reason = f"invalid YAML: body is nested too deeply (more than {MAX_NESTING} levels)"
+    assert err.value.problems == [(2, reason)]

@@ -58,8 +58,8 @@ def load_json(raw: str | bytes, what: str = "body") -> Any:
 def _bounded_yaml(text: str, what: str) -> None:
     depth, line = nesting_depth(text)
     if depth > MAX_NESTING:
-        raise ConfigError(f"line {line}: invalid YAML: {what} is nested too deeply "
-                          f"(more than {MAX_NESTING} levels)", line=line)
+        reason = f"invalid YAML: {what} is nested too deeply (more than {MAX_NESTING} levels)"
+        raise ConfigError(f"line {line}: {reason}", line=line, problems=[(line, reason)])
 
 
 def _yaml_error(exc: Exception, what: str) -> ConfigError:
@@ -67,7 +67,8 @@ def _yaml_error(exc: Exception, what: str) -> ConfigError:
     line = getattr(mark, "line", None)
     problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if isinstance(line, int):
-        return ConfigError(f"line {line + 1}: invalid YAML in {what}: {problem}", line=line + 1)
+        reason = f"invalid YAML in {what}: {problem}"
+        return ConfigError(f"line {line + 1}: {reason}", line=line + 1, problems=[(line + 1, reason)])
     return ConfigError(f"invalid YAML in {what}: {problem}")
 
 
