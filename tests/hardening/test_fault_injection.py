@@ -104,19 +104,25 @@ def _client(p: qp.Partition, n: int, stop: threading.Event, held: set[str], prob
             return
 
 
-def test_random_store_failures_lose_nothing_and_fake_nothing(tmp_path: Path, injector: Injector) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+def _seeded(url: str, injector: Injector) -> tuple[qp.Scheduler, qp.Partition]:
+    """A scheduler on ``url`` with one large node and an application per client (no faults yet)."""
     injector.on = False
     s = qp.Scheduler.from_yaml(CONFIG, store=url, snapshot_every=200)
     p = s.partition("default")
     p.add_node("n1", {"vcore": 10**12})
     for n in range(CLIENTS):
         p.add_application(f"app-{n}", qp.UserGroup(f"user-{n}", []), queue="root.team")
+    return s, p
+
+
+def _run_clients(injector: Injector, client: Any, target: Any) -> tuple[list[set[str]], list[str]]:
+    """Run ``client(target, n, stop, held, problems)`` in 8 threads with faults on, until at least
+    :data:`FAILURES` appends failed (or a problem showed); faults off again. (held sets, problems)."""
     injector.on = True
     stop = threading.Event()
     helds: list[set[str]] = [set() for _ in range(CLIENTS)]
     problems: list[str] = []
-    threads = [threading.Thread(target=_client, args=(p, n, stop, helds[n], problems))
+    threads = [threading.Thread(target=client, args=(target, n, stop, helds[n], problems))
                for n in range(CLIENTS)]
     for t in threads:
         t.start()
@@ -126,6 +132,13 @@ def test_random_store_failures_lose_nothing_and_fake_nothing(tmp_path: Path, inj
     for t in threads:
         t.join(60)
     injector.on = False
+    return helds, problems
+
+
+def test_random_store_failures_lose_nothing_and_fake_nothing(tmp_path: Path, injector: Injector) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    s, p = _seeded(url, injector)
+    helds, problems = _run_clients(injector, _client, p)
     assert not problems, problems[:5]
     assert injector.append_failures >= FAILURES
     # the partition recovers by itself once the store works, and agrees with every client
@@ -188,12 +201,7 @@ def test_random_store_failures_under_8_http_clients(tmp_path: Path, injector: In
     from quotaplane.server.app import create_app
 
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    injector.on = False
-    s = qp.Scheduler.from_yaml(CONFIG, store=url, snapshot_every=200)
-    p = s.partition("default")
-    p.add_node("n1", {"vcore": 10**12})
-    for n in range(CLIENTS):
-        p.add_application(f"app-{n}", qp.UserGroup(f"user-{n}", []), queue="root.team")
+    s, p = _seeded(url, injector)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -203,25 +211,11 @@ def test_random_store_failures_under_8_http_clients(tmp_path: Path, injector: In
     serving.start()
     while not server.started:
         time.sleep(0.02)
-    injector.on = True
-    stop = threading.Event()
-    helds: list[set[str]] = [set() for _ in range(CLIENTS)]
-    problems: list[str] = []
-    threads = [threading.Thread(target=_http_client, args=(f"http://127.0.0.1:{port}", n, stop, helds[n],
-                                                           problems)) for n in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    target = FAILURES
-    while injector.append_failures < target and not problems and all(t.is_alive() for t in threads):
-        stop.wait(0.05)
-    stop.set()
-    for t in threads:
-        t.join(60)
-    injector.on = False
+    helds, problems = _run_clients(injector, _http_client, f"http://127.0.0.1:{port}")
     server.should_exit = True
     serving.join(30)
     assert not problems, problems[:5]
-    assert injector.append_failures >= target
+    assert injector.append_failures >= FAILURES
     acknowledged = set().union(*helds)
     assert p.recover()
     assert {a.allocation_key for a in p.allocations()} == acknowledged
