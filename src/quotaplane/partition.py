@@ -124,7 +124,8 @@ class Partition:
             preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
             record=lambda evs: self._record(evs, recoverable=True), explain=state.explain_ask,
             over_queue_max=state.over_queue_max, last_seq=lambda: self._log.last_seq,
-            replaying=lambda: self._log.replaying)
+            replaying=lambda: self._log.replaying, may_preempt=state.may_preempt,
+            wait_keys=state.wait_keys, preempt_at=state.preempt_at, now=self.clock)
         pending = getattr(state, "pending", None)
         if pending is None:
             state.pending = PendingAsks(host)
@@ -222,10 +223,11 @@ class Partition:
                 return False
             if fresh is None:
                 return False
-            auto = self._s.pending.auto_schedule
+            auto, incremental = self._s.pending.auto_schedule, self._s.pending.incremental
             self._s = fresh._s
             self._bind()
             self._s.pending.auto_schedule = auto
+            self._s.pending.incremental = incremental
             self._s.pending.asks.dirty = True       # the timer's next cycle looks at every ask
             self._log.last_seq = fresh._log.last_seq
             self._log.snapshot_seq = fresh._log.snapshot_seq
@@ -381,7 +383,7 @@ class Partition:
             except BaseException:
                 self._s.node_removed(E.NodeRemoved(node=node_id))
                 raise
-            self._s.pending.freed()
+            self._s.pending.freed(full=True)      # the cluster grew: the root and every elastic total
 
     def remove_node(self, node_id: str) -> None:
         """Remove a node; the root queue's max shrinks. Unknown node: NotFoundError."""
@@ -709,8 +711,9 @@ class Partition:
             if not events:
                 return []
             self._record(events)
-            # the freed quota goes to the waiting asks now (E5: "B's asks are allocated")
-            self._s.pending.freed()
+            # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"); a timeout
+            # also moves applications between states, which no wake key tells
+            self._s.pending.freed(full=bool(out))
             return out
 
     def validate_update(self, config: PartitionConfig) -> None:
@@ -746,7 +749,7 @@ class Partition:
                 if not follower_ok:
                     raise
                 return                    # a follower schedules nothing
-            self._s.pending.freed()
+            self._s.pending.freed(full=True)      # any limit, order or placement may have changed
 
 
     @property
@@ -757,6 +760,16 @@ class Partition:
     @auto_schedule.setter
     def auto_schedule(self, value: bool) -> None:
         self._s.pending.auto_schedule = value
+
+    @property
+    def incremental(self) -> bool:
+        """Automatic cycles retry only the asks a change could have unblocked (the default); False:
+        every automatic cycle is a full one, as :meth:`schedule` (docs/queueing.md)."""
+        return self._s.pending.incremental
+
+    @incremental.setter
+    def incremental(self, value: bool) -> None:
+        self._s.pending.incremental = bool(value)
 
     @property
     def schedule_error(self) -> Exception | None:
@@ -809,7 +822,9 @@ class Partition:
                 raise
             ask = asks.get(allocation_key)
             assert ask is not None
-            self._s.pending.after_add(ask, was_dirty)
+            # an elastic quota counts the ask as demand: other quotas' runtimes move (PR-K3)
+            self._s.pending.after_add(ask, was_dirty,
+                                      demand_moves=bool(self._s.policies.extension_policies))
             return ask
 
     def remove_ask(self, allocation_key: str) -> None:
@@ -826,6 +841,8 @@ class Partition:
             self._record([ev])
             if counted and app is not None and not app.counted:
                 self._s.pending.freed()   # the application left the running count: maxapplications freed
+            elif self._s.policies.extension_policies:
+                self._s.pending.freed()   # less demand in an elastic quota: others' runtimes may grow
 
     def pending(self, application_id: str | None = None) -> list[Ask]:
         """The pending asks (of one application, or all), each with the reasons it waits.

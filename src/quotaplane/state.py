@@ -42,6 +42,7 @@ from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_d
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.runner import PendingAsks
+from quotaplane.scheduling.wake import ANY, RUNNING_COUNT, ask_keys, release_keys
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 
@@ -192,6 +193,7 @@ class PartitionState:
         """A waiting ask is demand (PR-K1): its queue's ``pendingResource`` and its elastic quota's
         request grow. It counts towards no limit."""
         self.pending.asks.add(ask)
+        self.pending.entered(ask)
         app = self.apps[ask.application_id]
         self.queues.increase_pending(app.queue_path, ask.resource)
         leaf = self.queues.queue(app.queue_path)
@@ -235,6 +237,8 @@ class PartitionState:
             self.count_seq += 1
             app.count_order = self.count_seq
         app.move(ALLOCATED, ev.t)                   # New → Accepted → Starting in one step
+        if self.pending.asks.has_application(app.application_id):
+            self.pending.touch(app.application_id)  # its other asks see its new state next cycle
         self.release_preempted(preempted, ev.key, ev.t)
 
     def release_preempted(self, preempted: Sequence[Preempted], preemptor: str, t: float) -> None:
@@ -264,6 +268,7 @@ class PartitionState:
         app = self.apps[alloc.application_id]
         for policy in reversed(self.policies.all):
             policy.undo(undo.request)
+        self._wake(app, last=undo.request.first_allocation)
         del self.allocs[ev.key]
         del app.allocations[ev.key]
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
@@ -273,6 +278,7 @@ class PartitionState:
             # it waits again; the policies' undo made its usage demand again (an elastic pending pod)
             ask.reasons = None
             self.pending.asks.add(ask)
+            self.pending.entered(ask)
             self.queues.increase_pending(app.queue_path, ask.resource)
 
     def allocated(self, ev: E.Allocated) -> None:
@@ -303,6 +309,15 @@ class PartitionState:
         for policy in reversed(self.policies.core):   # the running count lives in queue and user/group
             policy.release(req, last_allocation=True)
         app.counted = False
+        self.pending.wake((RUNNING_COUNT,))
+
+    def _wake(self, app: Application, *, last: bool) -> None:
+        """Quota was given back along ``app``'s queue chain: the asks waiting on it are retried."""
+        leaf = self.queues.queue(app.queue_path)
+        if leaf is not None:
+            self.pending.wake(release_keys(app.user.user, leaf, last=last))
+        else:
+            self.pending.full_due = True
 
 
     def release_one(self, key: str, t: float, *, terminal: bool = False, keep_counted: bool = False,
@@ -319,6 +334,8 @@ class PartitionState:
         for policy in reversed(self.policies.all):
             if policy is not skip:
                 policy.release(req, last_allocation=last)
+        if len(self.pending.asks):
+            self._wake(app, last=last)
         if last:
             app.counted = False
         if alloc.placeholder and not app.has_placeholders():
@@ -356,6 +373,10 @@ class PartitionState:
         if not app.has_placeholders():
             app.placeholder_since = None
         app.move(ALLOCATED, ev.t)
+        if len(self.pending.asks):
+            self._wake(app, last=False)             # a smaller real allocation gives quota back
+            if self.pending.asks.has_application(app.application_id):
+                self.pending.touch(app.application_id)
         self.release_preempted(preempted, real.allocation_key, ev.t)
         return [k for _, k in preempted]
 
@@ -520,6 +541,32 @@ class PartitionState:
         leaf = self.queues.queue(app.queue_path)
         # an ask that may preempt to restore its queue's guaranteed must be tried (PR-Y)
         return leaf is None or not may_preempt_for_guarantee(ask, leaf, self.clock(),
+                                                              self.config.preemption.enabled)
+
+    def wait_keys(self, ask: Ask) -> list[str]:
+        """The wake keys of a refused ask (:func:`quotaplane.scheduling.wake.ask_keys`)."""
+        app = self.apps.get(ask.application_id)
+        leaf = self.queues.queue(app.queue_path) if app is not None else None
+        if app is None or leaf is None:
+            return [ANY]
+        over = [] if ask.reasons is not None else \
+            [lim.queue_path for lim in self.queues.check_allocation(app.queue_path, ask.resource)]
+        return ask_keys(ask, app.user.user, leaf, active=app.state in ACTIVE_STATES,
+                        preemption=self.config.preemption.enabled, now=self.clock(), over_max=over)
+
+    def preempt_at(self, ask: Ask) -> float | None:
+        """When ``ask`` may first try YuniKorn preemption (PR-Y3), or None when preemption is off."""
+        app = self.apps.get(ask.application_id)
+        leaf = self.queues.queue(app.queue_path) if app is not None else None
+        if leaf is None or not self.config.preemption.enabled:
+            return None
+        return ask.created + preemption_delay(leaf)
+
+    def may_preempt(self, ask: Ask) -> bool:
+        """``ask`` may try YuniKorn preemption now (PR-Y1, PR-Y3)."""
+        app = self.apps.get(ask.application_id)
+        leaf = self.queues.queue(app.queue_path) if app is not None else None
+        return leaf is not None and may_preempt_for_guarantee(ask, leaf, self.clock(),
                                                               self.config.preemption.enabled)
 
     def explain_ask(self, ask: Ask) -> list[Violation]:

@@ -157,6 +157,10 @@ class AskQueue:
         """The pending asks of one application, in scheduling order."""
         return sorted(self._by_app.get(application_id, {}).values(), key=Ask.sort_key)
 
+    def of_application_unsorted(self, application_id: str) -> list[Ask]:
+        """The pending asks of one application, in no particular order."""
+        return list(self._by_app.get(application_id, {}).values())
+
     def applications(self) -> list[str]:
         """The applications with pending asks (sorted)."""
         return sorted(self._by_app)

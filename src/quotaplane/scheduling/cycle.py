@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from quotaplane.events import Allocated
 from quotaplane.policy import Decision
 from quotaplane.scheduling.asks import Ask, AskQueue
+from quotaplane.scheduling.guarantees import QUEUE_CODES
 from quotaplane.scheduling.order import candidates
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +31,9 @@ __all__ = ["CycleBatch", "placeholder_of", "run_cycle"]
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
               try_ask: Callable[[Ask], Decision],
-              surely_refused: Callable[[Ask], bool] | None = None) -> list[Ask]:
+              surely_refused: Callable[[Ask], bool] | None = None,
+              may_preempt: Callable[[Ask], bool] | None = None,
+              only: Mapping[str, Queue] | None = None) -> list[Ask]:
     """One scheduling cycle: try every pending ask once in order; return the asks allocated.
 
     ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
@@ -38,7 +41,12 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     preempted others (a quota forest) freed quota: the queue stays ``dirty`` so another cycle runs
     (no ask refused earlier in this cycle is left behind). ``surely_refused`` is an optional cheap
     test (e.g. the queue maxima alone) that answers True only for asks the admission would refuse:
-    those are not tried, and their reasons are explained when read.
+    those are not tried, and their reasons are explained when read. ``may_preempt`` answers whether
+    an ask refused only by queue maxima may preempt now (PR-Y): such an ask is always tried. ``only``
+    (application id → leaf) restricts the cycle to those applications (the incremental cycle).
+
+    Both shortcuts are exact: an ask they pass over would have been refused without any change, so
+    which shortcuts fire (they depend on what else the cycle tried) never changes the outcome.
     """
     allocated: list[Ask] = []
     refused: list[Ask] = []
@@ -60,13 +68,14 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         def skip(leaf: Queue, ask: Ask) -> bool:
             return leaf.path in refused_in and test(ask)
 
-    for leaf, ask in candidates(asks, root, apps, skip):
+    for leaf, ask in candidates(asks, root, apps, skip, only):
         key = ask.allocation_key
         if key in seen or key not in asks:
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse):
+        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse) and \
+                not (may_preempt is not None and _queue_only(worse) and may_preempt(ask)):
             ask.reasons = None
             refused.append(ask)
             continue
@@ -88,6 +97,11 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         ask.reasons = None
     asks.dirty = freed or asks.cycle_freed
     return allocated
+
+
+def _queue_only(refused: Ask) -> bool:
+    """The refused ask was held back by queue maxima alone (what YuniKorn preemption may lift)."""
+    return bool(refused.reasons) and all(v.code in QUEUE_CODES for v in refused.reasons or ())
 
 
 def _dominates(ask: Ask, refused: Ask) -> bool:

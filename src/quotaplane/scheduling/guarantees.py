@@ -41,7 +41,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation
     from quotaplane.queues.queue import Queue
 
-__all__ = ["PREEMPTION_DELAY_DEFAULT", "PREEMPT_ATTEMPT_EVERY", "guarantee_victims", "preemption_delay"]
+__all__ = [
+    "PREEMPTION_DELAY_DEFAULT",
+    "PREEMPT_ATTEMPT_EVERY",
+    "QUEUE_CODES",
+    "below_guaranteed_with",
+    "guarantee_victims",
+    "preemption_delay",
+]
+
+#: refusals that YuniKorn preemption may lift (PR-Y2: queue headroom, node capacity)
+QUEUE_CODES = frozenset({"queue.max", "root.capacity"})
 
 #: ``preemption.delay`` when unset or invalid (PR-Y3: YuniKorn's 30 s)
 PREEMPTION_DELAY_DEFAULT = 30.0
@@ -180,6 +190,14 @@ def _under_guaranteed_after(leaf: Queue, request: Mapping[str, int], taken: Mapp
             if amount > 0 and name in g._values and used.get(name, 0) + amount > g._values[name]:
                 return False
     return found
+
+
+def below_guaranteed_with(leaf: Queue, request: Resource) -> bool:
+    """PR-Y2 / law 4 before any search: with ``request`` added, every queue of the leaf's chain that has
+    a guaranteed stays at or below it in the request's types, and some queue has one. When false,
+    :func:`guarantee_victims` finds nothing whatever the other queues hold."""
+    req = {k: v for k, v in request._values.items() if v > 0}
+    return bool(req) and _under_guaranteed_after(leaf, req, {})
 
 
 def guarantee_victims(leaf: Queue, request: Resource, priority: int,

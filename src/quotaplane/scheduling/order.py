@@ -17,7 +17,7 @@ with one heap per parent queue so an attempt costs ``O(depth · log fanout)`` ra
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.application import ACCEPTED, ACTIVE_STATES, NEW, STARTING
@@ -78,15 +78,17 @@ def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
 
 
 def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application], *,
-                       stateaware_filter: bool = True) -> list[Application]:
+                       stateaware_filter: bool = True, only: Collection[str] | None = None
+                       ) -> list[Application]:
     """The applications of ``leaf`` with pending asks, in the leaf's sort policy order.
 
     Only applications that can take allocations (an active state) are listed. Submission order
     is the submit time, ties broken by the order the applications were placed in the leaf. For
-    ``stateaware`` the list is filtered as it stands now (``stateaware_filter``).
+    ``stateaware`` the list is filtered as it stands now (``stateaware_filter``). ``only``: just
+    these applications (an incremental cycle), in the same relative order.
     """
     policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
-    candidates = _candidates(asks, leaf, apps)
+    candidates = _candidates(asks, leaf, apps, only)
     if policy == "fair":
         fair = [(usage_shares(app.allocated, leaf.guaranteed), t, i, app) for t, i, app in candidates]
         fair.sort(key=lambda e: e[:3])
@@ -98,12 +100,12 @@ def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applicati
     return ordered
 
 
-def _candidates(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]
-                ) -> list[tuple[float, int, Application]]:
+def _candidates(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
+                only: Collection[str] | None = None) -> list[tuple[float, int, Application]]:
     """(submit time, placement order, application) of the leaf's active applications with asks."""
     out: list[tuple[float, int, Application]] = []
     for i, a in enumerate(leaf.applications):
-        if asks.has_application(a):
+        if asks.has_application(a) and (only is None or a in only):
             app = apps.get(a)
             if app is not None and app.state in ACTIVE_STATES:
                 out.append((app.submit_time, i, app))
@@ -125,18 +127,21 @@ def _one_starting(ordered: list[Application], leaf: Queue, apps: Mapping[str, Ap
     return out
 
 
-def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
+def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
+              only: Collection[str] | None = None) -> Iterator[Ask]:
     """The pending asks of ``leaf`` in scheduling order, for one cycle.
 
     The consumer tries each ask before asking for the next. With the ``fair`` policy the
     applications are re-sorted after every attempt (YuniKorn sorts them at each attempt): an
     allocation raises its application's usage, so another application may come first next.
+    ``only``: the asks of just these applications (an incremental cycle; a ``stateaware`` leaf
+    is always taken whole, since which application may start depends on all of them).
     """
     policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
     if policy == "stateaware":
         yield from _stateaware_asks(asks, leaf, apps)
         return
-    ordered = order_applications(asks, leaf, apps)
+    ordered = order_applications(asks, leaf, apps, only=only)
     if policy != "fair":
         for app in ordered:
             yield from asks.of_application(app.application_id)
@@ -199,15 +204,33 @@ def _stateaware_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application
         yield from asks_of(admitted)
 
 def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
-               skip: Callable[[Queue, Ask], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
+               skip: Callable[[Queue, Ask], bool] | None = None,
+               only: Mapping[str, Queue] | None = None) -> Iterator[tuple[Queue, Ask]]:
     """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
     The consumer tries the ask (which may change the queues' usage) before asking for the next;
     each pending ask is yielded at most once. An ask for which ``skip`` (evaluated at its turn)
     is true is passed over without being yielded — it costs no queue re-sorting — and its
     reasons are reset (explained when read).
+
+    ``only`` (application id → its leaf) restricts the cycle to those applications' asks: only
+    the queues on their paths are sorted, so the cost does not depend on the other queues. The
+    order among them is the full cycle's, since the full cycle's attempts of the others change
+    no usage (the incremental cycle's contract, :mod:`quotaplane.scheduling.wake`).
     """
     leaf_iters: dict[str, Iterator[Ask]] = {}
+    work: dict[str, dict[str, Queue]] | None = None
+    if only is not None:
+        work = {}
+        for leaf in only.values():
+            child = leaf
+            for q in leaf.chain[1:]:
+                kids = work.setdefault(q.path, {})
+                if child.name in kids:
+                    break
+                kids[child.name] = child
+                child = q
+    only_apps: Collection[str] | None = only
 
     def has_work(q: Queue) -> bool:
         if q.is_leaf:
@@ -220,7 +243,10 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     def heap_of(q: Queue) -> list[tuple[Any, str]]:
         h = heaps.get(q.path)
         if h is None:
-            h = [(_queue_key(c), c.name) for c in q.children.values() if has_work(c)]
+            if work is not None:
+                h = [(_queue_key(c), c.name) for c in work.get(q.path, {}).values()]
+            else:
+                h = [(_queue_key(c), c.name) for c in q.children.values() if has_work(c)]
             heapq.heapify(h)
             heaps[q.path] = h
         return h
@@ -229,7 +255,7 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         if q.is_leaf:
             it = leaf_iters.get(q.path)
             if it is None:
-                it = leaf_asks(asks, q, apps)
+                it = leaf_asks(asks, q, apps, only_apps)
                 leaf_iters[q.path] = it
             ask = next(it, None)
             if skip is not None:
@@ -250,7 +276,10 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         return None
 
     pending_children: list[tuple[list[tuple[Any, str]], Any, Queue]] = []
-    if not root.is_leaf and not has_work(root):
+    if work is not None:
+        if not only:
+            return
+    elif not root.is_leaf and not has_work(root):
         return
     while True:
         pending_children.clear()

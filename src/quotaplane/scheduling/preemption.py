@@ -23,7 +23,12 @@ import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, AllocationUndo, PolicySet, check_all
 from quotaplane.policy import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
-from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_victims, preemption_delay
+from quotaplane.scheduling.guarantees import (
+    PREEMPT_ATTEMPT_EVERY,
+    QUEUE_CODES,
+    guarantee_victims,
+    preemption_delay,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
@@ -36,8 +41,6 @@ __all__ = ["QUEUE_CODES", "Preemptor", "admitted_without", "find_victims", "may_
 #: the partition's in-memory admission: the decision, its ``allocated`` event and its undo
 Admit = Callable[[AllocationSpec], tuple[Decision, E.Allocated | None, AllocationUndo | None]]
 
-#: refusals that YuniKorn preemption may lift (PR-Y2: queue headroom, node capacity)
-QUEUE_CODES = frozenset({"queue.max", "root.capacity"})
 
 
 def may_preempt_for_guarantee(ask: Ask, leaf: Queue, now: float, enabled: bool) -> bool:

@@ -8,7 +8,8 @@ change (:meth:`PendingAsks.freed`), the batching of a cycle's allocations into j
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from quotaplane.policy import Decision, Violation
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.cycle import CycleBatch, placeholder_of, run_cycle
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
+from quotaplane.scheduling.wake import ANY, WakeIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.admission import AllocationUndo
@@ -54,16 +56,37 @@ class CycleHost:
     over_queue_max: Callable[[Ask], bool]
     last_seq: Callable[[], int]
     replaying: Callable[[], bool]
+    #: an ask refused only by queue maxima may preempt now (PR-Y1, PR-Y3)
+    may_preempt: Callable[[Ask], bool]
+    #: the wake keys of a waiting ask (:mod:`quotaplane.scheduling.wake`)
+    wait_keys: Callable[[Ask], list[str]]
+    #: when a waiting ask may first preempt (PR-Y3), None when it never may
+    preempt_at: Callable[[Ask], float | None]
+    now: Callable[[], float]
 
 
 class PendingAsks:
     """The asks of one partition and the cycles that allocate them (docs/queueing.md)."""
 
-    __slots__ = ("asks", "auto_schedule", "host", "preempt_tries", "schedule_error")
+    __slots__ = ("_timed", "asks", "auto_schedule", "due", "full_due", "host", "incremental", "index",
+                 "preempt_tries", "schedule_error", "woken")
 
     def __init__(self, host: CycleHost, *, auto_schedule: bool = True) -> None:
         self.host = host
         self.asks = AskQueue()
+        #: Automatic cycles retry only the asks a change could have unblocked (issue 13); False: every
+        #: automatic cycle is a full one (the reference the incremental cycle is tested against).
+        self.incremental = True
+        #: wake key → applications waiting on it (:mod:`quotaplane.scheduling.wake`)
+        self.index = WakeIndex()
+        #: keys freed since the last cycle
+        self.woken: set[str] = set()
+        #: applications to retry in the next cycle whatever their keys (new asks, state changes)
+        self.due: dict[str, None] = {}
+        #: the next automatic cycle must be a full one (config, nodes, timeouts)
+        self.full_due = False
+        #: (time an ask may first preempt, its seq, its key): asks that become able to preempt (PR-Y3)
+        self._timed: list[tuple[float, int, str]] = []
         #: Run a cycle right after anything that frees capacity or quota (and after an ask is added).
         self.auto_schedule = auto_schedule
         #: The error of the last automatic cycle that failed (None: none failed).
@@ -79,27 +102,124 @@ class PendingAsks:
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self) -> list[Ask]:
         """One full cycle; return the asks allocated (journalled per :data:`CYCLE_FLUSH_EVERY`)."""
+        self.woken.clear()
+        self.due.clear()
+        self.full_due = False
         if not len(self.asks):
             self.asks.dirty = False
+            self.index.clear()
+            self._timed = []
             return []
         root = self.host.queue("root")
         if root is None:
             return []
+        made = self._run(root, None)
+        self._reindex_all()
+        return made
+
+    def schedule_incremental(self) -> list[Ask]:
+        """One incremental cycle: retry only the applications whose wake keys were freed since the last
+        cycle, those waiting on :data:`~quotaplane.scheduling.wake.ANY`, those marked due and those
+        with an ask that may now preempt for the first time. Same allocations, same order, as
+        :meth:`schedule` (the contract in :mod:`quotaplane.scheduling.wake`)."""
+        asks = self.asks
+        if self.full_due:
+            return self.schedule()
+        woken = self.index.woken(self.woken)
+        woken.update(self.due)
+        self.woken.clear()
+        self.due.clear()
+        timed = self._timed
+        if timed:
+            now = self.host.now()
+            while timed and timed[0][0] <= now:
+                ask = asks.get(heapq.heappop(timed)[2])
+                if ask is not None:
+                    woken[ask.application_id] = None
+        root = self.host.queue("root")
+        if not len(asks) or root is None:
+            asks.dirty = False
+            return []
+        only: dict[str, Queue] = {}
+        apps, queue = self.host.apps, self.host.queue
+        for app_id in woken:
+            if not asks.has_application(app_id):
+                self.index.drop(app_id)
+                continue
+            app = apps.get(app_id)
+            leaf = queue(app.queue_path) if app is not None else None
+            if leaf is not None:
+                only[app_id] = leaf
+        if not only:
+            asks.dirty = False
+            return []
+        made = self._run(root, only)
+        for app_id in only:
+            self.due.pop(app_id, None)         # its state changes in this cycle were seen by it
+            self._reindex(app_id)
+        return made
+
+    def _run(self, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         batch = CycleBatch()
         self.preempt_tries = {}
         try:
             made = run_cycle(self.asks, root, self.host.apps, lambda ask: self._try_ask(ask, batch),
-                             self.host.over_queue_max)
+                             self.host.over_queue_max, self.host.may_preempt, only)
         except BaseException:
             self._rollback(batch)
             raise
         self._flush(batch)
-        self._stamp_reasons()
+        self._stamp_reasons(only)
         return made
 
-    def after_add(self, ask: Ask, was_dirty: bool) -> None:
-        """The automatic cycle after ``ask`` was added (and journalled)."""
-        if was_dirty or not self.auto_schedule or self.host.replaying():
+    # -- the wake index -------------------------------------------------------------------------------
+    def wake(self, keys: Iterable[str]) -> None:
+        """``keys`` were freed (a release): the applications waiting on them are retried next cycle."""
+        if len(self.asks):
+            self.woken.update(keys)
+
+    def touch(self, application_id: str) -> None:
+        """Retry ``application_id`` in the next cycle (its state changed, or it has untried asks)."""
+        self.due[application_id] = None
+
+    def _reindex(self, application_id: str) -> None:
+        wait_keys = self.host.wait_keys
+        keys: list[str] = []
+        for ask in self.asks.of_application_unsorted(application_id):
+            keys.extend(wait_keys(ask))
+        if keys or not self.asks.has_application(application_id):
+            self.index.set(application_id, keys)
+        else:                   # cannot happen (a refused ask has keys); retry it every time then
+            self.index.set(application_id, [ANY])
+
+    def _reindex_all(self) -> None:
+        self.index.clear()
+        for app_id in self.asks.applications():
+            self._reindex(app_id)
+        now = self.host.now()
+        preempt_at = self.host.preempt_at
+        timed: list[tuple[float, int, str]] = []
+        for ask in self.asks.unsorted():
+            at = preempt_at(ask)
+            if at is not None and at > now:
+                timed.append((at, ask.seq, ask.allocation_key))
+        heapq.heapify(timed)
+        self._timed = timed
+
+    def entered(self, ask: Ask) -> None:
+        """``ask`` now waits (added, replayed, or put back): its application is retried next cycle, and
+        again once the ask may preempt (PR-Y3)."""
+        self.due[ask.application_id] = None
+        at = self.host.preempt_at(ask)
+        if at is not None:
+            heapq.heappush(self._timed, (at, ask.seq, ask.allocation_key))
+
+    def after_add(self, ask: Ask, was_dirty: bool, *, demand_moves: bool = False) -> None:
+        """The automatic cycle after ``ask`` was added (and journalled). ``demand_moves``: a policy
+        counts waiting asks as demand (an elastic quota), so the new ask may move others' quota and
+        every ask that waits on another policy is retried."""
+        if was_dirty or demand_moves or not self.auto_schedule or self.host.replaying():
+            self.asks.dirty = True
             self.run_if_needed()
             return
         self.asks.dirty = False
@@ -109,8 +229,13 @@ class PendingAsks:
             self.schedule_error = exc
             self.asks.dirty = True
 
-    def freed(self) -> None:
-        """Capacity or quota may have been freed: mark for a cycle and run one when automatic."""
+    def freed(self, *, full: bool = False) -> None:
+        """Capacity or quota may have been freed: mark for a cycle and run one when automatic.
+
+        The cycle retries what the freed keys (:meth:`wake`) could have unblocked; ``full``: the change
+        cannot be told by keys (a config, a node, a timeout), so the next cycle tries every ask."""
+        if full:
+            self.full_due = True
         self.asks.dirty = True
         self.run_if_needed()
 
@@ -123,7 +248,10 @@ class PendingAsks:
             if not (self.schedule_needed and self.auto_schedule and not self.host.replaying()):
                 return
             try:
-                self.schedule()
+                if self.incremental:
+                    self.schedule_incremental()
+                else:
+                    self.schedule()
             except Exception as exc:
                 self.schedule_error = exc
                 self.asks.dirty = True
@@ -155,6 +283,9 @@ class PendingAsks:
         self._flush(batch)
         if not decision.allocated and ask.allocation_key in self.asks:
             ask.reasons, ask.reasons_at = list(decision.reasons), self.host.last_seq()
+            # a new ask tried alone and refused: its application also waits on its keys
+            self.index.add(ask.application_id, self.host.wait_keys(ask))
+            self.due.pop(ask.application_id, None)
         if decision.preempted or self.asks.cycle_freed:
             self.freed()                       # quota was given back: the others get a cycle
 
@@ -214,13 +345,16 @@ class PendingAsks:
             if ask.allocation_key not in self.host.allocations and ask.allocation_key not in self.asks:
                 ask.reasons = None
                 self.asks.add(ask)
+                self.entered(ask)
         batch.clear()
 
     # -- reasons --------------------------------------------------------------------------------------
-    def _stamp_reasons(self) -> None:
+    def _stamp_reasons(self, only: Mapping[str, Queue] | None = None) -> None:
         """The reasons given during the cycle hold at its end: stamp them with the journal position."""
         at = self.host.last_seq()
-        for ask in self.asks.unsorted():
+        found = self.asks.unsorted() if only is None else \
+            [a for app_id in only for a in self.asks.of_application_unsorted(app_id)]
+        for ask in found:
             if ask.reasons_at == -1:
                 ask.reasons_at = at
 

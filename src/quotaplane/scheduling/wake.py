@@ -1,0 +1,189 @@
+"""Which waiting asks a change could have unblocked: the incremental cycle's index (issue 13).
+
+A full cycle tries every waiting ask. Most of those attempts are certain refusals that change nothing:
+an ask refused because queue ``root.a`` is at its max stays refused while nothing is released below
+``root.a``. The incremental cycle therefore keeps, per application with waiting asks, the **wake keys**
+of the limits that hold its asks back, and after a change retries only the applications one of whose
+keys the change freed. Its contract, which the property test in ``tests/queueing/test_incremental.py``
+checks step by step against the full cycle:
+
+    every ask the incremental cycle does not retry would, at its turn in a full cycle, be refused
+    without changing anything (no allocation, no preemption attempt).
+
+Then the two cycles make the same allocations in the same order: the full cycle's other attempts change
+no usage, so the queue, application and ask order among the retried ones is the same.
+
+Keys (strings, so that the index is deterministic and cheap):
+
+``q:<path>``
+    headroom under the ``max`` of queue ``path`` (``queue.max``; ``root.capacity`` is ``q:root``). A
+    release frees ``q:`` of every queue from its leaf to the root.
+``u:<user>:<path>`` / ``g:<path>``
+    a user's / any group's ``maxresources`` set at ``path`` (a release frees them along its chain).
+``apps``
+    a ``maxapplications`` limit (queue, user or group): freed when an application leaves the running
+    count.
+``*``
+    retried after every change: asks another policy holds back (an elastic quota's runtime moves with
+    every quota's demand; a quota forest's borrowing likewise), asks that may preempt now (their
+    attempt is not a no-op), real asks of a task group (a placeholder may have arrived), applications of
+    a ``stateaware`` queue (which one may start depends on the others' states) and applications that
+    cannot take allocations now.
+
+Anything the keys cannot describe — a configuration applied, a node added, a timeout, a recovery —
+runs a full cycle instead (:meth:`~quotaplane.scheduling.runner.PendingAsks.freed` with ``full``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from quotaplane.scheduling.guarantees import QUEUE_CODES, below_guaranteed_with, preemption_delay
+from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.queues.queue import Queue
+    from quotaplane.scheduling.asks import Ask
+
+__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "group_key", "queue_key", "release_keys",
+           "user_key"]
+
+#: the key of asks retried after every change
+ANY = "*"
+#: the key of asks held back by a ``maxapplications`` limit
+RUNNING_COUNT = "apps"
+
+
+def queue_key(path: str) -> str:
+    """The key of headroom under queue ``path``'s max (``root``: the cluster)."""
+    return "q:" + path
+
+
+def user_key(user: str, path: str) -> str:
+    """The key of ``user``'s ``maxresources`` limit set at queue ``path``."""
+    return f"u:{user}:{path}"
+
+
+def group_key(path: str) -> str:
+    """The key of any group's ``maxresources`` limit set at queue ``path``."""
+    return "g:" + path
+
+
+def release_keys(user: str, leaf: Queue, *, last: bool) -> list[str]:
+    """The keys a release by ``user`` in ``leaf`` frees (``last``: its application left the running
+    count)."""
+    keys: list[str] = []
+    for q in leaf.chain:
+        path = q.path
+        keys += ("q:" + path, f"u:{user}:{path}", "g:" + path)
+    if last:
+        keys.append(RUNNING_COUNT)
+    return keys
+
+
+def ask_keys(ask: Ask, user: str, leaf: Queue, *, active: bool, preemption: bool, now: float,
+             over_max: Iterable[str]) -> list[str]:
+    """The keys a refused ``ask`` waits on, from the reasons of its last attempt.
+
+    ``over_max``: the queues whose max the ask exceeds, for an ask passed over without an attempt
+    (its reasons are None: an ask dominated by a refused one of its application needs no keys of
+    its own, since that one's keys are its application's too). ``preemption``: YuniKorn preemption
+    is on; an ask held back by queue maxima alone also waits for its chain to fall below its
+    guaranteed, and once it may preempt (its delay passed, its chain below guaranteed with it) it is
+    retried every time, since what it could take changes with every allocation anywhere.
+    """
+    if not active or (ask.task_group is not None and not ask.placeholder) or \
+            str(leaf.properties.get(SORT_POLICY_PROPERTY, "fifo")).lower() == "stateaware":
+        return [ANY]
+    reasons = ask.reasons
+    keys: list[str] = []
+    if reasons is None:
+        keys = ["q:" + path for path in over_max]
+        queue_only = bool(keys)
+    elif not reasons:
+        return [ANY]
+    else:
+        queue_only = True
+        for v in reasons:
+            code = v.code
+            if code in QUEUE_CODES:
+                keys.append("q:" + v.path)
+                continue
+            queue_only = False
+            if code.endswith(".maxapplications") and v.policy in ("queue", "user", "group"):
+                keys.append(RUNNING_COUNT)
+            elif code == "user.maxresources":
+                keys.append(f"u:{user}:{v.path}")
+            elif code == "group.maxresources":
+                keys.append("g:" + v.path)
+            else:               # another policy: its quota moves with changes the keys cannot name
+                return [ANY]
+    if queue_only and preemption:
+        for q in leaf.chain:
+            if q.guaranteed is not None and q.parent is not None:
+                keys.append("q:" + q.path)
+        if now >= ask.created + preemption_delay(leaf) and below_guaranteed_with(leaf, ask.resource):
+            return [ANY]
+    return keys
+
+
+class WakeIndex:
+    """Wake key → the applications waiting on it, and back; insertion-ordered, so deterministic."""
+
+    __slots__ = ("_apps", "_keys")
+
+    def __init__(self) -> None:
+        self._apps: dict[str, dict[str, None]] = {}
+        self._keys: dict[str, tuple[str, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def keys_of(self, application_id: str) -> tuple[str, ...]:
+        """The keys ``application_id`` waits on (``()``: not indexed)."""
+        return self._keys.get(application_id, ())
+
+    def set(self, application_id: str, keys: Iterable[str]) -> None:
+        """``application_id`` now waits on exactly ``keys`` (none: it is dropped)."""
+        self.drop(application_id)
+        found = tuple(dict.fromkeys(keys))
+        if not found:
+            return
+        self._keys[application_id] = found
+        for key in found:
+            self._apps.setdefault(key, {})[application_id] = None
+
+    def add(self, application_id: str, keys: Iterable[str]) -> None:
+        """``application_id`` also waits on ``keys`` (a new ask of it was refused)."""
+        old = self._keys.get(application_id, ())
+        new = [k for k in dict.fromkeys(keys) if k not in old]
+        if not new:
+            return
+        self._keys[application_id] = (*old, *new)
+        for key in new:
+            self._apps.setdefault(key, {})[application_id] = None
+
+    def drop(self, application_id: str) -> None:
+        """Forget ``application_id`` (its asks are gone, or it is being re-indexed)."""
+        for key in self._keys.pop(application_id, ()):
+            apps = self._apps.get(key)
+            if apps is not None:
+                apps.pop(application_id, None)
+                if not apps:
+                    del self._apps[key]
+
+    def clear(self) -> None:
+        """Forget everything (a full cycle re-indexes every application)."""
+        self._apps.clear()
+        self._keys.clear()
+
+    def woken(self, keys: Iterable[str]) -> dict[str, None]:
+        """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set)."""
+        out: dict[str, None] = dict(self._apps.get(ANY, {}))
+        get = self._apps.get
+        for key in keys:
+            apps = get(key)
+            if apps:
+                out.update(apps)
+        return out
