@@ -23,6 +23,10 @@ Scenarios (``Partition.schedule()``: one cycle, the fair order of queues, applic
 - ``submit_auto``: 10,000 ``add_ask`` calls with automatic cycles on, into full queues: each
   submission tries only the new ask (nothing was freed since the last cycle). Baseline: 10,000
   refused direct ``allocate`` calls.
+- ``release``: 1,000 releases one by one in queue ``root.spare`` (automatic cycles on) while 10,000
+  asks wait in the 1,000 other, full, leaf queues: the incremental cycle retries none of them (issue
+  13). Baseline: the same releases with nothing waiting. ``release_with_full_cycles_ms``: what one
+  release costs when every automatic cycle is a full one (``Partition.incremental = False``).
 
 Run: ``.venv/bin/python benchmarks/queueing.py`` (well under a minute).
 """
@@ -58,6 +62,7 @@ def _config(leaf_max: int) -> str:
     """The queue YAML; ``leaf_max`` in cores (config vcore units)."""
     lines = ["partitions:", "- name: default", "  queues:", "  - name: root", "    submitacl: '*'",
              "    queues:"]
+    lines += ["    - name: spare"]
     for p in range(PARENTS):
         lines += [f"    - name: p{p}",
                   "      limits: [{limit: u, users: ['*'], maxresources: {vcore: 10000000}}]",
@@ -164,6 +169,31 @@ def _submit(leaf_max: int, repeat: int = 1) -> tuple[float, float]:
     return best, base
 
 
+RELEASES = 1000
+
+
+def _releases(*, waiting: bool, incremental: bool = True, count: int = RELEASES) -> float:
+    """``count`` releases, one by one, in queue ``root.spare`` (automatic cycles on), with every leaf
+    of ``p0…p9`` full and — ``waiting`` — 10,000 asks waiting in them, or none."""
+    p = _partition(1, full=True)
+    p.auto_schedule = True
+    p.incremental = incremental
+    if waiting:
+        for app, key, prio, res in _requests():
+            p.add_ask(app, key, res, priority=prio)
+        assert len(p.pending()) == PARENTS * LEAVES * ASKS
+    p.add_application("spare-app", USERS[0], queue="root.spare")
+    keys = [f"spare-{i}" for i in range(count)]
+    for key in keys:
+        assert p.allocate("spare-app", key, ASK).allocated
+    start = _clock()
+    for key in keys:
+        p.release(key)
+    took = _clock() - start
+    assert len(p.pending()) == (PARENTS * LEAVES * ASKS if waiting else 0)
+    return took / count
+
+
 def main() -> dict[str, Any]:
     """Run the scenarios; write ``benchmarks/results/queueing.json``."""
     n = PARENTS * LEAVES * ASKS
@@ -171,6 +201,7 @@ def main() -> dict[str, Any]:
     inf = float("inf")
     all_t = half_t = none_t = mixed_t = base_alloc_t = base_what_if_t = base_mixed_t = inf
     submit_t = submit_base_t = inf
+    release_t = release_base_t = release_full_t = inf
     # Interleaved rounds (each scenario next to its baseline), best of REPEAT: the machine is noisy.
     for _ in range(REPEAT):
         t, made, left = _cycle(unlimited)
@@ -192,6 +223,9 @@ def main() -> dict[str, Any]:
         base_mixed_t = min(base_mixed_t, _direct_what_if(1, mixed=True))
         t, tb = _submit(1)
         submit_t, submit_base_t = min(submit_t, t), min(submit_base_t, tb)
+        release_t = min(release_t, _releases(waiting=True))
+        release_base_t = min(release_base_t, _releases(waiting=False))
+    release_full_t = _releases(waiting=True, incremental=False, count=5)
     all_made, half_made = n, n // 2
     results = {
         "pending_asks": n,
@@ -216,6 +250,10 @@ def main() -> dict[str, Any]:
         "submit_auto_per_ask_us": round(submit_t / n * 1e6, 1),
         "baseline_refused_allocate_10k_s": round(submit_base_t, 4),
         "ratio_submit_vs_refused_allocate": round(submit_t / submit_base_t, 2),
+        "release_with_10k_waiting_elsewhere_ms": round(release_t * 1e3, 4),
+        "baseline_release_nothing_waiting_ms": round(release_base_t * 1e3, 4),
+        "ratio_release_waiting_vs_nothing_waiting": round(release_t / release_base_t, 2),
+        "release_with_full_cycles_ms": round(release_full_t * 1e3, 2),
     }
     write_results("queueing", results)
     return results

@@ -536,7 +536,7 @@ class PartitionState:
         app = self.apps.get(ask.application_id)
         if app is None or ask.placeholder or ask.task_group is not None:
             return False                # (a task-group ask may replace a placeholder instead)
-        if not self.queues.check_allocation(app.queue_path, ask.resource):
+        if not self.queues.over_max(app.queue_path, ask.resource):
             return False
         leaf = self.queues.queue(app.queue_path)
         # an ask that may preempt to restore its queue's guaranteed must be tried (PR-Y)
@@ -549,8 +549,7 @@ class PartitionState:
         leaf = self.queues.queue(app.queue_path) if app is not None else None
         if app is None or leaf is None:
             return [ANY]
-        over = [] if ask.reasons is not None else \
-            [lim.queue_path for lim in self.queues.check_allocation(app.queue_path, ask.resource)]
+        over = [] if ask.reasons is not None else self.queues.over_max(app.queue_path, ask.resource)
         return ask_keys(ask, app.user.user, leaf, active=app.state in ACTIVE_STATES,
                         preemption=self.config.preemption.enabled, now=self.clock(), over_max=over)
 

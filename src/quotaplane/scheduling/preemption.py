@@ -73,6 +73,19 @@ def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequen
     return None
 
 
+def _may_find_victims(policies: PolicySet, reasons: Sequence[Violation], ask: Ask | None, leaf: Queue,
+                      now: float, guarantees_on: bool) -> bool:
+    """:func:`find_victims` could propose victims (it is not refused by its switches alone): the
+    cheap test that spares building a request for the common refusal that may preempt nothing."""
+    if not reasons:
+        return False
+    first = reasons[0].policy
+    if all(v.policy == first for v in reasons) and any(p.name == first for p in policies.extension_policies):
+        return True
+    return ask is not None and all(v.code in QUEUE_CODES for v in reasons) and \
+        may_preempt_for_guarantee(ask, leaf, now, guarantees_on)
+
+
 def admitted_without(policies: PolicySet, request: AdmissionRequest,
                      victims: Sequence[AdmissionRequest]) -> list[Violation]:
     """Every violation of ``request`` as if ``victims`` were released; changes nothing (PR-Y9).
@@ -113,7 +126,8 @@ class Preemptor:
         they were gone (PR-Y9); None when nothing may be preempted. Changes nothing."""
         state = self.state
         leaf = state.queues.queue(app.queue_path)
-        if leaf is None:
+        if leaf is None or not _may_find_victims(state.policies, refused.reasons, ask, leaf, now,
+                                                  state.config.preemption.enabled):
             return None
         req = state.request(app, key, resource, priority, preemptible, first=not app.counted, t=now)
         found = find_victims(state.policies, req, refused.reasons, ask=ask, leaf=leaf, now=now,

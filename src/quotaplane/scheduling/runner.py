@@ -272,6 +272,13 @@ class PendingAsks:
         if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware" and all(
                 a is not app for a in order_applications(self.asks, leaf, self.host.apps)):
             return
+        if self.host.over_queue_max(ask):
+            # certainly refused, and it may not preempt: no attempt (its reasons are explained when
+            # read, exactly as what_if); it waits on the queues whose max it exceeds
+            ask.reasons = None
+            self.index.add(ask.application_id, self.host.wait_keys(ask))
+            self.due.pop(ask.application_id, None)
+            return
         batch = CycleBatch()
         self.asks.cycle_freed = False
         self.preempt_tries = {}
