@@ -13,7 +13,7 @@ without checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -39,7 +39,7 @@ class PolicySet:
     admission order: queue, user/group, then the extensions.
     """
 
-    __slots__ = ("all", "extension_policies", "extensions", "preempting", "queue", "ugm")
+    __slots__ = ("all", "extension_policies", "extensions", "held", "preempting", "queue", "ugm")
 
     def __init__(self, queue: QueuePolicy, ugm: UgmPolicy,
                  extensions: Sequence[tuple[str, QuotaPolicy]] = ()) -> None:
@@ -51,6 +51,8 @@ class PolicySet:
         #: the policies that may preempt (they override ``take_preempted``): asked after every apply
         self.preempting: tuple[QuotaPolicy, ...] = tuple(
             p for p in self.all if type(p).take_preempted is not QuotaPolicy.take_preempted)
+        #: the reservations that hold a request back (``queue.reserved``, issue 13); set by the state
+        self.held: Callable[[AdmissionRequest], list[Violation]] = _nothing_held
 
     @property
     def core(self) -> tuple[QuotaPolicy, QuotaPolicy]:
@@ -73,11 +75,18 @@ class PolicySet:
         return [(p, key) for p in self.preempting for key in p.take_preempted()]
 
 
+def _nothing_held(request: AdmissionRequest) -> list[Violation]:
+    return []
+
+
 def check_all(policies: PolicySet, request: AdmissionRequest) -> list[Violation]:
-    """Every violation of every policy, in admission order; changes nothing (``what_if``)."""
+    """Every violation of every policy, in admission order; changes nothing (``what_if``). The
+    reservations holding the request back come right after the queue's own violations."""
     reasons: list[Violation] = []
     for policy in policies.all:
         reasons.extend(policy.check(request))
+        if policy is policies.queue:
+            reasons.extend(policies.held(request))
     return reasons
 
 
@@ -91,6 +100,7 @@ def admit(policies: PolicySet, request: AdmissionRequest) -> tuple[list[Violatio
     """
     ugm = policies.ugm
     reasons = policies.queue.check(request)
+    reasons.extend(policies.held(request))
     ext: list[Violation] = []
     for policy in policies.extension_policies:
         ext.extend(policy.check(request))

@@ -364,8 +364,9 @@ class AskAdded(Event):
     TYPE: ClassVar[str] = "ask_added"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "key": _str, "app": _str, "resource": _res, "priority": _int, "preemptible": _bool, "seq": _int,
-        "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group"})
+        "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str), "places": _opt(_strs),
+        "overtaken": _opt(_int)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken"})
     key: str
     app: str
     resource: Resource
@@ -375,6 +376,10 @@ class AskAdded(Event):
     t: float = 0.0
     placeholder: bool | None = None       # written only when true
     task_group: str | None = None
+    #: a snapshot's record of a waiting ask's reservation state (never in a live ``ask_added``): the
+    #: places that held it back when it arrived and how often it was overtaken there
+    places: tuple[str, ...] | None = None
+    overtaken: int | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -34,6 +34,7 @@ __all__ = [
 CODES: tuple[str, ...] = (
     "queue.max",
     "queue.maxapplications",
+    "queue.reserved",
     "root.capacity",
     "user.maxresources",
     "user.maxapplications",

@@ -41,6 +41,7 @@ from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.quota_preemption import QuotaPreemption
+from quotaplane.scheduling.reservations import Reservations, chain_places, place_path, reservation_settings
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.scheduling.wake import ANY, RUNNING_COUNT, ask_keys, release_keys
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
@@ -67,6 +68,8 @@ class PartitionState:
         self.ugm.update_config(config)
         self.placement = PlacementManager(config.placement_rules)
         self.policies = PolicySet(QueuePolicy(self.queues), UgmPolicy(self.ugm))
+        #: waiting asks' reservations (issue 13): checked by every admission (``PolicySet.held``)
+        self.reservations = Reservations()
         self.nodes: dict[str, Resource] = {}
         self.total: Resource = _EMPTY
         self.apps: dict[str, Application] = {}
@@ -106,6 +109,7 @@ class PartitionState:
                 keep.append((key, built_order, policy))
         keep.sort(key=lambda e: (e[1], e[0]))
         self.policies = PolicySet(self.policies.queue, self.policies.ugm, [(k, p) for k, _, p in keep])
+        self.policies.held = self.held
 
     def set_total(self) -> None:
         total: dict[str, int] = {}
@@ -189,14 +193,21 @@ class PartitionState:
         return AdmissionRequest(app.application_id, key, app.queue_path, app.user, resource, priority,
                                 preemptible, first, app.tags, t)
 
-    def ask_enters(self, ask: Ask) -> None:
+    def ask_enters(self, ask: Ask, places: Sequence[str] | None = None) -> None:
         """A waiting ask is demand (PR-K1): its queue's ``pendingResource`` and its elastic quota's
-        request grow. It counts towards no limit."""
+        request grow. It counts towards no limit. It watches the places that hold it back now (or
+        ``places``, as a snapshot recorded them) for overtakes (reservations)."""
         self.pending.asks.add(ask)
         self.pending.entered(ask)
         app = self.apps[ask.application_id]
-        self.queues.increase_pending(app.queue_path, ask.resource)
         leaf = self.queues.queue(app.queue_path)
+        if leaf is not None:
+            on, bound, delay = reservation_settings(leaf)
+            user = app.user.user
+            held_at = [] if not on else self._held_at(app, ask) if places is None else \
+                [(key, place_path(key, user)) for key in places]
+            self.reservations.enter(ask, held_at, bound, delay)
+        self.queues.increase_pending(app.queue_path, ask.resource)
         if leaf is not None and self.config.preemption.enabled:
             # when this ask may first preempt (PR-Y3): the timer runs a cycle then
             self.preempt_due = min(self.preempt_due, ask.created + preemption_delay(leaf))
@@ -204,8 +215,39 @@ class PartitionState:
         for policy in self.policies.extension_policies:
             policy.ask_added(req)
 
+    def _held_at(self, app: Application, ask: Ask) -> list[tuple[str, str]]:
+        """Where ``ask`` is held back now: the queues whose max it exceeds, else the user and group
+        limits it exceeds ((wake key, queue path) pairs; issue 13)."""
+        over = self.queues.over_max(app.queue_path, ask.resource)
+        if over:
+            return [("q:" + path, path) for path in over]
+        req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+        out: list[tuple[str, str]] = []
+        for v in self.policies.ugm.check(req):
+            if v.code == "user.maxresources":
+                out.append((f"u:{app.user.user}:{v.path}", v.path))
+            elif v.code == "group.maxresources":
+                out.append(("g:" + v.path, v.path))
+        return out
+
+    def held(self, request: AdmissionRequest) -> list[Violation]:
+        """The reservations holding ``request`` back (``queue.reserved``; issue 13)."""
+        reservations = self.reservations
+        if not reservations.active:
+            return []
+        leaf = self.queues.queue(request.queue_path)
+        if leaf is None:
+            return []
+        ask = self.pending.asks.get(request.allocation_key) if request.allocation_key else None
+        return reservations.held(chain_places(leaf, request.user.user), request.priority,
+                                 ask.seq if ask is not None else math.inf, request.resource, self.clock())
+
     def ask_leaves(self, ask: Ask, *, allocated: bool) -> None:
         """A waiting ask is no longer demand: allocated (the policies' apply made it usage) or withdrawn."""
+        ended = self.reservations.leave(ask, self.clock())
+        if ended:       # what its reservation held back may go now (another cycle runs)
+            self.pending.wake(["r:" + path for path in ended])
+            self.pending.asks.cycle_freed = True
         app = self.apps.get(ask.application_id)
         if app is None:
             return
@@ -222,6 +264,11 @@ class PartitionState:
         ask = self.pending.asks.remove(ev.key)
         if ask is not None:
             self.ask_leaves(ask, allocated=True)
+        if self.reservations.watching:
+            leaf = self.queues.queue(app.queue_path)
+            if leaf is not None:        # it overtakes the earlier asks waiting where it consumes
+                self.reservations.consumed((k for k, _ in chain_places(leaf, app.user.user)), ev.priority,
+                                           ask.seq if ask is not None else math.inf)
         alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
                            preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
                            time=ev.t)
@@ -269,6 +316,11 @@ class PartitionState:
         for policy in reversed(self.policies.all):
             policy.undo(undo.request)
         self._wake(app, last=undo.request.first_allocation)
+        leaf = self.queues.queue(app.queue_path)
+        if leaf is not None and self.reservations.watching:
+            ask_seq = undo.ask.seq if undo.ask is not None else math.inf
+            self.reservations.unconsumed((k for k, _ in chain_places(leaf, app.user.user)), ev.priority,
+                                         ask_seq)
         del self.allocs[ev.key]
         del app.allocations[ev.key]
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
@@ -279,6 +331,7 @@ class PartitionState:
             ask.reasons = None
             self.pending.asks.add(ask)
             self.pending.entered(ask)
+            self.reservations.reenter(ask)
             self.queues.increase_pending(app.queue_path, ask.resource)
 
     def allocated(self, ev: E.Allocated) -> None:
@@ -404,7 +457,7 @@ class PartitionState:
         self.apply_config(self.config_source(ev.seq), ev.seq, t=ev.t)
 
     def ask_added(self, ev: E.AskAdded) -> None:
-        self.ask_enters(Ask.from_event(ev))
+        self.ask_enters(Ask.from_event(ev), ev.places)
         # seed 001: a request moves the application to Accepted; a completing one back to Running
         # (YuniKorn RunApplication: it is not Completed away while the request waits)
         self.apps[ev.app].move(ASKED, ev.t)
@@ -488,6 +541,7 @@ class PartitionState:
         self.ugm.update_config(config)
         self.placement.update_rules(config.placement_rules)
         self.build_extensions(config)
+        self._reservation_settings()
         dropped = [(p, key) for p in self.policies.extension_policies for key in p.take_preempted()]
         self.config_t = None
         if dropped:
@@ -496,6 +550,21 @@ class PartitionState:
                 if key in self.allocs:
                     self.release_one(key, when, skip=policy, noted=True)
             self.config_t = when
+
+    def _reservation_settings(self) -> None:
+        """A new config: every waiting ask's reservation bound and delay come from its leaf again."""
+        settings: dict[str, tuple[bool, int, float]] = {}
+        leaf_of: dict[str, str] = {}
+        waiting = self.pending.asks.all()
+        for ask in waiting:
+            app = self.apps.get(ask.application_id)
+            leaf = self.queues.queue(app.queue_path) if app is not None else None
+            if app is None or leaf is None:
+                continue
+            leaf_of[ask.allocation_key] = leaf.path
+            if leaf.path not in settings:
+                settings[leaf.path] = reservation_settings(leaf)
+        self.reservations.settings_changed(waiting, settings, leaf_of)
 
     def preemption_due(self, now: float) -> bool:
         """True when a waiting ask may try preemption now (PR-Y3); the next try is 15 s later."""
@@ -569,12 +638,16 @@ class PartitionState:
                                                               self.config.preemption.enabled)
 
     def explain_ask(self, ask: Ask) -> list[Violation]:
-        """Why ``ask`` waits now: exactly ``what_if`` for the same request ([] when its application
-        takes no allocations now)."""
+        """Why ``ask`` waits now: exactly what its admission would answer ([] when its application
+        takes no allocations now); ``what_if`` of the same request, but for reservations, which hold
+        back only requests later than the reserving ask."""
         app = self.apps.get(ask.application_id)
         if app is None or app.state not in ACTIVE_STATES or self.queues.queue(app.queue_path) is None:
             return []
-        req = self.request(app, "", ask.resource, ask.priority, ask.preemptible, first=not app.counted)
+        # its own key: a reservation holds it back only when it is later than the reserving ask, and an
+        # elastic quota counts it once (PR-K2) — exactly as its admission will
+        req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible,
+                           first=not app.counted)
         return check_all(self.policies, req)
 
     def dao(self) -> dict[str, Any]:

@@ -316,7 +316,8 @@ def test_restart_keeps_the_pending_queue_and_its_order(tmp_path: Any) -> None:
                           st.booleans()), min_size=1, max_size=25), st.booleans())
 def test_no_fitting_ask_is_left_waiting(ops: list[tuple[str, UserGroup, int, int, bool]], auto: bool) -> None:
     """No starvation of fitting asks: after every cycle, no pending ask fits (what_if refuses each),
-    and every waiting ask's reasons are exactly the what_if reasons. With ``auto`` the partition's
+    and every waiting ask's reasons are exactly the what_if reasons (but for reservations, which
+    hold back only requests later than the reserving ask). With ``auto`` the partition's
     own cycles (after add_ask, release, remove_ask) must keep the same promise."""
     p = _part(vcore=9000)
     p.auto_schedule = auto
@@ -334,4 +335,7 @@ def test_no_fitting_ask_is_left_waiting(ops: list[tuple[str, UserGroup, int, int
         for ask in p.pending():
             d = p.what_if(ask.application_id, ask.resource, priority=ask.priority)
             assert not d.allocated, f"{ask} fits but waits"
-            assert ask.reasons == d.reasons
+            assert ask.reasons, f"{ask} fits but waits"          # its own admission refuses it too
+            # what_if asks for a new request, which every reservation in force holds back (issue 13)
+            assert [v for v in ask.reasons if v.code != "queue.reserved"] == \
+                [v for v in d.reasons if v.code != "queue.reserved"]

@@ -29,13 +29,18 @@ class Ask:
     __slots__ = (
         "allocation_key",
         "application_id",
+        "bound",
         "created",
+        "overtaken",
+        "place_paths",
+        "places",
         "placeholder",
         "preempt_after",
         "preemptible",
         "priority",
         "reasons",
         "reasons_at",
+        "reserve_at",
         "resource",
         "seq",
         "task_group",
@@ -57,6 +62,14 @@ class Ask:
         self.reasons_at = -2
         #: the ask may try YuniKorn preemption again from this time on (PR-Y3: once per 15 s)
         self.preempt_after = 0.0
+        #: reservations (:mod:`quotaplane.scheduling.reservations`): the places that held it back when
+        #: it arrived (wake keys, and their queue paths), how often later requests overtook it there,
+        #: after how many overtakes and from when (its delay) its reservation is in force
+        self.places: tuple[str, ...] = ()
+        self.place_paths: tuple[str, ...] = ()
+        self.overtaken = 0
+        self.bound = 0
+        self.reserve_at = float("inf")
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -77,19 +90,25 @@ class Ask:
             out["placeholder"] = True
         if self.task_group is not None:
             out["taskGroupName"] = self.task_group
+        if self.places:
+            out["overtaken"] = self.overtaken
+            out["reservedQueues"] = list(self.place_paths) if self.overtaken >= self.bound else []
         return out
 
     def event(self) -> AskAdded:
         """The journal event that adds this ask."""
         return AskAdded(key=self.allocation_key, app=self.application_id, resource=self.resource,
                         priority=self.priority, preemptible=self.preemptible, seq=self.seq, t=self.created,
-                        placeholder=True if self.placeholder else None, task_group=self.task_group)
+                        placeholder=True if self.placeholder else None, task_group=self.task_group,
+                        places=self.places or None, overtaken=self.overtaken or None)
 
     @classmethod
     def from_event(cls, ev: AskAdded) -> Ask:
         """Rebuild an ask from its ``ask_added`` event."""
-        return cls(ev.key, ev.app, ev.resource, priority=ev.priority, preemptible=ev.preemptible,
-                   placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
+        ask = cls(ev.key, ev.app, ev.resource, priority=ev.priority, preemptible=ev.preemptible,
+                  placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
+        ask.overtaken = ev.overtaken or 0
+        return ask
 
     def __repr__(self) -> str:
         return f"Ask({self.allocation_key!r}, app={self.application_id!r}, {self.resource!r})"

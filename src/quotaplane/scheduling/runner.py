@@ -32,6 +32,9 @@ __all__ = ["CYCLE_FLUSH_EVERY", "MAX_PREEMPTIONS_PER_QUEUE", "CycleHost", "Pendi
 #: few commits, bounded undo state, and the first allocation notices leave early.
 CYCLE_FLUSH_EVERY = 1000
 
+#: a change runs cycles until none gives quota back, at most this many (then the timer goes on)
+MAX_CYCLES_PER_CHANGE = 50
+
 #: at most this many preemptions per leaf queue in one cycle (PR-Y3 ``maxPreemptionsPerQueue``; PR-S2)
 MAX_PREEMPTIONS_PER_QUEUE = 10
 
@@ -101,7 +104,18 @@ class PendingAsks:
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self) -> list[Ask]:
-        """One full cycle; return the asks allocated (journalled per :data:`CYCLE_FLUSH_EVERY`)."""
+        """A full cycle — and another while one ends early because quota came back (at most
+        :data:`MAX_CYCLES_PER_CHANGE`); return the asks allocated (journalled per
+        :data:`CYCLE_FLUSH_EVERY`)."""
+        self.preempt_tries = {}
+        made = self._schedule_once()
+        for _ in range(MAX_CYCLES_PER_CHANGE - 1):
+            if not self.full_due:
+                break
+            made += self._schedule_once()
+        return made
+
+    def _schedule_once(self) -> list[Ask]:
         self.woken.clear()
         self.due.clear()
         self.full_due = False
@@ -115,6 +129,7 @@ class PendingAsks:
             return []
         made = self._run(root, None)
         self._reindex_all()
+        self.full_due = self.asks.dirty         # it stopped after quota came back: the next is full too
         return made
 
     def schedule_incremental(self) -> list[Ask]:
@@ -124,7 +139,7 @@ class PendingAsks:
         :meth:`schedule` (the contract in :mod:`quotaplane.scheduling.wake`)."""
         asks = self.asks
         if self.full_due:
-            return self.schedule()
+            return self._schedule_once()
         woken = self.index.woken(self.woken)
         woken.update(self.due)
         self.woken.clear()
@@ -154,14 +169,17 @@ class PendingAsks:
             asks.dirty = False
             return []
         made = self._run(root, only)
+        ended_early = asks.dirty
         for app_id in only:
-            self.due.pop(app_id, None)         # its state changes in this cycle were seen by it
+            if ended_early:             # the cycle stopped after quota came back: try them all again
+                self.due[app_id] = None
+            else:
+                self.due.pop(app_id, None)         # its state changes in this cycle were seen by it
             self._reindex(app_id)
         return made
 
     def _run(self, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         batch = CycleBatch()
-        self.preempt_tries = {}
         try:
             made = run_cycle(self.asks, root, self.host.apps, lambda ask: self._try_ask(ask, batch),
                              self.host.over_queue_max, self.host.may_preempt, only)
@@ -240,18 +258,20 @@ class PendingAsks:
         self.run_if_needed()
 
     def run_if_needed(self) -> None:
-        """The automatic cycle after a change. It runs again (at most twice more) when a cycle freed
-        quota itself (preemption, a smaller placeholder replacement). It never makes the change that
+        """The automatic cycle after a change. It runs again (up to :data:`MAX_CYCLES_PER_CHANGE` in
+        all) when a cycle gave quota back itself (preemption, a smaller placeholder replacement, a
+        reservation that ended). It never makes the change that
         triggered it look failed: the change is journalled already, so a failing cycle is kept in
         :attr:`schedule_error` and left due (the service's timer retries it)."""
-        for _ in range(3):
+        self.preempt_tries = {}         # PR-Y3: per leaf, for all the cycles of one change
+        for _ in range(MAX_CYCLES_PER_CHANGE):
             if not (self.schedule_needed and self.auto_schedule and not self.host.replaying()):
                 return
             try:
                 if self.incremental:
                     self.schedule_incremental()
                 else:
-                    self.schedule()
+                    self._schedule_once()
             except Exception as exc:
                 self.schedule_error = exc
                 self.asks.dirty = True

@@ -20,6 +20,9 @@ Keys (strings, so that the index is deterministic and cheap):
     release frees ``q:`` of every queue from its leaf to the root.
 ``u:<user>:<path>`` / ``g:<path>``
     a user's / any group's ``maxresources`` set at ``path`` (a release frees them along its chain).
+``r:<path>``
+    a reservation in force at ``path`` (``queue.reserved``): freed when the reserving ask is allocated
+    or withdrawn (:mod:`quotaplane.scheduling.reservations`).
 ``apps``
     a ``maxapplications`` limit (queue, user or group): freed when an application leaves the running
     count.
@@ -117,6 +120,8 @@ def ask_keys(ask: Ask, user: str, leaf: Queue, *, active: bool, preemption: bool
                 keys.append(f"u:{user}:{v.path}")
             elif code == "group.maxresources":
                 keys.append("g:" + v.path)
+            elif code == "queue.reserved":         # until the reservation ends
+                keys.append("r:" + v.path)
             else:               # another policy: its quota moves with changes the keys cannot name
                 return [ANY]
     if queue_only and preemption:

@@ -1,0 +1,242 @@
+"""Reservations: a waiting ask that later asks keep overtaking holds the quota it waits for (issue 13).
+
+Without them a large ask can wait forever: each time quota frees at the queue that blocks it, a smaller,
+later ask fits first and takes it (Kueue's BestEffortFIFO starvation). YuniKorn answers this with
+reservations; quotaplane reserves *quota* (it places nothing on nodes):
+
+- When an ask starts to wait, the **places** that hold it back are noted: the queues whose ``max`` it
+  exceeds (``root``: the cluster), else the user and group ``maxresources`` limits it exceeds — the wake
+  keys of :mod:`quotaplane.scheduling.wake`.
+- Each allocation of a *later* request (a higher arrival number, or a direct allocation) of the same or
+  a lower priority that consumes at one of those places **overtakes** the ask. After
+  ``reservation.overtakes`` overtakes (default :data:`DEFAULT_OVERTAKES`, at most
+  :data:`MAX_OVERTAKES`) — or, when ``reservation.delay`` is set, once it has waited that long — its
+  reservation is **in force**.
+- While it is in force, a later request of the same or a lower priority that would consume at a
+  reserved place and shares a resource type with the ask is refused with ``queue.reserved``, naming
+  the reserving ask and the place. Requests that do not touch the place go on; a higher priority is
+  never held back (priorities come first). Among several reservations at a place the oldest ask wins.
+- The reservation ends when the ask is allocated or withdrawn; the asks it held back are retried.
+
+``reservation.policy: disabled`` on a queue (inherited like every property) lets its asks wait without
+ever reserving: pure best-effort backfill.
+
+Everything here follows journalled events (ask arrivals, allocations) and the clock, never which asks a
+cycle happened to try: replay rebuilds it, and incremental and full cycles agree on it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from quotaplane.policy import Violation
+from quotaplane.queues.properties import parse_duration
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.queues.queue import Queue
+    from quotaplane.resources import Resource
+    from quotaplane.scheduling.asks import Ask
+
+__all__ = ["DEFAULT_OVERTAKES", "chain_places", "place_path", "MAX_OVERTAKES", "PROP_RESERVATION_DELAY", "PROP_RESERVATION_OVERTAKES",
+           "PROP_RESERVATION_POLICY", "RESERVED", "Reservations", "reservation_settings"]
+
+PROP_RESERVATION_POLICY = "reservation.policy"
+PROP_RESERVATION_OVERTAKES = "reservation.overtakes"
+PROP_RESERVATION_DELAY = "reservation.delay"
+#: how many overtakes an ask suffers before its reservation is in force, unless the queue says otherwise
+DEFAULT_OVERTAKES = 3
+#: the largest ``reservation.overtakes`` accepted (a larger or invalid value counts as the default)
+MAX_OVERTAKES = 10
+#: the violation code of a request held back by a reservation
+RESERVED = "queue.reserved"
+
+_NEVER = float("inf")
+
+
+def reservation_settings(leaf: Queue) -> tuple[bool, int, float]:
+    """(reserves at all, overtakes bound, delay in seconds or 0) for the asks of ``leaf``."""
+    props = leaf.properties
+    if str(props.get(PROP_RESERVATION_POLICY, "default")).strip().lower() == "disabled":
+        return False, DEFAULT_OVERTAKES, 0.0
+    raw = str(props.get(PROP_RESERVATION_OVERTAKES, "")).strip()
+    bound = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_OVERTAKES else DEFAULT_OVERTAKES
+    delay = parse_duration(props.get(PROP_RESERVATION_DELAY), 0.0)
+    return True, bound, max(delay, 0.0)
+
+
+def chain_places(leaf: Queue, user: str) -> list[tuple[str, str]]:
+    """The places a request of ``user`` in ``leaf`` consumes at: (key, queue path) for every queue of
+    its chain — the queue itself, ``user``'s limits there, any group's limits there."""
+    out: list[tuple[str, str]] = []
+    for q in leaf.chain:
+        path = q.path
+        out += (("q:" + path, path), (f"u:{user}:{path}", path), ("g:" + path, path))
+    return out
+
+
+def place_path(key: str, user: str) -> str:
+    """The queue path of a place key (``q:<path>``, ``g:<path>``, ``u:<user>:<path>``)."""
+    if key.startswith("u:"):
+        return key[len(user) + 3:]
+    return key[2:]
+
+
+class Reservations:
+    """The places waiting asks watch, the reservations in force, and the checks against them."""
+
+    __slots__ = ("_force", "_timed", "_watch")
+
+    def __init__(self) -> None:
+        #: place → waiting asks watching it (arrival order)
+        self._watch: dict[str, dict[str, Ask]] = {}
+        #: place → asks whose reservation is in force there (a cache of :meth:`in_force`)
+        self._force: dict[str, dict[str, Ask]] = {}
+        #: (time the reservation comes into force by its delay, seq, key, ask)
+        self._timed: list[tuple[float, int, str, Ask]] = []
+
+    @property
+    def active(self) -> bool:
+        """Some reservation is in force or may come into force by its delay."""
+        return bool(self._force) or bool(self._timed)
+
+    @property
+    def watching(self) -> bool:
+        """Some waiting ask watches a place (allocations may overtake it)."""
+        return bool(self._watch)
+
+    def enter(self, ask: Ask, places: Iterable[tuple[str, str]], bound: int, delay: float) -> None:
+        """``ask`` starts to wait, held back at ``places`` ((key, queue path) pairs; none: it never
+        reserves)."""
+        pairs = tuple(places)
+        ask.places = tuple(k for k, _ in pairs)
+        ask.place_paths = tuple(p for _, p in pairs)
+        ask.bound = bound
+        ask.reserve_at = ask.created + delay if delay > 0 and ask.places else _NEVER
+        key = ask.allocation_key
+        for place in ask.places:
+            self._watch.setdefault(place, {})[key] = ask
+        if ask.reserve_at != _NEVER:
+            heapq.heappush(self._timed, (ask.reserve_at, ask.seq, key, ask))
+        if ask.places and ask.overtaken >= bound:       # a snapshot restore puts it back in force
+            self._promote(ask)
+
+    def leave(self, ask: Ask, now: float) -> list[str]:
+        """``ask`` no longer waits; return the paths where its reservation was in force (their held-back
+        requests may go now)."""
+        key = ask.allocation_key
+        ended = list(ask.place_paths) if self.in_force(ask, now) else []
+        for place in ask.places:
+            for index in (self._watch, self._force):
+                asks = index.get(place)
+                if asks is not None and asks.pop(key, None) is not None and not asks:
+                    del index[place]
+        return ended
+
+    def in_force(self, ask: Ask, now: float) -> bool:
+        """The ask's reservation is in force at ``now`` (by overtakes or by its delay)."""
+        return bool(ask.places) and (ask.overtaken >= ask.bound or now >= ask.reserve_at)
+
+    def consumed(self, places: Iterable[str], priority: int, seq: float) -> None:
+        """An allocation of priority ``priority`` and arrival number ``seq`` (``inf``: a direct one)
+        consumed at ``places``: it overtakes the earlier asks of the same or a higher priority
+        watching any of them (once each)."""
+        watch = self._watch
+        if not watch:
+            return
+        counted: set[str] = set()
+        for place in places:
+            asks = watch.get(place)
+            if not asks:
+                continue
+            for key, ask in asks.items():
+                if ask.seq >= seq or ask.priority < priority or key in counted:
+                    continue
+                counted.add(key)
+                ask.overtaken += 1
+                if ask.overtaken == ask.bound:
+                    self._promote(ask)
+
+    def unconsumed(self, places: Iterable[str], priority: int, seq: float) -> None:
+        """Reverse :meth:`consumed` exactly (an allocation that could not be journalled was undone)."""
+        watch = self._watch
+        counted: set[str] = set()
+        for place in places:
+            for key, ask in watch.get(place, {}).items():
+                if ask.seq >= seq or ask.priority < priority or key in counted:
+                    continue
+                counted.add(key)
+                if ask.overtaken == ask.bound:
+                    self._demote(ask)
+                ask.overtaken -= 1
+
+    def reenter(self, ask: Ask) -> None:
+        """``ask`` waits again after its allocation was undone: the places it watched, as before."""
+        delay = ask.reserve_at - ask.created if ask.reserve_at != _NEVER else 0.0
+        self.enter(ask, zip(ask.places, ask.place_paths, strict=True), ask.bound, delay)
+
+    def _demote(self, ask: Ask) -> None:
+        for place in ask.places:
+            asks = self._force.get(place)
+            if asks is not None and asks.pop(ask.allocation_key, None) is not None and not asks:
+                del self._force[place]
+
+    def _promote(self, ask: Ask) -> None:
+        for place in ask.places:
+            self._force.setdefault(place, {})[ask.allocation_key] = ask
+
+    def _due(self, now: float) -> None:
+        timed = self._timed
+        while timed and timed[0][0] <= now:
+            _, _, key, ask = heapq.heappop(timed)
+            if ask.places and self._watch.get(ask.places[0], {}).get(key) is ask:
+                self._promote(ask)
+
+    def held(self, places: Iterable[tuple[str, str]], priority: int, seq: float, resource: Resource,
+             now: float) -> list[Violation]:
+        """Why a request (``priority``, arrival number ``seq``, ``resource``) consuming at ``places``
+        ((key, queue path) pairs) is held back by reservations in force: one ``queue.reserved`` per
+        reserved place, naming the oldest reserving ask there. ``[]``: it is not."""
+        if self._timed:
+            self._due(now)
+        force = self._force
+        if not force:
+            return []
+        wanted = [name for name, amount in resource._values.items() if amount > 0]
+        out: list[Violation] = []
+        for key, path in places:
+            asks = force.get(key)
+            if not asks:
+                continue
+            best: Ask | None = None
+            for ask in asks.values():
+                if ask.seq < seq and ask.priority >= priority and \
+                        any(ask.resource._values.get(name, 0) > 0 for name in wanted) and \
+                        (best is None or ask.seq < best.seq):
+                    best = ask
+            if best is not None:
+                out.append(_violation(best, key, path))
+        return out
+
+    def settings_changed(self, asks: Iterable[Ask], settings: Mapping[str, tuple[bool, int, float]],
+                         leaf_of: Mapping[str, str]) -> None:
+        """A new configuration: re-read every waiting ask's bound and delay from its leaf (an ask whose
+        leaf stopped reserving keeps waiting without a reservation). ``settings`` by leaf path,
+        ``leaf_of`` ask key → leaf path."""
+        waiting = list(asks)
+        self._watch.clear()
+        self._force.clear()
+        self._timed = []
+        for ask in waiting:
+            on, bound, delay = settings.get(leaf_of.get(ask.allocation_key, ""), (False, DEFAULT_OVERTAKES, 0.0))
+            self.enter(ask, zip(ask.places, ask.place_paths, strict=True) if on else (), bound, delay)
+
+
+def _violation(ask: Ask, key: str, path: str) -> Violation:
+    what = {"q": f"queue {path!r}", "u": f"user limits at {path!r}", "g": f"group limits at {path!r}"}[key[0]]
+    return Violation(policy="queue", code=RESERVED, path=path,
+                     message=f"{what} reserved for waiting ask {ask.allocation_key!r} (priority "
+                             f"{ask.priority}, overtaken {ask.overtaken} times): later requests of the "
+                             f"same or a lower priority wait until it is allocated",
+                     resource=None)
