@@ -3,8 +3,9 @@
 Every pending ask is tried at most once per cycle, in :mod:`~quotaplane.scheduling.order`; an ask that
 fits at its turn is always allocated, so no ask that fits is skipped by later ones. A cycle only
 consumes, never frees, so an ask refused in a cycle still does not fit at its end: after a cycle no
-pending ask fits. (A preemption, a smaller real allocation replacing a gang placeholder, or the end of a
-reservation gives quota back: the cycle then ends at once and another is due.) Two consequences keep cycles cheap:
+pending ask fits. (A preemption, a smaller real allocation replacing a gang placeholder, or the end of
+a reservation gives quota back: the cycle then ends at once and another is due.) Two consequences keep
+cycles cheap:
 within a cycle an ask that needs at least what a refused ask of its application needed is refused
 without an attempt, and an ask over a queue max (M-2, which never preempts) is refused without the
 full check.

@@ -39,8 +39,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.resources import Resource
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["DEFAULT_OVERTAKES", "chain_places", "place_path", "MAX_OVERTAKES", "PROP_RESERVATION_DELAY", "PROP_RESERVATION_OVERTAKES",
-           "PROP_RESERVATION_POLICY", "RESERVED", "Reservations", "reservation_settings"]
+__all__ = [
+    "DEFAULT_OVERTAKES",
+    "MAX_OVERTAKES",
+    "PROP_RESERVATION_DELAY",
+    "PROP_RESERVATION_OVERTAKES",
+    "PROP_RESERVATION_POLICY",
+    "RESERVED",
+    "Reservations",
+    "chain_places",
+    "place_path",
+    "reservation_settings",
+]
 
 PROP_RESERVATION_POLICY = "reservation.policy"
 PROP_RESERVATION_OVERTAKES = "reservation.overtakes"
@@ -229,7 +239,8 @@ class Reservations:
         self._force.clear()
         self._timed = []
         for ask in waiting:
-            on, bound, delay = settings.get(leaf_of.get(ask.allocation_key, ""), (False, DEFAULT_OVERTAKES, 0.0))
+            off = (False, DEFAULT_OVERTAKES, 0.0)
+            on, bound, delay = settings.get(leaf_of.get(ask.allocation_key, ""), off)
             self.enter(ask, zip(ask.places, ask.place_paths, strict=True) if on else (), bound, delay)
 
 
