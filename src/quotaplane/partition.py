@@ -843,6 +843,8 @@ class Partition:
                 self._s.pending.freed()   # the application left the running count: maxapplications freed
             elif self._s.policies.extension_policies:
                 self._s.pending.freed()   # less demand in an elastic quota: others' runtimes may grow
+            else:
+                self._s.pending.run_if_needed()   # a reservation it held ended: the held-back asks go
 
     def pending(self, application_id: str | None = None) -> list[Ask]:
         """The pending asks (of one application, or all), each with the reasons it waits.

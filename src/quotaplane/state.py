@@ -248,6 +248,7 @@ class PartitionState:
         if ended:       # what its reservation held back may go now (another cycle runs)
             self.pending.wake(["r:" + path for path in ended])
             self.pending.asks.cycle_freed = True
+            self.pending.asks.dirty = True
         app = self.apps.get(ask.application_id)
         if app is None:
             return
