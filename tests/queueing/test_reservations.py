@@ -109,7 +109,7 @@ def test_without_reservations_the_large_ask_starves() -> None:
 def test_a_held_back_ask_says_which_ask_holds_the_quota_and_where() -> None:
     """The held-back ask's reason is ``queue.reserved`` naming the reserving ask and the queue, in
     ``pending()`` and in the REST shape; the reserving ask shows how often it was overtaken."""
-    _, p, clock = _world(_config())
+    _, p, _clock = _world(_config())
     p.add_application("big-app", ALICE, queue="root.team.big")
     p.add_application("small-app", BOB, queue="root.team.small")
     for i in range(10):
@@ -133,7 +133,7 @@ def test_a_held_back_ask_says_which_ask_holds_the_quota_and_where() -> None:
 
 
 def test_asks_that_do_not_touch_the_reserved_quota_go_on() -> None:
-    _, p, clock = _world(_config())
+    _, p, _clock = _world(_config())
     p.add_application("big-app", ALICE, queue="root.team.big")
     p.add_application("small-app", BOB, queue="root.team.small")
     p.add_application("elsewhere", BOB, queue="root.other")
@@ -151,7 +151,7 @@ def test_asks_that_do_not_touch_the_reserved_quota_go_on() -> None:
 
 
 def test_a_higher_priority_ask_is_not_held_back_by_a_lower_priority_reservation() -> None:
-    _, p, clock = _world(_config())
+    _, p, _clock = _world(_config())
     p.add_application("big-app", ALICE, queue="root.team.big")
     p.add_application("small-app", BOB, queue="root.team.small")
     for i in range(10):
@@ -164,7 +164,7 @@ def test_a_higher_priority_ask_is_not_held_back_by_a_lower_priority_reservation(
 
 
 def test_the_reservation_ends_when_the_ask_is_withdrawn_and_the_held_asks_go() -> None:
-    _, p, clock = _world(_config())
+    _, p, _clock = _world(_config())
     p.add_application("big-app", ALICE, queue="root.team.big")
     p.add_application("small-app", BOB, queue="root.team.small")
     for i in range(10):
@@ -236,7 +236,8 @@ def test_replay_and_snapshot_restore_keep_the_reservations() -> None:
     restored = Scheduler.from_yaml(_config(), store=j, clock=clock, snapshot_every=0)
     assert restored.restored_from["default"] == "snapshot"
     assert json.dumps(restored.dump_state(), sort_keys=True) == state
-    assert "queue.reserved" in [v.code for v in restored.partition("default").what_if("small-app", _v(10)).reasons]
+    reasons = restored.partition("default").what_if("small-app", _v(10)).reasons
+    assert "queue.reserved" in [v.code for v in reasons]
 
 
 def _churn(config: str, large: list[int], seed: int, rounds: int = 300) -> dict[str, int | None]:
