@@ -123,7 +123,8 @@ class Partition:
             admit=self._admit_ask, undo=state.undo_allocated, replace=self.replace_placeholder,
             preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
             record=lambda evs: self._record(evs, recoverable=True), explain=state.explain_ask,
-            over_queue_max=state.over_queue_max, last_seq=lambda: self._log.last_seq,
+            over_queue_max=state.over_queue_max, surely_over=state.surely_over,
+            last_seq=lambda: self._log.last_seq,
             replaying=lambda: self._log.replaying, may_preempt=state.may_preempt,
             wait_keys=state.wait_keys, preempt_at=state.preempt_at, now=self.clock)
         pending = getattr(state, "pending", None)

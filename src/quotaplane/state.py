@@ -603,23 +603,33 @@ class PartitionState:
         """M-2 alone: the ask would put a queue of its chain over its max (or the root over the
         cluster). The queue policy is always part of admission and never preempts, so this refusal
         is certain; checking it first spares the full check and its messages."""
+        return bool(self.surely_over(ask))
+
+    def surely_over(self, ask: Ask) -> list[str]:
+        """The queues whose max the ask exceeds when that refusal is certain (it may not preempt
+        either); ``[]`` when it is not (see :meth:`over_queue_max`)."""
         app = self.apps.get(ask.application_id)
         if app is None or ask.placeholder or ask.task_group is not None:
-            return False                # (a task-group ask may replace a placeholder instead)
-        if not self.queues.over_max(app.queue_path, ask.resource):
-            return False
+            return []                   # (a task-group ask may replace a placeholder instead)
+        over = self.queues.over_max(app.queue_path, ask.resource)
+        if not over:
+            return over
         leaf = self.queues.queue(app.queue_path)
         # an ask that may preempt to restore its queue's guaranteed must be tried (PR-Y)
-        return leaf is None or not may_preempt_for_guarantee(ask, leaf, self.clock(),
-                                                              self.config.preemption.enabled)
+        if leaf is not None and may_preempt_for_guarantee(ask, leaf, self.clock(),
+                                                          self.config.preemption.enabled):
+            return []
+        return over
 
-    def wait_keys(self, ask: Ask) -> list[str]:
-        """The wake keys of a refused ask (:func:`quotaplane.scheduling.wake.ask_keys`)."""
+    def wait_keys(self, ask: Ask, over: list[str] | None = None) -> list[str]:
+        """The wake keys of a refused ask (:func:`quotaplane.scheduling.wake.ask_keys`); ``over``: the
+        queues whose max it exceeds, when the caller knows them already."""
         app = self.apps.get(ask.application_id)
         leaf = self.queues.queue(app.queue_path) if app is not None else None
         if app is None or leaf is None:
             return [ANY]
-        over = [] if ask.reasons is not None else self.queues.over_max(app.queue_path, ask.resource)
+        if over is None:
+            over = [] if ask.reasons is not None else self.queues.over_max(app.queue_path, ask.resource)
         return ask_keys(ask, app.user.user, leaf, active=app.state in ACTIVE_STATES,
                         preemption=self.config.preemption.enabled, now=self.clock(), over_max=over)
 

@@ -65,9 +65,25 @@ RESERVED = "queue.reserved"
 _NEVER = float("inf")
 
 
+#: parsed settings by properties dict (a queue's properties are replaced, never changed in place, on a
+#: config change, so the dict's identity is its version): every ask arrival reads them
+_SETTINGS: dict[int, tuple[Mapping[str, str], tuple[bool, int, float]]] = {}
+
+
 def reservation_settings(leaf: Queue) -> tuple[bool, int, float]:
     """(reserves at all, overtakes bound, delay in seconds or 0) for the asks of ``leaf``."""
     props = leaf.properties
+    cached = _SETTINGS.get(id(props))
+    if cached is not None and cached[0] is props:
+        return cached[1]
+    if len(_SETTINGS) > 4096:
+        _SETTINGS.clear()
+    found = _read_settings(props)
+    _SETTINGS[id(props)] = (props, found)
+    return found
+
+
+def _read_settings(props: Mapping[str, str]) -> tuple[bool, int, float]:
     if str(props.get(PROP_RESERVATION_POLICY, "default")).strip().lower() == "disabled":
         return False, DEFAULT_OVERTAKES, 0.0
     raw = str(props.get(PROP_RESERVATION_OVERTAKES, "")).strip()

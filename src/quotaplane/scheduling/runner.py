@@ -57,12 +57,14 @@ class CycleHost:
     record: Callable[[list[Event]], None]
     explain: Callable[[Ask], list[Violation]]
     over_queue_max: Callable[[Ask], bool]
+    #: the queues whose max the ask certainly exceeds (it may not preempt either); [] when it fits them
+    surely_over: Callable[[Ask], list[str]]
     last_seq: Callable[[], int]
     replaying: Callable[[], bool]
     #: an ask refused only by queue maxima may preempt now (PR-Y1, PR-Y3)
     may_preempt: Callable[[Ask], bool]
     #: the wake keys of a waiting ask (:mod:`quotaplane.scheduling.wake`)
-    wait_keys: Callable[[Ask], list[str]]
+    wait_keys: Callable[[Ask, list[str] | None], list[str]]
     #: when a waiting ask may first preempt (PR-Y3), None when it never may
     preempt_at: Callable[[Ask], float | None]
     now: Callable[[], float]
@@ -204,7 +206,7 @@ class PendingAsks:
         wait_keys = self.host.wait_keys
         keys: list[str] = []
         for ask in self.asks.of_application_unsorted(application_id):
-            keys.extend(wait_keys(ask))
+            keys.extend(wait_keys(ask, None))
         if keys or not self.asks.has_application(application_id):
             self.index.set(application_id, keys)
         else:                   # cannot happen (a refused ask has keys); retry it every time then
@@ -292,11 +294,12 @@ class PendingAsks:
         if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware" and all(
                 a is not app for a in order_applications(self.asks, leaf, self.host.apps)):
             return
-        if self.host.over_queue_max(ask):
+        over = self.host.surely_over(ask)
+        if over:
             # certainly refused, and it may not preempt: no attempt (its reasons are explained when
             # read, exactly as what_if); it waits on the queues whose max it exceeds
             ask.reasons = None
-            self.index.add(ask.application_id, self.host.wait_keys(ask))
+            self.index.add(ask.application_id, self.host.wait_keys(ask, over))
             self.due.pop(ask.application_id, None)
             return
         batch = CycleBatch()
@@ -311,7 +314,7 @@ class PendingAsks:
         if not decision.allocated and ask.allocation_key in self.asks:
             ask.reasons, ask.reasons_at = list(decision.reasons), self.host.last_seq()
             # a new ask tried alone and refused: its application also waits on its keys
-            self.index.add(ask.application_id, self.host.wait_keys(ask))
+            self.index.add(ask.application_id, self.host.wait_keys(ask, None))
             self.due.pop(ask.application_id, None)
         if decision.preempted or self.asks.cycle_freed:
             self.freed()                       # quota was given back: the others get a cycle
