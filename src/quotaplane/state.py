@@ -217,7 +217,8 @@ class PartitionState:
 
     def _held_at(self, app: Application, ask: Ask) -> list[tuple[str, str]]:
         """Where ``ask`` is held back now: the queues whose max it exceeds, else the user and group
-        limits it exceeds ((wake key, queue path) pairs; issue 13)."""
+        limits it exceeds, else the queues of its chain with a max (or the cluster) — (wake key, queue
+        path) pairs; issue 13."""
         over = self.queues.over_max(app.queue_path, ask.resource)
         if over:
             return [("q:" + path, path) for path in over]
@@ -228,7 +229,14 @@ class PartitionState:
                 out.append((f"u:{app.user.user}:{v.path}", v.path))
             elif v.code == "group.maxresources":
                 out.append(("g:" + v.path, v.path))
-        return out
+        if out:
+            return out
+        # it fits the limits now (another reservation may hold it, or no cycle ran yet): it watches the
+        # queues of its chain that have a max, else the cluster — where later requests can overtake it
+        leaf = self.queues.queue(app.queue_path)
+        limited = [q.path for q in leaf.chain if q.max is not None and q.parent is not None] \
+            if leaf is not None else []
+        return [("q:" + path, path) for path in limited or ["root"]]
 
     def held(self, request: AdmissionRequest) -> list[Violation]:
         """The reservations holding ``request`` back (``queue.reserved``; issue 13)."""
@@ -268,8 +276,8 @@ class PartitionState:
         if self.reservations.watching:
             leaf = self.queues.queue(app.queue_path)
             if leaf is not None:        # it overtakes the earlier asks waiting where it consumes
-                self.reservations.consumed((k for k, _ in chain_places(leaf, app.user.user)), ev.priority,
-                                           ask.seq if ask is not None else math.inf)
+                self.reservations.consumed_in(leaf, app.user.user, ev.priority,
+                                              ask.seq if ask is not None else math.inf)
         alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
                            preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
                            time=ev.t)

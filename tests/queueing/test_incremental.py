@@ -22,6 +22,7 @@ from quotaplane.journal import MemoryJournal
 from quotaplane.partition import Partition
 from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
+from tests.queueing.test_cycle import _count_tries
 
 ALICE = UserGroup("alice", ["dev"])
 BOB = UserGroup("bob", ["ops"])
@@ -168,22 +169,6 @@ def test_incremental_cycles_equal_full_cycles(steps: list[tuple[str, int, int, i
     _run(twin, steps)
 
 
-def _counting(p: Partition) -> list[str]:
-    """Record every ask the partition's cycles try (its host's ``admit``)."""
-    import dataclasses
-
-    tried: list[str] = []
-    host = p._s.pending.host
-    real = host.admit
-
-    def counting(ask: Any) -> Any:
-        tried.append(ask.allocation_key)
-        return real(ask)
-
-    p._s.pending.host = dataclasses.replace(host, admit=counting)
-    return tried
-
-
 WIDE = """
 partitions:
 - name: default
@@ -206,7 +191,7 @@ def test_a_release_retries_only_the_asks_of_the_queue_it_freed() -> None:
         assert p.allocate(f"app{i}", f"fill{i}", _v(2)).allocated
         for j in range(3):
             p.add_ask(f"app{i}", f"k{i}-{j}", _v(1))
-    tried = _counting(p)
+    tried = _count_tries(p)
     p.release("fill7")
     assert tried == ["k7-0", "k7-1", "k7-2"]          # two fit, the third is refused; no other queue
     assert [a.allocation_key for a in p.pending()][:3] == ["k0-0", "k0-1", "k0-2"]

@@ -59,6 +59,15 @@ def _world(config: str, store: Any = None, clock: Clock | None = None) -> tuple[
     return s, p, clock
 
 
+def _full_team(p: Partition) -> None:
+    """root.team full of ten 10-unit allocations of ``small-app``, and a 60-unit ask of ``big-app``."""
+    p.add_application("big-app", ALICE, queue="root.team.big")
+    p.add_application("small-app", BOB, queue="root.team.small")
+    for i in range(10):
+        assert p.allocate("small-app", f"fill{i}", _v(10)).allocated
+    p.add_ask("big-app", "large", _v(60))
+
+
 def _starve(p: Partition, clock: Clock, big_app: str, small_apps: list[str], rounds: int) -> int | None:
     """Fill the queue with 10-unit allocations of ``small_apps``, queue a 60-unit ask of ``big_app``,
     then each round release the oldest small allocation and add a new small ask (round-robin over
@@ -110,11 +119,7 @@ def test_a_held_back_ask_says_which_ask_holds_the_quota_and_where() -> None:
     """The held-back ask's reason is ``queue.reserved`` naming the reserving ask and the queue, in
     ``pending()`` and in the REST shape; the reserving ask shows how often it was overtaken."""
     _, p, _clock = _world(_config())
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     for r in range(DEFAULT_OVERTAKES):
         p.release(f"fill{r}")
         p.add_ask("small-app", f"s{r}", _v(10))
@@ -152,11 +157,7 @@ def test_asks_that_do_not_touch_the_reserved_quota_go_on() -> None:
 
 def test_a_higher_priority_ask_is_not_held_back_by_a_lower_priority_reservation() -> None:
     _, p, _clock = _world(_config())
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     for r in range(DEFAULT_OVERTAKES + 1):
         p.release(f"fill{r}")
         p.add_ask("small-app", f"s{r}", _v(10), priority=5 if r == DEFAULT_OVERTAKES else 0)
@@ -165,11 +166,7 @@ def test_a_higher_priority_ask_is_not_held_back_by_a_lower_priority_reservation(
 
 def test_the_reservation_ends_when_the_ask_is_withdrawn_and_the_held_asks_go() -> None:
     _, p, _clock = _world(_config())
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     for r in range(DEFAULT_OVERTAKES):
         p.release(f"fill{r}")
         p.add_ask("small-app", f"s{r}", _v(10))
@@ -184,11 +181,7 @@ def test_the_overtake_bound_and_the_delay_are_queue_properties() -> None:
     """``reservation.overtakes: 1`` reserves after the first overtake; ``reservation.delay: 30s``
     reserves after 30 s of waiting even without overtakes."""
     _, p, clock = _world(_config(leaf_props="reservation.overtakes: '1'"))
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     p.release("fill0")
     p.add_ask("small-app", "s0", _v(10))
     assert p.allocation("s0") is not None                 # the one overtake
@@ -197,11 +190,7 @@ def test_the_overtake_bound_and_the_delay_are_queue_properties() -> None:
     assert p.allocation("s1") is None
 
     _, p, clock = _world(_config(leaf_props="reservation.delay: 30s, reservation.overtakes: '10'"))
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     p.release("fill0")
     clock.advance(29)
     p.add_ask("small-app", "early", _v(10))
@@ -219,11 +208,7 @@ def test_replay_and_snapshot_restore_keep_the_reservations() -> None:
     j = MemoryJournal()
     clock = Clock()
     s, p, _ = _world(_config(), store=j, clock=clock)
-    p.add_application("big-app", ALICE, queue="root.team.big")
-    p.add_application("small-app", BOB, queue="root.team.small")
-    for i in range(10):
-        p.allocate("small-app", f"fill{i}", _v(10))
-    p.add_ask("big-app", "large", _v(60))
+    _full_team(p)
     for r in range(DEFAULT_OVERTAKES):
         p.release(f"fill{r}")
         p.add_ask("small-app", f"s{r}", _v(10))

@@ -112,7 +112,7 @@ def place_path(key: str, user: str) -> str:
 class Reservations:
     """The places waiting asks watch, the reservations in force, and the checks against them."""
 
-    __slots__ = ("_force", "_timed", "_watch")
+    __slots__ = ("_force", "_limits", "_timed", "_watch")
 
     def __init__(self) -> None:
         #: place → waiting asks watching it (arrival order)
@@ -121,6 +121,8 @@ class Reservations:
         self._force: dict[str, dict[str, Ask]] = {}
         #: (time the reservation comes into force by its delay, seq, key, ask)
         self._timed: list[tuple[float, int, str, Ask]] = []
+        #: how many watched places are user or group limits (none: allocations look at queues only)
+        self._limits = 0
 
     @property
     def active(self) -> bool:
@@ -142,7 +144,12 @@ class Reservations:
         ask.reserve_at = ask.created + delay if delay > 0 and ask.places else _NEVER
         key = ask.allocation_key
         for place in ask.places:
-            self._watch.setdefault(place, {})[key] = ask
+            watchers = self._watch.get(place)
+            if watchers is None:
+                watchers = self._watch[place] = {}
+                if place[0] != "q":
+                    self._limits += 1
+            watchers[key] = ask
         if ask.reserve_at != _NEVER:
             heapq.heappush(self._timed, (ask.reserve_at, ask.seq, key, ask))
         if ask.places and ask.overtaken >= bound:       # a snapshot restore puts it back in force
@@ -158,11 +165,29 @@ class Reservations:
                 asks = index.get(place)
                 if asks is not None and asks.pop(key, None) is not None and not asks:
                     del index[place]
+                    if index is self._watch and place[0] != "q":
+                        self._limits -= 1
         return ended
 
     def in_force(self, ask: Ask, now: float) -> bool:
         """The ask's reservation is in force at ``now`` (by overtakes or by its delay)."""
         return bool(ask.places) and (ask.overtaken >= ask.bound or now >= ask.reserve_at)
+
+    def consumed_in(self, leaf: Queue, user: str, priority: int, seq: float) -> None:
+        """:meth:`consumed` for an allocation of ``user`` in ``leaf`` (its chain's places)."""
+        watch = self._watch
+        if not watch:
+            return
+        places: list[str] = []
+        limits = self._limits > 0
+        for q in leaf.chain:
+            path = q.path
+            if "q:" + path in watch:
+                places.append("q:" + path)
+            if limits:
+                places += (f"u:{user}:{path}", "g:" + path)
+        if places:
+            self.consumed(places, priority, seq)
 
     def consumed(self, places: Iterable[str], priority: int, seq: float) -> None:
         """An allocation of priority ``priority`` and arrival number ``seq`` (``inf``: a direct one)
@@ -254,6 +279,7 @@ class Reservations:
         self._watch.clear()
         self._force.clear()
         self._timed = []
+        self._limits = 0
         for ask in waiting:
             off = (False, DEFAULT_OVERTAKES, 0.0)
             on, bound, delay = settings.get(leaf_of.get(ask.allocation_key, ""), off)
