@@ -41,9 +41,9 @@ from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.quota_preemption import QuotaPreemption
-from quotaplane.scheduling.reservations import Reservations, chain_places, place_path, reservation_settings
+from quotaplane.scheduling.reservations import Reservations, place_path, reservation_settings
 from quotaplane.scheduling.runner import PendingAsks
-from quotaplane.scheduling.wake import ANY, RUNNING_COUNT, ask_keys, release_keys
+from quotaplane.scheduling.wake import ANY, RUNNING_COUNT, ask_keys, chain_places, release_keys
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 

@@ -7,8 +7,8 @@ Durations are Go ``time.Duration`` strings (``"30s"``, ``"1h0m0s"``); integers p
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaplane.config.bodies import load_json
 from quotaplane.config.model import ChildTemplateConfig
@@ -27,6 +27,7 @@ __all__ = [
     "parse_int32",
     "parse_si_resource",
     "parse_uint",
+    "parsed_once",
     "positive_or_none",
     "queue_dao",
     "tag_value",
@@ -43,6 +44,24 @@ PROP_PREEMPTION_DELAY = "preemption.delay"
 PROP_PRIORITY_POLICY = "priority.policy"
 PROP_PRIORITY_OFFSET = "priority.offset"
 PROP_QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"
+
+
+_T = TypeVar("_T")
+
+
+def parsed_once(props: Mapping[str, str], cache: dict[int, tuple[Mapping[str, str], _T]],
+                parse: Callable[[Mapping[str, str]], _T]) -> _T:
+    """``parse(props)``, remembered in ``cache`` for this properties dict. A queue's properties are
+    replaced, never changed in place, by a config change, so the dict's identity is its version; the
+    cache is emptied when it grows past 4,096 versions."""
+    cached = cache.get(id(props))
+    if cached is not None and cached[0] is props:
+        return cached[1]
+    if len(cache) > 4096:
+        cache.clear()
+    found = parse(props)
+    cache[id(props)] = (props, found)
+    return found
 
 
 def parse_uint(text: str | None) -> int:

@@ -34,6 +34,7 @@ from quotaplane.queues.properties import (
     PROP_PRIORITY_OFFSET,
     PROP_PRIORITY_POLICY,
     parse_duration,
+    parsed_once,
 )
 from quotaplane.resources import Resource
 
@@ -61,22 +62,17 @@ PREEMPT_ATTEMPT_EVERY = 15.0
 Dims = dict[str, int]
 
 
-#: parsed delays by properties dict (replaced, never changed in place, on a config change)
 _DELAYS: dict[int, tuple[Mapping[str, str], float]] = {}
 
 
 def preemption_delay(leaf: Queue) -> float:
     """The leaf's ``preemption.delay`` in seconds (PR-Y3: default 30 s; not positive or invalid: 30 s)."""
-    props = leaf.properties
-    cached = _DELAYS.get(id(props))
-    if cached is not None and cached[0] is props:
-        return cached[1]
+    return parsed_once(leaf.properties, _DELAYS, _read_delay)
+
+
+def _read_delay(props: Mapping[str, str]) -> float:
     delay = parse_duration(props.get(PROP_PREEMPTION_DELAY), PREEMPTION_DELAY_DEFAULT)
-    found = delay if delay > 0 else PREEMPTION_DELAY_DEFAULT
-    if len(_DELAYS) > 4096:
-        _DELAYS.clear()
-    _DELAYS[id(props)] = (props, found)
-    return found
+    return delay if delay > 0 else PREEMPTION_DELAY_DEFAULT
 
 
 def _policy(q: Queue, prop: str) -> str:

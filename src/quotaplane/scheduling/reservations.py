@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from quotaplane.policy import Violation
-from quotaplane.queues.properties import parse_duration
+from quotaplane.queues.properties import parse_duration, parsed_once
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
@@ -47,7 +47,6 @@ __all__ = [
     "PROP_RESERVATION_POLICY",
     "RESERVED",
     "Reservations",
-    "chain_places",
     "place_path",
     "reservation_settings",
 ]
@@ -65,22 +64,12 @@ RESERVED = "queue.reserved"
 _NEVER = float("inf")
 
 
-#: parsed settings by properties dict (a queue's properties are replaced, never changed in place, on a
-#: config change, so the dict's identity is its version): every ask arrival reads them
 _SETTINGS: dict[int, tuple[Mapping[str, str], tuple[bool, int, float]]] = {}
 
 
 def reservation_settings(leaf: Queue) -> tuple[bool, int, float]:
     """(reserves at all, overtakes bound, delay in seconds or 0) for the asks of ``leaf``."""
-    props = leaf.properties
-    cached = _SETTINGS.get(id(props))
-    if cached is not None and cached[0] is props:
-        return cached[1]
-    if len(_SETTINGS) > 4096:
-        _SETTINGS.clear()
-    found = _read_settings(props)
-    _SETTINGS[id(props)] = (props, found)
-    return found
+    return parsed_once(leaf.properties, _SETTINGS, _read_settings)
 
 
 def _read_settings(props: Mapping[str, str]) -> tuple[bool, int, float]:
@@ -90,16 +79,6 @@ def _read_settings(props: Mapping[str, str]) -> tuple[bool, int, float]:
     bound = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_OVERTAKES else DEFAULT_OVERTAKES
     delay = parse_duration(props.get(PROP_RESERVATION_DELAY), 0.0)
     return True, bound, max(delay, 0.0)
-
-
-def chain_places(leaf: Queue, user: str) -> list[tuple[str, str]]:
-    """The places a request of ``user`` in ``leaf`` consumes at: (key, queue path) for every queue of
-    its chain — the queue itself, ``user``'s limits there, any group's limits there."""
-    out: list[tuple[str, str]] = []
-    for q in leaf.chain:
-        path = q.path
-        out += (("q:" + path, path), (f"u:{user}:{path}", path), ("g:" + path, path))
-    return out
 
 
 def place_path(key: str, user: str) -> str:
@@ -193,34 +172,29 @@ class Reservations:
         """An allocation of priority ``priority`` and arrival number ``seq`` (``inf``: a direct one)
         consumed at ``places``: it overtakes the earlier asks of the same or a higher priority
         watching any of them (once each)."""
-        watch = self._watch
-        if not watch:
-            return
-        counted: set[str] = set()
-        for place in places:
-            asks = watch.get(place)
-            if not asks:
-                continue
-            for key, ask in asks.items():
-                if ask.seq >= seq or ask.priority < priority or key in counted:
-                    continue
-                counted.add(key)
-                ask.overtaken += 1
-                if ask.overtaken == ask.bound:
-                    self._promote(ask)
+        for ask in self._overtaken(places, priority, seq):
+            ask.overtaken += 1
+            if ask.overtaken == ask.bound:
+                self._promote(ask)
 
     def unconsumed(self, places: Iterable[str], priority: int, seq: float) -> None:
         """Reverse :meth:`consumed` exactly (an allocation that could not be journalled was undone)."""
+        for ask in self._overtaken(places, priority, seq):
+            if ask.overtaken == ask.bound:
+                self._demote(ask)
+            ask.overtaken -= 1
+
+    def _overtaken(self, places: Iterable[str], priority: int, seq: float) -> list[Ask]:
+        """The waiting asks an allocation (``priority``, arrival ``seq``) at ``places`` overtakes."""
         watch = self._watch
-        counted: set[str] = set()
+        found: dict[str, Ask] = {}
+        if not watch:
+            return []
         for place in places:
             for key, ask in watch.get(place, {}).items():
-                if ask.seq >= seq or ask.priority < priority or key in counted:
-                    continue
-                counted.add(key)
-                if ask.overtaken == ask.bound:
-                    self._demote(ask)
-                ask.overtaken -= 1
+                if ask.seq < seq and ask.priority >= priority:
+                    found.setdefault(key, ask)
+        return list(found.values())
 
     def reenter(self, ask: Ask) -> None:
         """``ask`` waits again after its allocation was undone: the places it watched, as before."""

@@ -49,8 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "group_key", "queue_key", "release_keys",
-           "user_key"]
+__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "chain_places", "release_keys"]
 
 #: the key of asks retried after every change
 ANY = "*"
@@ -58,28 +57,20 @@ ANY = "*"
 RUNNING_COUNT = "apps"
 
 
-def queue_key(path: str) -> str:
-    """The key of headroom under queue ``path``'s max (``root``: the cluster)."""
-    return "q:" + path
-
-
-def user_key(user: str, path: str) -> str:
-    """The key of ``user``'s ``maxresources`` limit set at queue ``path``."""
-    return f"u:{user}:{path}"
-
-
-def group_key(path: str) -> str:
-    """The key of any group's ``maxresources`` limit set at queue ``path``."""
-    return "g:" + path
+def chain_places(leaf: Queue, user: str) -> list[tuple[str, str]]:
+    """The places a request of ``user`` in ``leaf`` consumes at: (key, queue path) for every queue of
+    its chain — the queue itself, ``user``'s limits there, any group's limits there."""
+    out: list[tuple[str, str]] = []
+    for q in leaf.chain:
+        path = q.path
+        out += (("q:" + path, path), (f"u:{user}:{path}", path), ("g:" + path, path))
+    return out
 
 
 def release_keys(user: str, leaf: Queue, *, last: bool) -> list[str]:
     """The keys a release by ``user`` in ``leaf`` frees (``last``: its application left the running
     count)."""
-    keys: list[str] = []
-    for q in leaf.chain:
-        path = q.path
-        keys += ("q:" + path, f"u:{user}:{path}", "g:" + path)
+    keys = [key for key, _ in chain_places(leaf, user)]
     if last:
         keys.append(RUNNING_COUNT)
     return keys
