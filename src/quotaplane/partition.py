@@ -518,6 +518,7 @@ class Partition:
                              task_group)
         with self.lock:              # allocate_specs for one entry, without the batch bookkeeping
             self._usable()
+            self._s.pending.asks.cycle_freed = False
             decision, ev, undo = self._admit(spec)
             if ev is not None and undo is not None:
                 try:
@@ -525,9 +526,17 @@ class Partition:
                 except BaseException:
                     self._s.undo_allocated(ev, undo)
                     raise
+                self._after_direct()
             elif decision.reasons:
                 decision = self._preemptor.preempt_for(spec, decision, None)
             return decision
+
+    def _after_direct(self) -> None:
+        """A direct allocation that let reserved quota go (the reserving ask itself was allocated, or an
+        application start keeps a reserving one out): the asks it held back get their cycle now."""
+        if self._s.pending.asks.cycle_freed:
+            self._s.pending.asks.cycle_freed = False
+            self._s.pending.freed()
 
     def allocate_batch(self, items: Sequence[Mapping[str, Any]]) -> list[Decision]:
         """Admit several allocations in order, journalled in one transaction; a decision per entry.
@@ -570,6 +579,7 @@ class Partition:
                     raise
                 done.clear()
 
+            self._s.pending.asks.cycle_freed = False
             for spec in specs:
                 decision, ev, undo = self._admit(spec)
                 if ev is not None and undo is not None:
@@ -578,6 +588,7 @@ class Partition:
                     decision = self._preemptor.preempt_for(spec, decision, None, before=flush)
                 decisions.append(decision)
             flush()
+            self._after_direct()
             return decisions
 
     def _check_batch(self, specs: Sequence[AllocationSpec]) -> None:

@@ -39,6 +39,7 @@ from quotaplane.queues.queue import Queue
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
+from quotaplane.scheduling.order import stateaware_holds_back
 from quotaplane.scheduling.preemption import may_preempt_for_guarantee
 from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.reservations import Reservations, place_path, reservation_settings
@@ -248,7 +249,38 @@ class PartitionState:
             return []
         ask = self.pending.asks.get(request.allocation_key) if request.allocation_key else None
         return reservations.held(chain_places(leaf, request.user.user), request.priority,
-                                 ask.seq if ask is not None else math.inf, request.resource, self.clock())
+                                 ask.seq if ask is not None else math.inf, request.resource, self.clock(),
+                                 self.cannot_start)
+
+    def cannot_start(self, ask: Ask) -> bool:
+        """The application of the waiting ``ask`` cannot start now for a reason no free quota cures:
+        it is inactive, or not yet running and kept out by a ``maxapplications`` limit (queue, user or
+        group) or by ``stateaware``. Its reservation then holds nothing back — the held-back work may be
+        what keeps it from starting (an application with waiting asks stays in the running count)."""
+        app = self.apps.get(ask.application_id)
+        if app is None or app.state not in ACTIVE_STATES:
+            return True
+        if app.counted:
+            return False
+        leaf = self.queues.queue(app.queue_path)
+        if leaf is None:
+            return True
+        return bool(self.queues.check_run_app(app.queue_path, app.application_id)) or \
+            not self.ugm.can_run_app(app.queue_path, app.application_id, app.user) or \
+            stateaware_holds_back(self.pending.asks, leaf, self.apps, app)
+
+    def _reservers_stopped(self) -> None:
+        """An application started (it entered the running count): a reserving ask it keeps from
+        starting now holds nothing back, so what its reservation held is retried, and the cycle
+        ends here so that incremental and full cycles agree on the order."""
+        paths: list[str] = []
+        for ask in self.reservations.in_force_asks():
+            if self.cannot_start(ask):
+                paths += ask.place_paths
+        if paths:
+            self.pending.wake(["r:" + path for path in dict.fromkeys(paths)])
+            self.pending.asks.cycle_freed = True
+            self.pending.asks.dirty = True
 
     def ask_leaves(self, ask: Ask, *, allocated: bool) -> None:
         """A waiting ask is no longer demand: allocated (the policies' apply made it usage) or withdrawn."""
@@ -286,13 +318,16 @@ class PartitionState:
             app.placeholder_since = ev.t
         app.allocations[alloc.allocation_key] = alloc
         self.allocs[alloc.allocation_key] = alloc
-        if not app.counted:
+        started = not app.counted
+        if started:
             # Running state entry (seed 001): the first allocation counts the application.
             app.counted = True
             app.anchor_seq = self.config_seq
             self.count_seq += 1
             app.count_order = self.count_seq
         app.move(ALLOCATED, ev.t)                   # New → Accepted → Starting in one step
+        if started and self.reservations.active:
+            self._reservers_stopped()
         if self.pending.asks.has_application(app.application_id):
             self.pending.touch(app.application_id)  # its other asks see its new state next cycle
         self.release_preempted(preempted, ev.key, ev.t)

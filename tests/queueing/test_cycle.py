@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quotaplane import Resource
@@ -239,6 +239,8 @@ def test_snapshot_restore_keeps_the_pending_queue(tmp_path: Any) -> None:
 @given(st.lists(st.tuples(st.sampled_from(["fair4", "fifo4", "open", "grouped"]),
                           st.sampled_from([ALICE, BOB, CAROL]), st.integers(1, 4), st.integers(0, 3)),
                 min_size=1, max_size=20))
+@example([("grouped", ALICE, 1, 0), ("grouped", CAROL, 1, 0), ("fair4", ALICE, 1, 0),
+          ("fair4", ALICE, 1, 0), ("fair4", ALICE, 1, 0), ("grouped", ALICE, 1, 0)])
 def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int, int]]) -> None:
     """No starvation (liveness): asks that each fit an empty partition keep arriving out of order of
     size and priority; if running work keeps finishing, every ask is allocated within as many

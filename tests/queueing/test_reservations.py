@@ -289,3 +289,124 @@ def test_without_reservations_large_asks_starve_under_churn() -> None:
     assert any(w is None or w > bound for w in off.values()), off
     on = _churn(_config(), large, seed=3, rounds=rounds)
     assert all(w is not None and w <= bound for w in on.values()), on
+
+
+# ------------------------------------------------------------------------------------------------------
+# a reserving ask whose application cannot start holds nothing back (no deadlock)
+# ------------------------------------------------------------------------------------------------------
+CAROL = UserGroup("carol", ["dev"])
+
+
+def _limited_config(leaf_props: str = "") -> str:
+    """``root.team`` (max 100) where the group ``dev`` may run one application."""
+    return f"""
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: team
+      resources: {{max: {{vcore: 100}}}}
+      limits:
+      - limit: one dev application
+        groups: [dev]
+        maxapplications: 1
+      queues:
+      - name: big
+        properties: {{{leaf_props}}}
+      - name: small
+"""
+
+
+def _reserve_for(p: Partition, waiter: str, runner: str) -> None:
+    """``runner`` fills root.team with ten 10-unit allocations; ``waiter`` asks 60; the runner overtakes
+    it DEFAULT_OVERTAKES times, so its reservation is in force."""
+    for i in range(10):
+        assert p.allocate(runner, f"fill{i}", _v(10)).allocated
+    p.add_ask(waiter, "large", _v(60))
+    for r in range(DEFAULT_OVERTAKES):
+        p.release(f"fill{r}")
+        p.add_ask(runner, f"s{r}", _v(10))
+        assert p.allocation(f"s{r}") is not None
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_reservation_of_an_application_kept_out_by_maxapplications_holds_nothing_back(
+        incremental: bool) -> None:
+    """The found deadlock: the waiting application is kept out by group maxapplications while the
+    running one is in the count; holding the running one's next ask would keep it running (an
+    application with waiting asks stays in the count) and the waiter out, for ever. The held-back
+    ask goes; once the runner finishes, the large ask is allocated."""
+    _, p, _clock = _world(_limited_config())
+    p.incremental = incremental
+    p.add_application("waiter", ALICE, queue="root.team.big")
+    p.add_application("runner", CAROL, queue="root.team.small")
+    _reserve_for(p, "waiter", "runner")
+    assert [v.code for v in p.pending_reasons("large") or []] == ["queue.max", "group.maxapplications"]
+    p.release(f"fill{DEFAULT_OVERTAKES}")
+    p.add_ask("runner", "next", _v(10))
+    assert p.allocation("next") is not None
+    p.release_batch([a.allocation_key for a in p.allocations()])
+    assert p.allocation("large") is not None
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_held_back_asks_go_when_another_application_start_keeps_the_reserving_one_out(
+        incremental: bool) -> None:
+    """The reservation holds while its application may start; an application of the same group
+    starting (a higher-priority allocation, never held back) keeps the waiter out, and the asks the
+    reservation held are retried at once — in incremental and full cycles alike."""
+    _, p, _clock = _world(_limited_config())
+    p.incremental = incremental
+    p.add_application("waiter", ALICE, queue="root.team.big")
+    p.add_application("runner", BOB, queue="root.team.small")
+    p.add_application("urgent", CAROL, queue="root.team.small")
+    _reserve_for(p, "waiter", "runner")
+    p.release(f"fill{DEFAULT_OVERTAKES}")
+    p.release(f"fill{DEFAULT_OVERTAKES + 1}")
+    p.add_ask("runner", "held", _v(10))
+    assert p.allocation("held") is None
+    assert [v.code for v in p.pending_reasons("held") or []] == ["queue.reserved"]
+    assert p.allocate("urgent", "hi", _v(5), priority=5).allocated
+    assert p.allocation("held") is not None
+
+
+def test_a_reservation_of_an_application_stateaware_keeps_waiting_holds_nothing_back() -> None:
+    """``stateaware``: while one application is Starting the others wait; a waiting one's reservation
+    must not hold back the Starting one's next ask (the one that lets it run and the others start)."""
+    config = _config(leaf_props="application.sort.policy: stateaware")
+    _, p, _clock = _world(config)
+    p.add_application("small-app", BOB, queue="root.team.small")
+    p.add_application("first", ALICE, queue="root.team.big")
+    for i in range(9):
+        assert p.allocate("small-app", f"fill{i}", _v(10)).allocated
+    p.add_ask("first", "f0", _v(10))
+    assert p.application("first").state == "Starting"
+    p.add_application("second", ALICE, queue="root.team.big")
+    p.add_ask("second", "large", _v(60))
+    for r in range(DEFAULT_OVERTAKES):
+        p.release(f"fill{r}")
+        p.add_ask("small-app", f"s{r}", _v(10))
+        assert p.allocation(f"s{r}") is not None
+    p.release(f"fill{DEFAULT_OVERTAKES}")
+    p.add_ask("first", "f1", _v(10))
+    assert p.allocation("f1") is not None
+
+
+def test_a_direct_allocation_of_the_reserving_ask_lets_the_held_asks_go() -> None:
+    """The reserving ask allocated directly (``allocate`` with its key, as a client that placed it
+    itself does) ends its reservation like a cycle would: the asks it held back get their cycle."""
+    _, p, _clock = _world(_config())
+    _full_team(p)
+    for r in range(DEFAULT_OVERTAKES):
+        p.release(f"fill{r}")
+        p.add_ask("small-app", f"s{r}", _v(10))
+    p.auto_schedule = False                     # quota frees while no cycle runs
+    for r in range(DEFAULT_OVERTAKES, 10):
+        p.release(f"fill{r}")
+    p.add_ask("small-app", "held", _v(10))
+    p.auto_schedule = True
+    assert [v.code for v in p.what_if("small-app", _v(10)).reasons] == ["queue.reserved"]
+    assert p.allocate("big-app", "large", _v(60)).allocated
+    assert p.allocation("held") is not None

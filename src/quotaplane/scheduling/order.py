@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
 
 __all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "candidates", "leaf_asks", "order_applications",
-           "usage_shares"]
+           "stateaware_holds_back", "usage_shares"]
 
 #: The values of the ``application.sort.policy`` queue property.
 SORT_POLICIES = ("fifo", "fair", "stateaware")
@@ -125,6 +125,16 @@ def _one_starting(ordered: list[Application], leaf: Queue, apps: Mapping[str, Ap
             admitted_waiting = True
         out.append(app)
     return out
+
+
+def stateaware_holds_back(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
+                          app: Application) -> bool:
+    """``app`` (with waiting asks in ``leaf``) is kept from starting by ``stateaware`` now: another
+    application is Starting, or an older one waits first. O(applications of the leaf)."""
+    if app.state not in _WAITING_STATES or \
+            leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() != "stateaware":
+        return False
+    return app not in order_applications(asks, leaf, apps)
 
 
 def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],

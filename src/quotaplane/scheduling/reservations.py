@@ -28,7 +28,7 @@ cycle happened to try: replay rebuilds it, and incremental and full cycles agree
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from quotaplane.policy import Violation
@@ -219,10 +219,14 @@ class Reservations:
                 self._promote(ask)
 
     def held(self, places: Iterable[tuple[str, str]], priority: int, seq: float, resource: Resource,
-             now: float) -> list[Violation]:
+             now: float, idle: Callable[[Ask], bool]) -> list[Violation]:
         """Why a request (``priority``, arrival number ``seq``, ``resource``) consuming at ``places``
         ((key, queue path) pairs) is held back by reservations in force: one ``queue.reserved`` per
-        reserved place, naming the oldest reserving ask there. ``[]``: it is not."""
+        reserved place, naming the oldest reserving ask there. ``[]``: it is not.
+
+        A reserving ask for which ``idle`` is true (its application cannot start now for a reason
+        no free quota cures) holds nothing back: what it would hold back may be the very work whose
+        application keeps it from starting, and holding that would wait forever."""
         if self._timed:
             self._due(now)
         force = self._force
@@ -230,19 +234,33 @@ class Reservations:
             return []
         wanted = [name for name, amount in resource._values.items() if amount > 0]
         out: list[Violation] = []
+        idle_of: dict[str, bool] = {}
         for key, path in places:
             asks = force.get(key)
             if not asks:
                 continue
-            best: Ask | None = None
-            for ask in asks.values():
-                if ask.seq < seq and ask.priority >= priority and \
-                        any(ask.resource._values.get(name, 0) > 0 for name in wanted) and \
-                        (best is None or ask.seq < best.seq):
-                    best = ask
-            if best is not None:
-                out.append(_violation(best, key, path))
+            eligible = [ask for ask in asks.values()
+                        if ask.seq < seq and ask.priority >= priority and
+                        any(ask.resource._values.get(name, 0) > 0 for name in wanted)]
+            if len(eligible) > 1:
+                eligible.sort(key=_arrival)
+            for ask in eligible:
+                k = ask.allocation_key
+                if k not in idle_of:
+                    idle_of[k] = idle(ask)
+                if not idle_of[k]:
+                    out.append(_violation(ask, key, path))
+                    break
         return out
+
+    def in_force_asks(self) -> list[Ask]:
+        """The asks whose reservation is in force somewhere (by overtakes; a delay that passed counts
+        once an admission looked), oldest first."""
+        found: dict[str, Ask] = {}
+        for asks in self._force.values():
+            for key, ask in asks.items():
+                found.setdefault(key, ask)
+        return sorted(found.values(), key=_arrival)
 
     def settings_changed(self, asks: Iterable[Ask], settings: Mapping[str, tuple[bool, int, float]],
                          leaf_of: Mapping[str, str]) -> None:
@@ -258,6 +276,10 @@ class Reservations:
             off = (False, DEFAULT_OVERTAKES, 0.0)
             on, bound, delay = settings.get(leaf_of.get(ask.allocation_key, ""), off)
             self.enter(ask, zip(ask.places, ask.place_paths, strict=True) if on else (), bound, delay)
+
+
+def _arrival(ask: Ask) -> int:
+    return ask.seq
 
 
 def _violation(ask: Ask, key: str, path: str) -> Violation:
