@@ -34,6 +34,7 @@ __all__ = [
     "pod_namespace",
     "pod_queue",
     "pod_resource",
+    "resource_list",
     "si_resource_json",
 ]
 
@@ -78,8 +79,9 @@ def _quantity(name: str, text: str) -> tuple[str, int]:
     return key, amount
 
 
-def _resource_list(raw: Mapping[str, Any]) -> dict[str, int]:
-    """A Kubernetes ResourceList in internal units (``Resource.from_k8s`` semantics, cached)."""
+def resource_list(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A Kubernetes ResourceList in internal units (``Resource.from_k8s`` semantics, cached): ``cpu`` as
+    ``vcore`` in milli, every other resource by its value (memory in bytes, ``pods`` a count)."""
     out: dict[str, int] = {}
     for name, value in raw.items():
         if isinstance(name, str) and name and isinstance(value, str):
@@ -108,10 +110,10 @@ def _container_request(container: Mapping[str, Any], status: Mapping[str, Any] |
     # Kubernetes defaulting: a name with a limit but no request requests its limit.
     raw = dict(_mapping(resources.get("limits")))
     raw.update(_mapping(resources.get("requests")))
-    out = _resource_list(raw)
+    out = resource_list(raw)
     if status is not None:
-        _max_into(out, _resource_list(_mapping(status.get("allocatedResources"))))
-        _max_into(out, _resource_list(_mapping(_mapping(status.get("resources")).get("requests"))))
+        _max_into(out, resource_list(_mapping(status.get("allocatedResources"))))
+        _max_into(out, resource_list(_mapping(_mapping(status.get("resources")).get("requests"))))
     return out
 
 
@@ -170,11 +172,11 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     pod_level = dict(_mapping(pod_resources.get("limits")))
     pod_level.update(_mapping(pod_resources.get("requests")))
     if pod_level:
-        total.update(_resource_list({k: v for k, v in pod_level.items() if k in _POD_LEVEL}))
+        total.update(resource_list({k: v for k, v in pod_level.items() if k in _POD_LEVEL}))
 
     overhead = _mapping(spec.get("overhead"))
     if overhead:
-        _add_into(total, _resource_list(overhead))
+        _add_into(total, resource_list(overhead))
     total["pods"] = 1
     return Resource({k: total[k] for k in sorted(total)})
 

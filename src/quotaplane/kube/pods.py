@@ -1,0 +1,215 @@
+"""What the front reads off a Pod: its key, identity, application, gate, gang and lifecycle.
+
+Pure functions over the pod's JSON (a dict shaped like the API object); nothing here talks to an API
+server. The conventions are YuniKorn's (reference ``kubernetes-front.md`` §2.3, §2.4) and Kueue's gate
+handling (§1.2, §1.3).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.k8s.convert import pod_namespace, pod_resource
+from quotaplane.resources import Resource
+
+__all__ = [
+    "ANNOTATION_SCHEDULING_PARAMETERS",
+    "ANNOTATION_TASK_GROUPS",
+    "ANNOTATION_TASK_GROUP_NAME",
+    "ANNOTATION_USER_INFO",
+    "DEFAULT_USER",
+    "GATE",
+    "TaskGroup",
+    "gang_parameters",
+    "has_gate",
+    "is_finished",
+    "is_terminating",
+    "pod_app_id",
+    "pod_key",
+    "pod_name",
+    "pod_priority",
+    "pod_user",
+    "task_group_name",
+    "task_groups",
+    "ungate_patch",
+]
+
+#: the scheduling gate the webhook adds and the controller removes once the pod's ask is allocated
+GATE = "quotaplane.io/admission"
+#: YuniKorn's user-info annotation (``{"user": …, "groups": […]}``), set from ``request.userInfo``
+ANNOTATION_USER_INFO = "yunikorn.apache.org/user.info"
+ANNOTATION_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
+ANNOTATION_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+ANNOTATION_SCHEDULING_PARAMETERS = "yunikorn.apache.org/schedulingPolicyParameters"
+#: YuniKorn's user for a pod nobody vouched for (k8shim constants.go)
+DEFAULT_USER = "nobody"
+
+_FINISHED = ("Succeeded", "Failed")
+_APP_ID_KEYS = ("yunikorn.apache.org/app-id", "spark-app-selector", "applicationId")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(pod.get("metadata"))
+
+
+def pod_name(pod: Mapping[str, Any]) -> str:
+    """``<namespace>/<name>``: how people and events name the pod."""
+    return f"{pod_namespace(pod)}/{_meta(pod).get('name', '')}"
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """The allocation key of the pod's ask: its UID (a pod re-created under the same name is another
+    pod), else ``<namespace>/<name>`` when the object carries no UID yet."""
+    uid = _meta(pod).get("uid")
+    return uid if isinstance(uid, str) and uid else pod_name(pod)
+
+
+def has_gate(pod: Mapping[str, Any]) -> bool:
+    """The pod still carries quotaplane's scheduling gate."""
+    gates = _mapping(pod.get("spec")).get("schedulingGates")
+    return isinstance(gates, list) and any(_mapping(g).get("name") == GATE for g in gates)
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    """The pod ran to an end (``Succeeded`` or ``Failed``): its resources are free again."""
+    return _mapping(pod.get("status")).get("phase") in _FINISHED
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """The pod is being deleted (``deletionTimestamp`` set)."""
+    return bool(_meta(pod).get("deletionTimestamp"))
+
+
+def pod_user(pod: Mapping[str, Any]) -> UserGroup:
+    """The submitter the webhook recorded (YuniKorn's user-info annotation), else ``nobody``.
+
+    An unreadable annotation counts as absent: the webhook refuses such pods at creation, so one here
+    was set around it (the user is not trusted)."""
+    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_USER_INFO)
+    if isinstance(raw, str):
+        try:
+            info = json.loads(raw)
+        except ValueError:
+            info = None
+        if isinstance(info, Mapping) and isinstance(info.get("user"), str) and info["user"]:
+            groups = info.get("groups")
+            names = [g for g in groups if isinstance(g, str) and g] if isinstance(groups, list) else []
+            return UserGroup(info["user"], names)
+    return UserGroup(DEFAULT_USER, [])
+
+
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]")
+
+
+def pod_app_id(pod: Mapping[str, Any]) -> str:
+    """The pod's application: YuniKorn's application-id label or annotation
+    (``yunikorn.apache.org/app-id``, ``spark-app-selector``, ``applicationId``), else its controlling
+    owner (``<namespace>/<kind>/<name>``: the pods of one Job or ReplicaSet are one application),
+    else the pod itself (``<namespace>/<name>``)."""
+    meta = _meta(pod)
+    labels, annotations = _mapping(meta.get("labels")), _mapping(meta.get("annotations"))
+    for key in _APP_ID_KEYS:
+        for source in (labels, annotations):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                return value
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list):
+        chosen = [o for o in owners if isinstance(o, Mapping) and o.get("controller") is True] or \
+            [o for o in owners if isinstance(o, Mapping)]
+        if chosen and isinstance(chosen[0].get("name"), str):
+            kind = str(chosen[0].get("kind", "owner")).lower()
+            return _ID_UNSAFE.sub("-", f"{pod_namespace(pod)}/{kind}/{chosen[0]['name']}")
+    return pod_name(pod)
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """``spec.priority`` (resolved from the PriorityClass by the apiserver), else 0."""
+    value = _mapping(pod.get("spec")).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGroup:
+    """One YuniKorn task group: ``min_member`` pods of at least ``min_resource`` each."""
+
+    name: str
+    min_member: int
+    min_resource: Resource
+
+
+def task_group_name(pod: Mapping[str, Any]) -> str | None:
+    """The task group the pod belongs to (``yunikorn.apache.org/task-group-name``), or None."""
+    value = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUP_NAME)
+    return value if isinstance(value, str) and value else None
+
+
+def task_groups(pod: Mapping[str, Any]) -> list[TaskGroup]:
+    """The gang's task groups (``yunikorn.apache.org/task-groups``), validated as the k8shim does
+    (``pkg/cache/utils.go``): a name, a ``minResource``, ``minMember`` > 0. ValueError names the
+    problem; no annotation: ``[]``. Keys match case-insensitively, as Go's JSON decoding does."""
+    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUPS)
+    if raw is None:
+        return []
+    try:
+        groups = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError as exc:
+        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: not JSON ({exc})") from None
+    if not isinstance(groups, list):
+        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: must be a JSON array of task groups")
+    out: list[TaskGroup] = []
+    for i, group in enumerate(groups):
+        if not isinstance(group, Mapping):
+            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}]: must be an object")
+        fields = {str(k).lower(): v for k, v in group.items()}
+        name, members, minimum = fields.get("name"), fields.get("minmember"), fields.get("minresource")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}]: task group name is empty")
+        if not isinstance(minimum, Mapping):
+            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minResource is missing")
+        if not isinstance(members, int) or isinstance(members, bool) or members <= 0:
+            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minMember must be a positive integer")
+        requests = {"spec": {"containers": [{"name": "tg", "resources": {"requests": dict(minimum)}}]}}
+        resource = pod_resource(requests)
+        out.append(TaskGroup(name, members, resource))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: task group names repeat")
+    return out
+
+
+def gang_parameters(pod: Mapping[str, Any]) -> tuple[str, float | None]:
+    """(gang style ``soft``/``hard``, placeholder timeout in seconds or None) from
+    ``yunikorn.apache.org/schedulingPolicyParameters`` (``placeholderTimeoutInSeconds=60
+    gangSchedulingStyle=Hard``); unknown or bad values keep the defaults, as the k8shim does."""
+    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_SCHEDULING_PARAMETERS)
+    style, timeout = "soft", None
+    if isinstance(raw, str):
+        for part in raw.split():
+            key, _, value = part.partition("=")
+            if key == "gangSchedulingStyle" and value.lower() in ("soft", "hard"):
+                style = value.lower()
+            elif key == "placeholderTimeoutInSeconds" and value.isdigit() and int(value) > 0:
+                timeout = float(value)
+    return style, timeout
+
+
+def ungate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON patch that removes only quotaplane's gate, guarded by a ``test`` of its position so a
+    concurrent change of the gate list fails the patch instead of removing another controller's gate
+    (reference §1.3, way 1). ``[]`` when the pod carries no such gate."""
+    gates: Sequence[Any] = _mapping(pod.get("spec")).get("schedulingGates") or []
+    for i, gate in enumerate(gates):
+        if _mapping(gate).get("name") == GATE:
+            return [{"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": GATE},
+                    {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]
+    return []

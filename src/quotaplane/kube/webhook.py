@@ -1,0 +1,248 @@
+"""The admission webhooks: gate new pods and record who asked; refuse invalid queue configs.
+
+Pure functions from an ``admission.k8s.io/v1`` AdmissionReview to the AdmissionReview answer (reference
+``kubernetes-front.md`` §2). They write nothing — the webhook configurations declare ``sideEffects:
+None`` — so dry runs, apiserver retries and pods refused by a later webhook leave no trace: the quota
+request is made by the controller when it sees the gated pod.
+
+``/mutate`` (YuniKorn's path) on pod CREATE, in YuniKorn's order (``processPod``, §2.3):
+
+1. a pod that already carries ``yunikorn.apache.org/user.info`` keeps it only when the submitter may
+   set it (trusted controllers ``^system:serviceaccount:kube-system:``, configured external users and
+   groups) and it parses; otherwise the pod is refused with YuniKorn's message;
+2. else the annotation is set from ``request.userInfo`` — never from the pod body;
+3. pods of namespaces not managed (``yunikorn.apache.org/namespace.enableYuniKorn`` wins, else the
+   process/bypass patterns; ``kube-system`` bypassed by default) pass unchanged;
+4. the scheduling gate ``quotaplane.io/admission`` is appended (existing gates are kept; a pod that has
+   it already is not patched twice).
+
+On pod UPDATE a change of the user-info annotation is refused (§2.3 step 9).
+
+``/validate-conf`` on ConfigMap CREATE/UPDATE: the ``yunikorn-configs`` map of the front's namespace
+must hold a valid ``queues.yaml``; the refusal names the line. Unlike YuniKorn, which asks the scheduler
+over HTTP and lets the map through when it cannot, the check runs in-process, so there is nothing to
+fail open on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotaplane.config.files import validate_conf
+from quotaplane.kube.pods import ANNOTATION_USER_INFO, GATE
+
+__all__ = [
+    "ANNOTATION_ENABLE",
+    "CONFIG_MAP",
+    "CONFIG_MAP_KEY",
+    "WebhookOptions",
+    "mutate",
+    "review_error",
+    "validate_config_map",
+]
+
+#: namespace annotation: ``"true"``/``"false"`` overrides the namespace patterns (YuniKorn)
+ANNOTATION_ENABLE = "yunikorn.apache.org/namespace.enableYuniKorn"
+#: the ConfigMap whose ``queues.yaml`` is the queue configuration (YuniKorn's name)
+CONFIG_MAP = "yunikorn-configs"
+CONFIG_MAP_KEY = "queues.yaml"
+
+NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+def _no_namespace(_name: str) -> Mapping[str, Any] | None:
+    return None
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    """YuniKorn's ``admissionController.filtering.*`` and ``accessControl.*`` settings (``am_conf.go``)."""
+
+    #: namespaces whose pods are gated (regexes; empty: all)
+    process_namespaces: Sequence[str] = ()
+    #: namespaces never gated (regexes)
+    bypass_namespaces: Sequence[str] = ("^kube-system$",)
+    #: trust controllers' service accounts to set the user-info annotation
+    trust_controllers: bool = True
+    #: the controllers trusted when ``trust_controllers`` (regexes)
+    system_users: Sequence[str] = ("^system:serviceaccount:kube-system:",)
+    #: users / groups that may set the user-info annotation themselves (regexes)
+    external_users: Sequence[str] = ()
+    external_groups: Sequence[str] = ()
+    #: skip identity entirely (the annotation is neither checked nor set)
+    bypass_auth: bool = False
+    #: the namespace whose ``yunikorn-configs`` ConfigMap is the queue configuration
+    config_namespace: str = "quotaplane-system"
+    #: the namespace's annotations, for ``enableYuniKorn`` (the controller's cache)
+    namespace: NamespaceLookup = field(default=_no_namespace, compare=False)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _answer(request: Mapping[str, Any], allowed: bool, *, message: str | None = None,
+            patch: list[dict[str, Any]] | None = None, code: int = 403) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": code, "reason": "Forbidden" if code == 403 else "BadRequest",
+                              "message": message or "refused"}
+    elif message:
+        response["status"] = {"message": message}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def review_error(review: Any, message: str) -> dict[str, Any]:
+    """The answer to a review that cannot be read: refused, naming what is wrong (400)."""
+    request = _mapping(_mapping(review).get("request"))
+    return _answer(request, False, message=message, code=400)
+
+
+def _request(review: Any) -> Mapping[str, Any]:
+    if not isinstance(review, Mapping):
+        raise ValueError("an AdmissionReview must be a JSON object")
+    if review.get("kind") not in (None, "AdmissionReview"):
+        raise ValueError(f"expected kind AdmissionReview, not {review.get('kind')!r}")
+    request = review.get("request")
+    if not isinstance(request, Mapping):
+        raise ValueError("AdmissionReview without a 'request'")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise ValueError("AdmissionReview request without a 'uid'")
+    return request
+
+
+def _matches(patterns: Sequence[str], value: str) -> bool:
+    return any(re.search(p, value) for p in patterns)
+
+
+def _may_set_user_info(options: WebhookOptions, user: str, groups: Sequence[str]) -> bool:
+    """YuniKorn ``IsAnnotationAllowed``: trusted controllers, external users, external groups."""
+    if options.trust_controllers and _matches(options.system_users, user):
+        return True
+    if _matches(options.external_users, user):
+        return True
+    return any(_matches(options.external_groups, g) for g in groups)
+
+
+def _valid_user_info(value: Any) -> bool:
+    """YuniKorn ``IsAnnotationValid``: JSON ``{"user": …, "groups": […]}``."""
+    if not isinstance(value, str):
+        return False
+    try:
+        info = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(info, Mapping) and isinstance(info.get("user"), str) and \
+        isinstance(info.get("groups", []), list)
+
+
+def managed_namespace(options: WebhookOptions, namespace: str) -> bool:
+    """The pods of ``namespace`` are gated: its ``enableYuniKorn`` annotation when set, else it matches
+    ``process_namespaces`` (or that is empty) and not ``bypass_namespaces`` (``shouldProcessNamespace``)."""
+    ns = options.namespace(namespace)
+    flag = _mapping(_mapping(_mapping(ns).get("metadata")).get("annotations")).get(ANNOTATION_ENABLE)
+    if isinstance(flag, str) and flag.lower() in ("true", "false"):
+        return flag.lower() == "true"
+    if options.process_namespaces and not _matches(options.process_namespaces, namespace):
+        return False
+    return not _matches(options.bypass_namespaces, namespace)
+
+
+def _user_info(request: Mapping[str, Any]) -> tuple[str, list[str]]:
+    info = _mapping(request.get("userInfo"))
+    user = info.get("username")
+    groups = info.get("groups")
+    return (user if isinstance(user, str) else "",
+            [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else [])
+
+
+def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]:
+    """The ``/mutate`` answer to ``review`` (see the module docstring). ValueError: not a readable
+    AdmissionReview (the route answers 400 with :func:`review_error`)."""
+    options = options or WebhookOptions()
+    request = _request(review)
+    resource = _mapping(request.get("resource")).get("resource")
+    kind = _mapping(request.get("kind")).get("kind")
+    if resource not in (None, "pods") or kind not in (None, "Pod"):
+        return _answer(request, True)               # only pods are gated
+    operation = request.get("operation")
+    pod = request.get("object")
+    if operation == "UPDATE":
+        return _update(request, pod)
+    if operation != "CREATE":
+        return _answer(request, True)
+    if not isinstance(pod, Mapping):
+        return _answer(request, False, message="pod CREATE without an object", code=400)
+    meta = _mapping(pod.get("metadata"))
+    annotations = _mapping(meta.get("annotations"))
+    user, groups = _user_info(request)
+    patch: list[dict[str, Any]] = []
+    new_annotations: dict[str, Any] | None = None
+    if not options.bypass_auth:
+        if ANNOTATION_USER_INFO in annotations:
+            if not _may_set_user_info(options, user, groups):
+                return _answer(request, False, message=(
+                    f"user {user} with groups [{','.join(groups)}] is not allowed to set user annotation"))
+            if not _valid_user_info(annotations[ANNOTATION_USER_INFO]):
+                return _answer(request, False, message=(
+                    f"invalid user info annotation {ANNOTATION_USER_INFO}: expected JSON "
+                    '{"user": "...", "groups": [...]}'))
+        else:
+            # the whole map, as YuniKorn does: one add is right whether or not annotations exist
+            new_annotations = {**annotations,
+                               ANNOTATION_USER_INFO: json.dumps({"user": user, "groups": groups},
+                                                                separators=(",", ":"))}
+    namespace = request.get("namespace") or meta.get("namespace") or "default"
+    if _mapping(meta.get("labels")).get("app") == "quotaplane" or \
+            not managed_namespace(options, str(namespace)):
+        return _answer(request, True)               # bypassed: the user-info patch is dropped too
+    if new_annotations is not None:
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": new_annotations})
+    gates = _mapping(pod.get("spec")).get("schedulingGates")
+    if not isinstance(gates, list) or not gates:
+        patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
+    elif not any(_mapping(g).get("name") == GATE for g in gates):
+        patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
+    return _answer(request, True, patch=patch)
+
+
+def _update(request: Mapping[str, Any], pod: Any) -> dict[str, Any]:
+    old = _mapping(request.get("oldObject"))
+    before = _mapping(_mapping(old.get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
+    after = _mapping(_mapping(_mapping(pod).get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
+    if before != after:
+        return _answer(request, False, message="user info annotation change is not allowed")
+    return _answer(request, True)
+
+
+def validate_config_map(review: Any, options: WebhookOptions | None = None,
+                        check: Callable[[str], Mapping[str, object]] = validate_conf) -> dict[str, Any]:
+    """The ``/validate-conf`` answer: a ``yunikorn-configs`` ConfigMap of the front's namespace is
+    refused when its ``queues.yaml`` is invalid (the message names the line); anything else passes."""
+    options = options or WebhookOptions()
+    request = _request(review)
+    if request.get("operation") not in ("CREATE", "UPDATE"):
+        return _answer(request, True)
+    obj = _mapping(request.get("object"))
+    meta = _mapping(obj.get("metadata"))
+    namespace = request.get("namespace") or meta.get("namespace")
+    name = request.get("name") or meta.get("name")
+    if obj.get("kind") not in (None, "ConfigMap") or namespace != options.config_namespace or \
+            name != CONFIG_MAP:
+        return _answer(request, True)
+    text = _mapping(obj.get("data")).get(CONFIG_MAP_KEY, "")
+    if not isinstance(text, str):
+        return _answer(request, False, message=f"{CONFIG_MAP}: {CONFIG_MAP_KEY} must be a string")
+    verdict = check(text)
+    if verdict.get("allowed"):
+        return _answer(request, True)
+    reason = verdict.get("reason", "invalid")
+    return _answer(request, False, message=f"{CONFIG_MAP} {CONFIG_MAP_KEY}: {reason}")
