@@ -77,7 +77,7 @@ class Emulator:
             await self._stop.wait()
 
     async def _evict(self, request: Any) -> Any:
-        m = _EVICTION.search(str(request.url))
+        m = _EVICTION.search(request.url.path)
         assert m is not None
         ns, name = m.group(1), m.group(2)
         self.evictions.append((ns, name))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from quotaplane.scheduler import Scheduler
+from quotaplane.kube.controller import ControllerOptions
 from tests.kube.harness import Front, node, pod
 
 CONFIG = """
@@ -67,3 +68,37 @@ def test_a_waiting_pod_says_why_and_a_finished_pod_admits_the_next(front: Front)
     front.set_phase("p0", "Succeeded")
     front.wait(lambda: not front.gated("p2"))
     assert front.scheduler.partition("default").allocation("uid-team-a-p0") is None
+
+
+def test_seed_002_reclaim_evicts_the_borrowers_pod_and_admits_the_other_team() -> None:
+    """Seed 002 "Min Guarantee and Preemption" on pods: team-a borrows the idle cluster, team-b's
+    pods arrive; after revokeDelay team-a's borrowed pods are evicted (Eviction API, with the reason
+    in a DisruptionTarget condition and an Event) and team-b's are admitted."""
+    from tests.preemption.helpers import seed_002_config
+
+    config = seed_002_config(revoke_delay=1).replace(
+        "  queues:\n  - name: root", "  placementrules:\n  - name: tag\n    value: namespace\n"
+        "    create: true\n  queues:\n  - name: root")
+    f = Front(Scheduler.from_yaml(config), options=ControllerOptions(reasons_every=0.05, timeouts_every=0.2))
+    try:
+        f.namespace("team-a")
+        f.namespace("team-b")
+        f.node(node("n1", cpu="8"))
+        f.start()
+        for i in range(7):
+            f.submit(pod(f"a{i}", "team-a"))
+        f.submit(pod("b0", "team-b"))
+        f.wait(lambda: not any(f.gated(f"a{i}", "team-a") for i in range(7)) and not f.gated("b0", "team-b"))
+        for i in range(1, 5):
+            f.submit(pod(f"b{i}", "team-b"))
+        f.wait(lambda: not any(f.gated(f"b{i}", "team-b") for i in range(1, 5)), timeout=20)
+        evicted = [name for ns, name in f.emulator.evictions if ns == "team-a"]
+        assert len(evicted) == 4, f.emulator.evictions    # team-a's runtime is 3 of its 7
+        assert all(f.get_pod(name, "team-a") is None for name in evicted)
+        events = [e for e in f.events("team-a") if e["reason"] == "Preempted"]
+        assert {e["involvedObject"]["name"] for e in events} == set(evicted)
+        assert all("elastic.revoked" in e["message"] for e in events)
+        p = f.scheduler.partition("default")
+        assert sum(1 for a in p.allocations() if a.application_id.startswith("team-a/")) == 3
+    finally:
+        f.close()

@@ -90,6 +90,8 @@ class ControllerOptions:
     reasons_every: float = 0.25
     #: grace period of evictions
     eviction_grace_seconds: int | None = None
+    #: seconds between rounds of the partition's timeouts (elastic reclaim, placeholders, states)
+    timeouts_every: float = 2.0
 
 
 def waiting_message(reasons: list[Violation]) -> str:
@@ -125,6 +127,10 @@ class Controller:
         self._ungated: set[str] = set()
         #: gang applications whose whole minimum was admitted once
         self._gang_whole: set[str] = set()
+        #: keys of pods preempted and being evicted (never adopted again)
+        self._evicting: set[str] = set()
+        #: the start-up listing is being applied (the only time running pods are adopted)
+        self._syncing = False
         self._events: asyncio.Queue[tuple[str, str, dict[str, Any]]] | None = None
         self._actions: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -146,6 +152,7 @@ class Controller:
             await self.sync()
             self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS]
             self._tasks.append(asyncio.create_task(self._report_loop()))
+            self._tasks.append(asyncio.create_task(self._timeouts_loop()))
             await self._apply_events()
         finally:
             if self._unsubscribe is not None:
@@ -163,9 +170,13 @@ class Controller:
             for obj in await self.api.list_all(kind):
                 self._apply(kind, "ADDED", obj)
         live: set[str] = set()
-        for pod in await self.api.list_all("pods"):
-            live.add(pod_key(pod))
-            self._apply("pods", "ADDED", pod)
+        self._syncing = True
+        try:
+            for pod in await self.api.list_all("pods"):
+                live.add(pod_key(pod))
+                self._apply("pods", "ADDED", pod)
+        finally:
+            self._syncing = False
         self._release_missing(live)
         self.synced.set()
 
@@ -242,7 +253,8 @@ class Controller:
         # ungated and running
         if p.allocation(key) is not None:
             self.pods[key] = pod
-        elif _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
+        elif self._syncing and key not in self._evicting and \
+                _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
             self.pods[key] = pod
             self._adopt(key, pod)
 
@@ -290,6 +302,7 @@ class Controller:
         self.pods.pop(key, None)
         self._reported.pop(key, None)
         self._ungated.discard(key)
+        self._evicting.discard(key)
         app_id = pod_app_id(pod)
         if p.allocation(key) is not None:
             p.release(key)
@@ -328,6 +341,7 @@ class Controller:
             for key in _keys(notice):
                 pod = self.pods.get(key)
                 if pod is not None:
+                    self._evicting.add(key)
                     self._enqueue(functools.partial(self._evict, key, pod, reason))
 
     def _gang_progress_key(self, key: str) -> None:
@@ -409,6 +423,16 @@ class Controller:
     # ------------------------------------------------------------------------------------------------
     # why pods wait
     # ------------------------------------------------------------------------------------------------
+    async def _timeouts_loop(self) -> None:
+        """Time moves the engine too (E5 reclaim after ``revokeDelay``, gang placeholders): its
+        timeouts run here, so what they preempt is evicted like any other preemption."""
+        while True:
+            await asyncio.sleep(self.options.timeouts_every)
+            try:
+                self.partition.check_timeouts()
+            except Exception as exc:     # a journal hiccup: the next round tries again
+                self._error(f"timeouts: {type(exc).__name__}: {exc}")
+
     async def _report_loop(self) -> None:
         while True:
             await asyncio.sleep(self.options.reasons_every)
