@@ -94,10 +94,11 @@ class Front:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._task is not None:
+        if self._loop is not None and self._task is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._task.cancel)
         if self._thread is not None:
             self._thread.join(10)
+        self._loop = self._task = self._thread = None
 
     def close(self) -> None:
         self.stop()

@@ -102,3 +102,60 @@ def test_seed_002_reclaim_evicts_the_borrowers_pod_and_admits_the_other_team() -
         assert sum(1 for a in p.allocations() if a.application_id.startswith("team-a/")) == 3
     finally:
         f.close()
+
+
+def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
+    """YuniKorn task groups: the gang's placeholders hold its minimum; no pod of the gang is ungated
+    until the whole minimum was admitted, then all of them are."""
+    config = CONFIG.replace("resources: {max: {vcore: 2}}", "resources: {max: {vcore: 3}}")
+    f = Front(Scheduler.from_yaml(config))
+    try:
+        f.namespace("team-a")
+        f.node(node("n1"))
+        f.start()
+        f.submit(pod("other", cpu="2"))
+        f.wait(lambda: not f.gated("other"))
+        groups = '[{"name": "workers", "minMember": 2, "minResource": {"cpu": "1"}}]'
+        gang = {"yunikorn.apache.org/task-groups": groups, "yunikorn.apache.org/task-group-name": "workers",
+                "yunikorn.apache.org/app-id": "gang-1"}
+        f.submit(pod("w0", annotations=dict(gang)))
+        f.submit(pod("w1", annotations=dict(gang)))
+        import time
+        time.sleep(0.5)
+        assert f.gated("w0") and f.gated("w1")              # one of the two fits: neither starts
+        f.delete_pod("other")
+        f.wait(lambda: not f.gated("w0") and not f.gated("w1"))
+        p = f.scheduler.partition("default")
+        assert {a.allocation_key for a in p.allocations()} == {"uid-team-a-w0", "uid-team-a-w1"}
+    finally:
+        f.close()
+
+
+def test_a_controller_restart_counts_nothing_twice(tmp_path: Any) -> None:
+    """Stop the controller, change the cluster while it is away (a pod finishes, a pod is deleted, a new
+    one arrives), start a new controller on the same store: usage is exactly the running pods."""
+    store = f"sqlite:///{tmp_path}/state.db"
+    f = Front(Scheduler.from_yaml(CONFIG, store=store))
+    try:
+        f.namespace("team-a")
+        f.node(node("n1"))
+        f.start()
+        for i in range(3):
+            f.submit(pod(f"p{i}"))
+        f.wait(lambda: not f.gated("p0") and not f.gated("p1"))
+        f.stop()
+        f.scheduler.close()
+        f.set_phase("p0", "Succeeded")
+        f.delete_pod("p2")
+        f.submit(pod("p3"))
+        g = Front(Scheduler.from_yaml(CONFIG, store=store), emulator=f.emulator)
+        g.start()
+        g.wait(lambda: not g.gated("p3"))
+        p = g.scheduler.partition("default")
+        assert sorted(a.allocation_key for a in p.allocations()) == ["uid-team-a-p1", "uid-team-a-p3"]
+        assert p.pending() == []
+        assert p.queues.queue("root.team-a").allocated.get("vcore") == 2000
+        g.stop()
+        g.scheduler.close()
+    finally:
+        f.close()

@@ -127,6 +127,8 @@ class Controller:
         self._ungated: set[str] = set()
         #: gang applications whose whole minimum was admitted once
         self._gang_whole: set[str] = set()
+        #: gang application → its minimum (Σ minMember of its task groups)
+        self._gang_min: dict[str, int] = {}
         #: keys of pods preempted and being evicted (never adopted again)
         self._evicting: set[str] = set()
         #: the start-up listing is being applied (the only time running pods are adopted)
@@ -272,11 +274,14 @@ class Controller:
         return app_id
 
     def _ask_for(self, key: str, pod: dict[str, Any]) -> None:
-        app_id = self._app_for(pod)
         group = task_group_name(pod)
         groups = task_groups(pod) if group is not None else []
+        new = self.partition.application(pod_app_id(pod)) is None
+        app_id = self._app_for(pod)
         if groups:
-            self._placeholders(app_id, groups)
+            self._gang_min[app_id] = sum(g.min_member for g in groups)
+            if new:         # YuniKorn: the placeholders are created once, when the gang is first seen
+                self._placeholders(app_id, groups)
         self.partition.add_ask(app_id, key, pod_resource(pod), priority=pod_priority(pod),
                                task_group=group if groups else None)
 
@@ -324,6 +329,7 @@ class Controller:
             return          # placeholders of a gang still waiting for its pods (their timeout decides)
         p.remove_application(app_id)
         self._gang_whole.discard(app_id)
+        self._gang_min.pop(app_id, None)
 
     # ------------------------------------------------------------------------------------------------
     # notices → actions
@@ -355,8 +361,8 @@ class Controller:
         app = p.application(app_id)
         if app is None or app_id in self._gang_whole:
             return
-        waiting_placeholders = [a for a in p.pending(app_id) if a.placeholder]
-        if waiting_placeholders:
+        admitted = sum(1 for a in app.allocations.values() if a.task_group is not None)
+        if app_id not in self._gang_min or admitted < self._gang_min[app_id]:
             return
         self._gang_whole.add(app_id)
         for alloc in list(app.allocations.values()):
