@@ -25,7 +25,8 @@ def _patch_namespace_parsing() -> None:
 
     def fixed(path: str) -> Any:
         p = path.strip("/").split("/")
-        if p[:3] == ["api", "v1", "namespaces"] and (len(p) <= 4 or (len(p) == 5 and p[4] in ("status", "finalize"))):
+        addressed = len(p) <= 4 or (len(p) == 5 and p[4] in ("status", "finalize"))
+        if p[:3] == ["api", "v1", "namespaces"] and addressed:
             return parsing.ParsedPath("", "v1", "namespaces", None, p[3] if len(p) > 3 else None,
                                       p[4] if len(p) > 4 else None)
         return orig(path)
@@ -81,9 +82,9 @@ class Emulator:
         assert m is not None
         ns, name = m.group(1), m.group(2)
         self.evictions.append((ns, name))
-        async with aiohttp.ClientSession() as s:
-            async with s.delete(f"{self.url}/api/v1/namespaces/{ns}/pods/{name}") as r:
-                await r.read()
+        async with aiohttp.ClientSession() as s, \
+                s.delete(f"{self.url}/api/v1/namespaces/{ns}/pods/{name}") as r:
+            await r.read()
         return {"apiVersion": "v1", "kind": "Status", "status": "Success"}
 
     def call(self, fn: Any) -> Any:

@@ -137,7 +137,8 @@ class Front:
         return r.json() if r.status_code == 200 else None
 
     def set_phase(self, name: str, phase: str, ns: str = "team-a") -> None:
-        r = self.kubectl.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", json={"status": {"phase": phase}},
+        r = self.kubectl.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                               json={"status": {"phase": phase}},
                                headers={"Content-Type": "application/merge-patch+json"})
         assert r.status_code == 200, r.text
 

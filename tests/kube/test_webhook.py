@@ -25,7 +25,8 @@ def _review(obj: dict[str, Any], *, operation: str = "CREATE", user: dict[str, A
                         "userInfo": user or USER, "object": obj, "oldObject": old}}
 
 
-def _pod(annotations: dict[str, str] | None = None, gates: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def _pod(annotations: dict[str, str] | None = None,
+         gates: list[dict[str, str]] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "p", "namespace": "team-a"}
     if annotations is not None:
         meta["annotations"] = annotations
@@ -95,7 +96,8 @@ def test_changing_the_identity_on_update_is_refused() -> None:
 
 
 def test_other_kinds_pass_and_a_malformed_review_is_an_error() -> None:
-    assert mutate(_review({"kind": "ConfigMap"}, resource="configmaps", kind="ConfigMap"))["response"]["allowed"]
+    other = _review({"kind": "ConfigMap"}, resource="configmaps", kind="ConfigMap")
+    assert mutate(other)["response"]["allowed"]
     with pytest.raises(ValueError, match="uid"):
         mutate({"kind": "AdmissionReview", "request": {"operation": "CREATE"}})
 
