@@ -82,7 +82,7 @@ class Front:
             try:
                 self._loop.run_until_complete(main())
             except asyncio.CancelledError:
-                pass
+                pass        # stop() cancels the controller's task: the normal end, not a hidden failure
             finally:
                 self._loop.close()
 
