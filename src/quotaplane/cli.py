@@ -1,7 +1,8 @@
 """The ``quotaplane`` command line: a thin layer over the library.
 
 ``quotaplane validate FILE...`` checks queue configurations; ``quotaplane serve`` runs the REST
-service. Each command delegates to the package that owns the work.
+service; ``quotaplane kube`` runs the Kubernetes front. Each command delegates to the package that
+owns the work.
 """
 
 from __future__ import annotations
@@ -37,6 +38,45 @@ def serve(
     from quotaplane.server.main import serve as _serve
 
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port))
+
+
+@app.command()
+def kube(
+    config: Annotated[Path | None, typer.Option(help="Queue configuration YAML file (else the ConfigMap).")
+                      ] = None,
+    store: Annotated[str | None, typer.Option(help="sqlite:///path.db or postgresql://user@host/db.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (webhooks and REST).")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 9443,
+    tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate for HTTPS (webhooks need it).")
+                        ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key for HTTPS.")] = None,
+    namespace: Annotated[str, typer.Option(help="The front's namespace (ConfigMap, Lease).")
+                         ] = "quotaplane-system",
+    partition: Annotated[str, typer.Option(help="The partition pods are admitted to.")] = "default",
+    lease_name: Annotated[str, typer.Option(help="The Lease that elects one active controller.")
+                          ] = "quotaplane-front",
+    process_namespace: Annotated[list[str] | None, typer.Option(
+        help="Regex of namespaces whose pods are gated (repeatable; none: all).")] = None,
+    bypass_namespace: Annotated[list[str] | None, typer.Option(
+        help="Regex of namespaces never gated (repeatable).")] = None,
+    kube_server: Annotated[str | None, typer.Option(help="API server URL (default: in-cluster, kubeconfig).")
+                           ] = None,
+    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file.")] = None,
+) -> None:
+    """Run the Kubernetes front: admission webhooks, leader election, controller and REST service."""
+    from quotaplane.kube.controller import ControllerOptions
+    from quotaplane.kube.main import FrontOptions, serve_front
+    from quotaplane.kube.webhook import WebhookOptions
+
+    if (tls_cert is None) != (tls_key is None):
+        typer.echo("quotaplane kube: --tls-cert and --tls-key go together", err=True)
+        raise typer.Exit(2)
+    webhook = WebhookOptions(process_namespaces=tuple(process_namespace or ()),
+                             bypass_namespaces=tuple(bypass_namespace or ("^kube-system$",)))
+    raise typer.Exit(serve_front(FrontOptions(
+        config=config, store=store, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key,
+        namespace=namespace, lease_name=lease_name, kube_server=kube_server, kubeconfig=kubeconfig,
+        controller=ControllerOptions(partition=partition, config_namespace=namespace), webhook=webhook)))
 
 
 @app.command()

@@ -64,7 +64,9 @@ def test_a_waiting_pod_says_why_and_a_finished_pod_admits_the_next(front: Front)
         return None
     c = front.wait(condition)
     assert c["status"] == "False" and "queue.max at root.team-a" in c["message"]
-    assert any(e["reason"] == "QuotaWaiting" and "queue.max" in e["message"] for e in front.events())
+    # the Event follows the condition (one API call after the other): wait for it too
+    front.wait(lambda: any(e["reason"] == "QuotaWaiting" and "queue.max" in e["message"]
+                           for e in front.events()))
     front.set_phase("p0", "Succeeded")
     front.wait(lambda: not front.gated("p2"))
     assert front.scheduler.partition("default").allocation("uid-team-a-p0") is None

@@ -24,7 +24,7 @@ from lightkube.generic_resource import (
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-__all__ = ["KubeApi", "client_config"]
+__all__ = ["KubeApi", "client_config", "status_code"]
 
 _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call inside lightkube)
     "pods": create_namespaced_resource("", "v1", "Pod", "pods"),
@@ -50,6 +50,17 @@ def client_config(server: str | None = None, token: str | None = None, kubeconfi
     if kubeconfig is not None:
         return KubeConfig.from_file(kubeconfig)
     return KubeConfig.from_env()
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of a failed API call (lightkube's ApiError, or the HTTP error under it)."""
+    status = getattr(exc, "status", None)
+    code = getattr(status, "code", None)
+    if isinstance(code, int):
+        return code
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -78,16 +89,28 @@ class KubeApi:
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every object of ``kind`` (all namespaces)."""
-        res = _RESOURCES[kind]
-        if issubclass(res, GenericNamespacedResource):
-            return [dict(obj) async for obj in self.client.list(res, namespace="*")]
-        return [dict(obj) async for obj in self.client.list(res)]
+        return (await self.list_versioned(kind))[0]
 
-    async def watch(self, kind: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event type, object) of ``kind`` as they happen."""
+    async def list_versioned(self, kind: str) -> tuple[list[dict[str, Any]], str | None]:
+        """Every object of ``kind`` and the list's ``resourceVersion`` (where a watch takes over, so
+        nothing that happens between the list and the watch is missed)."""
         res = _RESOURCES[kind]
-        stream = self.client.watch(res, namespace="*") if issubclass(res, GenericNamespacedResource) \
-            else self.client.watch(res)
+        listing = self.client.list(res, namespace="*") if issubclass(res, GenericNamespacedResource) \
+            else self.client.list(res)
+        items = [dict(obj) async for obj in listing]
+        try:
+            version = listing.resourceVersion
+        except Exception:       # no version on the answer (an emulator): the watch starts from now
+            version = None
+        return items, version if isinstance(version, str) and version else None
+
+    async def watch(self, kind: str, resource_version: str | None = None
+                    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(event type, object) of ``kind`` as they happen, after ``resource_version`` when given."""
+        res = _RESOURCES[kind]
+        stream = self.client.watch(res, namespace="*", resource_version=resource_version) \
+            if issubclass(res, GenericNamespacedResource) \
+            else self.client.watch(res, resource_version=resource_version)
         async for event_type, obj in stream:
             yield event_type, dict(obj)
 

@@ -74,6 +74,7 @@ CONDITION_ADMITTED = "QuotaAdmitted"
 #: the application tag that marks applications the controller created
 MANAGED_TAG = "quotaplane.io/kube"
 _PLACEHOLDER = "placeholder"
+_RESYNC = "RESYNC"
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ class ControllerOptions:
     reasons_every: float = 0.25
     #: grace period of evictions
     eviction_grace_seconds: int | None = None
-    #: seconds between rounds of the partition's timeouts (elastic reclaim, placeholders, states)
-    timeouts_every: float = 2.0
+    #: seconds between rounds of the partition's timeouts (elastic reclaim, placeholders, states);
+    #: None when something else runs them (``quotaplane kube``: the REST service's timeouts loop)
+    timeouts_every: float | None = 2.0
 
 
 def waiting_message(reasons: list[Violation]) -> str:
@@ -137,6 +139,10 @@ class Controller:
         self._actions: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: Callable[[], None] | None = None
+        #: kind → the resourceVersion its watch resumes from (None: list again first)
+        self._versions: dict[str, str | None] = {}
+        #: kinds whose watch has started once (a later start without a version lists again)
+        self._listed: set[str] = set()
         #: set once the first full listing has been applied
         self.synced = asyncio.Event()
         self.errors: list[str] = []
@@ -154,7 +160,8 @@ class Controller:
             await self.sync()
             self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS]
             self._tasks.append(asyncio.create_task(self._report_loop()))
-            self._tasks.append(asyncio.create_task(self._timeouts_loop()))
+            if self.options.timeouts_every is not None:
+                self._tasks.append(asyncio.create_task(self._timeouts_loop(self.options.timeouts_every)))
             await self._apply_events()
         finally:
             if self._unsubscribe is not None:
@@ -169,18 +176,35 @@ class Controller:
         """The restart-safe start (reference §8 item 8): inputs first, then pods, then the journal's
         leftovers released."""
         for kind in ("namespaces", "nodes", "configmaps"):
-            for obj in await self.api.list_all(kind):
+            items, self._versions[kind] = await self.api.list_versioned(kind)
+            for obj in items:
                 self._apply(kind, "ADDED", obj)
-        live: set[str] = set()
+        items, self._versions["pods"] = await self.api.list_versioned("pods")
         self._syncing = True
         try:
-            for pod in await self.api.list_all("pods"):
-                live.add(pod_key(pod))
+            for pod in items:
                 self._apply("pods", "ADDED", pod)
         finally:
             self._syncing = False
-        self._release_missing(live)
+        self._release_missing({pod_key(pod) for pod in items})
         self.synced.set()
+
+    def resync(self, kind: str, items: list[dict[str, Any]]) -> None:
+        """A fresh listing of ``kind`` after a watch was lost: what the listing lacks is gone (its
+        DELETED event may have been missed), the rest is applied as it is now."""
+        if kind == "pods":
+            live = {pod_key(pod) for pod in items}
+            for key, pod in sorted(self.pods.items()):
+                if key not in live:
+                    self._pod_gone(key, pod)
+            self._release_missing(live)
+        elif kind in ("nodes", "namespaces"):
+            present = {str(_mapping(obj.get("metadata")).get("name", "")) for obj in items}
+            known = self.nodes if kind == "nodes" else self.namespaces
+            for name in sorted(set(known) - present):
+                self._apply(kind, "DELETED", {"metadata": {"name": name}})
+        for obj in items:
+            self._apply(kind, "ADDED", obj)
 
     def _release_missing(self, live: set[str]) -> None:
         """Allocations and asks of managed applications whose pods are gone: released / withdrawn."""
@@ -199,15 +223,26 @@ class Controller:
             self._forget_app_if_idle(app.application_id)
 
     async def _watch(self, kind: str) -> None:
+        """Follow ``kind`` from the version of its last listing; when the watch breaks (a dropped
+        connection, 410 Gone: the version expired), list again and resume from there."""
         assert self._events is not None
         while True:
             try:
-                async for event_type, obj in self.api.watch(kind):
+                version = self._versions.get(kind)
+                if version is None and self.synced.is_set() and kind in self._listed:
+                    items, version = await self.api.list_versioned(kind)
+                    await self._events.put((kind, _RESYNC, {"items": items}))
+                self._listed.add(kind)
+                async for event_type, obj in self.api.watch(kind, version):
                     await self._events.put((kind, event_type, obj))
+                    meta_version = _mapping(obj.get("metadata")).get("resourceVersion")
+                    if isinstance(meta_version, str) and meta_version:
+                        self._versions[kind] = meta_version
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:        # a dropped watch: start it again (the handlers are idempotent)
+            except Exception as exc:        # relisted next round (the handlers are idempotent)
                 self._error(f"watch {kind}: {exc}")
+                self._versions[kind] = None
                 await asyncio.sleep(1.0)
 
     async def _apply_events(self) -> None:
@@ -218,7 +253,9 @@ class Controller:
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         try:
-            if kind == "pods":
+            if event_type == _RESYNC:
+                self.resync(kind, list(obj.get("items") or []))
+            elif kind == "pods":
                 self.pod_event(event_type, obj)
             elif kind == "nodes":
                 self.node_event(event_type, obj)
@@ -429,11 +466,11 @@ class Controller:
     # ------------------------------------------------------------------------------------------------
     # why pods wait
     # ------------------------------------------------------------------------------------------------
-    async def _timeouts_loop(self) -> None:
+    async def _timeouts_loop(self, every: float) -> None:
         """Time moves the engine too (E5 reclaim after ``revokeDelay``, gang placeholders): its
         timeouts run here, so what they preempt is evicted like any other preemption."""
         while True:
-            await asyncio.sleep(self.options.timeouts_every)
+            await asyncio.sleep(every)
             try:
                 self.partition.check_timeouts()
             except Exception as exc:     # a journal hiccup: the next round tries again
