@@ -44,7 +44,9 @@ def free_port() -> int:
 class Emulator:
     """kmock serving the kinds the front uses; ``url`` for clients, ``objects`` to seed and inspect."""
 
-    def __init__(self) -> None:
+    def __init__(self, crds: bool = True) -> None:
+        #: serve ElasticQuota and QuotaSubtree (their CRDs installed)
+        self.crds = crds
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ready = threading.Event()
@@ -70,7 +72,11 @@ class Emulator:
             for path, kind, namespaced in [
                     ("v1/pods", "Pod", True), ("v1/nodes", "Node", False),
                     ("v1/namespaces", "Namespace", False), ("v1/configmaps", "ConfigMap", True),
-                    ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]:
+                    ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True),
+                    ("scheduling.sigs.k8s.io/v1alpha1/elasticquotas", "ElasticQuota", True),
+                    ("quota.codeflare.dev/v1alpha1/quotasubtrees", "QuotaSubtree", True)]:
+                if not self.crds and "." in path.split("/")[0]  and "coordination" not in path:
+                    continue
                 k.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
             k["post", re.compile(r".*/pods/[^/]+/eviction$")] << self._evict
             self.k = k

@@ -33,6 +33,11 @@ _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call in
     "configmaps": create_namespaced_resource("", "v1", "ConfigMap", "configmaps"),
     "events": create_namespaced_resource("", "v1", "Event", "events"),
     "leases": create_namespaced_resource("coordination.k8s.io", "v1", "Lease", "leases"),
+    # the custom resources the front reads when their CRDs are installed (deploy/crds)
+    "elasticquotas": create_namespaced_resource("scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota",
+                                                "elasticquotas"),
+    "quotasubtrees": create_namespaced_resource("quota.codeflare.dev", "v1alpha1", "QuotaSubtree",
+                                                "quotasubtrees"),
 }
 
 
@@ -77,7 +82,10 @@ class KubeApi:
     """The calls the controller makes; every object in and out is a plain dict."""
 
     #: the kinds the controller watches
-    KINDS: ClassVar[tuple[str, ...]] = ("namespaces", "nodes", "configmaps", "pods")
+    KINDS: ClassVar[tuple[str, ...]] = ("namespaces", "nodes", "elasticquotas", "quotasubtrees", "configmaps",
+                                        "pods")
+    #: the kinds that exist only when their CRD is installed (a 404 listing them: not watched)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("elasticquotas", "quotasubtrees")
 
     def __init__(self, config: KubeConfig, *, field_manager: str = "quotaplane") -> None:
         self.client: Any = AsyncClient(config=config, field_manager=field_manager)

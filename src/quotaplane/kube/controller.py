@@ -41,7 +41,8 @@ from typing import Any
 
 from quotaplane.errors import QuotaplaneError
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
-from quotaplane.kube.api import KubeApi
+from quotaplane.kube.api import KubeApi, status_code
+from quotaplane.kube.crds import CustomQuotas
 from quotaplane.kube.nodes import node_capacity, node_counts
 from quotaplane.kube.pods import (
     gang_parameters,
@@ -143,6 +144,18 @@ class Controller:
         self._versions: dict[str, str | None] = {}
         #: kinds whose watch has started once (a later start without a version lists again)
         self._listed: set[str] = set()
+        #: ElasticQuota and QuotaSubtree objects (the partition's extensions once any is seen)
+        self.custom = CustomQuotas()
+        #: the last ``queues.yaml`` of the ConfigMap (the base the custom quotas are composed with)
+        self._config_text: str | None = None
+        #: the custom quotas changed and the configuration is still to be applied
+        self._config_dirty = False
+        self._batching = False
+        #: kinds whose CRD is not installed (not watched)
+        self._absent: set[str] = set()
+        #: ElasticQuota name conflicts already reported
+        self._conflicts: set[tuple[str, str]] = set()
+        self._rounds = 0
         #: set once the first full listing has been applied
         self.synced = asyncio.Event()
         self.errors: list[str] = []
@@ -158,7 +171,8 @@ class Controller:
         try:
             self._tasks = [asyncio.create_task(self._act()) for _ in range(max(1, self.options.workers))]
             await self.sync()
-            self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS]
+            self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS
+                            if kind not in self._absent]
             self._tasks.append(asyncio.create_task(self._report_loop()))
             if self.options.timeouts_every is not None:
                 self._tasks.append(asyncio.create_task(self._timeouts_loop(self.options.timeouts_every)))
@@ -175,10 +189,24 @@ class Controller:
     async def sync(self) -> None:
         """The restart-safe start (reference §8 item 8): inputs first, then pods, then the journal's
         leftovers released."""
-        for kind in ("namespaces", "nodes", "configmaps"):
-            items, self._versions[kind] = await self.api.list_versioned(kind)
-            for obj in items:
-                self._apply(kind, "ADDED", obj)
+        self._batching = True       # the custom quotas and the ConfigMap make one configuration change
+        try:
+            for kind in self.api.KINDS:
+                if kind == "pods":
+                    continue
+                try:
+                    items, self._versions[kind] = await self.api.list_versioned(kind)
+                except Exception as exc:
+                    if kind in self.api.OPTIONAL and status_code(exc) == 404:
+                        self._absent.add(kind)      # the CRD is not installed: nothing to read
+                        log.info("%s: not served by the API server (CRD not installed)", kind)
+                        continue
+                    raise
+                for obj in items:
+                    self._apply(kind, "ADDED", obj)
+        finally:
+            self._batching = False
+        self._flush_config()
         items, self._versions["pods"] = await self.api.list_versioned("pods")
         self._syncing = True
         try:
@@ -263,6 +291,8 @@ class Controller:
                 self.namespace_event(event_type, obj)
             elif kind == "configmaps":
                 self.config_map_event(event_type, obj)
+            elif kind in ("elasticquotas", "quotasubtrees"):
+                self.custom_quota_event(kind, event_type, obj)
         except Exception as exc:   # one bad object must not stop the controller; it is reported
             self._error(f"{kind} {event_type} {_name_of(obj)}: {type(exc).__name__}: {exc}")
 
@@ -304,6 +334,7 @@ class Controller:
         if p.application(app_id) is None:
             ns = self.namespaces.get(pod_namespace(pod))
             tags = application_tags(pod, ns)
+            tags.update(self.custom.pod_tags(pod))
             tags[MANAGED_TAG] = "true"
             style, timeout = gang_parameters(pod)
             p.add_application(app_id, pod_user(pod), queue=pod_queue(pod), tags=tags, gang_style=style,
@@ -480,6 +511,9 @@ class Controller:
         while True:
             await asyncio.sleep(self.options.reasons_every)
             self.report_waiting()
+            self._rounds += 1
+            if self._rounds % 4 == 0:
+                self.write_quota_status()
 
     def report_waiting(self) -> None:
         """Write the reasons of every waiting pod whose reasons changed since they were last written."""
@@ -538,11 +572,63 @@ class Controller:
         text = _mapping(cm.get("data")).get(CONFIG_MAP_KEY)
         if not isinstance(text, str):
             return
+        self._config_text = text
+        self._config_dirty = True
+        self._flush_config(cm)
+
+    def custom_quota_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """An ElasticQuota or QuotaSubtree changed: the configuration is composed again (only when
+        what the objects define changed — not when the write-back touched them)."""
+        if self.custom.event(kind, event_type, obj):
+            self._config_dirty = True
+            self._flush_config(obj if event_type != "DELETED" else None)
+        if kind == "elasticquotas":
+            for conflict, reason in self.custom.elastic_quotas()[1]:
+                ident = (_name_of(conflict), reason)
+                if ident not in self._conflicts:        # said once per object and reason
+                    self._conflicts.add(ident)
+                    self._enqueue(functools.partial(self.api.event, conflict, "Warning", "QuotaConflict",
+                                                    reason))
+
+    def _flush_config(self, source: Mapping[str, Any] | None = None) -> None:
+        """Apply the ConfigMap's text (else the running one) composed with the custom quotas, all or
+        nothing; a refusal is reported on ``source`` and the running configuration stays."""
+        if not self._config_dirty or self._batching:
+            return
+        self._config_dirty = False
+        base = self._config_text if self._config_text is not None else self.scheduler.config_text
         try:
-            self.scheduler.update_config(text)
-        except QuotaplaneError as exc:
-            self._error(f"{CONFIG_MAP} {CONFIG_MAP_KEY} not applied: {exc}")
-            self._enqueue(functools.partial(self.api.event, cm, "Warning", "ConfigRefused", str(exc)))
+            text = self.custom.compose(base, self.options.partition)
+            if text != self.scheduler.config_text:
+                self.scheduler.update_config(text)
+        except (QuotaplaneError, ValueError) as exc:
+            self._error(f"configuration not applied: {exc}")
+            if source is not None:
+                self._enqueue(functools.partial(self.api.event, source, "Warning", "ConfigRefused", str(exc)))
+
+    def write_quota_status(self) -> None:
+        """Koordinator's write-back: runtime and request annotations and ``status.used`` of every
+        ElasticQuota whose figures changed (one merge patch each)."""
+        if not self.custom.elastic:
+            return
+        from quotaplane.server.extensions import policy_of
+
+        p = self.partition
+        policy = policy_of(p, "elastic")
+        if policy is None:
+            return
+        with p.lock:
+            names = set(policy.manager.quota_names())
+            views = {name: policy.manager.describe(name) for name in sorted(names)}
+        for obj, patch in self.custom.status_patches(views):
+            self._enqueue(functools.partial(self._write_status, obj, patch))
+
+    async def _write_status(self, obj: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
+        try:
+            await self.api.patch_merge("elasticquotas", obj, patch)
+        except Exception:
+            self.custom.forget_written(str(_mapping(obj.get("metadata")).get("name", "")))
+            raise
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
