@@ -1,0 +1,149 @@
+"""Every manifest in deploy/ validates offline (issue 16 item 7): Kubernetes kinds with
+kubernetes-validate (strict), the CRDs' example objects with jsonschema against the CRDs' own schemas,
+and the pieces agree with each other and with the code (names, ports, paths, RBAC for every call)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from quotaplane.kube.api import KubeApi
+from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+K8S = "1.30.0"          # scheduling gates are GA from 1.30
+FOREIGN = {"cert-manager.io/v1"}       # cert-manager's kinds: checked by shape below
+
+
+def _docs() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(DEPLOY.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                out.append((str(path.relative_to(DEPLOY)), doc))
+    return out
+
+
+def _kind(kind: str) -> list[dict[str, Any]]:
+    return [d for _, d in _docs() if d.get("kind") == kind]
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    listed = set(yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"])
+    present = {str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present
+
+
+def _id(v: Any) -> str:
+    return v if isinstance(v, str) else f"{v.get('kind')}/{v['metadata']['name']}"
+
+
+@pytest.mark.parametrize(("where", "doc"), [d for d in _docs() if d[1].get("kind") != "Kustomization"],
+                         ids=_id)
+def test_every_manifest_validates(where: str, doc: dict[str, Any]) -> None:
+    if doc["apiVersion"] in FOREIGN:
+        assert doc["kind"] in ("Issuer", "Certificate") and doc["spec"]
+        return
+    kubernetes_validate.validate(doc, K8S, strict=True)
+
+
+def _crd_schema(plural: str) -> dict[str, Any]:
+    crd = next(d for d in _kind("CustomResourceDefinition") if d["spec"]["names"]["plural"] == plural)
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def test_the_crds_accept_upstreams_examples_and_refuse_bad_ones() -> None:
+    eq = _crd_schema("elasticquotas")
+    good = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": "q-team-a", "namespace": "team-a"},
+            "spec": {"min": {"cpu": "10", "memory": "20Gi"}, "max": {"cpu": 40, "memory": "40Gi"}},
+            "status": {"used": {"cpu": "500m"}}}
+    jsonschema.validate(good, eq)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**good, "spec": {"min": {"cpu": "ten"}}}, eq)
+    qst = _crd_schema("quotasubtrees")
+    example = {"apiVersion": "quota.codeflare.dev/v1alpha1", "kind": "QuotaSubtree",
+               "metadata": {"name": "context-root-children", "namespace": "kube-system",
+                            "labels": {"tree": "quota_context"}},
+               "spec": {"parent": "context-root", "children": [
+                   {"name": "gold", "quotas": {"hardLimit": False,
+                                               "requests": {"cpu": "1075m", "memory": "450Mi",
+                                                            "nvidia.com/gpu": 8}}}]}}
+    jsonschema.validate(example, qst)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({k: v for k, v in example.items() if k != "spec"}, qst)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**example, "spec": {"children": [{"quotas": {"hardLimit": "yes"}}]}}, qst)
+
+
+def test_the_crds_are_what_the_front_reads() -> None:
+    from quotaplane.kube import api
+
+    for plural in KubeApi.OPTIONAL:
+        crd = next(d for d in _kind("CustomResourceDefinition") if d["spec"]["names"]["plural"] == plural)
+        res = api._RESOURCES[plural]
+        assert crd["spec"]["group"] == res._api_info.resource.group
+        assert crd["spec"]["versions"][0]["name"] == res._api_info.resource.version
+        assert crd["spec"]["scope"] == "Namespaced"
+
+
+def test_webhooks_service_deployment_and_tls_agree() -> None:
+    (service,) = _kind("Service")
+    (deployment,) = _kind("Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[0] == "kube"
+    port = int(args[args.index("--port") + 1])
+    assert container["ports"][0]["containerPort"] == port
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+    (svc_port,) = service["spec"]["ports"]
+    paths = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in _kind(kind)[0]["webhooks"]:
+            ref = hook["clientConfig"]["service"]
+            assert (ref["name"], ref["namespace"], ref["port"]) == (
+                service["metadata"]["name"], service["metadata"]["namespace"], svc_port["port"])
+            paths[kind] = ref["path"]
+            assert hook["sideEffects"] == "None"      # the webhooks write nothing
+    assert paths == {"MutatingWebhookConfiguration": "/mutate",
+                     "ValidatingWebhookConfiguration": "/validate-conf"}
+    (cert,) = [d for d in _kind("Certificate")]
+    tls = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == cert["spec"]["secretName"]
+    assert f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc" in cert["spec"]["dnsNames"]
+    ns = args[args.index("--namespace") + 1]
+    (cm,) = _kind("ConfigMap")
+    assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == (CONFIG_MAP, ns)
+    from quotaplane.config.files import validate_conf
+
+    assert validate_conf(cm["data"][CONFIG_MAP_KEY])["allowed"] is True
+
+
+def _allowed(group: str, resource: str, verb: str) -> bool:
+    rules = [r for role in _kind("ClusterRole") + _kind("Role") for r in role["rules"]]
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+@pytest.mark.parametrize(("group", "resource", "verb"), [
+    # list + watch of every kind the controller follows
+    *[(g, r, v) for g, r in [("", "pods"), ("", "nodes"), ("", "namespaces"), ("", "configmaps"),
+                             ("scheduling.sigs.k8s.io", "elasticquotas"), ("quota.codeflare.dev", "quotasubtrees")]
+      for v in ("list", "watch")],
+    ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/eviction", "create"),
+    ("", "events", "create"), ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
+    ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "patch"),
+])
+def test_rbac_allows_every_call_the_front_makes(group: str, resource: str, verb: str) -> None:
+    assert _allowed(group, resource, verb)
+
+
+def test_rbac_grants_no_more_than_needed() -> None:
+    assert not _allowed("", "pods", "delete")          # evictions go through the Eviction API
+    assert not _allowed("", "secrets", "get")
+    assert not _allowed("", "configmaps", "update")
