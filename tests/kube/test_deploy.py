@@ -132,7 +132,8 @@ def _allowed(group: str, resource: str, verb: str) -> bool:
 @pytest.mark.parametrize(("group", "resource", "verb"), [
     # list + watch of every kind the controller follows
     *[(g, r, v) for g, r in [("", "pods"), ("", "nodes"), ("", "namespaces"), ("", "configmaps"),
-                             ("scheduling.sigs.k8s.io", "elasticquotas"), ("quota.codeflare.dev", "quotasubtrees")]
+                             ("scheduling.sigs.k8s.io", "elasticquotas"),
+                             ("quota.codeflare.dev", "quotasubtrees")]
       for v in ("list", "watch")],
     ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/eviction", "create"),
     ("", "events", "create"), ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
