@@ -144,6 +144,8 @@ class AllocationSpec:
     preemptible: bool = True
     placeholder: bool = False
     task_group: str | None = None
+    #: the node it runs on, when the caller knows it (issue 15 #2)
+    node: str | None = None
 
 
 class AllocationUndo(NamedTuple):
@@ -183,8 +185,8 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
 
 
 def validate_spec(application_id: Any, allocation_key: Any, resource: Any, priority: Any = 0,
-                  preemptible: Any = True, placeholder: Any = False, task_group: Any = None
-                  ) -> AllocationSpec:
+                  preemptible: Any = True, placeholder: Any = False, task_group: Any = None,
+                  node: Any = None) -> AllocationSpec:
     """Check the arguments of ``Partition.allocate`` (``ValueError`` naming the first bad one)."""
     check_id(application_id, "application id")
     check_id(allocation_key, "allocation key")
@@ -192,8 +194,10 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
         raise ValueError("resource is required")
     res = as_resource(resource)
     _check_flags(priority, preemptible, placeholder, task_group)
+    if node is not None:
+        check_id(node, "node id")
     return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None)
+                          task_group or None, node)
 
 
 def _check_flags(priority: Any, preemptible: Any, placeholder: Any, task_group: Any) -> None:

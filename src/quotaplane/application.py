@@ -118,11 +118,11 @@ class Allocation:
 
     ``placeholder`` marks a gang placeholder (seed 001 "Application tracking"); ``task_group`` is its
     task group (the real allocation that replaces it inherits it). ``time`` is the clock value at which
-    it was admitted.
+    it was admitted. ``node`` is the node it runs on, when known (issue 15 #2).
     """
 
-    __slots__ = ("allocation_key", "application_id", "config_seq", "placeholder", "preemptible", "priority",
-                 "resource", "task_group", "time")
+    __slots__ = ("allocation_key", "application_id", "config_seq", "node", "placeholder", "preemptible",
+                 "priority", "resource", "task_group", "time")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -136,6 +136,7 @@ class Allocation:
         self.task_group = task_group
         self.time = time
         self.config_seq = 0           # the config in force when it was admitted (snapshot rebuild)
+        self.node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""
@@ -150,6 +151,8 @@ class Allocation:
         }
         if self.task_group is not None:
             out["taskGroupName"] = self.task_group
+        if self.node is not None:
+            out["nodeID"] = self.node
         return out
 
     def __repr__(self) -> str:

@@ -34,12 +34,14 @@ __all__ = [
     "AppRestore",
     "AskAdded",
     "AskRemoved",
+    "Bound",
     "ConfigApplied",
     "CountIn",
     "Event",
     "EventFormatError",
     "NodeAdded",
     "NodeRemoved",
+    "NodeUpdated",
     "Noted",
     "PolicyMemo",
     "Preempted",
@@ -204,20 +206,51 @@ class ConfigApplied(Event):
 
 @dataclass(slots=True, kw_only=True)
 class NodeAdded(Event):
-    """A node registered with its capacity (the root queue's max grows)."""
+    """A node registered with its capacity (the root queue's max grows while it is schedulable).
+
+    ``schedulable`` is written only when false (a cordoned node registered with the pods it runs).
+    """
 
     TYPE: ClassVar[str] = "node_added"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _opt(_bool)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"schedulable"})
     node: str
     capacity: Resource
+    schedulable: bool | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeUpdated(Event):
+    """A registered node's capacity or schedulability changed (cordon, uncordon, new allocatable)."""
+
+    TYPE: ClassVar[str] = "node_updated"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _bool}
+    node: str
+    capacity: Resource
+    schedulable: bool
 
 
 @dataclass(slots=True, kw_only=True)
 class NodeRemoved(Event):
-    """A node removed (the root queue's max shrinks)."""
+    """A node removed (the root queue's max shrinks); the allocations on it are released at ``t``.
+
+    Older journals lack ``t``: no allocation named a node then, so nothing is released.
+    """
 
     TYPE: ClassVar[str] = "node_removed"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
+    node: str
+    t: float | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Bound(Event):
+    """Allocation ``key`` runs on ``node`` (known after the allocation, e.g. once a pod is bound)."""
+
+    TYPE: ClassVar[str] = "bound"
+    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "node": _str}
+    key: str
     node: str
 
 
@@ -254,13 +287,15 @@ class Allocated(Event):
     """An allocation admitted by every policy; ``preempted``: what a policy let go for it.
 
     ``preempted`` is ``None`` in a snapshot's rebuild list (the preemptions happened before it).
+    ``node``: the node it runs on, when the caller named one (written only then).
     """
 
     TYPE: ClassVar[str] = "allocated"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "key": _str, "resource": _res, "priority": _int, "preemptible": _bool,
-        "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted"})
+        "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs),
+        "node": _opt(_str)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node"})
     app: str
     key: str
     resource: Resource
@@ -270,6 +305,7 @@ class Allocated(Event):
     task_group: str | None = None
     t: float
     preempted: tuple[str, ...] | None = None
+    node: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
@@ -278,19 +314,20 @@ class Allocated(Event):
         try:
             app, key, res, t = data["app"], data["key"], data["resource"], data["t"]
             priority, preemptible, placeholder = data["priority"], data["preemptible"], data["placeholder"]
-            task_group, preempted = data["task_group"], data.get("preempted")
+            task_group, preempted, node = data["task_group"], data.get("preempted"), data.get("node")
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
         if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
                 and type(placeholder) is bool and (task_group is None or type(task_group) is str)
                 and ((type(t) is float and math.isfinite(t)) or type(t) is int)
+                and (node is None or type(node) is str)
                 and type(res) is dict
                 and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())
                 and (preempted is None or (type(preempted) is list
                      and all(type(p) is str for p in preempted)))):
             return cls(app=app, key=key, resource=Resource.of(dict(res)), priority=priority,
                        preemptible=preemptible, placeholder=placeholder, task_group=task_group,
-                       t=float(t), preempted=None if preempted is None else tuple(preempted))
+                       t=float(t), preempted=None if preempted is None else tuple(preempted), node=node)
         return _generic_from_json(cls, data)
 
     def to_json(self) -> dict[str, Any]:
@@ -302,6 +339,8 @@ class Allocated(Event):
                                "task_group": self.task_group, "t": self.t}
         if self.preempted is not None:
             out["preempted"] = list(self.preempted)
+        if self.node is not None:
+            out["node"] = self.node
         return out
 
 
@@ -471,8 +510,8 @@ class PolicyMemo(Event):
 
 #: Every event class by its JSON ``type``.
 EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in (
-    ConfigApplied, NodeAdded, NodeRemoved, AppAdded, AppRemoved, Allocated, Released, Replaced, Timeouts,
-    AskAdded, AskRemoved, Preempted, Noted, CountIn, AppRestore, PolicyMemo)}
+    ConfigApplied, NodeAdded, NodeUpdated, NodeRemoved, Bound, AppAdded, AppRemoved, Allocated, Released,
+    Replaced, Timeouts, AskAdded, AskRemoved, Preempted, Noted, CountIn, AppRestore, PolicyMemo)}
 
 
 def decode(data: Mapping[str, Any]) -> Event:

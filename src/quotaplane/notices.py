@@ -11,7 +11,8 @@ rebuild events) have no notice: sequence numbers of notices have gaps, never rep
 Notice types: ``allocated``, ``released``, ``preempted`` (``allocations`` taken away, the ``reason``
 ``{policy, code, path, message}``, and the ``preemptor`` allocation key when there is one),
 ``ask_added``, ``ask_removed``, ``application`` (``state``), ``application_removed``,
-``config_applied``, ``node_added``, ``node_removed``.
+``config_applied``, ``node_added``, ``node_updated``, ``node_removed`` (the allocations a node's
+removal released follow as ``released`` notices), ``bound`` (an allocation's node became known).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _body(ev: E.Event, queue_of: QueueOf) -> dict[str, Any] | None:
                                    "queueName": queue_of(ev.app), "resource": ev.resource.to_dict()}
             if ev.placeholder:
                 out["placeholder"] = True
+            if ev.node is not None:
+                out["nodeID"] = ev.node
             return out
         case E.Replaced():
             return {"type": "allocated", "allocationKey": ev.key, "placeholderKey": ev.placeholder,
@@ -72,9 +75,17 @@ def _body(ev: E.Event, queue_of: QueueOf) -> dict[str, Any] | None:
         case E.ConfigApplied():
             return {"type": "config_applied", "configSeq": ev.seq}
         case E.NodeAdded():
-            return {"type": "node_added", "nodeID": ev.node, "capacity": ev.capacity.to_dict()}
+            out = {"type": "node_added", "nodeID": ev.node, "capacity": ev.capacity.to_dict()}
+            if ev.schedulable is False:
+                out["schedulable"] = False
+            return out
+        case E.NodeUpdated():
+            return {"type": "node_updated", "nodeID": ev.node, "capacity": ev.capacity.to_dict(),
+                    "schedulable": ev.schedulable}
         case E.NodeRemoved():
             return {"type": "node_removed", "nodeID": ev.node}
+        case E.Bound():
+            return {"type": "bound", "allocationKey": ev.key, "nodeID": ev.node}
         case E.Noted():
             return dict(ev.notice)
         case _:

@@ -49,6 +49,7 @@ from quotaplane.errors import (
 )
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
+from quotaplane.nodes import NodeIndex
 from quotaplane.notices import Notifier
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
@@ -248,7 +249,7 @@ class Partition:
         state = self._s
         rebuild = rebuild_events(state.config_seq, state.nodes, list(state.apps.values()),
                                  list(state.allocs.values()), state.pending.asks.all(),
-                                 state.policies.extensions)
+                                 state.policies.extensions, state.node_index.unschedulable)
         return {"dump": self.dump_state(), "rebuild": [ev.to_json() for ev in rebuild],
                 "config_seq": state.config_seq}
 
@@ -320,6 +321,22 @@ class Partition:
         with self.lock:
             return dict(sorted(self._s.nodes.items()))
 
+    def node_schedulable(self, node_id: str) -> bool:
+        """False for a registered node that takes no new allocations (cordoned); its capacity is not
+        in the cluster's total. Unknown node: NotFoundError."""
+        with self.lock:
+            if node_id not in self._s.nodes:
+                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+            return self._s.node_index.schedulable(node_id)
+
+    def node_allocations(self, node_id: str) -> list[Allocation]:
+        """The allocations running on ``node_id``, in the order they were placed there."""
+        with self.lock:
+            if node_id not in self._s.nodes:
+                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+            allocs = self._s.allocs
+            return [allocs[k] for k in self._s.node_index.on(node_id)]
+
     def total_capacity(self) -> Resource:
         """The sum of node capacities (the root queue's max)."""
         return self._s.total
@@ -368,10 +385,18 @@ class Partition:
         with self.lock:
             return self._s.dump()
 
-    def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource) -> None:
-        """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict."""
+    def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *,
+                 schedulable: bool = True) -> None:
+        """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict.
+
+        A node registered ``schedulable=False`` (cordoned) adds nothing to the cluster's capacity until
+        :meth:`update_node` makes it schedulable.
+        """
         check_id(node_id, "node id")
-        ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"))
+        if not isinstance(schedulable, bool):
+            raise ValueError("schedulable must be a boolean")
+        ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"),
+                         schedulable=None if schedulable else False)
         with self.lock:
             self._usable()      # recover first: memory may be ahead of the journal
             if node_id in self._s.nodes:
@@ -386,19 +411,82 @@ class Partition:
                 raise
             self._s.pending.freed(full=True)      # the cluster grew: the root and every elastic total
 
+    def update_node(self, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
+                    schedulable: bool | None = None) -> None:
+        """Change a node's capacity or schedulability (cordon: ``schedulable=False`` keeps the node and
+        the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
+        NotFoundError; nothing to change: no event."""
+        with self.lock:
+            self._usable()
+            before = self._s.nodes.get(node_id)
+            if before is None:
+                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+            if schedulable is not None and not isinstance(schedulable, bool):
+                raise ValueError("schedulable must be a boolean")
+            was = self._s.node_index.schedulable(node_id)
+            new_cap = before if capacity is None else as_resource(capacity, "capacity")
+            now = was if schedulable is None else schedulable
+            if new_cap == before and now == was:
+                return
+            others = NodeIndex.total({n: c for n, c in self._s.nodes.items() if n != node_id},
+                                     self._s.node_index.unschedulable)
+            _check_int64_sum(others, new_cap, f"node {node_id!r}: the cluster's total")
+            ev = E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now)
+            self._s.node_updated(ev)
+            try:
+                self._record([ev], recoverable=True)
+            except BaseException:
+                self._s.node_updated(E.NodeUpdated(node=node_id, capacity=before, schedulable=was))
+                raise
+            self._s.pending.freed(full=True)      # the cluster may have grown
+
     def remove_node(self, node_id: str) -> None:
-        """Remove a node; the root queue's max shrinks. Unknown node: NotFoundError."""
+        """Remove a node; the root queue's max shrinks and every allocation on the node is released
+        (YuniKorn's ``removeNode``), each told as a ``released`` notice. Unknown node: NotFoundError."""
         with self.lock:
             self._usable()      # recover first: memory may be ahead of the journal
             capacity = self._s.nodes.get(node_id)
             if capacity is None:
                 raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            ev = E.NodeRemoved(node=node_id)
+            schedulable = self._s.node_index.schedulable(node_id)
+            on_node = self._s.node_index.on(node_id)
+            ev = E.NodeRemoved(node=node_id, t=self.clock() if on_node else None)
             self._s.node_removed(ev)
+            if on_node:                 # releases cannot be rolled back: a failed append recovers
+                self._record([ev])
+                self._s.pending.freed()
+                return
             try:
                 self._record([ev], recoverable=True)
             except BaseException:
-                self._s.node_added(E.NodeAdded(node=node_id, capacity=capacity))
+                self._s.node_added(E.NodeAdded(node=node_id, capacity=capacity,
+                                               schedulable=None if schedulable else False))
+                raise
+
+    def bind(self, allocation_key: str, node_id: str) -> None:
+        """Allocation ``allocation_key`` runs on ``node_id`` (e.g. Kubernetes bound its pod). The node
+        must be registered (it may be unschedulable: the pod already runs there). Binding to the node
+        it already names changes nothing. Unknown allocation or node: NotFoundError."""
+        check_id(node_id, "node id")
+        with self.lock:
+            self._usable()
+            alloc = self._s.allocs.get(allocation_key)
+            if alloc is None:
+                raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
+            if node_id not in self._s.nodes:
+                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+            before = alloc.node
+            if before == node_id:
+                return
+            ev = E.Bound(key=allocation_key, node=node_id)
+            self._s.bound(ev)
+            try:
+                self._record([ev], recoverable=True)
+            except BaseException:
+                self._s.node_index.unplace(node_id, allocation_key)
+                alloc.node = before
+                if before is not None:
+                    self._s.node_index.place(before, allocation_key)
                 raise
 
     def can_submit(self, user: UserGroup, *, queue: str | None = None, tags: Mapping[str, str] | None = None,
@@ -508,14 +596,15 @@ class Partition:
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
-                 task_group: str | None = None) -> Decision:
+                 task_group: str | None = None, node: str | None = None) -> Decision:
         """Admit one allocation through every policy (Q2), journal it, then answer (S1).
 
-        ``placeholder=True`` marks a gang placeholder (``task_group`` required). Unknown application:
-        NotFoundError; existing ``allocation_key``: ConflictError (nothing counted twice).
+        ``placeholder=True`` marks a gang placeholder (``task_group`` required); ``node`` names the
+        registered node it runs on, when known (quota is decided without it). Unknown application or
+        node: NotFoundError; existing ``allocation_key``: ConflictError (nothing counted twice).
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group)
+                             task_group, node)
         with self.lock:              # allocate_specs for one entry, without the batch bookkeeping
             self._usable()
             self._s.pending.asks.cycle_freed = False
@@ -554,7 +643,7 @@ class Partition:
                 item.get("application_id", item.get("applicationID")),
                 item.get("allocation_key", item.get("allocationKey")), item.get("resource"),
                 item.get("priority", 0), item.get("preemptible", True), item.get("placeholder", False),
-                item.get("task_group", item.get("taskGroupName"))))
+                item.get("task_group", item.get("taskGroupName")), item.get("node", item.get("nodeID"))))
         return self.allocate_specs(specs)
 
     def allocate_specs(self, specs: Sequence[AllocationSpec]) -> list[Decision]:
@@ -603,6 +692,8 @@ class Partition:
             if key in self._s.allocs or key in seen:
                 raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
             seen.add(key)
+            if spec.node is not None and spec.node not in self._s.nodes:
+                raise NotFoundError(f"node {spec.node!r} not found in partition {self.name!r}")
 
     def _admit(self, spec: AllocationSpec) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
         """Admit ``spec`` in memory (not yet journalled): the decision, its event and its undo."""
@@ -610,6 +701,8 @@ class Partition:
         key = spec.allocation_key
         if key in self._s.allocs:
             raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
+        if spec.node is not None and spec.node not in self._s.nodes:
+            raise NotFoundError(f"node {spec.node!r} not found in partition {self.name!r}")
         t = self.clock()
         req = self._s.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted,
                               t=t)
@@ -621,7 +714,7 @@ class Partition:
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
                          task_group=spec.task_group, t=t,
-                         preempted=tuple([k for _, k in preempted]) if preempted else ())
+                         preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node)
         self._s.after_allocated(app, ev, preempted)
         return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
                 undo)

@@ -13,7 +13,7 @@ source of truth.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from quotaplane.application import Allocation, Application
 from quotaplane.events import (
@@ -41,7 +41,8 @@ def _app_added(app: Application) -> AppAdded:
 
 def _allocated(a: Allocation) -> Allocated:
     return Allocated(app=a.application_id, key=a.allocation_key, resource=a.resource, priority=a.priority,
-                     preemptible=a.preemptible, placeholder=a.placeholder, task_group=a.task_group, t=a.time)
+                     preemptible=a.preemptible, placeholder=a.placeholder, task_group=a.task_group, t=a.time,
+                     node=a.node)
 
 
 def _restore(app: Application) -> AppRestore:
@@ -51,7 +52,7 @@ def _restore(app: Application) -> AppRestore:
 
 
 def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
-                   allocations: Sequence[Allocation]) -> list[Event]:
+                   allocations: Sequence[Allocation], unschedulable: Container[str]) -> list[Event]:
     """Each config that matters, then what was submitted, counted and admitted under it."""
     out: list[Event] = []
     counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
@@ -60,7 +61,8 @@ def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequenc
     for i, seq in enumerate(seqs):
         out.append(ConfigApplied(seq=seq))
         if i == 0:
-            out.extend(NodeAdded(node=n, capacity=c) for n, c in nodes.items())
+            out.extend(NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None)
+                       for n, c in nodes.items())
         out.extend(_under(seq, apps, counted, allocations))
     return out
 
@@ -80,7 +82,9 @@ def _memos(extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
 
 def rebuild_events(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
                    allocations: Sequence[Allocation], asks: Iterable[Ask],
-                   extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
+                   extensions: Iterable[tuple[str, QuotaPolicy]],
+                   unschedulable: Container[str] = ()) -> list[Event]:
     """The events that rebuild this state from an empty partition (see the module docstring)."""
-    return [*_under_configs(config_seq, nodes, apps, allocations), *(ask.event() for ask in asks),
+    return [*_under_configs(config_seq, nodes, apps, allocations, unschedulable),
+            *(ask.event() for ask in asks),
             *(_restore(app) for app in apps), *_memos(extensions)]

@@ -30,6 +30,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import JournalReplayError
 from quotaplane.gang import Replacement
+from quotaplane.nodes import NodeIndex
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -72,6 +73,8 @@ class PartitionState:
         #: waiting asks' reservations (issue 13): checked by every admission (``PolicySet.held``)
         self.reservations = Reservations()
         self.nodes: dict[str, Resource] = {}
+        #: the allocations on each node and the nodes that take no new ones (issue 15 #2)
+        self.node_index = NodeIndex()
         self.total: Resource = _EMPTY
         self.apps: dict[str, Application] = {}
         self.allocs: dict[str, Allocation] = {}
@@ -113,22 +116,39 @@ class PartitionState:
         self.policies.held = self.held
 
     def set_total(self) -> None:
-        total: dict[str, int] = {}
-        for cap in self.nodes.values():
-            for k, v in cap.items():
-                total[k] = total.get(k, 0) + v
-        self.total = Resource.of(dict(sorted(total.items())))
+        self.total = NodeIndex.total(self.nodes, self.node_index.unschedulable)
         self.queues.set_cluster_resource(self.total)
         for p in self.policies.extension_policies:
             p.set_cluster_resource(self.total)
 
     def node_added(self, ev: E.NodeAdded) -> None:
         self.nodes[ev.node] = ev.capacity
+        self.node_index.set_schedulable(ev.node, ev.schedulable is not False)
+        self.set_total()
+
+    def node_updated(self, ev: E.NodeUpdated) -> None:
+        self.nodes[ev.node] = ev.capacity
+        self.node_index.set_schedulable(ev.node, ev.schedulable)
         self.set_total()
 
     def node_removed(self, ev: E.NodeRemoved) -> None:
+        """YuniKorn's ``removeNode``: every allocation on the node is released (noted for
+        subscribers), then the node leaves the cluster's capacity."""
+        if ev.t is not None:
+            for key in self.node_index.on(ev.node):
+                if key in self.allocs:
+                    self.release_one(key, ev.t, noted=True)
         del self.nodes[ev.node]
+        self.node_index.forget(ev.node)
         self.set_total()
+
+    def bound(self, ev: E.Bound) -> None:
+        """An allocation's node became known (or changed)."""
+        alloc = self.allocs[ev.key]
+        if alloc.node is not None:
+            self.node_index.unplace(alloc.node, ev.key)
+        alloc.node = ev.node
+        self.node_index.place(ev.node, ev.key)
 
 
     def app_added(self, ev: E.AppAdded) -> None:
@@ -314,6 +334,9 @@ class PartitionState:
                            preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
                            time=ev.t)
         alloc.config_seq = self.config_seq
+        if ev.node is not None:
+            alloc.node = ev.node
+            self.node_index.place(ev.node, ev.key)
         if alloc.placeholder and not app.has_placeholders():
             app.placeholder_since = ev.t
         app.allocations[alloc.allocation_key] = alloc
@@ -367,6 +390,8 @@ class PartitionState:
                                          ask_seq)
         del self.allocs[ev.key]
         del app.allocations[ev.key]
+        if alloc.node is not None:
+            self.node_index.unplace(alloc.node, ev.key)
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
         app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
         ask = undo.ask
@@ -421,6 +446,8 @@ class PartitionState:
                     skip: Any = None, noted: bool = False) -> None:
         alloc = self.allocs.pop(key)
         app = self.apps[alloc.application_id]
+        if alloc.node is not None:
+            self.node_index.unplace(alloc.node, key)
         if noted:
             self.notes.append({"type": "released", "allocationKey": key, "applicationID": app.application_id})
         del app.allocations[key]
@@ -462,6 +489,10 @@ class PartitionState:
         # asked for nothing more (its usage was admitted then, a later config may be tighter)
         grew = any(v > 0 for v in replacement.up.resource.values())
         real.config_seq = self.config_seq if grew else ph.config_seq
+        if ph.node is not None:                     # the real allocation runs where its placeholder ran
+            self.node_index.unplace(ph.node, ph.allocation_key)
+            real.node = ph.node
+            self.node_index.place(ph.node, real.allocation_key)
         # keep admission order: the real allocation takes the placeholder's place
         app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
                            (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
@@ -540,6 +571,10 @@ class PartitionState:
                 self.node_added(ev)
             case E.NodeRemoved():
                 self.node_removed(ev)
+            case E.NodeUpdated():
+                self.node_updated(ev)
+            case E.Bound():
+                self.bound(ev)
             case E.Replaced():
                 self.replaced(ev)
             case E.Timeouts():
@@ -725,6 +760,8 @@ class PartitionState:
             "name": self.name,
             "config_seq": self.config_seq,
             "nodes": {n: r.to_dict() for n, r in sorted(self.nodes.items())},
+            **({"unschedulable": sorted(self.node_index.unschedulable)} if self.node_index.unschedulable
+               else {}),
             "applications": {a: self.apps[a].dump() for a in sorted(self.apps)},
             "allocations": {k: self.allocs[k].to_dict() for k in sorted(self.allocs)},
             "queues": self.queues.dump_state(),
