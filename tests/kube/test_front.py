@@ -161,3 +161,35 @@ def test_a_controller_restart_counts_nothing_twice(tmp_path: Any) -> None:
         g.scheduler.close()
     finally:
         f.close()
+
+
+def _patch(front: Front, path: str, body: dict[str, Any]) -> None:
+    r = front.kubectl.patch(path, json=body, headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+
+def test_bound_pods_name_their_node_cordon_keeps_them_and_node_deletion_releases_them(front: Front) -> None:
+    """Reference §5.2/§5.3: the scheduler binds an admitted pod (spec.nodeName): its allocation names
+    the node. A cordoned node keeps counting its pods and leaves the capacity; a deleted node's pods
+    are released (YuniKorn's removeNode), which admits the next waiting pod."""
+    p = front.scheduler.partition("default")
+    front.node(node("n2"))
+    front.wait(lambda: "n2" in p.nodes())
+    for i in range(3):
+        front.submit(pod(f"p{i}"))
+    front.wait(lambda: not front.gated("p0") and not front.gated("p1"))
+    _patch(front, "/api/v1/namespaces/team-a/pods/p0", {"spec": {"nodeName": "n1"}})
+    _patch(front, "/api/v1/namespaces/team-a/pods/p1", {"spec": {"nodeName": "n2"}})
+    front.wait(lambda: [a.allocation_key for a in p.node_allocations("n2")] == ["uid-team-a-p1"])
+    front.wait(lambda: [a.allocation_key for a in p.node_allocations("n1")] == ["uid-team-a-p0"])
+    _patch(front, "/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    front.wait(lambda: not p.node_schedulable("n1"))
+    assert p.allocation("uid-team-a-p0") is not None          # cordon: the running pod still counts
+    assert p.total_capacity().get("vcore") == 8000
+    _patch(front, "/api/v1/nodes/n1", {"spec": {"unschedulable": False}})
+    front.wait(lambda: p.node_schedulable("n1"))
+    r = front.kubectl.delete("/api/v1/nodes/n2")
+    assert r.status_code == 200, r.text
+    front.wait(lambda: "n2" not in p.nodes())
+    assert p.allocation("uid-team-a-p1") is None              # released with its node
+    front.wait(lambda: not front.gated("p2"))                 # and its quota admits the next pod

@@ -51,6 +51,7 @@ from quotaplane.kube.pods import (
     is_terminating,
     pod_app_id,
     pod_key,
+    pod_node,
     pod_priority,
     pod_user,
     task_group_name,
@@ -322,6 +323,7 @@ class Controller:
         # ungated and running
         if p.allocation(key) is not None:
             self.pods[key] = pod
+            self._bind(key, pod)
         elif self._syncing and key not in self._evicting and \
                 _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
             self.pods[key] = pod
@@ -365,7 +367,9 @@ class Controller:
     def _adopt(self, key: str, pod: dict[str, Any]) -> None:
         """An admitted pod the journal lacks (its allocation was lost with a store): counted again."""
         app_id = self._app_for(pod)
-        decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod))
+        node = pod_node(pod)
+        decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
+                                           node=node if node in self.partition.nodes() else None)
         if not decision.allocated:
             self._error(f"adopting running pod {_name_of(pod)}: not within quota now "
                         f"({waiting_message(list(decision.reasons))}); it is not counted")
@@ -538,21 +542,34 @@ class Controller:
     # inputs: nodes, namespaces, the config map
     # ------------------------------------------------------------------------------------------------
     def node_event(self, event_type: str, node: dict[str, Any]) -> None:
-        """A node's allocatable is the partition's node capacity while it can take pods."""
+        """A node's allocatable is its capacity; a cordoned or un-Ready node stays registered with the
+        pods it runs but adds no capacity; a deleted node's pods are released (reference §5.2)."""
         name = str(_mapping(node.get("metadata")).get("name", ""))
         p = self.partition
-        wanted = None if event_type == "DELETED" or not node_counts(node) else node_capacity(node)
-        current = self.nodes.get(name)
-        if current is None and name in p.nodes():
-            current = p.nodes()[name]
-        if wanted == current:
-            return
-        if current is not None:
-            p.remove_node(name)
+        registered = name in p.nodes()
+        if event_type == "DELETED":
+            if registered:
+                p.remove_node(name)
             self.nodes.pop(name, None)
-        if wanted is not None:
-            p.add_node(name, wanted)
-            self.nodes[name] = wanted
+            return
+        capacity, schedulable = node_capacity(node), node_counts(node)
+        if not registered:
+            p.add_node(name, capacity, schedulable=schedulable)
+        else:
+            p.update_node(name, capacity=capacity, schedulable=schedulable)
+        self.nodes[name] = capacity
+        for key, pod in sorted(self.pods.items()):      # pods that were bound before their node was seen
+            if pod_node(pod) == name:
+                self._bind(key, pod)
+
+    def _bind(self, key: str, pod: Mapping[str, Any]) -> None:
+        """The pod's node (``spec.nodeName``, set when the scheduler bound it) is its allocation's."""
+        node = pod_node(pod)
+        p = self.partition
+        alloc = p.allocation(key)
+        if node is None or alloc is None or alloc.node == node or node not in p.nodes():
+            return
+        p.bind(key, node)
 
     def namespace_event(self, event_type: str, ns: dict[str, Any]) -> None:
         """Namespaces' annotations become the tags of applications placed after (seed 004)."""

@@ -32,6 +32,7 @@ __all__ = [
     "pod_app_id",
     "pod_key",
     "pod_name",
+    "pod_node",
     "pod_priority",
     "pod_user",
     "task_group_name",
@@ -136,6 +137,12 @@ def pod_priority(pod: Mapping[str, Any]) -> int:
     """``spec.priority`` (resolved from the PriorityClass by the apiserver), else 0."""
     value = _mapping(pod.get("spec")).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def pod_node(pod: Mapping[str, Any]) -> str | None:
+    """``spec.nodeName``: the node the scheduler bound the pod to, None before it is bound."""
+    value = _mapping(pod.get("spec")).get("nodeName")
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
