@@ -41,6 +41,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _Recent(list):  # type: ignore[type-arg]
+    """kmock's log of every request, kept to the newest ones.
+
+    kmock matches each request against its routes by scanning the whole log (``request in view``):
+    with every request kept, a run of n requests costs O(n²) — 1,000 pods took minutes. Only the
+    request being matched (always among the newest) needs to be in the log.
+    """
+
+    KEEP = 8
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        if len(self) > 2 * self.KEEP:
+            del self[:-self.KEEP]
+
+
 class Emulator:
     """kmock serving the kinds the front uses; ``url`` for clients, ``objects`` to seed and inspect."""
 
@@ -79,6 +95,7 @@ class Emulator:
                     continue
                 k.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
             k["post", re.compile(r".*/pods/[^/]+/eviction$")] << self._evict
+            object.__setattr__(k, "_requests", _Recent())
             self.k = k
             self.ready.set()
             await self._stop.wait()
