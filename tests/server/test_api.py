@@ -115,15 +115,23 @@ def test_validate_conf_binary_body_is_not_allowed(client: TestClient) -> None:
 # -- nodes ------------------------------------------------------------------------------------------
 
 
-def test_node_put_idempotent_conflict_and_delete(client: TestClient) -> None:
+def test_node_put_creates_then_updates_and_delete(client: TestClient) -> None:
     url = "/ws/v1/partition/default/node/n1"
     assert client.put(url, json={"capacity": {"vcore": 1000}}).status_code == 201
     r = client.put(url, json={"capacity": {"vcore": 1000}})
     assert r.status_code == 200 and r.json()["capacity"] == {"vcore": 1000}
-    assert_error(client.put(url, json={"capacity": {"vcore": 2000}}), 409)
+    r = client.put(url, json={"capacity": {"vcore": 2000}})       # PUT replaces: a new capacity
+    assert r.status_code == 200 and r.json()["capacity"] == {"vcore": 2000}
     nodes = client.get("/ws/v1/partition/default/nodes").json()
-    assert nodes == [{"nodeID": "n1", "capacity": {"vcore": 1000}}]
+    assert nodes == [{"nodeID": "n1", "capacity": {"vcore": 2000}, "available": {"vcore": 2000},
+                      "schedulable": True, "isReserved": False}]
+    r = client.put(url, json={"capacity": {"vcore": 2000}, "schedulable": False})
+    assert r.status_code == 200 and r.json()["schedulable"] is False
+    root = client.get("/ws/v1/partition/default/queue/root").json()
+    assert "maxResource" not in root          # cordoned: the cluster has no capacity left
+    assert client.get(url).json()["schedulable"] is False
     assert client.delete(url).status_code == 200
+    assert_error(client.get(url), 404)
     assert_error(client.delete(url), 404)
     assert client.get("/ws/v1/partition/default/nodes").json() == []
 
@@ -557,3 +565,36 @@ def test_rejection_status_403_only_for_acl() -> None:
 
     assert status_for(RejectedError("user 'm' may not submit to queue 'root.x' (submit ACL)")) == 403
     assert status_for(RejectedError("no placement rule matched for queue root.accessories")) == 400
+
+
+def test_allocations_name_their_node_and_nodes_list_them(client: TestClient) -> None:
+    """Issue 15 #2 over REST: an allocation given with ``nodeID`` or bound later appears on the node
+    (YuniKorn's NodeDAOInfo: allocated, available, utilized, allocations); deleting the node releases it."""
+    add_node(client, "n1", vcore=4000)
+    add_node(client, "n2", vcore=4000)
+    assert client.post("/ws/v1/partition/default/applications",
+                       json={"applicationID": "app", "user": "alice", "queue": "root.default"}).status_code == 201
+    r = client.post("/ws/v1/partition/default/allocations",
+                    json={"applicationID": "app", "allocationKey": "k1", "resource": {"vcore": 1000},
+                          "nodeID": "n1"})
+    assert r.status_code == 201, r.text
+    r = client.post("/ws/v1/partition/default/allocations",
+                    json={"applicationID": "app", "allocationKey": "k2", "resource": {"vcore": 3000}})
+    assert r.status_code == 201, r.text
+    assert_error(client.post("/ws/v1/partition/default/allocations",
+                             json={"applicationID": "app", "allocationKey": "k3", "resource": {"vcore": 1},
+                                   "nodeID": "nope"}), 404)
+    r = client.put("/ws/v1/partition/default/allocation/k2/node", json={"nodeID": "n1"})
+    assert r.status_code == 200 and r.json()["nodeID"] == "n1"
+    assert_error(client.put("/ws/v1/partition/default/allocation/k2/node", json={"nodeID": "nope"}), 404)
+    assert_error(client.put("/ws/v1/partition/default/allocation/kx/node", json={"nodeID": "n1"}), 404)
+    node = client.get("/ws/v1/partition/default/node/n1").json()
+    assert node["allocated"] == {"vcore": 4000}
+    assert "vcore" not in node["available"]          # all used: pruned, as refreshAvailableResource does
+    assert node["utilized"] == {"vcore": 100}
+    assert [(a["allocationKey"], a["nodeId"], a["applicationId"], a["priority"]) for a in node["allocations"]] \
+        == [("k1", "n1", "app", "0"), ("k2", "n1", "app", "0")]
+    assert "allocations" not in client.get("/ws/v1/partition/default/node/n2").json()
+    assert client.delete("/ws/v1/partition/default/node/n1").status_code == 200
+    assert_error(client.get("/ws/v1/partition/default/allocation/k1"), 404)
+    assert client.get("/ws/v1/partition/default/application/app").json()["state"] == "Completing"

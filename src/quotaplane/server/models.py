@@ -19,6 +19,8 @@ from quotaplane.resources import INT64_MAX
 
 __all__ = [
     "AllocationBody",
+    "AllocationDaoOut",
+    "AllocationNodeBody",
     "Amount",
     "ApplicationBody",
     "BatchBody",
@@ -69,6 +71,8 @@ class NodeBody(_Body):
     """``PUT /ws/v1/partition/{p}/node/{node}``: the node's capacity."""
 
     capacity: ResourceMap = Field(description="capacity in internal units, e.g. {\"vcore\": 16000}")
+    schedulable: StrictBool = Field(default=True, description=(
+        "false: cordoned — keeps its allocations, adds nothing to the cluster's capacity"))
 
 
 class ApplicationBody(_Body):
@@ -89,6 +93,13 @@ class AllocationBody(_Body):
     resource: ResourceMap
     priority: Priority = 0
     preemptible: StrictBool = True
+    nodeID: Name | None = Field(default=None, description="the registered node it runs on, when known")
+
+
+class AllocationNodeBody(_Body):
+    """``PUT /ws/v1/partition/{p}/allocation/{key}/node``: the node the allocation runs on."""
+
+    nodeID: Name
 
 
 class WhatIfBody(_Body):
@@ -172,11 +183,30 @@ class ApplicationOut(BaseModel):
     allocations: list[dict[str, Any]] | None = None
 
 
+class AllocationDaoOut(BaseModel):
+    """YuniKorn's ``AllocationDAOInfo`` (empty fields omitted)."""
+
+    allocationKey: str
+    allocationTime: int | None = None
+    resource: ResourceOut | None = None
+    priority: str | None = None
+    nodeId: str | None = None
+    applicationId: str | None = None
+    placeholder: bool | None = None
+    taskGroupName: str | None = None
+
+
 class NodeOut(BaseModel):
-    """A registered node."""
+    """A registered node: YuniKorn's ``NodeDAOInfo`` (empty fields omitted)."""
 
     nodeID: str
-    capacity: ResourceOut
+    capacity: ResourceOut | None = None
+    allocated: ResourceOut | None = None
+    available: ResourceOut | None = None
+    utilized: ResourceOut | None = None
+    allocations: list[AllocationDaoOut] | None = None
+    schedulable: bool
+    isReserved: bool
 
 
 class CapacityOut(BaseModel):

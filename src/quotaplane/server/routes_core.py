@@ -20,6 +20,7 @@ from quotaplane.server.errors import ApiError
 from quotaplane.server.extensions import validate_extensions
 from quotaplane.server.models import (
     AllocationBody,
+    AllocationNodeBody,
     ApplicationBody,
     ApplicationOut,
     BatchBody,
@@ -32,6 +33,7 @@ from quotaplane.server.models import (
     WhatIfBody,
     WhatIfOut,
 )
+from quotaplane.server.yunikorn_dao import node_dao
 
 __all__ = ["router"]
 
@@ -76,6 +78,7 @@ def allocation_json(a: Any) -> dict[str, Any]:
         "priority": int(a.priority),
         "preemptible": bool(a.preemptible),
         "placeholder": bool(getattr(a, "placeholder", False)),
+        **({"nodeID": a.node} if getattr(a, "node", None) is not None else {}),
     }
 
 
@@ -107,7 +110,7 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     service.ensure_writable()
     p = service.partition(partition)
     decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
-                          priority=body.priority, preemptible=body.preemptible)
+                          priority=body.priority, preemptible=body.preemptible, node=body.nodeID)
     service.metrics.observe_decision(decision)
     out = decision.to_dict()
     out.setdefault("allocationKey", body.allocationKey)
@@ -155,41 +158,52 @@ def router(service: Any) -> APIRouter:
     @r.get("/ws/v1/partition/{partition}/nodes", response_model=None, dependencies=read,
            responses={200: {"model": list[NodeOut]}, **errors(404, auth=True)})
     async def list_nodes(partition: str) -> JSONResponse:
-        """The registered nodes and their capacities."""
+        """Every registered node as YuniKorn's ``NodeDAOInfo``: capacity, allocated, available,
+        utilized, the allocations on it, schedulable."""
         p = service.partition(partition)
         with p.lock:
-            nodes = p.nodes()
-        return json([{"nodeID": n, "capacity": resource_dict(c)} for n, c in sorted(nodes.items())])
+            out = [node_dao(n, c, p.node_schedulable(n), p.node_allocations(n)) for n, c in p.nodes().items()]
+        return json(out)
+
+    @r.get("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=read,
+           responses={200: {"model": NodeOut}, **errors(404, auth=True)})
+    async def get_node(partition: str, node: str) -> JSONResponse:
+        """One node (``NodeDAOInfo``); 404 ``Node not found``."""
+        p = service.partition(partition)
+        with p.lock:
+            capacity = p.nodes().get(node)
+            if capacity is None:
+                raise NotFoundError("Node not found")
+            return json(node_dao(node, capacity, p.node_schedulable(node), p.node_allocations(node)))
 
     @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None,
             openapi_extra=json_body(NodeBody), status_code=201,
            dependencies=admin,
-           responses={200: {"model": NodeOut, "description": "already registered with this capacity"},
-                      201: {"model": NodeOut}, **errors(404, 409, auth=True, write=True)})
+           responses={200: {"model": NodeOut, "description": "updated (or unchanged)"},
+                      201: {"model": NodeOut}, **errors(404, auth=True, write=True)})
     async def put_node(partition: str, node: Annotated[str, Path(pattern=NAME_PATTERN)],
                        request: Request) -> JSONResponse:
-        """Register a node (admin): the root queue's max follows the cluster size.
-
-        The same node with the same capacity again is a no-op (200); a different capacity is 409
-        (DELETE it first).
-        """
+        """Register a node (admin, 201) or update a registered one (200): its capacity, and whether it
+        takes new allocations (``schedulable: false`` — cordoned — keeps the allocations on it and
+        takes its capacity out of the cluster's total). The root queue's max follows."""
         body = await parse_body(request, NodeBody)
         service.ensure_writable()
         p = service.partition(partition)
         capacity = Resource(body.capacity)
-        existing = p.nodes().get(node)
-        if existing is not None:
-            if Resource(existing) == capacity:
-                return json({"nodeID": node, "capacity": resource_dict(existing)}, 200)
-            raise ApiError(409, f"node {node!r} is already registered with a different capacity; "
-                                "DELETE it first")
-        p.add_node(node, capacity)
-        return json({"nodeID": node, "capacity": resource_dict(capacity)}, 201)
+        if node in p.nodes():
+            p.update_node(node, capacity=capacity, schedulable=body.schedulable)
+            status = 200
+        else:
+            p.add_node(node, capacity, schedulable=body.schedulable)
+            status = 201
+        with p.lock:
+            return json(node_dao(node, p.nodes()[node], p.node_schedulable(node), p.node_allocations(node)),
+                        status)
 
     @r.delete("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=admin,
               responses={200: {"model": OkOut}, **errors(404, 409, auth=True, write=True)})
     async def delete_node(partition: str, node: str) -> JSONResponse:
-        """Remove a node (admin)."""
+        """Remove a node (admin); the allocations on it are released (YuniKorn's removeNode)."""
         service.ensure_writable()
         p = service.partition(partition)
         p.remove_node(node)
@@ -308,6 +322,22 @@ def router(service: Any) -> APIRouter:
         p.release(allocation_key)
         return json({"ok": True, "released": True, "allocationKey": allocation_key})
 
+    @r.put("/ws/v1/partition/{partition}/allocation/{allocation_key}/node", response_model=None,
+           openapi_extra=json_body(AllocationNodeBody), dependencies=submit,
+           responses={200: {"model": dict[str, Any]}, **errors(404, auth=True, write=True)})
+    async def bind_allocation(partition: str, allocation_key: str, request: Request) -> JSONResponse:
+        """Set the node an allocation runs on (e.g. once Kubernetes bound its pod); the node must be
+        registered. Answers the allocation."""
+        body = await parse_body(request, AllocationNodeBody)
+        service.ensure_writable()
+        p = service.partition(partition)
+        p.bind(allocation_key, body.nodeID)
+        with p.lock:
+            a = p.allocation(allocation_key)
+            if a is None:           # released meanwhile by another request
+                raise NotFoundError(f"allocation {allocation_key!r} not found")
+            return json(allocation_json(a))
+
     @r.post("/ws/v1/partition/{partition}/allocations/batch", response_model=None,
             openapi_extra=json_body(BatchBody), dependencies=submit,
             responses={200: {"model": BatchOut}, **errors(404, 409, auth=True, write=True)})
@@ -320,7 +350,7 @@ def router(service: Any) -> APIRouter:
         # fresh dicts: build the validated specs directly instead of validating each entry a second
         # time, and adopt the amounts without Resource's per-amount checks.
         entries = [AllocationSpec(a.applicationID, a.allocationKey, Resource.of(a.resource), a.priority,
-                                  a.preemptible) for a in body.allocations]
+                                  a.preemptible, node=a.nodeID) for a in body.allocations]
         decisions = p.allocate_specs(entries)
         n_ok = metrics.observe_decisions(decisions)
         out = []
