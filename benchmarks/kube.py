@@ -17,6 +17,8 @@ Run: ``.venv/bin/python benchmarks/kube.py`` (~15 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import threading
 import time
@@ -26,9 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
-from _bench import write_results
+from _bench import write_results  # noqa: E402
 
-import os
 PODS = int(os.environ.get("QP_BENCH_PODS", "1000"))
 CONFIG = """
 partitions:
@@ -46,7 +47,8 @@ partitions:
 def _gated_pod(i: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"p{i}", "namespace": "team-a", "uid": f"uid-{i}",
-                         "annotations": {"yunikorn.apache.org/user.info": '{"user":"alice","groups":["dev"]}'}},
+                         "annotations": {"yunikorn.apache.org/user.info":
+                                         '{"user":"alice","groups":["dev"]}'}},
             "spec": {"schedulingGates": [{"name": "quotaplane.io/admission"}],
                      "containers": [{"name": "main", "image": "busybox",
                                      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
@@ -54,11 +56,11 @@ def _gated_pod(i: int) -> dict[str, Any]:
 
 def front_rate() -> dict[str, float]:
     import httpx
+    from tests.kube.emulator import Emulator
 
     from quotaplane.kube.api import KubeApi, client_config
     from quotaplane.kube.controller import Controller, ControllerOptions
     from quotaplane.scheduler import Scheduler
-    from tests.kube.emulator import Emulator
 
     emulator = Emulator().start()
     try:
@@ -94,10 +96,8 @@ def front_rate() -> dict[str, float]:
                 await asyncio.sleep(0.005)
             elapsed = time.perf_counter() - start
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
             await api.close()
             return elapsed
 
@@ -111,10 +111,10 @@ def front_rate() -> dict[str, float]:
 def rest_rate() -> dict[str, float]:
     import httpx
     import uvicorn
+    from tests.kube.emulator import free_port
 
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.app import create_app
-    from tests.kube.emulator import free_port
 
     scheduler = Scheduler.from_yaml(CONFIG)
     scheduler.partition("default").add_node("n1", {"vcore": 1_000_000, "memory": 1000 << 30, "pods": 5000})

@@ -572,8 +572,9 @@ def test_allocations_name_their_node_and_nodes_list_them(client: TestClient) -> 
     (YuniKorn's NodeDAOInfo: allocated, available, utilized, allocations); deleting the node releases it."""
     add_node(client, "n1", vcore=4000)
     add_node(client, "n2", vcore=4000)
-    assert client.post("/ws/v1/partition/default/applications",
-                       json={"applicationID": "app", "user": "alice", "queue": "root.default"}).status_code == 201
+    r = client.post("/ws/v1/partition/default/applications",
+                    json={"applicationID": "app", "user": "alice", "queue": "root.default"})
+    assert r.status_code == 201
     r = client.post("/ws/v1/partition/default/allocations",
                     json={"applicationID": "app", "allocationKey": "k1", "resource": {"vcore": 1000},
                           "nodeID": "n1"})
@@ -592,8 +593,8 @@ def test_allocations_name_their_node_and_nodes_list_them(client: TestClient) -> 
     assert node["allocated"] == {"vcore": 4000}
     assert "vcore" not in node["available"]          # all used: pruned, as refreshAvailableResource does
     assert node["utilized"] == {"vcore": 100}
-    assert [(a["allocationKey"], a["nodeId"], a["applicationId"], a["priority"]) for a in node["allocations"]] \
-        == [("k1", "n1", "app", "0"), ("k2", "n1", "app", "0")]
+    got = [(a["allocationKey"], a["nodeId"], a["applicationId"], a["priority"]) for a in node["allocations"]]
+    assert got == [("k1", "n1", "app", "0"), ("k2", "n1", "app", "0")]
     assert "allocations" not in client.get("/ws/v1/partition/default/node/n2").json()
     assert client.delete("/ws/v1/partition/default/node/n1").status_code == 200
     assert_error(client.get("/ws/v1/partition/default/allocation/k1"), 404)
