@@ -125,7 +125,8 @@ def main() -> int:
             return None
         print(f"4. train-2 says why it waits: {wait('the waiting reason', waiting)}")
         kubectl.patch("/api/v1/namespaces/team-a/pods/train-0/status",
-                      json={"status": {"phase": "Succeeded"}}, headers={"Content-Type": "application/merge-patch+json"})
+                      json={"status": {"phase": "Succeeded"}},
+                      headers={"Content-Type": "application/merge-patch+json"})
         wait("train-2 admitted", lambda: not gated("train-2"))
         print("5. train-0 succeeds: its quota is released and train-2 is ungated.")
         kubectl.patch("/api/v1/namespaces/team-a/pods/train-1", json={"spec": {"nodeName": "node-1"}},
