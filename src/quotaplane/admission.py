@@ -159,6 +159,8 @@ class AllocationUndo(NamedTuple):
     placeholder_since: float | None
     #: the pending ask the allocation was made for (it waits again when the allocation is undone)
     ask: Ask | None = None
+    #: the length of the application's state log before (the admission's state changes are undone)
+    log_len: int = -1
 
 
 def check_id(value: object, what: str) -> str:

@@ -171,7 +171,7 @@ class Application:
     __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "count_order", "counted",
                  "gang_style",
                  "placeholder_since", "placeholder_timeout", "queue_path", "reported_state", "state",
-                 "state_since", "submit_time", "tags", "user", "watch")
+                 "state_log", "state_since", "submit_time", "tags", "user", "watch")
 
     def __init__(self, application_id: str, user: UserGroup, queue_path: str, *,
                  tags: Mapping[str, str] | None = None, submit_time: float = 0.0,
@@ -182,6 +182,8 @@ class Application:
         self.tags: dict[str, str] = dict(sorted((tags or {}).items()))
         self.state = NEW
         self.state_since = submit_time
+        #: every state change as ``(time, new state)``, oldest first (YuniKorn's ``stateLog``)
+        self.state_log: list[tuple[float, str]] = []
         self.submit_time = submit_time
         self.allocations: dict[str, Allocation] = {}
         self.counted = False
@@ -212,9 +214,23 @@ class Application:
             return False
         self.state = target
         self.state_since = t
+        self.state_log.append((t, target))
         if self.watch is not None:
             self.watch.append(self)
         return True
+
+    def started_at(self) -> float | None:
+        """When it first left New/Accepted for Starting or Running (its first allocation), if it did."""
+        for t, state in self.state_log:
+            if state in (STARTING, RUNNING):
+                return t
+        return None
+
+    def finished_at(self) -> float | None:
+        """When it entered its current terminal state (Completed, Failed, Expired), if it is in one."""
+        if self.state in (COMPLETED, FAILED, EXPIRED) and self.state_log:
+            return self.state_log[-1][0]
+        return None
 
     def has_placeholders(self) -> bool:
         """True while at least one gang placeholder is allocated."""
@@ -253,6 +269,7 @@ class Application:
             "gang_style": self.gang_style,
             "placeholder_timeout": self.placeholder_timeout,
             "placeholder_since": self.placeholder_since,
+            "state_log": [[t, s] for t, s in self.state_log],
         }
 
     def __repr__(self) -> str:

@@ -126,7 +126,7 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, Resource):
         return v.to_dict()
     if isinstance(v, tuple):
-        return list(v)
+        return [_json_value(x) for x in v]
     if isinstance(v, dict):
         return dict(v)
     return v
@@ -431,6 +431,17 @@ class AskRemoved(Event):
     t: float = 0.0
 
 
+def _state_log(v: Any) -> tuple[tuple[float, str], ...]:
+    if not isinstance(v, list | tuple):
+        raise _fail(f"expected a list of [time, state] pairs, got {v!r}")
+    out = []
+    for entry in v:
+        if not isinstance(entry, list | tuple) or len(entry) != 2:
+            raise _fail(f"expected a [time, state] pair, got {entry!r}")
+        out.append((_float(entry[0]), _str(entry[1])))
+    return tuple(out)
+
+
 def _reason(v: Any) -> dict[str, str]:
     if not isinstance(v, dict) or set(v) != {"policy", "code", "path", "message"}:
         raise _fail(f"expected a reason {{policy, code, path, message}}, got {v!r}")
@@ -488,7 +499,8 @@ class AppRestore(Event):
     TYPE: ClassVar[str] = "app_restore"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "state": _str, "state_since": _float, "placeholder_since": _opt(_float),
-        "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs)}
+        "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs), "state_log": _opt(_state_log)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"state_log"})
     app: str
     state: str
     state_since: float
@@ -496,6 +508,8 @@ class AppRestore(Event):
     anchor_seq: int
     added_seq: int
     allocations: tuple[str, ...] | None = None
+    #: the application's state changes ``[[time, state], …]`` (snapshots since the state log)
+    state_log: tuple[tuple[float, str], ...] | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -48,7 +48,8 @@ def _allocated(a: Allocation) -> Allocated:
 def _restore(app: Application) -> AppRestore:
     return AppRestore(app=app.application_id, state=app.state, state_since=app.state_since,
                       placeholder_since=app.placeholder_since, anchor_seq=app.anchor_seq,
-                      added_seq=app.added_seq, allocations=tuple(app.allocations))
+                      added_seq=app.added_seq, allocations=tuple(app.allocations),
+                      state_log=tuple(app.state_log))
 
 
 def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],

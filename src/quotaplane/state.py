@@ -393,6 +393,8 @@ class PartitionState:
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, ev.key)
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
+        if undo.log_len >= 0:
+            del app.state_log[undo.log_len:]
         app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
         ask = undo.ask
         if ask is not None and ask.allocation_key not in self.pending.asks:
@@ -607,6 +609,8 @@ class PartitionState:
             app.allocations = {k: app.allocations[k] for k in ev.allocations}
         app.state = ev.state
         app.state_since = ev.state_since
+        if ev.state_log is not None:
+            app.state_log = [(float(t), str(s)) for t, s in ev.state_log]
         app.placeholder_since = ev.placeholder_since
         app.anchor_seq = ev.anchor_seq
         app.added_seq = ev.added_seq

@@ -115,6 +115,11 @@ def test_todays_code_writes_the_same_events_and_snapshot() -> None:
         for ev in asks:
             ev.pop("places")
             ev.pop("overtaken", None)
+        # since issue 15 a rebuild's app_restore also carries the application's state log
+        restores = [ev for ev in snap["rebuild"] if ev["type"] == "app_restore"]
+        assert restores and all("state_log" in ev for ev in restores)
+        for ev in restores:
+            ev.pop("state_log")
         # the dump is compared by the replay tests (it shows today's state); the rebuild is the format
         old_seq, old = fx["snapshot"]
         assert [seq, snap["config_seq"], snap["rebuild"]] == [old_seq, old["config_seq"], old["rebuild"]]
