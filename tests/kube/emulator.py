@@ -46,7 +46,8 @@ class _Recent(list):  # type: ignore[type-arg]
 
     kmock matches each request against its routes by scanning the whole log (``request in view``):
     with every request kept, a run of n requests costs O(n²) — 1,000 pods took minutes. Only the
-    request being matched (always among the newest) needs to be in the log.
+    requests the eviction route must still match need to stay: eviction requests (rare; matched some
+    awaits after they are logged, so they are never dropped) and the newest others.
     """
 
     KEEP = 8
@@ -54,7 +55,8 @@ class _Recent(list):  # type: ignore[type-arg]
     def append(self, item: Any) -> None:
         super().append(item)
         if len(self) > 2 * self.KEEP:
-            del self[:-self.KEEP]
+            old = [r for r in self[:-self.KEEP] if _EVICTION.search(str(getattr(r.url, "path", "")))]
+            self[:] = [*old, *self[-self.KEEP:]]
 
 
 class Emulator:

@@ -94,9 +94,13 @@ def test_seed_002_reclaim_evicts_the_borrowers_pod_and_admits_the_other_team() -
         for i in range(1, 5):
             f.submit(pod(f"b{i}", "team-b"))
         f.wait(lambda: not any(f.gated(f"b{i}", "team-b") for i in range(1, 5)), timeout=20)
+        # the engine frees the quota when it preempts: team-b's pods may be ungated before the
+        # controller's evictions (condition, Event, then Eviction) reach the API server
+        f.wait(lambda: len([n for ns, n in f.emulator.evictions if ns == "team-a"]) >= 4)
         evicted = [name for ns, name in f.emulator.evictions if ns == "team-a"]
         assert len(evicted) == 4, f.emulator.evictions    # team-a's runtime is 3 of its 7
-        assert all(f.get_pod(name, "team-a") is None for name in evicted)
+        # the emulator records an eviction before its DELETE of the pod completes
+        f.wait(lambda: all(f.get_pod(name, "team-a") is None for name in evicted))
         events = [e for e in f.events("team-a") if e["reason"] == "Preempted"]
         assert {e["involvedObject"]["name"] for e in events} == set(evicted)
         assert all("elastic.revoked" in e["message"] for e in events)

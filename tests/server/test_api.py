@@ -42,8 +42,10 @@ def test_partitions_list_with_capacity(client: TestClient) -> None:
     assert d["state"] == "Active"
     assert d["totalNodes"] == 2
     assert d["capacity"]["capacity"] == {"vcore": 10000, "memory": 1024}
-    assert d["capacity"]["usedCapacity"] == {}
-    assert parts["gpu"]["totalNodes"] == 0
+    assert "usedCapacity" not in d["capacity"]            # Go's omitempty: an empty map is left out
+    assert d["clusterId"] == "quotaplane" and d["preemptionEnabled"] is True
+    assert d["nodeSortingPolicy"] == {"type": "fair", "resourceWeights": {"memory": 1.0, "vcore": 1.0}}
+    assert "totalNodes" not in parts["gpu"]               # 0: left out
 
 
 def test_get_config_returns_the_running_yaml(client: TestClient) -> None:
@@ -89,13 +91,12 @@ def test_validate_conf_valid_whatever_the_content_type(client: TestClient, ctype
     headers = {"Content-Type": ctype} if ctype else {}
     r = client.post("/ws/v1/validate-conf", content=CONFIG, headers=headers)
     assert r.status_code == 200
-    assert r.json() == {"allowed": True, "reason": ""}
+    assert r.json() == {"allowed": True}
 
 
 @pytest.mark.parametrize("text", [
     "partitions: [\n  - {name: x",          # does not parse
     "not: a config\n",                       # wrong shape
-    "",                                      # empty
     CONFIG.replace("name: small", "name: small!!"),
 ])
 def test_validate_conf_invalid_is_200_allowed_false_with_reason(client: TestClient, text: str) -> None:
@@ -104,6 +105,14 @@ def test_validate_conf_invalid_is_200_allowed_false_with_reason(client: TestClie
     body = r.json()
     assert body["allowed"] is False
     assert body["reason"]
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "# no queues.yaml in the ConfigMap\n"])
+def test_validate_conf_of_an_empty_document_is_allowed_as_yunikorn(client: TestClient, text: str) -> None:
+    """The k8shim's admission controller sends an empty body when its ConfigMap has no queues.yaml;
+    YuniKorn's decoder reads it as a configuration with nothing to check: allowed, no reason."""
+    r = client.post("/ws/v1/validate-conf", content=text)
+    assert r.status_code == 200 and r.json() == {"allowed": True}
 
 
 def test_validate_conf_binary_body_is_not_allowed(client: TestClient) -> None:
@@ -173,7 +182,8 @@ def test_application_submit_list_get_delete(client: TestClient) -> None:
     lst = client.get("/ws/v1/partition/default/applications").json()
     assert [a["applicationID"] for a in lst] == ["app-1"]
     one = client.get("/ws/v1/partition/default/application/app-1").json()
-    assert one["queueName"] == "root.default" and one["allocations"] == []
+    assert one["queueName"] == "root.default" and "allocations" not in one     # none: left out
+    assert (one["applicationID"], one["applicationState"], one["partition"]) == ("app-1", "New", "default")
     assert client.delete("/ws/v1/partition/default/application/app-1").status_code == 200
     assert_error(client.get("/ws/v1/partition/default/application/app-1"), 404)
     assert_error(client.delete("/ws/v1/partition/default/application/app-1"), 404)
@@ -598,4 +608,4 @@ def test_allocations_name_their_node_and_nodes_list_them(client: TestClient) -> 
     assert "allocations" not in client.get("/ws/v1/partition/default/node/n2").json()
     assert client.delete("/ws/v1/partition/default/node/n1").status_code == 200
     assert_error(client.get("/ws/v1/partition/default/allocation/k1"), 404)
-    assert client.get("/ws/v1/partition/default/application/app").json()["state"] == "Completing"
+    assert client.get("/ws/v1/partition/default/application/app").json()["applicationState"] == "Completing"

@@ -164,7 +164,9 @@ def test_timeouts_endpoint_and_background_loop_drive_the_lifecycle() -> None:
 
     now = [1000.0]
     s = qp.Scheduler.from_yaml(CONFIG, clock=lambda: now[0])
-    with TestClient(create_app(s, timeouts_interval=0.05), raise_server_exceptions=False) as c:
+    # the endpoint first, with a loop too slow to race it; then the loop alone (another app, same
+    # scheduler)
+    with TestClient(create_app(s, timeouts_interval=3600), raise_server_exceptions=False) as c:
         add_node(c, vcore=16000)
         for app in ("a1", "a2"):
             r = c.post("/ws/v1/partition/default/applications",
@@ -175,17 +177,18 @@ def test_timeouts_endpoint_and_background_loop_drive_the_lifecycle() -> None:
                                 "resource": {"vcore": 1}}).status_code == 201
         # an admin-only write: the endpoint runs the due timeouts now
         assert c.delete("/ws/v1/partition/default/allocation/a1-k").status_code == 200
-        assert c.get("/ws/v1/partition/default/application/a1").json()["state"] == "Completing"
+        assert c.get("/ws/v1/partition/default/application/a1").json()["applicationState"] == "Completing"
         assert c.post("/ws/v1/partition/default/timeouts").json() == {"events": []}
         now[0] += 31
         events = c.post("/ws/v1/partition/default/timeouts").json()["events"]
         assert any("a1" in e for e in events)
-        assert c.get("/ws/v1/partition/default/application/a1").json()["state"] == "Completed"
+        assert c.get("/ws/v1/partition/default/application/a1").json()["applicationState"] == "Completed"
+    with TestClient(create_app(s, timeouts_interval=0.05), raise_server_exceptions=False) as c:
         # the background loop does the same without being asked
         assert c.delete("/ws/v1/partition/default/allocation/a2-k").status_code == 200
         now[0] += 31
         deadline = _time.monotonic() + 5
-        while c.get("/ws/v1/partition/default/application/a2").json()["state"] != "Completed":
+        while c.get("/ws/v1/partition/default/application/a2").json()["applicationState"] != "Completed":
             assert _time.monotonic() < deadline, "the timeouts loop did not run"
             _time.sleep(0.05)
         assert_error(c.post("/ws/v1/partition/nope/timeouts"), 404)

@@ -30,14 +30,19 @@ from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.errors import exception_response, install_error_handlers
+from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.metrics import Metrics
+from quotaplane.server.yunikorn_events import EventRecords
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.partition import Partition
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.ha import Leadership
 
-__all__ = ["Service", "create_app"]
+__all__ = ["CLUSTER_ID", "Service", "create_app"]
+
+#: the ``clusterId`` YuniKorn's partition answers carry (there, the resource manager's id)
+CLUSTER_ID = "quotaplane"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -89,13 +94,21 @@ class Service:
     so routes always read ``service.scheduler`` per request and never keep a partition object.
     """
 
-    def __init__(self, scheduler: Scheduler, *, tokens: Tokens, leadership: Leadership | None = None) -> None:
+    def __init__(self, scheduler: Scheduler, *, tokens: Tokens, leadership: Leadership | None = None,
+                 cluster_id: str = CLUSTER_ID) -> None:
         self.tokens = tokens
         self.leadership = leadership
         self.metrics = Metrics(lambda: self)
         self.started = time.time()
+        #: YuniKorn's ``clusterId`` of every partition (the resource manager's id there)
+        self.cluster_id = cluster_id
+        #: YuniKorn's event records (``/ws/v1/events``) and sampled history (``/ws/v1/history``)
+        self.events = EventRecords()
+        self.history = MetricsHistory()
+        self._watched: dict[int, tuple[Partition, Callable[[], None]]] = {}
         self._instrument(scheduler)
         self._scheduler: Scheduler = scheduler
+        self.watch_partitions()
 
     @property
     def scheduler(self) -> Scheduler:
@@ -106,6 +119,18 @@ class Service:
     def scheduler(self, value: Scheduler) -> None:
         self._instrument(value)
         self._scheduler = value
+        self.watch_partitions()
+
+    def watch_partitions(self) -> None:
+        """Feed the event records from every partition served (idempotent; called at start, after a
+        fail-over or a configuration change, and on each timer round, so a new partition is watched)."""
+        current = {id(p): p for p in self._scheduler.partitions()}
+        for key in [k for k in self._watched if k not in current]:
+            _, unsubscribe = self._watched.pop(key)
+            unsubscribe()
+        for key, p in current.items():
+            if key not in self._watched:
+                self._watched[key] = (p, p.subscribe(self.events.notice))
 
     def _instrument(self, scheduler: Scheduler) -> None:
         # Journal write latency (metrics): put a timing proxy where the scheduler and its partitions
@@ -284,6 +309,14 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
         """Prometheus metrics: decisions, usage gauges, request and journal latency."""
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    @app.get("/ws/v1/metrics", response_model=None, tags=["yunikorn"],
+             dependencies=service.tokens.dependencies("read"),
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format"}, **errors(auth=True)})
+    async def ws_metrics() -> Response:
+        """The same metrics where YuniKorn serves them (its shipped Prometheus config scrapes here)."""
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
 
 #: Seconds between two rounds of partition timeouts (placeholders, Completing → Completed, Starting →
 #: Running, Completed → Expired; elastic reclaim). The shortest default timeout is 30 s.
@@ -294,6 +327,7 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
     """On the leader, apply every partition's due timeouts (journalled by the partition) each round."""
     while True:
         await asyncio.sleep(interval)
+        service.watch_partitions()
         if not service.is_leader():
             continue
         for p in service.scheduler.partitions():
@@ -303,9 +337,20 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
                 _log.warning("timeouts of partition %s failed", getattr(p, "name", "?"), exc_info=True)
 
 
+async def history_loop(service: Service, interval: float = HISTORY_INTERVAL) -> None:
+    """YuniKorn's internal metrics collector: one history sample each ``interval`` seconds."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            service.history.sample(service.scheduler.partitions())
+        except Exception:  # a partition being rebuilt: the next round samples again
+            _log.warning("history sample failed", exc_info=True)
+
+
 def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership: Leadership | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
-               timeouts_interval: float = TIMEOUTS_INTERVAL) -> FastAPI:
+               timeouts_interval: float = TIMEOUTS_INTERVAL,
+               history_interval: float = HISTORY_INTERVAL) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
     ``tokens``: bearer tokens per role (none: every request is accepted). ``leadership``: the
@@ -313,8 +358,17 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
     ``loopback_only``: refuse non-loopback clients (``serve`` sets it when no token is configured).
     ``fast_path``: serve ``POST …/allocations`` from the middleware (same behaviour, less overhead).
     ``timeouts_interval``: seconds between the leader's ``Partition.check_timeouts`` rounds.
+    ``history_interval``: seconds between two samples of ``/ws/v1/history`` (YuniKorn: a minute).
     """
-    from quotaplane.server import routes_asks, routes_core, routes_elastic, routes_forest, routes_yunikorn
+    from quotaplane.server import (
+        routes_asks,
+        routes_core,
+        routes_elastic,
+        routes_forest,
+        routes_yunikorn,
+        routes_yunikorn_apps,
+        routes_yunikorn_cluster,
+    )
 
     service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership)
 
@@ -326,11 +380,13 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
         loop_task = asyncio.create_task(routes_asks.scheduling_loop(service))
         # the clock of the application lifecycle (seed 001 timeouts) and of elastic reclaim (E5)
         timeouts_task = asyncio.create_task(timeouts_loop(service, timeouts_interval))
+        history_task = asyncio.create_task(history_loop(service, history_interval))
         try:
             yield
         finally:
             loop_task.cancel()
             timeouts_task.cancel()
+            history_task.cancel()
             if leadership is not None:
                 await leadership.stop()
 
@@ -340,7 +396,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
                   docs_url="/docs", redoc_url=None)
     app.state.service = service
     install_error_handlers(app)
-    for module in (routes_yunikorn, routes_core, routes_asks, routes_elastic, routes_forest):
+    for module in (routes_yunikorn, routes_yunikorn_cluster, routes_yunikorn_apps, routes_core, routes_asks,
+                   routes_elastic, routes_forest):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
 

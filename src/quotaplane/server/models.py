@@ -23,7 +23,10 @@ __all__ = [
     "AllocationNodeBody",
     "Amount",
     "ApplicationBody",
+    "ApplicationDaoOut",
     "BatchBody",
+    "ClusterOut",
+    "EventBatchOut",
     "NodeBody",
     "ResourceMap",
     "WhatIfBody",
@@ -210,21 +213,65 @@ class NodeOut(BaseModel):
 
 
 class CapacityOut(BaseModel):
-    """Partition capacity and used capacity."""
+    """Partition capacity, used capacity and utilisation in percent (empty ones omitted)."""
 
-    capacity: ResourceOut
-    usedCapacity: ResourceOut
+    capacity: ResourceOut | None = None
+    usedCapacity: ResourceOut | None = None
+    utilization: ResourceOut | None = None
 
 
 class PartitionOut(BaseModel):
-    """An entry of ``GET /ws/v1/partitions``."""
+    """An entry of ``GET /ws/v1/partitions``: YuniKorn's ``PartitionInfo``."""
 
+    clusterId: str
     name: str
-    state: str
-    totalNodes: int
-    totalApplications: int | None = None
     capacity: CapacityOut
-    lastStateTransitionTime: int | None = None
+    nodeSortingPolicy: dict[str, Any]
+    preemptionEnabled: bool
+    quotaPreemptionEnabled: bool
+    totalNodes: int | None = None
+    applications: dict[str, int] | None = None
+    totalContainers: int | None = None
+    state: str | None = None
+
+
+class ClusterOut(BaseModel):
+    """An entry of ``GET /ws/v1/clusters``: YuniKorn's ``ClusterDAOInfo``."""
+
+    startTime: int | None = None
+    partition: str
+    clusterName: str
+
+
+class EventBatchOut(BaseModel):
+    """``GET /ws/v1/events/batch``: YuniKorn's ``EventRecordDAO``."""
+
+    InstanceUUID: str
+    LowestID: int
+    HighestID: int
+    EventRecords: list[dict[str, Any]] | None
+
+
+class ApplicationDaoOut(BaseModel):
+    """YuniKorn's ``ApplicationDAOInfo`` (empty fields omitted)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    applicationID: str
+    partition: str
+    queueName: str
+    applicationState: str | None = None
+    usedResource: ResourceOut | None = None
+    pendingResource: ResourceOut | None = None
+    submissionTime: int | None = None
+    finishedTime: int | None = None
+    requests: list[dict[str, Any]] | None = None
+    allocations: list[dict[str, Any]] | None = None
+    user: str | None = None
+    groups: list[str] | None = None
+    stateLog: list[dict[str, Any]] | None = None
+    startTime: int | None = None
+    resourceHistory: dict[str, Any]
 
 
 class QueueOut(BaseModel):
@@ -278,10 +325,11 @@ class GroupUsageOut(BaseModel):
 
 
 class ValidateConfOut(BaseModel):
-    """``POST /ws/v1/validate-conf``."""
+    """``POST /ws/v1/validate-conf`` (YuniKorn's ``ValidateConfResponse``: ``reason`` omitted when empty,
+    as for an empty document)."""
 
     allowed: bool
-    reason: str
+    reason: str | None = None
 
 
 class HealthCheckOut(BaseModel):

@@ -33,6 +33,7 @@ from quotaplane.server.models import (
     WhatIfBody,
     WhatIfOut,
 )
+from quotaplane.server.yunikorn_config import config_json
 from quotaplane.server.yunikorn_dao import node_dao
 
 __all__ = ["router"]
@@ -132,10 +133,14 @@ def router(service: Any) -> APIRouter:
                                 "type": "object", "description": "a YuniKorn queue configuration document"}}},
                             "description": "the running queue configuration (YAML)"},
                       **errors(auth=True)})
-    async def get_config() -> Response:
-        """The running configuration as YAML."""
+    async def get_config(request: Request) -> Response:
+        """The running configuration as YAML; as YuniKorn's ``ConfigDAOInfo`` JSON when the request
+        says ``Accept: application/json`` (exactly, as YuniKorn compares it)."""
         text = service.scheduler.config_text
-        return Response(text, media_type="application/x-yaml")
+        if request.headers.get("accept") == "application/json":
+            checksum = getattr(service.scheduler.config, "checksum", "") or None
+            return json(config_json(text, checksum))
+        return Response(text, media_type="application/x-yaml; charset=UTF-8")
 
     @r.put("/ws/v1/config", response_model=None, dependencies=admin, openapi_extra=_YAML_BODY,
            responses={200: {"model": ConfigAppliedOut}, **errors(auth=True, write=True)})
@@ -240,21 +245,6 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         with p.lock:
             return json([application_json(a) for a in p.applications()])
-
-    @r.get("/ws/v1/partition/{partition}/application/{application_id}", response_model=None,
-           dependencies=read, responses={200: {"model": ApplicationOut}, **errors(404, auth=True)})
-    async def get_application(partition: str, application_id: str) -> JSONResponse:
-        """One application with its allocations."""
-        p = service.partition(partition)
-        with p.lock:
-            app = p.application(application_id)
-            if app is None:
-                raise NotFoundError(f"application {application_id!r} not found")
-            out = application_json(app)
-            allocs = getattr(app, "allocations", None) or {}
-            values = allocs.values() if isinstance(allocs, dict) else allocs
-            out["allocations"] = [allocation_json(a) for a in values]
-        return json(out)
 
     @r.delete("/ws/v1/partition/{partition}/application/{application_id}", response_model=None,
               dependencies=submit, responses={200: {"model": OkOut}, **errors(404, auth=True, write=True)})

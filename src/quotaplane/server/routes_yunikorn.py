@@ -13,12 +13,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from quotaplane.errors import ConfigError, NotFoundError
-from quotaplane.server.common import GROUP_RE, USER_RE, check_queue_name, errors, json, resource_dict
+from quotaplane.server.common import GROUP_RE, USER_RE, check_queue_name, errors, json
 from quotaplane.server.errors import ApiError
 from quotaplane.server.models import (
     GroupUsageOut,
     HealthOut,
-    PartitionOut,
     QueueOut,
     UserUsageOut,
     ValidateConfOut,
@@ -58,6 +57,15 @@ def validate_text(raw: bytes) -> dict[str, Any]:
     except Exception as exc:  # the loader documents ConfigError only; any other failure is "not allowed"
         return {"allowed": False, "reason": f"{type(exc).__name__}: {exc}"}
     return {"allowed": True, "reason": ""}
+
+
+def _empty_document(raw: bytes) -> bool:
+    """True for a body with no YAML document: empty, blank or only comments."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
 
 
 def router(service: Any) -> APIRouter:
@@ -104,23 +112,6 @@ def router(service: Any) -> APIRouter:
                            "DiagnosisMessage": "leader" if lead.is_leader() else f"follower of {leader}"})
         healthy = all(c["Succeeded"] for c in checks)
         return json({"Healthy": healthy, "HealthChecks": checks})
-
-    @r.get("/ws/v1/partitions", response_model=None, dependencies=read,
-           responses={200: {"model": list[PartitionOut]}, **errors(auth=True)})
-    async def partitions() -> JSONResponse:
-        """Every partition with its node count and capacity."""
-        out = []
-        for p in service.scheduler.partitions():
-            with p.lock:
-                out.append({
-                    "name": p.name,
-                    "state": "Active",
-                    "totalNodes": len(p.nodes()),
-                    "totalApplications": len(p.applications()),
-                    "capacity": {"capacity": resource_dict(p.total_capacity()),
-                                 "usedCapacity": resource_dict(p.used_capacity())},
-                })
-        return json(out)
 
     @r.get("/ws/v1/partition/{partition}/queues", response_model=None, dependencies=read,
            responses={200: {"model": QueueOut}, **errors(404, auth=True)})
@@ -191,8 +182,15 @@ def router(service: Any) -> APIRouter:
     @r.post("/ws/v1/validate-conf", response_model=None, dependencies=read,
             responses={200: {"model": ValidateConfOut}, **errors(auth=True)}, openapi_extra=_YAML_BODY)
     async def validate_conf(request: Request) -> JSONResponse:
-        """Validate a queue configuration; always 200 ``{"allowed", "reason"}``."""
+        """Validate a queue configuration; always 200 ``{"allowed", "reason"}``. An empty document (the
+        body the k8shim's admission controller sends when its ConfigMap has no ``queues.yaml``) is
+        allowed, as YuniKorn's decoder reads it as a configuration with nothing to check."""
         raw = await request.body()
-        return json(validate_text(raw))
+        if _empty_document(raw):
+            return json({"allowed": True})
+        out = validate_text(raw)
+        if not out["reason"]:
+            del out["reason"]                   # ``reason,omitempty``
+        return json(out)
 
     return r

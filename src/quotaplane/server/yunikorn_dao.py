@@ -9,13 +9,17 @@ tag says ``omitempty`` (``docs/rest.md`` lists each one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from quotaplane.application import Allocation
+from quotaplane.application import Allocation, Application
+from quotaplane.policy import Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling.asks import Ask
 
-__all__ = ["allocation_dao", "nanos", "node_dao", "percent_used", "prune"]
+__all__ = ["allocation_dao", "application_dao", "ask_dao", "nanos", "node_dao", "node_utilisation_dao",
+           "partition_dao", "percent_used", "prune"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -101,3 +105,114 @@ def node_dao(node_id: str, capacity: Resource, schedulable: bool,
         "isReserved": False,
     }
     return prune(out, "capacity", "allocated", "available", "utilized", "allocations")
+
+
+def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
+    """``AllocationAskDAOInfo`` of a waiting ask. Its ``allocationLog`` holds why it waits now, one entry
+    per reason (YuniKorn logs why an ask could not be placed; quotaplane's reasons are that, per quota)
+    without ``lastOccurrence``/``count``, which quotaplane does not keep. ``schedulingAttempted``: the
+    ask was looked at by a cycle."""
+    log = [{"message": f"{v.code} at {v.path}: {v.message}"} for v in (reasons or ())]
+    out: dict[str, Any] = {
+        "allocationKey": ask.allocation_key,
+        "requestTime": nanos(ask.created),
+        "resource": dict(sorted(ask.resource.items())),
+        "priority": str(ask.priority),
+        "applicationId": ask.application_id,
+        "placeholder": ask.placeholder,
+        "taskGroupName": ask.task_group or "",
+        "allocationLog": log,
+        "schedulingAttempted": ask.reasons is not None,
+    }
+    return prune(out, "requestTime", "resource", "priority", "applicationId", "placeholder", "taskGroupName",
+                 "allocationLog", "schedulingAttempted")
+
+
+def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]]
+                    ) -> dict[str, Any]:
+    """``ApplicationDAOInfo``: usage, demand, the allocations and the waiting asks (``requests``), the
+    state with its ``stateLog``. Not modelled, so YuniKorn's empty value: ``maxUsedResource``,
+    ``rejectedMessage`` (rejected applications are not kept), ``placeholderData``, ``hasReserved``,
+    ``reservations``; ``resourceHistory`` is ``{}``. ``startTime`` is milliseconds, as in YuniKorn;
+    before the application started it is the zero time's milliseconds (YuniKorn sends the same)."""
+    pending: dict[str, int] = {}
+    for ask, _ in asks:
+        for k, v in ask.resource.items():
+            pending[k] = pending.get(k, 0) + v
+    started = app.started_at()
+    finished = app.finished_at()
+    out: dict[str, Any] = {
+        "applicationID": app.application_id,
+        "usedResource": dict(sorted(_sum(app.allocations.values()).items())),
+        "pendingResource": dict(sorted(pending.items())),
+        "partition": partition,
+        "queueName": app.queue_path,
+        "submissionTime": nanos(app.submit_time),
+        "requests": [ask_dao(a, r) for a, r in asks],
+        "allocations": [allocation_dao(a) for a in app.allocations.values()],
+        "applicationState": app.state,
+        "user": app.user.user,
+        "groups": list(app.user.groups),
+        "stateLog": [{"time": nanos(t), "applicationState": s} for t, s in app.state_log],
+        "maxRequestPriority": max((a.priority for a, _ in asks), default=0),
+        "startTime": round(started * 1000) if started is not None else _GO_ZERO_TIME_MILLIS,
+        "resourceHistory": {},
+    }
+    if finished is not None:
+        out["finishedTime"] = nanos(finished)
+    return prune(out, "usedResource", "pendingResource", "submissionTime", "requests", "allocations",
+                 "applicationState", "user", "groups", "stateLog", "maxRequestPriority", "startTime")
+
+
+def partition_dao(name: str, cluster_id: str, capacity: Resource, used: Resource, *, nodes: int,
+                  states: Mapping[str, int], containers: int, node_sort_type: str,
+                  node_sort_weights: Mapping[str, float], preemption: bool, quota_preemption: bool
+                  ) -> dict[str, Any]:
+    """``PartitionInfo``: capacity and its use, the node sorting policy, preemption switches, node and
+    container counts, applications by state with their ``total``."""
+    cap, use = dict(sorted(capacity.items())), dict(sorted(used.items()))
+    apps = dict(sorted(states.items()))
+    apps["total"] = sum(states.values())
+    out: dict[str, Any] = {
+        "clusterId": cluster_id,
+        "name": name,
+        "capacity": prune({"capacity": cap, "usedCapacity": use,
+                           "utilization": dict(sorted(percent_used(cap, use).items()))},
+                          "capacity", "usedCapacity", "utilization"),
+        "nodeSortingPolicy": prune({"type": node_sort_type, "resourceWeights": dict(node_sort_weights)},
+                                   "type", "resourceWeights"),
+        "preemptionEnabled": preemption,
+        "quotaPreemptionEnabled": quota_preemption,
+        "totalNodes": nodes,
+        "applications": apps,
+        "totalContainers": containers,
+        "state": "Active",
+    }
+    return prune(out, "totalNodes", "applications", "totalContainers")
+
+
+#: ``time.Time{}.UnixMilli()``: what YuniKorn sends as ``startTime`` of an application not started
+_GO_ZERO_TIME_MILLIS = -62135596800000
+
+
+def node_utilisation_dao(name: str, cluster_id: str,
+                         nodes: Sequence[tuple[str, Resource, Mapping[str, int]]]) -> dict[str, Any]:
+    """``PartitionNodesUtilDAOInfo`` (``getPartitionNodesUtilJSON``): per resource a node advertises,
+    ten buckets of 10 % by the node's used percentage (bucket ``max(ceil(p / 10) - 1, 0)``) with the
+    count and names of the nodes in each. Resource types in name order (YuniKorn's map order varies)."""
+    counts: dict[str, list[list[str]]] = {}
+    for node_id, capacity, allocated in nodes:
+        used = percent_used(capacity, allocated)
+        for resource in capacity:
+            idx = 0
+            if resource in used:
+                idx = max(math.ceil(used[resource] / 10) - 1, 0)
+                idx = min(idx, 9)
+            counts.setdefault(resource, [[] for _ in range(10)])[idx].append(node_id)
+    utils = []
+    for resource in sorted(counts):
+        buckets = [prune({"bucketName": f"{k * 10}-{(k + 1) * 10}%", "numOfNodes": len(names),
+                          "nodeNames": names}, "numOfNodes", "nodeNames")
+                   for k, names in enumerate(counts[resource])]
+        utils.append({"type": resource, "utilization": buckets})
+    return prune({"clusterId": cluster_id, "partition": name, "utilizations": utils}, "utilizations")
