@@ -36,6 +36,10 @@ T2 = json.loads(tree_doc("T2", {"top": ("", True, {"vcore": 8000}), "c": ("top",
 _KEYS = itertools.count()
 
 
+#: what YuniKorn's router (httprouter, Go's http.NotFound) answers for no route or another method
+_ROUTER_TEXT = ("404 page not found\n", "Method Not Allowed\n")
+
+
 def _rich_config() -> str:
     """The test configuration plus elastic quotas, two quota trees and a forest, made over REST."""
     s = qp.Scheduler.from_yaml(CONFIG)
@@ -72,7 +76,8 @@ SERVICE = APP.state.service
 REACHED: dict[str, bool] = {}
 
 _PATH_VALUES = {"partition": "default", "queue": "root.default", "user": "sue", "group": "dev",
-                "application_id": "app-1", "allocation_key": "k1", "forest": "F", "consumer_id": "c1"}
+                "application_id": "app-1", "application": "app-1", "allocation_key": "k1", "forest": "F",
+                "consumer_id": "c1"}
 
 
 def _path_value(path: str, method: str, name: str) -> str:
@@ -86,6 +91,8 @@ def _path_value(path: str, method: str, name: str) -> str:
         return "vcore" if "/resource/" in path else "team-a"
     if name == "allocation_key" and path.endswith("/ask/{allocation_key}"):
         return "ask-1"
+    if name == "state":                                     # YuniKorn's applications by state
+        return "active"
     return _PATH_VALUES[name]
 
 
@@ -148,7 +155,8 @@ def _check(case: schemathesis.Case, *, realistic: bool) -> int:
         excluded.extend([positive_data_acceptance, negative_data_rejection])
     case.validate_response(response, excluded_checks=excluded)
     assert response.status_code < 500, response.text
-    if response.status_code >= 400:
+    if response.status_code >= 400 and response.text not in _ROUTER_TEXT:
+        # (no route, or not this method: YuniKorn's router answers Go's plain text, not an error body)
         body = response.json()
         assert set(body) >= {"status_code", "message", "description"}
         assert body["status_code"] == response.status_code

@@ -428,9 +428,15 @@ def test_usage_partition_is_honoured(client: TestClient) -> None:
 # -- generic errors ---------------------------------------------------------------------------------
 
 
-def test_unknown_route_and_method_use_the_error_body(client: TestClient) -> None:
-    assert_error(client.get("/ws/v1/nothing-here"), 404)
-    assert_error(client.delete("/ws/v1/partitions"), 405)
+def test_unknown_route_and_method_answer_as_yunikorns_router(client: TestClient) -> None:
+    """httprouter with Go's defaults: an unknown path is ``http.NotFound`` (plain text), a known path
+    with another method is 405 with ``Allow``; errors of known routes keep the JSON error body."""
+    r = client.get("/ws/v1/nothing-here")
+    assert (r.status_code, r.text, r.headers["content-type"]) == (404, "404 page not found\n",
+                                                                  "text/plain; charset=utf-8")
+    r = client.delete("/ws/v1/partitions")
+    assert (r.status_code, r.text, r.headers["allow"]) == (405, "Method Not Allowed\n", "GET")
+    assert_error(client.get("/ws/v1/partition/nope/queues"), 404)
 
 
 def test_metrics_exposes_decisions_usage_and_latency(client: TestClient) -> None:

@@ -18,6 +18,10 @@ from quotaplane.server.auth import Tokens
 from tests.server.conftest import ADMIN, CONFIG, TOKENS
 
 
+#: what YuniKorn's router (httprouter, Go's http.NotFound) answers for no route or another method
+_ROUTER_TEXT = ("404 page not found\n", "Method Not Allowed\n")
+
+
 def _app():  # type: ignore[no-untyped-def]
     s = qp.Scheduler.from_yaml(CONFIG)
     p = s.partition("default")
@@ -84,7 +88,8 @@ def test_openapi_conformance(case: schemathesis.Case) -> None:
         excluded.append(negative_data_rejection)
     case.validate_response(response, excluded_checks=excluded)
     assert response.status_code < 500
-    if response.status_code >= 400:
+    if response.status_code >= 400 and response.text not in _ROUTER_TEXT:
+        # (no route, or not this method: YuniKorn's router answers Go's plain text, not an error body)
         body = response.json()
         assert set(body) >= {"status_code", "message", "description"}
         assert body["status_code"] == response.status_code

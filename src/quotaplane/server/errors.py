@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from quotaplane.errors import (
@@ -207,9 +207,23 @@ _REASONS = {
 }
 
 
+#: the header Go's ``http.Error`` adds to its plain-text answers
+_GO_TEXT = {"X-Content-Type-Options": "nosniff"}
+
+
+def _routes(routes: Sequence[Any]) -> Iterator[Any]:
+    """Every route, through included routers (FastAPI keeps an included router as one entry)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _routes(inner.routes)
+        else:
+            yield route
+
+
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:
     methods: set[str] = set()
-    for route in app.routes:
+    for route in _routes(app.routes):
         regex = getattr(route, "path_regex", None)
         if regex is not None and regex.match(path):
             methods.update(getattr(route, "methods", None) or ())
@@ -224,14 +238,20 @@ def install_error_handlers(app: FastAPI) -> None:
         message, description = validation_message(exc.errors())
         return error_response(400, message, description)
 
-    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
         status = exc.status_code if 400 <= exc.status_code < 500 else 400
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if status == 404 and detail == "Not Found":
+            # no route: what YuniKorn's router answers (Go's http.NotFound), not an error body
+            return PlainTextResponse("404 page not found\n", 404, headers=_GO_TEXT,
+                                     media_type="text/plain; charset=utf-8")
+        if status == 405 and detail == "Method Not Allowed":
+            # httprouter's HandleMethodNotAllowed: Allow lists every method of the path
+            allow = ", ".join(_allowed_methods(app, request.url.path))
+            return PlainTextResponse("Method Not Allowed\n", 405, headers={**_GO_TEXT, "Allow": allow},
+                                     media_type="text/plain; charset=utf-8")
         message = detail or _REASONS.get(status, "error")
         headers = dict(getattr(exc, "headers", None) or {})
-        if status == 405:
-            # Several routes share a path (GET and PUT /ws/v1/config): list every method of the path.
-            headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
         return error_response(status, message, headers=headers or None)
 
     async def on_quotaplane(_request: Request, exc: Exception) -> JSONResponse:

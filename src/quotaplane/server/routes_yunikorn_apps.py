@@ -119,12 +119,12 @@ def router(service: Any) -> APIRouter:
         """One application of a queue."""
         return await one(partition, queue, application)
 
-    @r.get("/ws/v1/partition/{partition}/application/{application}", response_model=None,
+    @r.get("/ws/v1/partition/{partition}/application/{application_id}", response_model=None,
            dependencies=read, responses={200: {"model": ApplicationDaoOut}, **errors(404, auth=True)})
-    async def application(partition: str, application: str) -> JSONResponse:
+    async def application(partition: str, application_id: str) -> JSONResponse:
         """One application: YuniKorn's ``ApplicationDAOInfo`` (allocations, waiting asks as
         ``requests``, ``stateLog``)."""
-        return await one(partition, None, application)
+        return await one(partition, None, application_id)
 
     @r.get("/ws/v1/partition/{partition}/applications/{state}", response_model=None, dependencies=read,
            responses=listed)
