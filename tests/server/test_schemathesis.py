@@ -17,7 +17,6 @@ from quotaplane.server.app import create_app
 from quotaplane.server.auth import Tokens
 from tests.server.conftest import ADMIN, CONFIG, TOKENS
 
-
 #: what YuniKorn's router (httprouter, Go's http.NotFound) answers for no route or another method
 _ROUTER_TEXT = ("404 page not found\n", "Method Not Allowed\n")
 
