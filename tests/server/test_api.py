@@ -28,7 +28,7 @@ def test_healthcheck_yunikorn_shape(client: TestClient) -> None:
     body = r.json()
     assert body["Healthy"] is True
     assert isinstance(body["HealthChecks"], list) and body["HealthChecks"]
-    assert {"Name", "Succeeded", "Description", "DiagnosisMessage"} <= set(body["HealthChecks"][0])
+    assert {"Name", "Succeeded", "Description"} <= set(body["HealthChecks"][0])
 
 
 def test_partitions_list_with_capacity(client: TestClient) -> None:

@@ -338,7 +338,7 @@ class HealthCheckOut(BaseModel):
     Name: str
     Succeeded: bool
     Description: str
-    DiagnosisMessage: str
+    DiagnosisMessage: str | None = None
 
 
 class HealthOut(BaseModel):

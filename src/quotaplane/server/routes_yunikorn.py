@@ -111,6 +111,9 @@ def router(service: Any) -> APIRouter:
                            "Description": "this instance leads, or follows the leader's journal",
                            "DiagnosisMessage": "leader" if lead.is_leader() else f"follower of {leader}"})
         healthy = all(c["Succeeded"] for c in checks)
+        for c in checks:                    # ``DiagnosisMessage,omitempty``
+            if not c["DiagnosisMessage"]:
+                del c["DiagnosisMessage"]
         return json({"Healthy": healthy, "HealthChecks": checks})
 
     @r.get("/ws/v1/partition/{partition}/queues", response_model=None, dependencies=read,
