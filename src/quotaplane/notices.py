@@ -22,9 +22,11 @@ from typing import Any
 
 import quotaplane.events as E
 
-__all__ = ["Notifier", "Subscriber", "notice_of", "notices_after"]
+__all__ = ["EventListener", "Notifier", "Subscriber", "notice_of", "notices_after"]
 
 Subscriber = Callable[[dict[str, Any]], None]
+#: a listener to the journalled events themselves: ``(events, time)``, to turn into notices later
+EventListener = Callable[[Sequence[E.Event], float], None]
 #: the queue of an application (``""`` when it is not known)
 QueueOf = Callable[[str], str]
 
@@ -108,12 +110,15 @@ def notices_after(events: Iterator[tuple[int, dict[str, Any]]], partition: str,
 class Notifier:
     """The subscribers of one partition, told of every event once it is journalled."""
 
-    __slots__ = ("partition", "queue_of", "subscribers")
+    __slots__ = ("clock", "listeners", "partition", "queue_of", "subscribers")
 
-    def __init__(self, partition: str, queue_of: QueueOf) -> None:
+    def __init__(self, partition: str, queue_of: QueueOf, clock: Callable[[], float] | None = None) -> None:
         self.partition = partition
         self.queue_of = queue_of
         self.subscribers: list[Subscriber] = []
+        #: listeners to the events as journalled (cheaper than notices: nothing is built for them)
+        self.listeners: list[EventListener] = []
+        self.clock = clock
 
     def subscribe(self, callback: Subscriber) -> None:
         """Add a subscriber."""
@@ -126,6 +131,14 @@ class Notifier:
 
     def recorded(self, events: Sequence[E.Event], last_seq: int) -> None:
         """``events`` were journalled, the last one under ``last_seq``: tell every subscriber."""
+        if self.listeners:
+            t = self.clock() if self.clock is not None else 0.0
+            frozen = tuple(events)
+            for listener in list(self.listeners):
+                try:
+                    listener(frozen, t)
+                except Exception:  # a broken listener must not break the partition
+                    self.listeners.remove(listener)
         if not self.subscribers:
             return
         first = last_seq - len(events) + 1

@@ -50,7 +50,7 @@ from quotaplane.errors import (
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.nodes import NodeIndex
-from quotaplane.notices import Notifier
+from quotaplane.notices import EventListener, Notifier
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
@@ -106,7 +106,7 @@ class Partition:
         self._log = PartitionLog(journal, stream if stream is not None else config.name, holder=holder,
                                  snapshot_every=self._s.options.snapshot_every,
                                  snapshot_state=self._snapshot_state)
-        self._notifier = Notifier(self.name, self._queue_of)
+        self._notifier = Notifier(self.name, self._queue_of, self.clock)
         self._log.on_recorded = self._notifier.recorded
         #: rebuilds this partition from the journal (set by the Scheduler; None: cannot recover)
         self.restorer: Callable[[], Partition | None] | None = None
@@ -1007,6 +1007,20 @@ class Partition:
             with self.lock:
                 self._notifier.unsubscribe(callback)
         return unsubscribe
+
+    def listen(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(events, time)`` with the events of every change once it is journalled (the
+        typed :mod:`quotaplane.events`; :func:`quotaplane.notices.notice_of` turns one into its notice).
+        Cheaper than :meth:`subscribe` for a listener that keeps the events to look at later; it runs
+        under the partition lock and must be quick. Returns a function that stops it."""
+        with self.lock:
+            self._notifier.listeners.append(listener)
+
+        def stop() -> None:
+            with self.lock:
+                if listener in self._notifier.listeners:
+                    self._notifier.listeners.remove(listener)
+        return stop
 
     def subscriber_count(self) -> int:
         """How many subscribers are listening."""

@@ -130,7 +130,7 @@ class Service:
             unsubscribe()
         for key, p in current.items():
             if key not in self._watched:
-                self._watched[key] = (p, p.subscribe(self.events.notice))
+                self._watched[key] = (p, p.listen(self.events.listener(p.name)))
 
     def _instrument(self, scheduler: Scheduler) -> None:
         # Journal write latency (metrics): put a timing proxy where the scheduler and its partitions

@@ -34,8 +34,11 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from quotaplane.events import Event
+from quotaplane.notices import EventListener, notice_of
 
 __all__ = ["DEFAULT_CAPACITY", "EventRecords", "record_of"]
 
@@ -105,6 +108,10 @@ def record_of(notice: Mapping[str, Any], t: float) -> list[dict[str, Any]]:
     return []
 
 
+def _no_queue(_application: str) -> str:
+    return ""                   # event records do not carry a queue
+
+
 def _offer(queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]) -> None:
     # a reader that falls 10,000 records behind loses the newest ones (it can fetch them in a batch)
     if not queue.full():
@@ -122,24 +129,60 @@ class EventRecords:
         self.instance_uuid = str(uuid.uuid4())
         self._records: deque[dict[str, Any]] = deque(maxlen=capacity)
         self._next_id = 0
+        #: journalled events not yet turned into records: the conversion waits for a reader (it costs
+        #: more than the decision that made the event), bounded by the ring's capacity
+        self._raw: list[tuple[str, Sequence[Event], float]] = []
         self._lock = threading.Lock()
         self._streams: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]] = []
 
-    def notice(self, notice: Mapping[str, Any]) -> None:
-        """A partition's subscriber: record what ``notice`` tells."""
-        records = record_of(notice, self.clock())
-        if not records:
-            return
+    def listener(self, partition: str) -> EventListener:
+        """The listener to give partition ``partition`` (``Partition.listen``)."""
+        def listen(events: Sequence[Event], t: float) -> None:
+            self.recorded(partition, events, t)
+        return listen
+
+    def recorded(self, partition: str, events: Sequence[Event], t: float) -> None:
+        """``events`` of ``partition`` were journalled at ``t``: keep them (records at once when a
+        stream listens)."""
         with self._lock:
+            self._raw.append((partition, events, t))
+            if not self._streams and len(self._raw) < self.capacity:
+                return
+            records = self._expand()
+            streams = list(self._streams)
+        self._push(records, streams)
+
+    def notice(self, notice: Mapping[str, Any]) -> None:
+        """Record one notice (a ``Partition.subscribe`` callback), at its arrival time."""
+        records = record_of(notice, self.clock())
+        with self._lock:
+            self._expand()
             self._records.extend(records)
             self._next_id += len(records)
             streams = list(self._streams)
+        self._push(records, streams)
+
+    def _push(self, records: list[dict[str, Any]],
+              streams: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]]) -> None:
         for loop, queue in streams:
             for r in records:
                 try:
                     loop.call_soon_threadsafe(_offer, queue, r)
                 except RuntimeError:        # the stream's loop is closed: it is gone
                     self.close_stream(queue)
+
+    def _expand(self) -> list[dict[str, Any]]:
+        """Turn the waiting notices into numbered records (lock held); the new records."""
+        out: list[dict[str, Any]] = []
+        for partition, events, t in self._raw:
+            for ev in events:
+                notice = notice_of(ev, partition, 0, _no_queue)
+                if notice is not None:
+                    out.extend(record_of(notice, t))
+        self._raw = []
+        self._records.extend(out)
+        self._next_id += len(out)
+        return out
 
     @property
     def lowest_id(self) -> int:
@@ -154,6 +197,7 @@ class EventRecords:
     def batch(self, start: int, count: int) -> tuple[list[dict[str, Any]] | None, int, int]:
         """Records with id ``start`` on, at most ``count``; None when ``start`` is not kept."""
         with self._lock:
+            self._expand()
             lowest, highest = self.lowest_id, self.highest_id
             if start < lowest or start >= self._next_id:
                 return None, lowest, highest
@@ -166,6 +210,7 @@ class EventRecords:
         """A queue that receives every record from now on (call from the stream's event loop)."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
         with self._lock:
+            self._expand()                  # what came before belongs to the batch, not the stream
             self._streams.append((asyncio.get_running_loop(), queue))
         return queue
 
