@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from quotaplane.application import LogMark
 from quotaplane.config.identity import check_name
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -159,8 +160,8 @@ class AllocationUndo(NamedTuple):
     placeholder_since: float | None
     #: the pending ask the allocation was made for (it waits again when the allocation is undone)
     ask: Ask | None = None
-    #: the length of the application's state log before (the admission's state changes are undone)
-    log_len: int = -1
+    #: the application's state log before (the admission's state changes are taken back with it)
+    log: LogMark | None = None
 
 
 def check_id(value: object, what: str) -> str:

@@ -20,8 +20,9 @@ resuming"; its real asks are still pending).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.resources import Resource
@@ -52,10 +53,12 @@ __all__ = [
     "STARTING",
     "STARTING_TIMEOUT",
     "STATES",
+    "STATE_LOG_LIMIT",
     "TERMINATED_TIMEOUT",
     "TRANSITIONS",
     "Allocation",
     "Application",
+    "LogMark",
 ]
 
 NEW = "New"
@@ -107,6 +110,20 @@ TRANSITIONS: dict[str, dict[str, str]] = {
     STARTING_TIMEOUT: {STARTING: RUNNING},
     TERMINATED_TIMEOUT: {COMPLETED: EXPIRED, FAILED: EXPIRED},
 }
+
+#: How many state changes an application's log keeps (the newest).
+STATE_LOG_LIMIT = 100
+_STARTED = frozenset({STARTING, RUNNING})
+
+
+class LogMark(NamedTuple):
+    """An application's state log before a change that may be taken back (:meth:`Application.log_undo`)."""
+
+    moves: int
+    length: int
+    front: tuple[tuple[float, str], ...]      # the entries a full log may push out (at most two)
+    started: float | None
+
 
 #: Gang scheduling styles (YuniKorn ``gangSchedulingStyle``).
 GANG_SOFT = "soft"
@@ -168,10 +185,28 @@ class Application:
     sequence number in force when it last entered the running count (used to rebuild snapshots).
     """
 
-    __slots__ = ("added_seq", "allocations", "anchor_seq", "application_id", "count_order", "counted",
-                 "gang_style",
-                 "placeholder_since", "placeholder_timeout", "queue_path", "reported_state", "state",
-                 "state_log", "state_since", "submit_time", "tags", "user", "watch")
+    __slots__ = (
+        "added_seq",
+        "allocations",
+        "anchor_seq",
+        "application_id",
+        "count_order",
+        "counted",
+        "gang_style",
+        "moves",
+        "placeholder_since",
+        "placeholder_timeout",
+        "queue_path",
+        "reported_state",
+        "started",
+        "state",
+        "state_log",
+        "state_since",
+        "submit_time",
+        "tags",
+        "user",
+        "watch",
+    )
 
     def __init__(self, application_id: str, user: UserGroup, queue_path: str, *,
                  tags: Mapping[str, str] | None = None, submit_time: float = 0.0,
@@ -182,8 +217,14 @@ class Application:
         self.tags: dict[str, str] = dict(sorted((tags or {}).items()))
         self.state = NEW
         self.state_since = submit_time
-        #: every state change as ``(time, new state)``, oldest first (YuniKorn's ``stateLog``)
-        self.state_log: list[tuple[float, str]] = []
+        #: the last :data:`STATE_LOG_LIMIT` state changes as ``(time, new state)``, oldest first
+        #: (YuniKorn's ``stateLog``, bounded: an application that starts and completes for ever would
+        #: otherwise grow without end)
+        self.state_log: deque[tuple[float, str]] = deque(maxlen=STATE_LOG_LIMIT)
+        #: when it first entered Starting or Running (YuniKorn's ``startTime``), None before
+        self.started: float | None = None
+        #: state changes made so far (:meth:`log_undo` counts the ones to take back)
+        self.moves = 0
         self.submit_time = submit_time
         self.allocations: dict[str, Allocation] = {}
         self.counted = False
@@ -215,16 +256,35 @@ class Application:
         self.state = target
         self.state_since = t
         self.state_log.append((t, target))
+        self.moves += 1
+        if self.started is None and target in _STARTED:
+            self.started = t
         if self.watch is not None:
             self.watch.append(self)
         return True
 
     def started_at(self) -> float | None:
         """When it first left New/Accepted for Starting or Running (its first allocation), if it did."""
-        for t, state in self.state_log:
-            if state in (STARTING, RUNNING):
-                return t
-        return None
+        return self.started
+
+    def log_mark(self) -> LogMark:
+        """What :meth:`log_undo` needs to take back the state changes made after this call."""
+        log = self.state_log
+        front = (log[0], log[1]) if len(log) == log.maxlen else ()
+        return LogMark(self.moves, len(log), front, self.started)
+
+    def log_undo(self, mark: LogMark) -> None:
+        """Take back the state changes made since ``mark`` (a change that could not be journalled):
+        the entries they pushed out of the full log come back."""
+        log = self.state_log
+        moves = self.moves - mark.moves
+        self.moves = mark.moves
+        for _ in range(min(moves, len(log))):
+            log.pop()
+        dropped = max(0, mark.length + moves - (log.maxlen or 0)) if mark.front else 0
+        for entry in reversed(mark.front[:dropped]):
+            log.appendleft(entry)
+        self.started = mark.started
 
     def finished_at(self) -> float | None:
         """When it entered its current terminal state (Completed, Failed, Expired), if it is in one."""
@@ -270,6 +330,7 @@ class Application:
             "placeholder_timeout": self.placeholder_timeout,
             "placeholder_since": self.placeholder_since,
             "state_log": [[t, s] for t, s in self.state_log],
+            "started": self.started,
         }
 
     def __repr__(self) -> str:

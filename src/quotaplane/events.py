@@ -126,7 +126,8 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, Resource):
         return v.to_dict()
     if isinstance(v, tuple):
-        return [_json_value(x) for x in v]
+        # a tuple of pairs (a state log) becomes a list of lists; a flat one a list
+        return [list(x) for x in v] if v and type(v[0]) is tuple else list(v)
     if isinstance(v, dict):
         return dict(v)
     return v
@@ -499,8 +500,9 @@ class AppRestore(Event):
     TYPE: ClassVar[str] = "app_restore"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "state": _str, "state_since": _float, "placeholder_since": _opt(_float),
-        "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs), "state_log": _opt(_state_log)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"state_log"})
+        "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs), "state_log": _opt(_state_log),
+        "started": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"state_log", "started"})
     app: str
     state: str
     state_since: float
@@ -510,6 +512,8 @@ class AppRestore(Event):
     allocations: tuple[str, ...] | None = None
     #: the application's state changes ``[[time, state], …]`` (snapshots since the state log)
     state_log: tuple[tuple[float, str], ...] | None = None
+    #: when it first entered Starting or Running (kept apart: the log holds the newest changes only)
+    started: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)

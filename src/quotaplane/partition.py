@@ -707,10 +707,11 @@ class Partition:
         req = self._s.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted,
                               t=t)
         before = (app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since)
+        mark = app.log_mark()
         refused, preempted = admit(self._s.policies, req)
         if refused:
             return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, None
-        undo = AllocationUndo(req, *before, self._s.pending.asks.get(key), len(app.state_log))
+        undo = AllocationUndo(req, *before, self._s.pending.asks.get(key), mark)
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
                          task_group=spec.task_group, t=t,
@@ -915,7 +916,7 @@ class Partition:
                             priority=spec.priority, preemptible=spec.preemptible, seq=asks.next_seq(),
                             t=self.clock(), placeholder=True if placeholder else None,
                             task_group=spec.task_group)
-            prev_state, prev_since, prev_log = app.state, app.state_since, len(app.state_log)
+            prev_state, prev_since, prev_log = app.state, app.state_since, app.log_mark()
             was_dirty = asks.dirty
             self._s.ask_added(ev)
             try:
@@ -924,7 +925,7 @@ class Partition:
                 asks.remove(allocation_key)
                 asks.dirty = was_dirty
                 app.state, app.state_since = prev_state, prev_since
-                del app.state_log[prev_log:]
+                app.log_undo(prev_log)
                 raise
             ask = asks.get(allocation_key)
             assert ask is not None

@@ -49,7 +49,7 @@ def _restore(app: Application) -> AppRestore:
     return AppRestore(app=app.application_id, state=app.state, state_since=app.state_since,
                       placeholder_since=app.placeholder_since, anchor_seq=app.anchor_seq,
                       added_seq=app.added_seq, allocations=tuple(app.allocations),
-                      state_log=tuple(app.state_log))
+                      state_log=tuple(app.state_log), started=app.started)
 
 
 def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],

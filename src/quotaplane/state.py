@@ -393,8 +393,8 @@ class PartitionState:
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, ev.key)
         app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
-        if undo.log_len >= 0:
-            del app.state_log[undo.log_len:]
+        if undo.log is not None:
+            app.log_undo(undo.log)
         app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
         ask = undo.ask
         if ask is not None and ask.allocation_key not in self.pending.asks:
@@ -610,7 +610,9 @@ class PartitionState:
         app.state = ev.state
         app.state_since = ev.state_since
         if ev.state_log is not None:
-            app.state_log = [(float(t), str(s)) for t, s in ev.state_log]
+            app.state_log.clear()
+            app.state_log.extend((float(t), str(s)) for t, s in ev.state_log)
+            app.started = ev.started
         app.placeholder_since = ev.placeholder_since
         app.anchor_seq = ev.anchor_seq
         app.added_seq = ev.added_seq
