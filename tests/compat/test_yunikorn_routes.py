@@ -333,3 +333,18 @@ def test_errors_and_unknown_routes(world: tuple[TestClient, qp.Scheduler]) -> No
         _check(S.ERROR, r.json())
     r = c.get("/ws/v1/no-such-route")
     assert (r.status_code, r.text) == (404, "404 page not found\n")
+
+
+def test_debug_routes_moved_as_yunikorn(world: tuple[TestClient, qp.Scheduler]) -> None:
+    """YuniKorn's ``redirectDebug``: /ws/v1/stack and /ws/v1/fullstatedump are 301 to /debug/…;
+    there, every thread's stack and the full state (quotaplane's dump)."""
+    c, s = world
+    for name in ("stack", "fullstatedump"):
+        r = c.get(f"/ws/v1/{name}", follow_redirects=False)
+        assert (r.status_code, r.headers["location"]) == (301, f"/debug/{name}")
+    r = c.get("/ws/v1/stack")
+    assert r.status_code == 200 and "thread MainThread" in r.text
+    dump = _get(c, "/ws/v1/fullstatedump")
+    assert dump["timestamp"] > 0
+    assert dump["partitions"]["default"]["allocations"].keys() == s.partition("default").dump_state()[
+        "allocations"].keys()

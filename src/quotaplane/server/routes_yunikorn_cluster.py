@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json as _json
+import sys
+import threading
+import time
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,7 +184,53 @@ def router(service: Any) -> APIRouter:
 
         return StreamingResponse(lines(), media_type="application/json; charset=UTF-8")
 
+    @r.get("/ws/v1/stack", response_model=None, dependencies=read, include_in_schema=False)
+    async def stack_moved(request: Request) -> Response:
+        """Moved, as in YuniKorn: 301 to ``/debug/stack``."""
+        return _moved(request)
+
+    @r.get("/ws/v1/fullstatedump", response_model=None, dependencies=read, include_in_schema=False)
+    async def dump_moved(request: Request) -> Response:
+        """Moved, as in YuniKorn: 301 to ``/debug/fullstatedump``."""
+        return _moved(request)
+
+    @r.get("/debug/stack", response_model=None, dependencies=read,
+           responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                            "description": "every thread's stack"}, **errors(auth=True)})
+    async def stack() -> Response:
+        """Every thread's current stack (YuniKorn dumps its goroutines here; a Python process has
+        threads)."""
+        return Response(_thread_stacks(), media_type="text/plain; charset=utf-8")
+
+    @r.get("/debug/fullstatedump", response_model=None, dependencies=read,
+           responses={200: {"model": dict[str, Any]}, **errors(auth=True)})
+    async def full_state_dump() -> JSONResponse:
+        """The whole state (YuniKorn's full state dump; here ``Scheduler.dump_state()``, quotaplane's own
+        format: every partition's nodes, applications, allocations, queues, users and groups, quotas,
+        waiting asks)."""
+        return json({"timestamp": nanos(time.time()), **service.scheduler.dump_state()})
+
     return r
+
+
+def _moved(request: Request) -> Response:
+    """``redirectDebug``: 301 to the same path under ``/debug`` (query kept), with its HTML body."""
+    target = request.url.path.replace("/ws/v1", "/debug", 1)
+    if request.url.query:
+        target += "?" + request.url.query
+    body = f'<a href="{target}">Moved Permanently</a>.\n\n'
+    return Response(body, 301, headers={"Location": target}, media_type="text/html; charset=utf-8")
+
+
+def _thread_stacks() -> str:
+    frames = sys._current_frames()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident in sorted(frames):
+        out.append(f"thread {names.get(ident, '?')} ({ident}):\n")
+        out.extend(traceback.format_stack(frames[ident]))
+        out.append("\n")
+    return "".join(out)
 
 
 #: YuniKorn's default ``maxStreams`` for the event stream
