@@ -72,3 +72,23 @@ def test_contract_names_exist() -> None:
     for attr in ("add_node", "remove_node", "add_application", "allocate", "what_if", "release",
                  "remove_application", "add_ask", "remove_ask", "pending", "schedule", "subscribe"):
         assert callable(getattr(qp.Partition, attr))
+
+
+def test_the_package_ships_its_types_and_license_and_declares_only_what_it_uses() -> None:
+    """Issue 17 #6: ``py.typed`` (a downstream ``mypy --strict`` reads the hints), the Apache-2.0
+    LICENSE, and no dependency the code never imports (numpy was declared and unused)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "src" / "quotaplane" / "py.typed").is_file()
+    text = (root / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    declared = [*project["dependencies"], *(d for ds in project["optional-dependencies"].values() for d in ds)]
+    names = {d.split(";")[0].split("[")[0].split(">")[0].split("=")[0].strip().lower() for d in declared}
+    code = "\n".join(p.read_text() for p in (root / "src").rglob("*.py"))
+    assert "numpy" not in names
+    for name in ("pydantic", "fastapi", "uvicorn", "typer", "rich", "matplotlib", "psycopg", "lightkube"):
+        assert (name in names and f"import {name}" in code) or f"from {name}" in code, name
