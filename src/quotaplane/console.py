@@ -1,8 +1,9 @@
 """The ``quotaplane`` console script: the CLI, or a clear word when an optional extra is not installed.
 
 The command line (typer, rich) is the ``cli`` extra, the service (FastAPI, uvicorn, prometheus-client)
-the ``server`` extra, the simulator's plot (matplotlib) the ``sim`` extra and the PostgreSQL store
-(psycopg) the ``postgres`` extra. A missing one ends the command with the ``pip install`` line that
+the ``server`` extra, the REST client (httpx) the ``client`` extra, the simulator's plot (matplotlib)
+the ``sim`` extra, the PostgreSQL store (psycopg) the ``postgres`` extra and the Kubernetes front
+(lightkube) the ``kube`` extra. A missing one ends the command with the ``pip install`` line that
 brings it, instead of a traceback.
 """
 
@@ -16,7 +17,7 @@ __all__ = ["EXTRAS", "main", "missing_extra"]
 EXTRAS: dict[str, str] = {
     "typer": "cli", "rich": "cli", "click": "cli",
     "fastapi": "server", "starlette": "server", "uvicorn": "server", "prometheus_client": "server",
-    "httpx": "server", "matplotlib": "sim", "psycopg": "postgres",
+    "httpx": "client", "matplotlib": "sim", "psycopg": "postgres", "lightkube": "kube",
 }
 
 

@@ -1,0 +1,210 @@
+"""The Python client (issue 17 #3) against a real service (uvicorn on loopback): the library's names
+and types, typed errors from the error body, 503 retried with the leader followed, and the event
+stream resuming after a dropped connection without losing or repeating a notice."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import quotaplane as qp
+from quotaplane.client import AccessDeniedError, AsyncClient, BadRequestError, Client, UnavailableError
+from quotaplane.server.app import create_app
+from quotaplane.server.auth import Tokens
+from tests.kube.emulator import free_port
+
+CONFIG = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {max: {vcore: 4}}
+"""
+SUE = qp.UserGroup("sue", ("dev",))
+
+
+class _Server:
+    def __init__(self, scheduler: qp.Scheduler, port: int | None = None, **kw: Any) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        # as `quotaplane serve`: open event streams are cut at shutdown (there after 5 s)
+        self.server = uvicorn.Server(uvicorn.Config(create_app(scheduler, **kw), host="127.0.0.1",
+                                                    port=self.port, log_level="warning",
+                                                    timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[_Server, qp.Scheduler]]:
+    s = qp.Scheduler.from_yaml(CONFIG)
+    srv = _Server(s)
+    yield srv, s
+    srv.stop()
+    s.close()
+
+
+def test_the_library_names_and_types(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, s = service
+    with Client(srv.url) as c:
+        c.add_node("n1", {"vcore": 8000, "pods": 10})
+        assert c.add_application("app", SUE, queue="root.a") == "root.a"
+        d = c.allocate("app", "k1", {"vcore": 3000, "pods": 1}, node="n1")
+        assert isinstance(d, qp.Decision) and d.allocated and d.queue == "root.a"
+        refused = c.allocate("app", "k2", qp.Resource({"vcore": 2000, "pods": 1}))
+        assert not refused.allocated
+        assert [(v.policy, v.code, v.path) for v in refused.reasons] == [("queue", "queue.max", "root.a")]
+        assert refused.reasons[0].resource == qp.Resource({"vcore": 1000})
+        assert not c.what_if("app", {"vcore": 2000}).allocated
+        waiting = c.add_ask("app", "w1", {"vcore": 2000, "pods": 1})
+        assert waiting["allocated"] is False
+        assert [a["allocationKey"] for a in c.pending("app")] == ["w1"]
+        app = c.application("app")
+        assert app["requests"][0]["allocationKey"] == "w1" and app["allocations"][0]["nodeId"] == "n1"
+        c.release("k1")                                  # w1 now fits
+        assert c.pending("app") == []
+        assert s.partition("default").allocation("w1") is not None
+        assert c.validate_config(CONFIG) == (True, "")
+        assert c.validate_config("partitions: [")[0] is False
+        assert "root" in c.config()
+        assert c.nodes()[0]["nodeID"] == "n1" and c.queues()["queuename"] == "root"
+
+
+def test_errors_are_typed(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    with Client(srv.url) as c:
+        with pytest.raises(qp.NotFoundError, match="Partition not found") as nf:
+            c.queues("nope")
+        assert nf.value.status == 404               # type: ignore[attr-defined]
+        c.add_node("n1", {"vcore": 8000})
+        c.add_application("app", SUE, queue="root.a")
+        c.allocate("app", "k1", {"vcore": 1})
+        with pytest.raises(qp.ConflictError):
+            c.allocate("app", "k1", {"vcore": 1})   # the same key twice
+        with pytest.raises(BadRequestError) as bad:
+            c.allocate("app", "k3", {"vcore": -1})
+        assert isinstance(bad.value, ValueError) and "vcore" in bad.value.description
+
+
+def test_a_token_is_sent_and_a_missing_one_is_refused() -> None:
+    s = qp.Scheduler.from_yaml(CONFIG)
+    srv = _Server(s, tokens=Tokens({"admin": "secret"}))
+    try:
+        with Client(srv.url, token="secret") as c:
+            c.add_node("n1", {"vcore": 1})
+        with Client(srv.url, token="") as c, pytest.raises(AccessDeniedError):
+            c.add_node("n2", {"vcore": 1})
+    finally:
+        srv.stop()
+        s.close()
+
+
+def test_503_is_retried_and_the_named_leader_followed() -> None:
+    """A follower answers 503 with ``leader``: the client goes there; a store outage answers 503 with
+    Retry-After: the client waits and tries again, then gives up with UnavailableError."""
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(str(request.url))
+        if request.url.host == "follower":
+            return httpx.Response(503, json={"status_code": 503, "message": "not the leader",
+                                             "description": "", "leader": "http://leader"})
+        if len([c for c in calls if "leader/" in c]) < 2:
+            return httpx.Response(503, headers={"Retry-After": "0"},
+                                  json={"status_code": 503, "message": "store unavailable"})
+        return httpx.Response(200, json=[{"name": "default"}])
+
+    with Client("http://follower", transport=httpx.MockTransport(handler)) as c:
+        assert c.partitions() == [{"name": "default"}]
+        assert c.server == "http://leader"
+    assert calls == ["http://follower/ws/v1/partitions", "http://leader/ws/v1/partitions",
+                     "http://leader/ws/v1/partitions"]
+
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, headers={"Retry-After": "0"}, json={"status_code": 503, "message": "down"})
+
+    with Client("http://x", retries=2, transport=httpx.MockTransport(down)) as c, \
+            pytest.raises(UnavailableError, match="down"):
+        c.partitions()
+
+
+def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Any) -> None:
+    """The service restarts in the middle (the connection drops): the iterator reconnects with the
+    last sequence number and yields every allocation once, in order."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    s = qp.Scheduler.from_yaml(CONFIG, store=store)
+    srv = _Server(s)
+    port = srv.port
+    got: list[str] = []
+    done = threading.Event()
+
+    def follow() -> None:
+        with Client(srv.url) as c:
+            for notice in c.events(types=["allocated"]):
+                got.append(notice["allocationKey"])
+                if len(got) == 4:
+                    done.set()
+                    return
+
+    p = s.partition("default")
+    p.add_node("n1", qp.Resource({"vcore": 8000}))
+    p.add_application("app", SUE, queue="root.a")
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    time.sleep(0.5)
+    p.allocate("app", "k1", qp.Resource({"vcore": 1}))
+    p.allocate("app", "k2", qp.Resource({"vcore": 1}))
+    deadline = time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    srv.stop()
+    s.close()
+    s2 = qp.Scheduler.from_yaml(CONFIG, store=store)
+    p2 = s2.partition("default")
+    p2.allocate("app", "k3", qp.Resource({"vcore": 1}))     # while nobody listens
+    srv2 = _Server(s2, port=port)
+    try:
+        time.sleep(1.0)
+        p2.allocate("app", "k4", qp.Resource({"vcore": 1}))
+        assert done.wait(15), got
+        assert got == ["k1", "k2", "k3", "k4"]
+    finally:
+        srv2.stop()
+        s2.close()
+
+
+def test_the_async_client(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+
+    async def main() -> None:
+        async with AsyncClient(srv.url) as c:
+            await c.add_node("n1", {"vcore": 8000})
+            assert await c.add_application("app", SUE, queue="root.a") == "root.a"
+            d = await c.allocate("app", "k1", {"vcore": 1000})
+            assert d.allocated
+            stream = c.events(after=0, types=["allocated"])
+            first = await stream.__anext__()
+            assert first["allocationKey"] == "k1"
+            await stream.aclose()
+            await c.release("k1")
+            assert "allocations" not in await c.application("app")
+            with pytest.raises(qp.NotFoundError):
+                await c.queues("nope")
+    asyncio.run(main())
