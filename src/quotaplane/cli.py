@@ -12,8 +12,27 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=True, no_args_is_help=True,
                   help="quotaplane: the quota engine for shared clusters.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"quotaplane {version('quotaplane')}")
+        except PackageNotFoundError:      # run from a source tree that is not installed
+            from quotaplane import __version__
+
+            typer.echo(f"quotaplane {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")] = False) -> None:
+    """quotaplane: the quota engine for shared clusters."""
 
 
 @app.command()
@@ -29,15 +48,25 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Queue configurati
 
 @app.command()
 def serve(
-    config: Annotated[Path | None, typer.Option(help="Queue configuration YAML file.")] = None,
-    store: Annotated[str | None, typer.Option(help="sqlite:///path.db or postgresql://user@host/db.")] = None,
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.")] = 9080,
+    config: Annotated[Path | None, typer.Option(help="Queue configuration YAML file.",
+                                                envvar="QUOTAPLANE_CONFIG")] = None,
+    store: Annotated[str | None, typer.Option(help="sqlite:///path.db or postgresql://user@host/db.",
+                                              envvar="QUOTAPLANE_STORE")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.", envvar="QUOTAPLANE_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.", envvar="QUOTAPLANE_PORT")] = 9080,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.",
+                                           envvar="QUOTAPLANE_LOG_LEVEL")] = "warning",
+    log_format: Annotated[str, typer.Option(help="text, or json (one object per line).",
+                                            envvar="QUOTAPLANE_LOG_FORMAT")] = "text",
+    access_log: Annotated[bool, typer.Option(help="Log one line per request.",
+                                             envvar="QUOTAPLANE_ACCESS_LOG")] = False,
 ) -> None:
-    """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/)."""
+    """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/). Every option can also be
+    given by its environment variable (QUOTAPLANE_CONFIG, QUOTAPLANE_STORE, …)."""
     from quotaplane.server.main import serve as _serve
 
-    raise typer.Exit(_serve(config=config, store=store, host=host, port=port))
+    raise typer.Exit(_serve(config=config, store=store, host=host, port=port, log_level=log_level,
+                            log_format=log_format, access_log=access_log))
 
 
 @app.command()

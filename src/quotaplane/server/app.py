@@ -31,6 +31,7 @@ from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.errors import exception_response, install_error_handlers
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
+from quotaplane.server.logs import ACCESS
 from quotaplane.server.metrics import Metrics
 from quotaplane.server.yunikorn_events import EventRecords
 
@@ -266,8 +267,14 @@ class _Outer:
             resp = exception_response(exc)
             await resp(scope, receive, send_wrapper)
         finally:
-            self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0],
-                                                 time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0], elapsed)
+            if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
+                client = scope.get("client")
+                ACCESS.info("%s %s %s", scope["method"], scope["path"], status[0],
+                            extra={"method": scope["method"], "path": scope["path"], "status": status[0],
+                                   "duration_ms": round(elapsed * 1000, 3),
+                                   "client": client[0] if client else ""})
 
 
 def _forbidden_remote() -> Exception:
@@ -308,6 +315,31 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
     async def metrics() -> Response:
         """Prometheus metrics: decisions, usage gauges, request and journal latency."""
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", response_model=None, tags=["operations"],
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "the process answers"}})
+    async def healthz() -> Response:
+        """Liveness (open, for probes): the process answers."""
+        return Response("ok\n", media_type="text/plain")
+
+    @app.get("/readyz", response_model=None, tags=["operations"],
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "ready to serve"},
+                        503: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "not ready: the reason"}})
+    async def readyz() -> Response:
+        """Readiness (open, for probes): every partition is consistent with its store (none is
+        recovering from a store failure) and the store takes writes; 503 with the reason otherwise."""
+        problems = []
+        for p in service.scheduler.partitions():
+            if p.recovering and not p.recover():
+                problems.append(f"partition {p.name}: recovering from a store failure")
+            elif not p.healthy:
+                problems.append(f"partition {p.name}: the store refuses writes")
+        if problems:
+            return Response("\n".join(problems) + "\n", 503, media_type="text/plain")
+        return Response("ok\n", media_type="text/plain")
 
     @app.get("/ws/v1/metrics", response_model=None, tags=["yunikorn"],
              dependencies=service.tokens.dependencies("read"),

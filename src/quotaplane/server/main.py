@@ -194,11 +194,23 @@ def _run(app: FastAPI, host: str, port: int) -> int:
 
 
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
-          port: int = 9080) -> int:
-    """Run the service until interrupted; return the process exit code (non-zero: refused to start)."""
+          port: int = 9080, *, log_level: str = "warning", log_format: str = "text",
+          access_log: bool = False) -> int:
+    """Run the service until interrupted; return the process exit code (non-zero: refused to start).
+
+    ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
+    writes one line per request (:mod:`quotaplane.server.logs`).
+    """
     import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
 
     from quotaplane.server.app import create_app
+    from quotaplane.server.logs import configure_logging
+
+    try:
+        configure_logging(log_level, log_format, access_log)
+    except ValueError as exc:
+        _err(f"quotaplane: {exc}")
+        return 2
 
     store_url = store or DEFAULT_STORE
     try:
