@@ -27,7 +27,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "client": ("client",),
     "kube": ("kube",),
     "sim": ("sim",),
-    "cli": ("cli", "console"),
+    "cli": ("cli", "cli_remote", "console"),
     "package": ("__init__",),
 }
 

@@ -1,8 +1,9 @@
 """The ``quotaplane`` command line: a thin layer over the library.
 
 ``quotaplane validate FILE...`` checks queue configurations; ``quotaplane serve`` runs the REST
-service; ``quotaplane kube`` runs the Kubernetes front. Each command delegates to the package that
-owns the work.
+service; ``quotaplane kube`` runs the Kubernetes front; ``queues``, ``usage``, ``apps``, ``asks``,
+``whatif``, ``events`` and ``config`` ask a running service (:mod:`quotaplane.cli_remote`). Each command
+delegates to the package that owns the work.
 """
 
 from __future__ import annotations
@@ -152,6 +153,14 @@ def simulate(
         names = ["summary.json", "timeline.csv", *(["usage.png"] if plot else [])]
         typer.echo("wrote " + ", ".join(str(out / n) for n in names))
 
+
+def _register_client_commands() -> None:
+    from quotaplane.cli_remote import register
+
+    register(app)
+
+
+_register_client_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     from quotaplane.console import main

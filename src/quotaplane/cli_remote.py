@@ -1,0 +1,210 @@
+"""The CLI's client commands (issue 17 #2): ask a running service, over :mod:`quotaplane.client`.
+
+``quotaplane queues|usage|apps|asks|whatif|events|config`` talk to ``--server`` (``QUOTAPLANE_SERVER``,
+default ``http://127.0.0.1:9080``) with ``--token`` (``QUOTAPLANE_TOKEN``). Tables by default,
+``--output json`` for the service's own JSON. Errors print the service's message and exit 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+Server = Annotated[str | None, typer.Option("--server", envvar="QUOTAPLANE_SERVER",
+                                            help="The service's URL (default http://127.0.0.1:9080).")]
+Token = Annotated[str | None, typer.Option("--token", envvar="QUOTAPLANE_TOKEN", help="Bearer token.")]
+Partition = Annotated[str, typer.Option("--partition", "-p", help="The partition.")]
+Output = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
+
+
+@contextmanager
+def _client(server: str | None, token: str | None) -> Iterator[Any]:
+    from quotaplane.client import Client, ServiceError
+
+    try:
+        with Client(server, token=token) as c:
+            yield c
+    except ServiceError as exc:
+        typer.echo(f"quotaplane: {exc.status} {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        typer.echo(f"quotaplane: cannot reach the service: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _res(r: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((r or {}).items())) or "-"
+
+
+def _show(output: str, data: Any, columns: Sequence[str], rows: Callable[[Any], list[Sequence[str]]]) -> None:
+    if output == "json":
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    if output != "table":
+        typer.echo("quotaplane: --output must be table or json", err=True)
+        raise typer.Exit(2)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns)
+    for row in rows(data):
+        table.add_row(*[str(x) for x in row])
+    Console().print(table)
+
+
+def _queue_rows(node: Mapping[str, Any]) -> list[Sequence[str]]:
+    rows: list[Sequence[str]] = [(node["queuename"], _res(node.get("allocatedResource")),
+                                  _res(node.get("pendingResource")), _res(node.get("guaranteedResource")),
+                                  _res(node.get("maxResource")), str(node.get("runningApps", 0)))]
+    for child in node.get("children") or ():
+        rows.extend(_queue_rows(child))
+    return rows
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to ``app``."""
+
+    @app.command()
+    def queues(server: Server = None, token: Token = None, partition: Partition = "default",
+               output: Output = "table") -> None:
+        """The queue tree: allocated, pending (waiting asks), guaranteed, max, running applications."""
+        with _client(server, token) as c:
+            tree = c.queues(partition)
+        _show(output, tree, ("queue", "allocated", "pending", "guaranteed", "max", "running"), _queue_rows)
+
+    @app.command()
+    def usage(kind: Annotated[str, typer.Argument(help="users or groups")],
+              name: Annotated[str | None, typer.Argument(help="one user or group")] = None,
+              server: Server = None, token: Token = None, partition: Partition = "default",
+              output: Output = "table") -> None:
+        """Usage per user or group (every queue of its path)."""
+        if kind not in ("users", "groups"):
+            typer.echo("quotaplane: usage users|groups [NAME]", err=True)
+            raise typer.Exit(2)
+        with _client(server, token) as c:
+            data = c.users_usage(partition) if kind == "users" else c.groups_usage(partition)
+        key = "userName" if kind == "users" else "groupName"
+        if name is not None:
+            data = [d for d in data if d.get(key) == name]
+
+        def rows(items: list[dict[str, Any]]) -> list[Sequence[str]]:
+            out: list[Sequence[str]] = []
+            for d in items:
+                stack = [d.get("queues") or {}]
+                while stack:
+                    q = stack.pop()
+                    if q:
+                        out.append((d[key], q["queuePath"], _res(q.get("resourceUsage")),
+                                    ", ".join(q.get("runningApplications") or ()) or "-",
+                                    _res(q.get("maxResources"))))
+                        stack.extend(reversed(q.get("children") or ()))
+            return out
+        _show(output, data, (kind[:-1], "queue", "used", "running", "max"), rows)
+
+    @app.command()
+    def apps(server: Server = None, token: Token = None, partition: Partition = "default",
+             output: Output = "table") -> None:
+        """The applications: queue, state, user."""
+        with _client(server, token) as c:
+            data = c.applications(partition)
+        _show(output, data, ("application", "queue", "state", "user"),
+              lambda items: [(a["applicationID"], a["queueName"], a["state"], a.get("user", ""))
+                             for a in items])
+
+    @app.command()
+    def asks(application: Annotated[str | None, typer.Argument(help="one application")] = None,
+             server: Server = None, token: Token = None, partition: Partition = "default",
+             output: Output = "table") -> None:
+        """The waiting asks in scheduling order, with why each waits."""
+        with _client(server, token) as c:
+            data = c.pending(application, partition)
+
+        def rows(items: list[dict[str, Any]]) -> list[Sequence[str]]:
+            return [(a["allocationKey"], a["applicationID"], _res(a.get("resource")),
+                     str(a.get("priority", 0)),
+                     "; ".join(f"{r['code']} at {r['path']}" for r in a.get("reasons") or ()) or "-")
+                    for a in items]
+        _show(output, data, ("ask", "application", "resource", "priority", "waits for"), rows)
+
+    @app.command()
+    def whatif(application: Annotated[str, typer.Argument(help="the application")],
+               resource: Annotated[list[str], typer.Argument(help="NAME=AMOUNT in internal units")],
+               server: Server = None, token: Token = None, partition: Partition = "default",
+               output: Output = "table") -> None:
+        """Would this request be admitted now? Every reason when not. Changes nothing."""
+        amounts: dict[str, int] = {}
+        for item in resource:
+            name, _, amount = item.partition("=")
+            if not name or not amount.isdigit():
+                typer.echo(f"quotaplane: {item!r}: expected NAME=AMOUNT", err=True)
+                raise typer.Exit(2)
+            amounts[name] = int(amount)
+        with _client(server, token) as c:
+            d = c.what_if(application, amounts, partition=partition)
+        data = {"allocated": d.allocated, "reasons": [v.to_dict() for v in d.reasons]}
+        _show(output, data, ("admitted", "policy", "code", "path", "short of"),
+              lambda x: [(str(x["allocated"]), "", "", "", "")] + [
+                  ("", v["policy"], v["code"], v["path"], _res(v.get("resource"))) for v in x["reasons"]])
+
+    @app.command()
+    def events(server: Server = None, token: Token = None, partition: Partition = "default",
+               types: Annotated[str | None, typer.Option(help="Only these types, comma separated.")] = None,
+               after: Annotated[int | None, typer.Option(help="Resume after this sequence number.")] = None
+               ) -> None:
+        """Follow the event stream (one JSON line per notice), resuming after a dropped connection."""
+        with _client(server, token) as c:
+            wanted = tuple(types.split(",")) if types else ()
+            for notice in c.events(partition, after=after, types=wanted):
+                typer.echo(json.dumps(notice, sort_keys=True))
+                sys.stdout.flush()
+
+    config_app = typer.Typer(help="The running configuration: show, diff against a file, apply a file.",
+                             no_args_is_help=True)
+    app.add_typer(config_app, name="config")
+
+    @config_app.command("show")
+    def config_show(server: Server = None, token: Token = None) -> None:
+        """Print the running configuration (YAML)."""
+        with _client(server, token) as c:
+            typer.echo(c.config(), nl=False)
+
+    @config_app.command("diff")
+    def config_diff(file: Annotated[Path, typer.Argument(help="A queue configuration file.")],
+                    server: Server = None, token: Token = None) -> None:
+        """The unified diff from the running configuration to FILE (exit 0 even when they differ)."""
+        with _client(server, token) as c:
+            running = c.config()
+        typer.echo("".join(difflib.unified_diff(running.splitlines(True), file.read_text().splitlines(True),
+                                                "running", str(file))), nl=False)
+
+    @config_app.command("apply")
+    def config_apply(file: Annotated[Path, typer.Argument(help="A queue configuration file.")],
+                     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking.")] = False,
+                     server: Server = None, token: Token = None) -> None:
+        """Show the diff and the validation result, then apply FILE (all or nothing)."""
+        text = file.read_text()
+        with _client(server, token) as c:
+            running = c.config()
+            typer.echo("".join(difflib.unified_diff(running.splitlines(True), text.splitlines(True),
+                                                    "running", str(file))), nl=False)
+            allowed, reason = c.validate_config(text)
+            if not allowed:
+                typer.echo(f"quotaplane: {file}: not valid: {reason}", err=True)
+                raise typer.Exit(1)
+            typer.echo(f"{file}: valid")
+            if text == running:
+                typer.echo("nothing to apply")
+                return
+            if not yes and not typer.confirm("apply?"):
+                raise typer.Exit(1)
+            c.update_config(text)
+            typer.echo("applied")

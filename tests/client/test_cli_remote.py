@@ -1,0 +1,107 @@
+"""The CLI's client commands against a real service (issue 17 #2): queues, usage, apps, asks,
+whatif, events, config show|diff|apply — tables and ``--output json``, server and token from the
+environment, errors as one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import quotaplane as qp
+from quotaplane.server.auth import Tokens
+from tests.client.test_client import _Server
+
+ROOT = Path(__file__).resolve().parents[2]
+EXE = str(Path(sys.executable).with_name("quotaplane"))
+CONFIG = (ROOT / "examples" / "queues.yaml").read_text()
+SUE = qp.UserGroup("sue", ("engineering", "development"))
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[tuple[_Server, qp.Scheduler]]:
+    s = qp.Scheduler.from_yaml(CONFIG)
+    srv = _Server(s, tokens=Tokens({"admin": "adm"}))
+    p = s.partition("default")
+    p.add_node("node-1", {"vcore": 16000, "memory": 68719476736, "pods": 110})
+    p.add_application("app-1", SUE, queue="root.engineering.sandbox")
+    p.allocate("app-1", "a1", {"vcore": 2000, "memory": 1073741824})
+    p.add_ask("app-1", "a3", {"vcore": 4000})
+    yield srv, s
+    srv.stop()
+    s.close()
+
+
+def _run(srv: _Server, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "QUOTAPLANE_TOKEN": "adm", "COLUMNS": "200"}
+    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=60, input=stdin)
+
+
+def test_queues_table_and_json(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    out = _run(srv, "queues")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "root.engineering.sandbox" in ln)
+    assert "vcore=2000" in line and "vcore=4000" in line          # allocated, and the waiting ask
+    tree = json.loads(_run(srv, "queues", "--output", "json").stdout)
+    assert tree["queuename"] == "root"
+
+
+def test_usage_apps_asks_and_whatif(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    users = json.loads(_run(srv, "usage", "users", "sue", "-o", "json").stdout)
+    assert [u["userName"] for u in users] == ["sue"]
+    assert "root.engineering.sandbox" in _run(srv, "usage", "groups").stdout
+    assert "app-1" in _run(srv, "apps").stdout
+    asks = _run(srv, "asks", "app-1")
+    assert "a3" in asks.stdout and "user.maxresources at root.engineering.sandbox" in asks.stdout
+    what = json.loads(_run(srv, "whatif", "app-1", "vcore=9000", "-o", "json").stdout)
+    assert what["allocated"] is False
+    assert {r["code"] for r in what["reasons"]} == {"user.maxresources", "group.maxresources"}
+    assert _run(srv, "whatif", "app-1", "vcore").returncode == 2
+
+
+def test_config_show_diff_and_apply(service: tuple[_Server, qp.Scheduler], tmp_path: Path) -> None:
+    srv, s = service
+    assert _run(srv, "config", "show").stdout == CONFIG
+    changed = tmp_path / "q.yaml"
+    changed.write_text(CONFIG.replace("maxapplications: 20", "maxapplications: 21", 1))
+    diff = _run(srv, "config", "diff", str(changed)).stdout
+    assert "-" in diff and "maxapplications: 21" in diff
+    refused = _run(srv, "config", "apply", str(changed), stdin="n\n")
+    assert refused.returncode == 1 and s.config_text == CONFIG                 # said no
+    applied = _run(srv, "config", "apply", str(changed), "--yes")
+    assert applied.returncode == 0 and "valid" in applied.stdout and "applied" in applied.stdout
+    assert s.config_text == changed.read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("partitions: [")
+    out = _run(srv, "config", "apply", str(bad), "--yes")
+    assert out.returncode == 1 and "not valid" in out.stderr
+
+
+def test_errors_are_one_line(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    out = _run(srv, "queues", "-p", "nope")
+    assert out.returncode == 1 and out.stderr.strip() == "quotaplane: 404 Partition not found"
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "QUOTAPLANE_TOKEN": "wrong"}
+    out = subprocess.run([EXE, "queues"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.startswith("quotaplane: 401")
+
+
+def test_events_follow_the_stream(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "QUOTAPLANE_TOKEN": "adm"}
+    proc = subprocess.Popen([EXE, "events", "--after", "0", "--types", "allocated"], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "allocated" and first["allocationKey"] == "a1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
