@@ -13,7 +13,7 @@ $(UV):
 $(STAMP): pyproject.toml | $(UV)
 	@command -v uv >/dev/null 2>&1 && UVBIN=uv || UVBIN=$(UV); \
 	if [ ! -x $(BIN)/python ]; then $$UVBIN venv --quiet --python $(PYTHON) $(VENV); fi; \
-	$$UVBIN pip install --quiet --python $(BIN)/python -e ".[server,cli,sim,postgres,kube,dev]"
+	$$UVBIN pip install --quiet --python $(BIN)/python -e ".[server,cli,client,sim,postgres,kube,dev]"
 	@touch $(STAMP)
 
 env: $(STAMP)
