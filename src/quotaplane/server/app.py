@@ -318,7 +318,7 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
 
     @app.get("/healthz", response_model=None, tags=["operations"],
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                              "description": "the process answers"}})
+                              "description": "the process answers"}, **errors()})
     async def healthz() -> Response:
         """Liveness (open, for probes): the process answers."""
         return Response("ok\n", media_type="text/plain")
@@ -326,6 +326,7 @@ def _add_metrics_route(app: FastAPI, service: Service) -> None:
     @app.get("/readyz", response_model=None, tags=["operations"],
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "ready to serve"},
+                        **errors(),
                         503: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "not ready: the reason"}})
     async def readyz() -> Response:
