@@ -447,10 +447,16 @@ def test_metrics_exposes_decisions_usage_and_latency(client: TestClient) -> None
     r = client.get("/metrics")
     assert r.status_code == 200
     text = r.text
-    assert 'quotaplane_decisions_total{policy="none",result="allocated"} 1.0' in text
-    assert 'quotaplane_decisions_total{policy="user",result="refused"} 1.0' in text
-    assert ('quotaplane_queue_allocated{partition="default",queue="root.small",resource="vcore"} 2000.0'
-            in text)
+    assert 'quotaplane_admission_decisions_total{reason="none",result="allocated"} 1.0' in text
+    # one refusal counts once, with its first reason code (however many policies refused it)
+    refused = [ln for ln in text.splitlines() if ln.startswith("quotaplane_admission_decisions_total{")
+               and 'result="refused"' in ln]
+    assert refused == ['quotaplane_admission_decisions_total{reason="queue.max",result="refused"} 1.0']
+    assert 'quotaplane_admission_duration_seconds_count 2.0' in text
+    assert ('quotaplane_queue_resource{partition="default",queue="root.small",resource="vcore",'
+            'state="allocated"} 2000.0' in text)
+    assert 'quotaplane_build_info{python="' in text and "process_cpu_seconds_total" in text
+    assert "python_info{" in text
     assert 'quotaplane_user_usage{partition="default",resource="vcore",user="sue"} 2000.0' in text
     assert "quotaplane_http_request_duration_seconds_bucket" in text
     assert 'route="/ws/v1/partition/{partition}/allocations"' in text
@@ -464,8 +470,9 @@ def test_metrics_exposes_decisions_usage_and_latency(client: TestClient) -> None
     assert r.status_code == 201 and r.json()["allocated"] is False
     text = client.get("/metrics").text
     for queue in ("root", "root.small"):
-        assert (f'quotaplane_queue_pending{{partition="default",queue="{queue}",resource="vcore"}} 3000.0'
-                in text)
+        assert (f'quotaplane_queue_resource{{partition="default",queue="{queue}",resource="vcore",'
+                f'state="pending"}} 3000.0' in text)
+    assert 'quotaplane_queue_pending_asks{partition="default",queue="root.small"} 1.0' in text
 
 
 def test_library_state_matches_rest(client: TestClient, scheduler: qp.Scheduler) -> None:
