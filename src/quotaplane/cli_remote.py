@@ -111,6 +111,40 @@ def register(app: typer.Typer) -> None:
         _show(output, data, (kind[:-1], "queue", "used", "running", "max"), rows)
 
     @app.command()
+    def standing(queue: Annotated[str | None, typer.Option(help="A queue's full path.")] = None,
+                 user: Annotated[str | None, typer.Option(help="A user.")] = None,
+                 group: Annotated[str | None, typer.Option(help="A group.")] = None,
+                 quota: Annotated[str | None, typer.Option(help="An elastic quota.")] = None,
+                 server: Server = None, token: Token = None, partition: Partition = "default",
+                 output: Output = "table") -> None:
+        """Where a queue, user, group or elastic quota stands, and why its waiting work waits."""
+        with _client(server, token) as c:
+            data = c.standing(queue=queue, user=user, group=group, quota=quota, partition=partition)
+
+        def rows(d: dict[str, Any]) -> list[Sequence[str]]:
+            out: list[Sequence[str]] = []
+            for q in d.get("queues") or ([d["queue"]] if "queue" in d else []):
+                out.append(("queue " + q["queue"], "guaranteed " + _res(q["guaranteed"]),
+                            "used " + _res(q["used"]), "borrowed " + _res(q["borrowed"]),
+                            "lent " + _res(q["lent"]),
+                            f"running {q['runningApplications']}/{q['maxApplications'] or '-'}"))
+            for lim in d.get("limits") or ():
+                out.append(("limit " + lim["queue"], "max " + _res(lim["max"]),
+                            "used " + _res(lim["used"]), "", "",
+                            f"running {len(lim['runningApplications'])}/{lim['maxApplications'] or '-'}"))
+            e = d.get("elastic")
+            if e:
+                out.append(("quota " + e["quota"], "min " + _res(e["min"]), "used " + _res(e["used"]),
+                            "borrowed " + _res(e["borrowed"]), "lent " + _res(e["lent"]),
+                            "runtime " + _res(e["runtime"])))
+            for w in d.get("waiting") or ():
+                why = "; ".join(f"{r['code']} at {r['path']}" for r in w["reasons"]) or "next cycle"
+                out.append((f"waiting {w['allocationKey']}", f"#{w['position']} in order",
+                            _res(w["resource"]), w["applicationID"], why, ""))
+            return out
+        _show(output, data, (f"{data['kind']} {data['name']}", "", "", "", "", ""), rows)
+
+    @app.command()
     def apps(server: Server = None, token: Token = None, partition: Partition = "default",
              output: Output = "table") -> None:
         """The applications: queue, state, user."""
@@ -124,7 +158,7 @@ def register(app: typer.Typer) -> None:
     def asks(application: Annotated[str | None, typer.Argument(help="one application")] = None,
              server: Server = None, token: Token = None, partition: Partition = "default",
              output: Output = "table") -> None:
-        """The waiting asks in scheduling order, with why each waits."""
+        """The waiting asks in arrival order, with why each waits (``standing``: their position)."""
         with _client(server, token) as c:
             data = c.pending(application, partition)
 

@@ -274,6 +274,13 @@ class Client:
             return list(self._get(f"/partition/{partition}/asks"))
         return list(self._get(f"/partition/{partition}/application/{application_id}/asks"))
 
+    def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
+                 quota: str | None = None, partition: str = "default") -> dict[str, Any]:
+        """Where one queue, user, group or elastic quota stands (``Partition.standing``)."""
+        params = {k: v for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
+                  if v is not None}
+        return dict(self._get(f"/partition/{partition}/standing", **params))
+
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
         return list(self._get(f"/partition/{partition}/usage/users"))

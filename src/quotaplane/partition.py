@@ -1023,6 +1023,19 @@ class Partition:
                     self._notifier.listeners.remove(listener)
         return stop
 
+    def standing(self, kind: str, name: str) -> dict[str, Any]:
+        """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.standing`):
+        guaranteed or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime,
+        running applications against their limits, the waiting asks with their reasons and position.
+        ``kind``: ``queue``, ``user``, ``group`` or ``quota``. Unknown: NotFoundError."""
+        from quotaplane.standing import standing
+
+        with self.lock:
+            out = standing(self._s, kind, name)
+        if out is None:
+            raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
+        return {"partition": self.name, **out}
+
     def subscriber_count(self) -> int:
         """How many subscribers are listening."""
         return len(self._notifier.subscribers)

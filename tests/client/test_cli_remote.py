@@ -105,3 +105,21 @@ def test_events_follow_the_stream(service: tuple[_Server, qp.Scheduler]) -> None
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_standing_answers_why_sues_job_waits(service: tuple[_Server, qp.Scheduler]) -> None:
+    """The README tour's question, for its user: her share and why a3 waits."""
+    srv, _ = service
+    table = _run(srv, "standing", "--user", "sue")
+    assert table.returncode == 0, table.stderr
+    assert "waiting a3" in table.stdout and "user.maxresources at" in table.stdout
+    data = json.loads(_run(srv, "standing", "--user", "sue", "-o", "json").stdout)
+    assert data["kind"] == "user" and data["waiting"][0]["position"] == 1
+    sandbox = next(q for q in data["queues"] if q["queue"] == "root.engineering.sandbox")
+    assert sandbox["used"]["vcore"] == 2000 and sandbox["waiting"] == {"vcore": 4000}
+    queue = json.loads(_run(srv, "standing", "--queue", "root.engineering.sandbox", "-o", "json").stdout)
+    assert queue["queue"]["guaranteed"]["vcore"] == 10000
+    out = _run(srv, "standing")
+    assert out.returncode == 1 and "name exactly one of queue, user, group or quota" in out.stderr
+    out = _run(srv, "standing", "--user", "ghost")
+    assert out.returncode == 1 and out.stderr.startswith("quotaplane: 404")

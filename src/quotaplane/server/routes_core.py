@@ -261,6 +261,25 @@ def router(service: Any) -> APIRouter:
         p.remove_application(application_id)
         return json({"ok": True, "applicationID": application_id})
 
+    @r.get("/ws/v1/partition/{partition}/standing", response_model=None, dependencies=read,
+           responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
+    async def standing(partition: str,
+                       queue: Annotated[str | None, Query(description="a queue's full path")] = None,
+                       user: Annotated[str | None, Query(description="a user")] = None,
+                       group: Annotated[str | None, Query(description="a group")] = None,
+                       quota: Annotated[str | None, Query(description="an elastic quota")] = None
+                       ) -> JSONResponse:
+        """Where one queue, user, group or elastic quota stands (exactly one of the four): guaranteed
+        or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime, running
+        applications against their limits, the waiting asks with their reasons and position."""
+        asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
+                 if v is not None]
+        if len(asked) != 1:
+            raise ApiError(400, "name exactly one of queue, user, group or quota")
+        (kind, name), = asked
+        p = service.partition(partition)
+        return json(p.standing(kind, name.lower() if kind == "queue" else name))
+
     @r.post("/ws/v1/partition/{partition}/timeouts", response_model=None, dependencies=admin,
             responses={200: {"model": dict[str, list[str]]}, **errors(404, auth=True, write=True)})
     async def run_timeouts(partition: str) -> JSONResponse:

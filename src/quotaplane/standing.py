@@ -1,0 +1,157 @@
+"""Standing: "what is my share right now, and why is my job not admitted?" in one answer (issue 17 #1).
+
+For a queue, a user, a group or an elastic quota: what it is guaranteed (or its min) and its max, what
+it uses and what its waiting asks want, what it **borrows** (use above its guarantee or min) and from
+whom where the model knows (siblings whose guarantee is unused), what it **lends** (guarantee it does
+not use that others use now), the elastic runtime, running applications against their limits, and its
+waiting asks with their reasons and their position in the scheduling order.
+
+The position is where the next scheduling cycle would try the ask if none before it were allocated
+(:func:`~quotaplane.scheduling.order.candidates` over the current usage): 1 is tried first.
+Everything here reads; nothing changes (the caller holds the partition lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from quotaplane.scheduling.order import candidates
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.scheduling.asks import Ask
+    from quotaplane.state import PartitionState
+
+__all__ = ["KINDS", "standing"]
+
+#: what a standing can be asked for
+KINDS = ("queue", "user", "group", "quota")
+
+
+def _sub(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """Per resource of ``a``: ``a - b`` where positive."""
+    return {k: v - b.get(k, 0) for k, v in sorted(a.items()) if v - b.get(k, 0) > 0}
+
+
+def _min(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {k: min(v, b[k]) for k, v in sorted(a.items()) if k in b and min(v, b[k]) > 0}
+
+
+def _sum(items: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in items:
+        for k, v in r.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))
+
+
+def _positions(state: PartitionState) -> dict[str, int]:
+    root = state.queues.queue("root")
+    if root is None:
+        return {}
+    return {ask.allocation_key: i + 1
+            for i, (_, ask) in enumerate(candidates(state.pending.asks, root, state.apps))}
+
+
+def _waiting(state: PartitionState, asks: Iterable[Ask]) -> list[dict[str, Any]]:
+    positions = _positions(state)
+    out = []
+    for ask in asks:
+        app = state.apps.get(ask.application_id)
+        out.append({"allocationKey": ask.allocation_key, "applicationID": ask.application_id,
+                    "queue": app.queue_path if app is not None else "",
+                    "resource": dict(sorted(ask.resource.items())), "priority": ask.priority,
+                    "position": positions.get(ask.allocation_key),
+                    "reasons": [v.to_dict() for v in state.pending.reasons_of(ask)]})
+    out.sort(key=lambda w: (w["position"] is None, w["position"] or 0, w["allocationKey"]))
+    return out
+
+
+def _queue_view(state: PartitionState, path: str) -> dict[str, Any]:
+    dao = state.queues.dao(path, subtree=False, partition="")
+    guaranteed = dao.get("guaranteedResource") or {}
+    used = dao.get("allocatedResource") or {}
+    out: dict[str, Any] = {
+        "queue": path, "guaranteed": guaranteed, "max": dao.get("maxResource") or {}, "used": used,
+        "waiting": dao.get("pendingResource") or {}, "borrowed": _sub(used, guaranteed) if guaranteed else {},
+        "runningApplications": dao.get("runningApps", 0), "maxApplications": dao.get("maxRunningApps", 0)}
+    parent = path.rpartition(".")[0]
+    siblings = []
+    if parent:
+        pdao = state.queues.dao(parent, subtree=True, partition="")
+        siblings = [c for c in pdao.get("children") or () if c["queuename"] != path]
+    # lenders: siblings whose guarantee is partly unused; what they lend is what the others borrow
+    lenders = [{"queue": s["queuename"], "unused": _sub(s.get("guaranteedResource") or {},
+                                                         s.get("allocatedResource") or {})}
+               for s in siblings if s.get("guaranteedResource")]
+    out["lenders"] = [x for x in lenders if x["unused"]] if out["borrowed"] else []
+    others_borrow = _sum(_sub(s.get("allocatedResource") or {}, s.get("guaranteedResource") or {})
+                         for s in siblings if s.get("guaranteedResource"))
+    out["lent"] = _min(_sub(guaranteed, used), others_borrow) if guaranteed else {}
+    return out
+
+
+def _elastic_view(state: PartitionState, name: str) -> dict[str, Any] | None:
+    policy = state.policies.extension("elasticquotas")
+    manager = getattr(policy, "manager", None)
+    if manager is None or name not in manager.quota_names():
+        return None
+    d = manager.describe(name)
+    lo, used = d.get("min") or {}, d.get("used") or {}
+    parent = d.get("parent")
+    others = [manager.describe(n) for n in manager.quota_names()
+              if n != name and manager.describe(n).get("parent") == parent]
+    borrowing = _sum(_sub(o.get("used") or {}, o.get("min") or {}) for o in others)
+    out = {"quota": name, "min": lo, "max": d.get("max") or {}, "runtime": d.get("runtime") or {},
+           "used": used, "waiting": (d.get("request") and _sub(d["request"], used)) or {},
+           "borrowed": _sub(used, lo), "lent": _min(_sub(lo, used), borrowing)}
+    out["lenders"] = ([{"quota": o["name"], "unused": _sub(o.get("min") or {}, o.get("used") or {})}
+                       for o in others if _sub(o.get("min") or {}, o.get("used") or {})]
+                      if out["borrowed"] else [])
+    return out
+
+
+def _flatten_usage(dao: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    stack = [dao] if dao else []
+    while stack:
+        node = stack.pop()
+        out.append({"queue": node["queuePath"], "used": node.get("resourceUsage") or {},
+                    "max": node.get("maxResources") or {},
+                    "runningApplications": list(node.get("runningApplications") or ()),
+                    "maxApplications": node.get("maxApplications", 0)})
+        stack.extend(reversed(node.get("children") or ()))
+    return out
+
+
+def standing(state: PartitionState, kind: str, name: str) -> dict[str, Any] | None:
+    """The standing of queue, user, group or elastic quota ``name`` (None: not known)."""
+    if kind == "queue":
+        if state.queues.queue(name) is None:
+            return None
+        asks = [a for a in state.pending.asks.all()
+                if (app := state.apps.get(a.application_id)) is not None
+                and (app.queue_path == name or app.queue_path.startswith(name + "."))]
+        return {"kind": kind, "name": name, "queue": _queue_view(state, name),
+                "waiting": _waiting(state, asks)}
+    if kind in ("user", "group"):
+        dao = state.ugm.user_usage(name) if kind == "user" else state.ugm.group_usage(name)
+        apps = {a.application_id for a in state.apps.values()
+                if (a.user.user == name if kind == "user" else name in a.user.groups)}
+        if dao is None and not apps:
+            return None
+        asks = [a for a in state.pending.asks.all() if a.application_id in apps]
+        queues = sorted({state.apps[a].queue_path for a in apps})
+        return {"kind": kind, "name": name, "limits": _flatten_usage((dao or {}).get("queues")),
+                "queues": [_queue_view(state, q) for q in queues if state.queues.queue(q) is not None],
+                "waiting": _waiting(state, asks)}
+    if kind == "quota":
+        view = _elastic_view(state, name)
+        if view is None:
+            return None
+        tag = "quota.scheduling.koordinator.sh/name"
+        apps = {a.application_id for a in state.apps.values()
+                if a.tags.get(tag) == name or a.tags.get("namespace") == name}
+        asks = [a for a in state.pending.asks.all() if a.application_id in apps]
+        return {"kind": kind, "name": name, "elastic": view, "waiting": _waiting(state, asks)}
+    raise ValueError(f"standing of a {kind!r}: ask for one of {', '.join(KINDS)}")

@@ -1,0 +1,97 @@
+"""Standing (issue 17 #1): one answer to "what is my share and why does my job wait" for a queue, a
+user, a group and an elastic quota — borrowed and from whom, lent, limits, the waiting asks with
+their reasons and position in the scheduling order."""
+
+from __future__ import annotations
+
+import pytest
+
+import quotaplane as qp
+from tests.partition.helpers import Clock
+from tests.preemption.helpers import cpu, seed_002_config
+
+CONFIG = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {guaranteed: {vcore: 2}, max: {vcore: 8}}
+    - name: b
+      resources: {guaranteed: {vcore: 4}}
+      limits:
+      - limit: bob
+        users: [bob]
+        maxresources: {vcore: 1}
+"""
+ALICE = qp.UserGroup("alice", ("dev",))
+BOB = qp.UserGroup("bob", ("ops",))
+
+
+def _world() -> qp.Partition:
+    p = qp.Scheduler.from_yaml(CONFIG, clock=Clock()).partition("default")
+    p.add_node("n1", cpu(10))
+    p.add_application("a1", ALICE, queue="root.a")
+    p.add_application("b1", BOB, queue="root.b")
+    assert p.allocate("a1", "k1", cpu(5))           # a: 3 above its guarantee of 2
+    assert p.allocate("b1", "k2", cpu(1))           # b: uses 1 of its 4
+    return p
+
+
+def test_a_queue_that_borrows_says_how_much_and_from_whom() -> None:
+    q = _world().standing("queue", "root.a")["queue"]
+    assert (q["guaranteed"], q["used"], q["borrowed"]) == ({"vcore": 2000}, {"vcore": 5000}, {"vcore": 3000})
+    assert q["lenders"] == [{"queue": "root.b", "unused": {"vcore": 3000}}]
+    assert q["lent"] == {}
+
+
+def test_a_queue_whose_guarantee_others_use_says_what_it_lends() -> None:
+    q = _world().standing("queue", "root.b")["queue"]
+    assert q["borrowed"] == {} and q["lenders"] == []
+    assert q["lent"] == {"vcore": 3000}              # its 3 unused, all used by a's borrowing
+
+
+def test_a_user_sees_limits_queues_and_why_each_ask_waits_in_order() -> None:
+    p = _world()
+    p.add_ask("b1", "w1", cpu(1))                    # bob's limit is 1: waits
+    p.add_ask("a1", "w2", cpu(4))                    # a's max is 8: waits
+    st = p.standing("user", "bob")
+    assert [(x["queue"], x["max"]) for x in st["limits"] if x["max"]] == [("root.b", {"vcore": 1000})]
+    assert [w["allocationKey"] for w in st["waiting"]] == ["w1"]
+    (w,) = st["waiting"]
+    assert [r["code"] for r in w["reasons"]] == ["user.maxresources"]
+    both = [p.standing("user", u)["waiting"][0]["position"] for u in ("alice", "bob")]
+    assert sorted(both) == [1, 2]                    # positions in one scheduling order
+    assert p.standing("group", "ops")["waiting"][0]["allocationKey"] == "w1"
+
+
+def test_an_elastic_quota_shows_min_runtime_borrowed_and_lent() -> None:
+    """Seed 002: team-a borrows 6 above its min of 1; team-b, min 4, lends what it does not use."""
+    s = qp.Scheduler.from_yaml(seed_002_config(), clock=Clock())
+    p = s.partition("default")
+    p.add_node("n1", cpu(8))
+    p.add_application("a", ALICE, queue="root.q", tags={"namespace": "team-a"})
+    p.add_application("b", ALICE, queue="root.q", tags={"namespace": "team-b"})
+    for i in range(7):
+        assert p.allocate("a", f"a{i}", cpu(1))
+    assert p.allocate("b", "b0", cpu(1))
+    p.add_ask("b", "b1", cpu(1))
+    a = p.standing("quota", "team-a")["elastic"]
+    assert (a["min"], a["used"], a["borrowed"]) == ({"vcore": 1000}, {"vcore": 7000}, {"vcore": 6000})
+    assert a["lenders"] == [{"quota": "team-b", "unused": {"vcore": 3000}}]
+    b = p.standing("quota", "team-b")
+    assert b["elastic"]["lent"] == {"vcore": 3000} and b["elastic"]["waiting"] == {"vcore": 1000}
+    assert [w["allocationKey"] for w in b["waiting"]] == ["b1"]
+    assert "runtime" in b["elastic"]
+
+
+def test_unknown_names_and_kinds() -> None:
+    p = _world()
+    with pytest.raises(qp.NotFoundError):
+        p.standing("queue", "root.nope")
+    with pytest.raises(qp.NotFoundError):
+        p.standing("user", "nobody-here")
+    with pytest.raises(ValueError, match="queue, user, group, quota"):
+        p.standing("team", "x")
