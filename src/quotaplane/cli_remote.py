@@ -145,6 +145,40 @@ def register(app: typer.Typer) -> None:
         _show(output, data, (f"{data['kind']} {data['name']}", "", "", "", "", ""), rows)
 
     @app.command()
+    def top(server: Server = None, token: Token = None, partition: Partition = "default",
+            interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 2.0,
+            once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False) -> None:
+        """A live view of the queues and the waiting work (Ctrl-C to leave)."""
+        import time
+
+        from rich.console import Console, Group
+        from rich.live import Live
+        from rich.table import Table
+
+        def frame(c: Any) -> Group:
+            queues = Table("queue", "allocated", "pending", "guaranteed", "max", "running",
+                           title=f"{c.server} — partition {partition} — {time.strftime('%H:%M:%S')}")
+            for row in _queue_rows(c.queues(partition)):
+                queues.add_row(*row)
+            waiting = Table("ask", "application", "resource", "waits for", title="waiting asks")
+            for a in c.pending(None, partition)[:20]:
+                why = "; ".join(f"{r['code']} at {r['path']}" for r in a.get("reasons") or ()) or "-"
+                waiting.add_row(a["allocationKey"], a["applicationID"], _res(a.get("resource")), why)
+            return Group(queues, waiting)
+
+        with _client(server, token) as c:
+            if once:
+                Console().print(frame(c))
+                return
+            with Live(frame(c), refresh_per_second=4, screen=False) as live:
+                try:
+                    while True:
+                        time.sleep(interval)
+                        live.update(frame(c))
+                except KeyboardInterrupt:
+                    return
+
+    @app.command()
     def apps(server: Server = None, token: Token = None, partition: Partition = "default",
              output: Output = "table") -> None:
         """The applications: queue, state, user."""

@@ -123,3 +123,11 @@ def test_standing_answers_why_sues_job_waits(service: tuple[_Server, qp.Schedule
     assert out.returncode == 1 and "name exactly one of queue, user, group or quota" in out.stderr
     out = _run(srv, "standing", "--user", "ghost")
     assert out.returncode == 1 and out.stderr.startswith("quotaplane: 404")
+
+
+def test_top_draws_the_queues_and_the_waiting_work(service: tuple[_Server, qp.Scheduler]) -> None:
+    srv, _ = service
+    out = _run(srv, "top", "--once")
+    assert out.returncode == 0, out.stderr
+    assert "root.engineering.sandbox" in out.stdout and "waiting asks" in out.stdout
+    assert "a3" in out.stdout and "user.maxresources" in out.stdout
