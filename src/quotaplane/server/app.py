@@ -408,6 +408,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
         routes_yunikorn,
         routes_yunikorn_apps,
         routes_yunikorn_cluster,
+        ui,
     )
 
     service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership)
@@ -437,7 +438,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
     app.state.service = service
     install_error_handlers(app)
     for module in (routes_yunikorn, routes_yunikorn_cluster, routes_yunikorn_apps, routes_core, routes_asks,
-                   routes_elastic, routes_forest):
+                   routes_elastic, routes_forest, ui):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
 
