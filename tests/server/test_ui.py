@@ -60,7 +60,8 @@ def test_the_views_render_in_headless_chromium(ui: str, tmp_path: Path) -> None:
              f"--user-data-dir={tmp_path / 'profile'}"]
     for i, view in enumerate(VIEWS):
         url = f"{ui}/ui/{view}"
-        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=60)
+        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=60)
         assert dom.returncode == 0, dom.stderr[-2000:]
         for text in VIEWS[view]:
             assert text in dom.stdout, (view, text)
