@@ -208,3 +208,29 @@ def test_the_async_client(service: tuple[_Server, qp.Scheduler]) -> None:
             with pytest.raises(qp.NotFoundError):
                 await c.queues("nope")
     asyncio.run(main())
+
+
+def test_every_remaining_call(service: tuple[_Server, qp.Scheduler]) -> None:
+    """The calls the other tests do not make: one queue, usage, removals, a configuration update."""
+    srv, s = service
+    with Client(srv.url) as c:
+        c.add_node("n1", {"vcore": 8000, "pods": 10})
+        c.add_node("n2", {"vcore": 1000, "pods": 10}, schedulable=False)
+        assert [n["schedulable"] for n in c.nodes()] == [True, False]
+        c.add_application("app", SUE, queue="root.a", tags={"namespace": "team"})
+        c.allocate("app", "k1", {"vcore": 1000, "pods": 1})
+        assert c.queue("root.a")["allocatedResource"]["vcore"] == 1000
+        assert [u["userName"] for u in c.users_usage()] == ["sue"]
+        assert c.groups_usage() == []        # no group limit applies: no group is tracked (seed 001)
+        assert [a["applicationID"] for a in c.applications()] == ["app"]
+        assert c.standing(user="sue")["waiting"] == []
+        c.add_ask("app", "w1", {"vcore": 9000, "pods": 1})
+        c.remove_ask("app", "w1")
+        assert c.pending() == []
+        c.remove_node("n2")
+        assert [n["nodeID"] for n in c.nodes()] == ["n1"]
+        c.remove_application("app")
+        assert c.applications() == []
+        assert c.update_config(CONFIG.replace("vcore: 4", "vcore: 5"))["applied"] is True
+        assert "vcore: 5" in c.config() and len(c.partitions()) == 1
+    assert s.partition("default").queues.queue("root.a") is not None

@@ -3,10 +3,10 @@ quota-tree families, preemptions by reason, build info and the process collector
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
+import httpx
 
 import quotaplane as qp
-from quotaplane.server.app import create_app
+from tests.client.test_client import _Server
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import cpu, seed_002_config
 from tests.scenarios.world import ALICE, CONFIG, tags
@@ -27,8 +27,11 @@ def test_elastic_quota_and_quota_tree_families() -> None:
     p.add_node("n1", qp.Resource({"vcore": 8000}))
     p.add_application("a1", ALICE, queue="root.a", tags=tags("team-a", "A"))
     assert p.allocate("a1", "k1", qp.Resource({"vcore": 2500})).allocated
-    with TestClient(create_app(s)) as c:
-        text = c.get("/metrics").text
+    srv = _Server(s)                 # a real service (uvicorn on loopback)
+    try:
+        text = httpx.get(srv.url + "/ws/v1/metrics").text
+    finally:
+        srv.stop()
     elastic = _samples(text, "quotaplane_elastic_quota")
     assert elastic['{partition="default",quota="team-a",resource="vcore",state="used"}'] == 2500
     assert elastic['{partition="default",quota="team-a",resource="vcore",state="min"}'] == 1000
@@ -47,8 +50,8 @@ def test_preemptions_are_counted_by_reason() -> None:
     clock = Clock()
     s = qp.Scheduler.from_yaml(seed_002_config(revoke_delay=1), clock=clock)
     p = s.partition("default")
-    app = create_app(s)
-    with TestClient(app) as c:
+    srv = _Server(s)
+    try:
         p.add_node("n1", cpu(8))
         p.add_application("a", ALICE, queue="root.q", tags={"namespace": "team-a"})
         p.add_application("b", ALICE, queue="root.q", tags={"namespace": "team-b"})
@@ -61,7 +64,9 @@ def test_preemptions_are_counted_by_reason() -> None:
         for _ in range(3):
             clock.advance(1)
             p.check_timeouts()
-        text = c.get("/metrics").text
+        text = httpx.get(srv.url + "/metrics").text
+    finally:
+        srv.stop()
     assert _samples(text, "quotaplane_preempted_allocations_total") == {
         '{partition="default",reason="elastic.revoked"}': 4.0}
     s.close()
