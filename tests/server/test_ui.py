@@ -69,3 +69,33 @@ def test_the_views_render_in_headless_chromium(ui: str, tmp_path: Path) -> None:
         subprocess.run([chromium, *flags, "--window-size=1400,900", f"--screenshot={shot}", url],
                        capture_output=True, timeout=60)
         assert shot.is_file() and shot.stat().st_size > 5000        # a page was drawn
+
+
+TOUR_VIEWS = {
+    "": ["node-1", "1 waiting asks"],
+    "users": ["sue", "root.engineering.sandbox", "vcore=5000"],
+    "waiting": ["a3", "user.maxresources"],
+    "standing?kind=user&name=sue": ["Standing of user sue", "a3", "user.maxresources",
+                                    "root.engineering.sandbox"],
+}
+
+
+def test_the_views_show_the_readme_tours_data() -> None:
+    """The README tour (examples/queues.yaml, sue's app-1 with a1 on node-1 and the waiting a3)."""
+    root = Path(__file__).resolve().parents[2]
+    s = qp.Scheduler.from_yaml((root / "examples" / "queues.yaml").read_text())
+    p = s.partition("default")
+    p.add_node("node-1", {"vcore": 16000, "memory": 68719476736, "pods": 110})
+    p.add_application("app-1", qp.UserGroup("sue", ("engineering", "development")),
+                      queue="root.engineering.sandbox")
+    p.allocate("app-1", "a1", {"vcore": 2000, "memory": 1073741824}, node="node-1")
+    p.add_ask("app-1", "a3", {"vcore": 4000})
+    srv = _Server(s)
+    try:
+        for view, texts in TOUR_VIEWS.items():
+            page = httpx.get(f"{srv.url}/ui/{view}").text
+            for text in texts:
+                assert text in page, (view, text)
+    finally:
+        srv.stop()
+        s.close()
