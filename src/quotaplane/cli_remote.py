@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
                  server: Server = None, token: Token = None, partition: Partition = "default",
                  output: Output = "table") -> None:
         """Where a queue, user, group or elastic quota stands, and why its waiting work waits."""
+        if sum(x is not None for x in (queue, user, group, quota)) != 1:
+            typer.echo("quotaplane: name exactly one of --queue, --user, --group or --quota", err=True)
+            raise typer.Exit(2)
         with _client(server, token) as c:
             data = c.standing(queue=queue, user=user, group=group, quota=quota, partition=partition)
 

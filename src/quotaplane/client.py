@@ -277,9 +277,12 @@ class Client:
     def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
                  quota: str | None = None, partition: str = "default") -> dict[str, Any]:
         """Where one queue, user, group or elastic quota stands (``Partition.standing``)."""
-        params = {k: v for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
-                  if v is not None}
-        return dict(self._get(f"/partition/{partition}/standing", **params))
+        asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
+                 if v is not None]
+        if len(asked) != 1:
+            raise ValueError("name exactly one of queue, user, group or quota")
+        (kind, name), = asked
+        return dict(self._get(f"/partition/{partition}/standing", kind=kind, name=name))
 
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""

@@ -120,7 +120,7 @@ def test_standing_answers_why_sues_job_waits(service: tuple[_Server, qp.Schedule
     queue = json.loads(_run(srv, "standing", "--queue", "root.engineering.sandbox", "-o", "json").stdout)
     assert queue["queue"]["guaranteed"]["vcore"] == 10000
     out = _run(srv, "standing")
-    assert out.returncode == 1 and "name exactly one of queue, user, group or quota" in out.stderr
+    assert out.returncode == 2 and "name exactly one of --queue, --user, --group or --quota" in out.stderr
     out = _run(srv, "standing", "--user", "ghost")
     assert out.returncode == 1 and out.stderr.startswith("quotaplane: 404")
 

@@ -7,7 +7,7 @@ partition, which journals the change before it returns (decision S1) — the ans
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -264,19 +264,13 @@ def router(service: Any) -> APIRouter:
     @r.get("/ws/v1/partition/{partition}/standing", response_model=None, dependencies=read,
            responses={200: {"model": dict[str, Any]}, **errors(404, auth=True)})
     async def standing(partition: str,
-                       queue: Annotated[str | None, Query(description="a queue's full path")] = None,
-                       user: Annotated[str | None, Query(description="a user")] = None,
-                       group: Annotated[str | None, Query(description="a group")] = None,
-                       quota: Annotated[str | None, Query(description="an elastic quota")] = None
-                       ) -> JSONResponse:
-        """Where one queue, user, group or elastic quota stands (exactly one of the four): guaranteed
-        or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime, running
-        applications against their limits, the waiting asks with their reasons and position."""
-        asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
-                 if v is not None]
-        if len(asked) != 1:
-            raise ApiError(400, "name exactly one of queue, user, group or quota")
-        (kind, name), = asked
+                       kind: Annotated[Literal["queue", "user", "group", "quota"], Query(
+                           description="what ``name`` is: a queue's full path, a user, a group or an "
+                                       "elastic quota")],
+                       name: Annotated[str, Query(min_length=1)]) -> JSONResponse:
+        """Where one queue, user, group or elastic quota stands: guaranteed or min, max, used, waiting
+        demand, borrowed and from whom, lent, the elastic runtime, running applications against their
+        limits, the waiting asks with their reasons and position. Unknown: 404."""
         p = service.partition(partition)
         return json(p.standing(kind, name.lower() if kind == "queue" else name))
 
