@@ -49,13 +49,13 @@ from quotaplane.errors import (
 )
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
-from quotaplane.nodes import NodeIndex
 from quotaplane.notices import EventListener, Notifier
+from quotaplane.partition_nodes import PartitionNodes, check_int64_sum
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.rebuild import rebuild_events
-from quotaplane.resources import INT64_MAX, Resource
+from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.preemption import Preemptor
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
@@ -77,15 +77,7 @@ def _replay_problem(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str) -> None:
-    """ValueError (changing nothing) when ``total + more`` leaves int64 for some resource."""
-    for name, amount in more.items():
-        if total.get(name, 0) + amount > INT64_MAX:
-            raise ValueError(f"{what} of {name} would be {total.get(name, 0) + amount}, beyond int64 "
-                             f"({INT64_MAX})")
-
-
-class Partition:
+class Partition(PartitionNodes):
     """One partition of the scheduler (contract "Scheduler and partitions").
 
     All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
@@ -321,22 +313,6 @@ class Partition:
         with self.lock:
             return dict(sorted(self._s.nodes.items()))
 
-    def node_schedulable(self, node_id: str) -> bool:
-        """False for a registered node that takes no new allocations (cordoned); its capacity is not
-        in the cluster's total. Unknown node: NotFoundError."""
-        with self.lock:
-            if node_id not in self._s.nodes:
-                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            return self._s.node_index.schedulable(node_id)
-
-    def node_allocations(self, node_id: str) -> list[Allocation]:
-        """The allocations running on ``node_id``, in the order they were placed there."""
-        with self.lock:
-            if node_id not in self._s.nodes:
-                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            allocs = self._s.allocs
-            return [allocs[k] for k in self._s.node_index.on(node_id)]
-
     def total_capacity(self) -> Resource:
         """The sum of node capacities (the root queue's max)."""
         return self._s.total
@@ -384,110 +360,6 @@ class Partition:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
         with self.lock:
             return self._s.dump()
-
-    def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *,
-                 schedulable: bool = True) -> None:
-        """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict.
-
-        A node registered ``schedulable=False`` (cordoned) adds nothing to the cluster's capacity until
-        :meth:`update_node` makes it schedulable.
-        """
-        check_id(node_id, "node id")
-        if not isinstance(schedulable, bool):
-            raise ValueError("schedulable must be a boolean")
-        ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"),
-                         schedulable=None if schedulable else False)
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            if node_id in self._s.nodes:
-                raise ConflictError(f"node {node_id!r} already exists in partition {self.name!r}")
-            # issue 14 #4: the cluster size is served as the root's maxResource; Go clients read int64
-            _check_int64_sum(self._s.total, ev.capacity, f"node {node_id!r}: the cluster's total")
-            self._s.node_added(ev)
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                self._s.node_removed(E.NodeRemoved(node=node_id))
-                raise
-            self._s.pending.freed(full=True)      # the cluster grew: the root and every elastic total
-
-    def update_node(self, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
-                    schedulable: bool | None = None) -> None:
-        """Change a node's capacity or schedulability (cordon: ``schedulable=False`` keeps the node and
-        the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
-        NotFoundError; nothing to change: no event."""
-        with self.lock:
-            self._usable()
-            before = self._s.nodes.get(node_id)
-            if before is None:
-                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            if schedulable is not None and not isinstance(schedulable, bool):
-                raise ValueError("schedulable must be a boolean")
-            was = self._s.node_index.schedulable(node_id)
-            new_cap = before if capacity is None else as_resource(capacity, "capacity")
-            now = was if schedulable is None else schedulable
-            if new_cap == before and now == was:
-                return
-            others = NodeIndex.total({n: c for n, c in self._s.nodes.items() if n != node_id},
-                                     self._s.node_index.unschedulable)
-            _check_int64_sum(others, new_cap, f"node {node_id!r}: the cluster's total")
-            ev = E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now)
-            self._s.node_updated(ev)
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                self._s.node_updated(E.NodeUpdated(node=node_id, capacity=before, schedulable=was))
-                raise
-            self._s.pending.freed(full=True)      # the cluster may have grown
-
-    def remove_node(self, node_id: str) -> None:
-        """Remove a node; the root queue's max shrinks and every allocation on the node is released
-        (YuniKorn's ``removeNode``), each told as a ``released`` notice. Unknown node: NotFoundError."""
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            capacity = self._s.nodes.get(node_id)
-            if capacity is None:
-                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            schedulable = self._s.node_index.schedulable(node_id)
-            on_node = self._s.node_index.on(node_id)
-            ev = E.NodeRemoved(node=node_id, t=self.clock() if on_node else None)
-            self._s.node_removed(ev)
-            if on_node:                 # releases cannot be rolled back: a failed append recovers
-                self._record([ev])
-                self._s.pending.freed()
-                return
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                self._s.node_added(E.NodeAdded(node=node_id, capacity=capacity,
-                                               schedulable=None if schedulable else False))
-                raise
-
-    def bind(self, allocation_key: str, node_id: str) -> None:
-        """Allocation ``allocation_key`` runs on ``node_id`` (e.g. Kubernetes bound its pod). The node
-        must be registered (it may be unschedulable: the pod already runs there). Binding to the node
-        it already names changes nothing. Unknown allocation or node: NotFoundError."""
-        check_id(node_id, "node id")
-        with self.lock:
-            self._usable()
-            alloc = self._s.allocs.get(allocation_key)
-            if alloc is None:
-                raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
-            if node_id not in self._s.nodes:
-                raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
-            before = alloc.node
-            if before == node_id:
-                return
-            ev = E.Bound(key=allocation_key, node=node_id)
-            self._s.bound(ev)
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                self._s.node_index.unplace(node_id, allocation_key)
-                alloc.node = before
-                if before is not None:
-                    self._s.node_index.place(before, allocation_key)
-                raise
 
     def can_submit(self, user: UserGroup, *, queue: str | None = None, tags: Mapping[str, str] | None = None,
                    application_id: str = "what-if") -> Decision:
@@ -910,7 +782,7 @@ class Partition:
                                     f"{self.name!r}")
             root = self._s.queues.queue("root")
             if root is not None:        # pendingResource is served: demand stays within int64 too
-                _check_int64_sum(root._pending, spec.resource,
+                check_int64_sum(root._pending, spec.resource,
                                  f"ask {allocation_key!r}: the waiting asks' total")
             ev = E.AskAdded(key=allocation_key, app=application_id, resource=spec.resource,
                             priority=spec.priority, preemptible=spec.preemptible, seq=asks.next_seq(),
