@@ -377,29 +377,48 @@ class Client:
                     if response.status_code != 200:
                         response.read()
                         raise _error(response)
-                    for notice in _sse(response.iter_lines()):
-                        failures = 0
-                        last = int(notice.get("seq", last or 0))
-                        yield notice
+                    parser = _Sse()
+                    for line in response.iter_lines():
+                        notice = parser.feed(line)
+                        if notice is not None:
+                            last, failures = int(notice.get("seq", last or 0)), 0
+                            yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
             except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
                 error = exc
             failures += 1
-            if failures > reconnect:
-                if error is not None:
-                    raise error
+            wait = _reconnect_wait(failures, reconnect, error)
+            if wait is None:
                 return
-            time.sleep(min(0.2 * failures, 2.0))
+            time.sleep(wait)
 
 
-def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    data: list[str] = []
-    for line in lines:
+class _Sse:
+    """Server-sent events, line by line: :meth:`feed` answers a notice when one is complete."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
         if line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif not line and data:
-            yield json.loads("\n".join(data))
-            data = []
+            self.data.append(line[5:].strip())
+        elif not line and self.data:
+            notice: dict[str, Any] = json.loads("\n".join(self.data))
+            self.data = []
+            return notice
+        return None
+
+
+def _reconnect_wait(failures: int, reconnect: int, error: Exception | None) -> float | None:
+    """Seconds before the next connection; None to stop (the stream ended for good); raises the last
+    error after ``reconnect`` failures in a row."""
+    if failures > reconnect:
+        if error is not None:
+            raise error
+        return None
+    return min(0.2 * failures, 2.0)
 
 
 class AsyncClient:
@@ -492,22 +511,17 @@ class AsyncClient:
                     if response.status_code != 200:
                         await response.aread()
                         raise _error(response)
-                    data: list[str] = []
+                    parser = _Sse()
                     async for line in response.aiter_lines():
-                        if line.startswith("data:"):
-                            data.append(line[5:].strip())
-                        elif not line and data:
-                            notice = json.loads("\n".join(data))
-                            data = []
-                            failures = 0
-                            last = int(notice.get("seq", last or 0))
+                        notice = parser.feed(line)
+                        if notice is not None:
+                            last, failures = int(notice.get("seq", last or 0)), 0
                             yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
             except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
                 error = exc
             failures += 1
-            if failures > reconnect:
-                if error is not None:
-                    raise error
+            wait = _reconnect_wait(failures, reconnect, error)
+            if wait is None:
                 return
-            await asyncio.sleep(min(0.2 * failures, 2.0))
+            await asyncio.sleep(wait)
