@@ -11,10 +11,13 @@ append until one succeeds: the healthcheck reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaplane.events import Event
 from quotaplane.journal.base import Journal, StoreUnavailableError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.group_commit import GroupCommit
 
 __all__ = ["PartitionLog"]
 
@@ -22,8 +25,9 @@ __all__ = ["PartitionLog"]
 class PartitionLog:
     """The journal stream of one partition (``journal`` None: in memory, nothing is written)."""
 
-    __slots__ = ("_snapshot_state", "holder", "journal", "last_seq", "on_recorded", "poisoned", "replaying",
-                 "snapshot_error", "snapshot_every", "snapshot_seq", "store_error", "stream", "wrote")
+    __slots__ = ("_snapshot_state", "group", "holder", "journal", "last_seq", "on_recorded", "poisoned",
+                 "replaying", "snapshot_error", "snapshot_every", "snapshot_seq", "store_error", "stream",
+                 "wrote")
 
     def __init__(self, journal: Journal | None, stream: str, *, holder: str | None, snapshot_every: int,
                  snapshot_state: Callable[[], Mapping[str, Any]]) -> None:
@@ -49,13 +53,21 @@ class PartitionLog:
         self.snapshot_error: Exception | None = None
         #: told of every journalled batch with the seq of its last event (the subscribers' notices)
         self.on_recorded: Callable[[Sequence[Event], int], None] | None = None
+        #: the group committer (issue 18), or None: every record is appended before it returns
+        self.group: GroupCommit | None = None
 
     def record(self, events: Sequence[Event], *, recoverable: bool = False) -> None:
         """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``.
 
         Without a journal (in memory) the events are numbered here, so notices carry a ``seq`` too.
+        With group commit the events are queued for the next group and this returns at once: the
+        caller answers once :attr:`group` says they are durable (the service does that for every
+        answer), and a failed group makes the partition rebuild itself from the journal.
         """
         if self.replaying or not events:
+            return
+        if self.group is not None:
+            self.group.submit(events)
             return
         if self.journal is None:
             self.last_seq += len(events)
@@ -94,10 +106,24 @@ class PartitionLog:
                                         f"({self.poisoned!r}); it is rebuilt from the journal once the "
                                         "store can be read")
 
+    def snapshot_state(self) -> Mapping[str, Any]:
+        """The partition's snapshot state now (memory as it is: call it where memory matches a seq)."""
+        return self._snapshot_state()
+
+    @property
+    def head(self) -> int:
+        """The sequence number of the last event recorded: journalled, or queued for a group commit
+        (then it is the number it will get). A version stamp of memory for caches."""
+        return self.group.head if self.group is not None else self.last_seq
+
     def save_snapshot(self) -> int:
-        """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""
+        """Save a snapshot at the last journalled event; return its sequence number (0: no journal).
+        With group commit, first waits until every recorded change is durable (the caller holds the
+        partition lock, so none is added meanwhile)."""
         if self.journal is None:
             return 0
+        if self.group is not None:
+            self.group.wait()
         seq = self.last_seq
         self.journal.save_snapshot(self.stream, seq, self._snapshot_state())
         self.snapshot_seq = seq

@@ -47,6 +47,7 @@ from quotaplane.errors import (
     NotFoundError,
     NotLeaderError,
 )
+from quotaplane.group_commit import DEFAULT_MAX_EVENTS, GroupCommit
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.notices import EventListener, Notifier
@@ -117,7 +118,7 @@ class Partition(PartitionNodes):
             preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
             record=lambda evs: self._record(evs, recoverable=True), explain=state.explain_ask,
             over_queue_max=state.over_queue_max, surely_over=state.surely_over,
-            last_seq=lambda: self._log.last_seq,
+            last_seq=lambda: self._log.head,
             replaying=lambda: self._log.replaying, may_preempt=state.may_preempt,
             wait_keys=state.wait_keys, preempt_at=state.preempt_at, now=self.clock)
         pending = getattr(state, "pending", None)
@@ -227,6 +228,8 @@ class Partition(PartitionNodes):
             self._log.snapshot_seq = fresh._log.snapshot_seq
             self._log.poisoned = None
             self._log.wrote = False
+            if self._log.group is not None:
+                self._log.group.resume()
             return True
 
     def _queue_of(self, application_id: str) -> str:
@@ -301,6 +304,44 @@ class Partition(PartitionNodes):
     def mark_snapshot(self, seq: int) -> None:
         """The journal's latest snapshot of this partition is at ``seq`` (after a full replay)."""
         self._log.snapshot_seq = seq
+
+    # -- group commit (issue 18: quotaplane.group_commit) ------------------------------------------------
+    @property
+    def group(self) -> GroupCommit | None:
+        """The group committer, or None: each change is journalled before its call returns."""
+        return self._log.group
+
+    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None,
+                           max_events: int = DEFAULT_MAX_EVENTS) -> GroupCommit | None:
+        """Journal changes by group commit from now on (idempotent; None without a journal). Calls
+        then return once the change is decided and queued: :meth:`flush` (or the committer's marks)
+        says when it is durable — answer nobody before. ``post`` runs deliveries (notices, listeners)
+        in commit order, e.g. an event loop's ``call_soon_threadsafe``."""
+        with self.lock:
+            if self._log.group is None and self._log.journal is not None:
+                self._log.group = GroupCommit(self._log, self.name, self.lock, post=post,
+                                              max_events=max_events)
+            return self._log.group
+
+    def stop_group_commit(self) -> None:
+        """Commit what is queued and go back to one append per change (idempotent)."""
+        with self.lock:
+            group = self._log.group
+            if group is None:
+                return
+            group.stop()
+            self._log.group = None
+        group.close()
+        if self._log.poisoned is not None:
+            self.recover()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once every change made so far is durable; :class:`~quotaplane.group_commit.
+        CommitFailedError` if a group commit failed (the change was undone). Without group commit
+        every change is durable when its call returns: nothing to wait for."""
+        group = self._log.group
+        if group is not None:
+            group.wait(timeout=timeout)
 
     @contextmanager
     def read(self) -> Iterator[Partition]:

@@ -99,6 +99,9 @@ class Scheduler:
         self.restored_from: dict[str, str] = {}
         #: the sha256 of the last configuration text given at a start (None: none journalled)
         self._started_with: str | None = None
+        #: group commit for every partition (issue 18): None off, else the deliveries' ``post`` (or None
+        #: inside: the committers' own delivery threads)
+        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -318,6 +321,8 @@ class Scheduler:
                 if found is None:
                     found = self._new_partition(pc, seq)
                     self._partitions[pc.name] = found
+                    if self._group_commit is not None:
+                        found.start_group_commit(post=self._group_commit[0])
                 else:
                     found.apply_config(pc, seq)
                 try:
@@ -390,10 +395,25 @@ class Scheduler:
         for p in self.partitions():
             p.take_snapshot()
 
+    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None) -> None:
+        """Journal every partition's changes by group commit (:mod:`quotaplane.group_commit`), also
+        those of partitions a later config adds. A change is durable once :meth:`Partition.flush`
+        (or its committer's mark) says so, not when its call returns."""
+        self._group_commit = (post,)
+        for p in self.partitions():
+            p.start_group_commit(post=post)
+
+    def stop_group_commit(self) -> None:
+        """Commit what is queued; every change is journalled before its call returns again."""
+        self._group_commit = None
+        for p in self.partitions():
+            p.stop_group_commit()
+
     def close(self, *, snapshot: bool = True) -> None:
-        """Snapshot every partition that journalled events since its last snapshot (so the next start
-        reads no tail; a follower, which only replays, writes nothing), then close the journal. The
-        scheduler must not be used afterwards."""
+        """Commit what group commit holds, snapshot every partition that journalled events since its
+        last snapshot (so the next start reads no tail; a follower, which only replays, writes
+        nothing), then close the journal. The scheduler must not be used afterwards."""
+        self.stop_group_commit()
         if snapshot:
             for p in self.partitions():
                 if p.needs_snapshot:

@@ -1,0 +1,270 @@
+"""Group commit (issue 18, :mod:`quotaplane.group_commit`): many changes, one transaction; a change is
+durable only after the commit that holds it; a failed group is undone in memory with everything
+decided after it; notices and snapshots follow the commits."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.group_commit import CommitFailedError
+from quotaplane.journal import MemoryJournal
+from quotaplane.journal.base import JournalError
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import CONFIG, Clock
+
+BOB = UserGroup("bob", ["ops"])
+VCORE = Resource({"vcore": 1})
+
+
+class GatedJournal(MemoryJournal):
+    """A memory journal whose appends wait for ``gate`` (when closed) and fail while ``fail`` is set;
+    it counts its appends (transactions)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+        self.fail = False
+        self.appends = 0
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        self.entered.set()
+        self.gate.wait(10)
+        if self.fail:
+            raise JournalError("disk full")
+        self.appends += 1
+        return super().append(stream, events, holder=holder)
+
+
+def _scheduler(journal: Any, snapshot_every: int = 0) -> Scheduler:
+    s = Scheduler.from_yaml(CONFIG, store=journal, clock=Clock(), snapshot_every=snapshot_every)
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 10**6}))
+    p.add_application("app1", BOB, queue="root.b")
+    return s
+
+
+def _restored(journal: Any) -> Scheduler:
+    return Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
+
+
+def test_a_change_is_not_durable_before_its_commit_and_many_share_one_transaction() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    group = p.start_group_commit()
+    assert group is not None
+    j.gate.clear()
+    j.entered.clear()
+    p.allocate("app1", "k0", VCORE)              # taken at once into a commit that now waits
+    assert j.entered.wait(5)
+    marks = []
+    for i in range(1, 50):                        # these gather while that commit is in flight
+        p.allocate("app1", f"k{i}", VCORE)
+        marks.append(group.submitted)
+    with pytest.raises(TimeoutError):
+        group.wait(marks[-1], timeout=0.05)
+    assert group.durable < marks[0]
+    before = j.appends
+    j.gate.set()
+    p.flush(timeout=5)
+    assert group.durable == group.submitted
+    assert j.appends - before == 2                # k0 alone, then k1..k49 in one transaction
+    assert p.last_seq == j.last_seq("default")
+    restored = _restored(j).partition("default")
+    assert restored.dump_state() == p.dump_state()
+    s.stop_group_commit()
+
+
+def test_concurrent_callers_are_batched_and_the_store_holds_exactly_memory(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    s = _scheduler(url)
+    p = s.partition("default")
+    p.start_group_commit()
+
+    def worker(w: int) -> None:
+        for i in range(100):
+            p.allocate("app1", f"w{w}-{i}", VCORE)
+            if i % 3 == 0:
+                p.release(f"w{w}-{i}")
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    p.flush(timeout=10)
+    group = p.group
+    assert group is not None and group.groups < group.submitted
+    state = p.dump_state()
+    s.close()
+    again = _restored(url)
+    assert again.partition("default").dump_state() == state
+    again.close()
+
+
+def test_a_failed_group_undoes_it_and_everything_decided_after_it() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    p.allocate("app1", "kept", VCORE)
+    committed = p.dump_state()
+    group = p.start_group_commit()
+    assert group is not None
+    j.gate.clear()
+    j.entered.clear()
+    j.fail = True
+    p.allocate("app1", "first", VCORE)           # its commit will fail
+    assert j.entered.wait(5)
+    p.allocate("app1", "second", VCORE)           # decided after it: may depend on it
+    p.release("kept")
+    mark = group.submitted
+    assert "second" in {a.allocation_key for a in p.allocations()}
+    j.gate.set()
+    with pytest.raises(CommitFailedError):
+        group.wait(mark, timeout=5)
+    assert p.recovering                           # nothing is served from memory now …
+    j.fail = False
+    assert p.recover()                            # … until it is rebuilt from the journal
+    assert p.dump_state() == committed
+    assert group.epoch == 1
+    p.allocate("app1", "third", VCORE)            # and it takes changes again
+    p.flush(timeout=5)
+    assert {a.allocation_key for a in _restored(j).partition("default").allocations()} == {"kept", "third"}
+    s.stop_group_commit()
+
+
+def test_a_change_submitted_after_a_failure_raises_until_the_rebuild() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    group = p.start_group_commit()
+    assert group is not None
+    j.fail = True
+    p.allocate("app1", "doomed", VCORE)
+    with pytest.raises(CommitFailedError):
+        p.flush(timeout=5)
+    j.fail = False
+    # the next call finds the partition poisoned, rebuilds it and decides on the journal's state
+    d = p.allocate("app1", "doomed", VCORE)
+    assert d.allocated
+    p.flush(timeout=5)
+    assert [a.allocation_key for a in _restored(j).partition("default").allocations()] == ["doomed"]
+    s.stop_group_commit()
+
+
+def test_notices_come_after_the_commit_with_the_journal_seq() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    seen: list[dict[str, Any]] = []
+    got = threading.Event()
+
+    def subscriber(n: dict[str, Any]) -> None:
+        seen.append(n)
+        got.set()
+
+    p.subscribe(subscriber)
+    p.start_group_commit()
+    j.gate.clear()
+    p.allocate("app1", "k1", VCORE)
+    assert not got.wait(0.1)                      # not journalled yet: nobody is told
+    j.gate.set()
+    assert got.wait(5)
+    p.flush(timeout=5)
+    s.stop_group_commit()                         # lets the delivery thread finish
+    allocated = [n for n in seen if n["type"] == "allocated"]
+    assert [n["allocationKey"] for n in allocated] == ["k1"]
+    journalled = {ev["key"]: seq for seq, ev in j.read("default") if ev.get("type") == "allocated"}
+    assert allocated[0]["seq"] == journalled["k1"]
+
+
+def test_snapshots_are_taken_at_a_committed_seq_and_restore_the_same_state(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    s = _scheduler(url, snapshot_every=7)
+    p = s.partition("default")
+    p.start_group_commit()
+    for i in range(60):
+        p.allocate("app1", f"k{i}", VCORE)
+        if i % 2:
+            p.release(f"k{i - 1}")
+    p.flush(timeout=5)
+    assert p.snapshot_seq > 0
+    assert p.snapshot_error is None
+    state = p.dump_state()
+    s.close(snapshot=False)
+    again = _restored(url)
+    assert again.restored_from["default"] == "snapshot"
+    assert again.partition("default").dump_state() == state
+    again.close()
+
+
+def test_cache_stamps_move_with_decisions_not_commits() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    group = p.start_group_commit()
+    assert group is not None
+    j.gate.clear()
+    head = group.head
+    p.allocate("app1", "k1", VCORE)
+    assert group.head > head and p.last_seq == head          # decided, not yet journalled
+    j.gate.set()
+    p.flush(timeout=5)
+    assert p.last_seq == group.head
+    s.stop_group_commit()
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["alloc", "release", "fail", "heal"]), st.integers(0, 9)),
+               min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_whatever_fails_the_journal_holds_every_acknowledged_change_and_nothing_refused(
+        ops: list[tuple[str, int]]) -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    p.start_group_commit()
+    acknowledged: dict[str, bool] = {}            # key -> allocated (True) / released (False)
+    for op, k in ops:
+        key = f"k{k}"
+        if op == "fail":
+            j.fail = True
+            continue
+        if op == "heal":
+            j.fail = False
+            continue
+        try:
+            if op == "alloc":
+                p.allocate("app1", key, VCORE)
+            else:
+                p.release(key)
+            p.flush(timeout=5)
+        except (ConflictError, NotFoundError):
+            continue                               # already there / not there (on the journal's state)
+        except JournalError:
+            continue                               # refused (503): must not be visible
+        acknowledged[key] = op == "alloc"
+    j.fail = False
+    with contextlib.suppress(CommitFailedError):
+        p.flush(timeout=5)
+    assert p.recover()
+    live = {a.allocation_key for a in p.allocations()}
+    assert live == {k for k, on in acknowledged.items() if on}
+    restored = {a.allocation_key for a in _restored(j).partition("default").allocations()}
+    assert restored == live
+    s.stop_group_commit()
