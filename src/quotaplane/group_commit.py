@@ -39,17 +39,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from quotaplane.journal.base import StoreUnavailableError
+from quotaplane.errors import NotLeaderError, QuotaplaneError
+from quotaplane.journal.base import JournalError, StoreUnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
     from quotaplane.journalling import PartitionLog
 
-__all__ = ["DEFAULT_MAX_EVENTS", "CommitFailedError", "GroupCommit"]
+_log = logging.getLogger("quotaplane.group_commit")
+
+__all__ = ["DEFAULT_MAX_EVENTS", "CommitFailedError", "GroupCommit", "marks_in_context", "reset_marks"]
 
 #: At most this many events per transaction (one statement; bounds a group's latency and size).
 DEFAULT_MAX_EVENTS = 10_000
@@ -57,8 +62,23 @@ DEFAULT_MAX_EVENTS = 10_000
 #: told ``None`` when its mark is durable, or the failure that undid it
 Waiter = Callable[[BaseException | None], None]
 
+#: the mark of the last change each committer took in the current context (a request's task): the
+#: service waits for exactly that mark before it answers the request
+_MARKS: contextvars.ContextVar[dict[GroupCommit, int] | None] = contextvars.ContextVar(
+    "quotaplane_group_commit_marks", default=None)
 
-class CommitFailedError(StoreUnavailableError):
+
+def marks_in_context() -> dict[GroupCommit, int]:
+    """The committers this context submitted changes to, with the mark of its last change."""
+    return _MARKS.get() or {}
+
+
+def reset_marks() -> None:
+    """Start a new unit of work in this context (a request): no marks yet."""
+    _MARKS.set(None)
+
+
+class CommitFailedError(JournalError):
     """The group commit that held a change failed: the change was undone (answered 503)."""
 
 
@@ -89,21 +109,26 @@ class GroupCommit:
 
     ``lock`` is the partition lock (deliveries run under it); ``post`` runs a delivery callable in
     commit order (default: a delivery thread of its own). ``max_events`` caps one transaction.
+    ``owner``: the thread (ident) whose calls return without waiting — the service's event loop,
+    which waits for the marks itself before it answers; a call from any other thread waits for its
+    commit (and raises if it failed), so the library's contract — durable when the call returns —
+    holds, while concurrent callers still share transactions.
     """
 
     __slots__ = ("_buffer", "_cv", "_deliver_pool", "_failed_upto", "_lock", "_log", "_post", "_stopping",
                  "_thread", "_waiters", "durable", "epoch", "failure", "groups", "head", "max_events",
-                 "name", "submitted")
+                 "name", "owner", "submitted")
 
     def __init__(self, log: PartitionLog, name: str, lock: threading.RLock, *,
                  post: Callable[[Callable[[], None]], object] | None = None,
-                 max_events: int = DEFAULT_MAX_EVENTS) -> None:
+                 max_events: int = DEFAULT_MAX_EVENTS, owner: int | None = None) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self._log = log
         self.name = name
         self._lock = lock
         self.max_events = max_events
+        self.owner = owner
         self._cv = threading.Condition(threading.Lock())
         self._buffer: list[_Entry] = []
         self._waiters: list[tuple[int, Waiter]] = []
@@ -132,12 +157,13 @@ class GroupCommit:
     # -- the deciding side (caller holds the partition lock) ------------------------------------------
     def submit(self, events: Sequence[Event]) -> int:
         """Queue one change's events for the next group; return its mark. Raises
-        :class:`CommitFailedError` while a failed group awaits the partition's rebuild."""
+        :class:`~quotaplane.journal.base.StoreUnavailableError` while a failed group awaits the
+        partition's rebuild."""
         log = self._log
         with self._cv:
             if self.failure is not None:
-                raise CommitFailedError(f"partition {self.name!r}: a journal commit failed "
-                                        f"({self.failure!r}); the partition is rebuilt from the journal")
+                raise StoreUnavailableError(f"partition {self.name!r} is recovering from a failed journal "
+                                            f"commit ({self.failure}); it is rebuilt from the journal")
             self.submitted += 1
             self.head += len(events)
             snapshot = None
@@ -147,7 +173,16 @@ class GroupCommit:
                 snapshot = (self.head, dict(log.snapshot_state()))
             self._buffer.append(_Entry(self.submitted, events, snapshot))
             self._cv.notify()
-            return self.submitted
+            mark = self.submitted
+        marks = _MARKS.get()
+        _MARKS.set({self: mark} if marks is None else {**marks, self: mark})
+        return mark
+
+    def record(self, events: Sequence[Event]) -> None:
+        """:meth:`submit`, then — outside the :attr:`owner` thread — :meth:`wait` for it."""
+        mark = self.submit(events)
+        if self.owner is None or threading.get_ident() != self.owner:
+            self.wait(mark)
 
     def _snapshot_queued(self) -> bool:
         return any(e.snapshot is not None for e in self._buffer)
@@ -170,7 +205,8 @@ class GroupCommit:
 
     def wait(self, mark: int | None = None, timeout: float | None = None) -> None:
         """Block until ``mark`` (default: everything submitted so far) is durable; raise
-        :class:`CommitFailedError` if its group failed, TimeoutError after ``timeout`` seconds.
+        :class:`CommitFailedError` if its group failed (:class:`~quotaplane.errors.NotLeaderError`
+        when the lease was lost), TimeoutError after ``timeout`` seconds.
         """
         done = threading.Event()
         box: list[BaseException | None] = []
@@ -190,9 +226,12 @@ class GroupCommit:
         """True when every submitted change is durable (or failed): memory equals the journal."""
         return self.durable >= self.submitted or self._failed_upto >= self.submitted
 
-    def _failed_error(self) -> CommitFailedError:
-        return CommitFailedError(f"partition {self.name!r}: the journal commit of this change failed "
-                                 f"({self.failure!r}); the change was undone")
+    def _failed_error(self) -> QuotaplaneError:
+        message = (f"partition {self.name!r}: the journal commit of this change failed ({self.failure}); "
+                   "the change was undone")
+        if isinstance(self.failure, NotLeaderError):      # fenced: tell where the leader is now
+            return NotLeaderError(message, leader=self.failure.leader)
+        return CommitFailedError(message)
 
     # -- after a rebuild --------------------------------------------------------------------------------
     def resume(self) -> None:
@@ -274,7 +313,11 @@ class GroupCommit:
                 batches.append((entry.events, end))
         _call(due, None)
         if batches:
-            self._post(lambda: self._deliver(batches))
+            try:
+                self._post(lambda: self._deliver(batches))
+            except RuntimeError:          # the service's event loop is closed: nobody listens any more
+                _log.warning("partition %s: notices of seq %d dropped (the event loop is closed)",
+                             self.name, seq)
 
     def _fail(self, exc: BaseException) -> None:
         log = self._log

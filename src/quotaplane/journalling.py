@@ -60,14 +60,15 @@ class PartitionLog:
         """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``.
 
         Without a journal (in memory) the events are numbered here, so notices carry a ``seq`` too.
-        With group commit the events are queued for the next group and this returns at once: the
-        caller answers once :attr:`group` says they are durable (the service does that for every
-        answer), and a failed group makes the partition rebuild itself from the journal.
+        With group commit the events join the next group: this returns once they are durable, except
+        on the group's owner thread (the service's event loop), where it returns at once and the
+        answer waits for the mark instead. A failed group makes the partition rebuild itself from the
+        journal.
         """
         if self.replaying or not events:
             return
         if self.group is not None:
-            self.group.submit(events)
+            self.group.record(events)
             return
         if self.journal is None:
             self.last_seq += len(events)

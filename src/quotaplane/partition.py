@@ -174,7 +174,9 @@ class Partition(PartitionNodes):
         try:
             self._log.record([*events, *notes] if notes else events, recoverable=recoverable)
         except BaseException:
-            if self._log.poisoned is not None:
+            # a failed group commit: the caller holds the lock, so its change is the newest in memory
+            # and its own undo is exact; the partition is rebuilt on its next use (it is poisoned)
+            if self._log.poisoned is not None and not (recoverable and self._log.group is not None):
                 self.recover()
             raise
         if notes:
@@ -312,15 +314,18 @@ class Partition(PartitionNodes):
         return self._log.group
 
     def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None,
-                           max_events: int = DEFAULT_MAX_EVENTS) -> GroupCommit | None:
-        """Journal changes by group commit from now on (idempotent; None without a journal). Calls
-        then return once the change is decided and queued: :meth:`flush` (or the committer's marks)
-        says when it is durable — answer nobody before. ``post`` runs deliveries (notices, listeners)
-        in commit order, e.g. an event loop's ``call_soon_threadsafe``."""
+                           max_events: int = DEFAULT_MAX_EVENTS, owner: int | None = None
+                           ) -> GroupCommit | None:
+        """Journal changes by group commit from now on (idempotent; None without a journal): calls
+        from several threads share transactions, each returning once its change is durable. Calls on
+        the ``owner`` thread (a service's event loop) return once the change is decided and queued:
+        the committer's marks say when it is durable — answer nobody before (the service does).
+        ``post`` runs deliveries (notices, listeners) in commit order, e.g. an event loop's
+        ``call_soon_threadsafe``."""
         with self.lock:
             if self._log.group is None and self._log.journal is not None:
                 self._log.group = GroupCommit(self._log, self.name, self.lock, post=post,
-                                              max_events=max_events)
+                                              max_events=max_events, owner=owner)
             return self._log.group
 
     def stop_group_commit(self) -> None:

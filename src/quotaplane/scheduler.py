@@ -101,7 +101,7 @@ class Scheduler:
         self._started_with: str | None = None
         #: group commit for every partition (issue 18): None off, else the deliveries' ``post`` (or None
         #: inside: the committers' own delivery threads)
-        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None] | None = None
+        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None, int | None] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -322,7 +322,8 @@ class Scheduler:
                     found = self._new_partition(pc, seq)
                     self._partitions[pc.name] = found
                     if self._group_commit is not None:
-                        found.start_group_commit(post=self._group_commit[0])
+                        post, owner = self._group_commit
+                        found.start_group_commit(post=post, owner=owner)
                 else:
                     found.apply_config(pc, seq)
                 try:
@@ -395,13 +396,13 @@ class Scheduler:
         for p in self.partitions():
             p.take_snapshot()
 
-    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None) -> None:
+    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None,
+                           owner: int | None = None) -> None:
         """Journal every partition's changes by group commit (:mod:`quotaplane.group_commit`), also
-        those of partitions a later config adds. A change is durable once :meth:`Partition.flush`
-        (or its committer's mark) says so, not when its call returns."""
-        self._group_commit = (post,)
+        those of partitions a later config adds: see :meth:`Partition.start_group_commit`."""
+        self._group_commit = (post, owner)
         for p in self.partitions():
-            p.start_group_commit(post=post)
+            p.start_group_commit(post=post, owner=owner)
 
     def stop_group_commit(self) -> None:
         """Commit what is queued; every change is journalled before its call returns again."""

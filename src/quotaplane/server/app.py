@@ -17,6 +17,7 @@ import functools
 import json as _json
 import logging
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
@@ -30,7 +31,8 @@ from pydantic import BaseModel, ValidationError
 from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
-from quotaplane.server.errors import exception_response, install_error_handlers
+from quotaplane.server.durability import CommitBarrier
+from quotaplane.server.errors import exception_response, install_error_handlers, status_for
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.logs import ACCESS
 from quotaplane.server.metrics import Metrics
@@ -108,6 +110,10 @@ class Service:
         self.events = EventRecords()
         self.history = MetricsHistory()
         self._watched: dict[int, tuple[Partition, Callable[[], None]]] = {}
+        #: answers wait for their partition's group commit (issue 18); see :meth:`start_group_commit`
+        self.barrier = CommitBarrier(lambda: self._scheduler)
+        self._group_loop: asyncio.AbstractEventLoop | None = None
+        self._group_owner: int | None = None
         self._instrument(scheduler)
         self._scheduler: Scheduler = scheduler
         self.watch_partitions()
@@ -121,7 +127,33 @@ class Service:
     def scheduler(self, value: Scheduler) -> None:
         self._instrument(value)
         self._scheduler = value
+        self._group_commit_if_leading()
         self.watch_partitions()
+
+    # -- group commit -----------------------------------------------------------------------------
+    def start_group_commit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Journal every partition this instance leads by group commit (:mod:`quotaplane.group_commit`);
+        deliveries (notices, listeners) run on ``loop``. Every answer then waits for the commit of
+        what it saw (:mod:`quotaplane.server.durability`). Also applied to a scheduler taken over."""
+        self._group_loop = loop
+        self._group_owner = threading.get_ident()        # the loop's thread: calls made on it don't wait
+        self._group_commit_if_leading()
+
+    @property
+    def group_commit_on(self) -> bool:
+        """True while answers wait for group commits (between the app's start and stop)."""
+        return self._group_loop is not None
+
+    def stop_group_commit(self) -> None:
+        """Commit what is queued and journal one change per append again (the app's shutdown)."""
+        self._group_loop = None
+        self._scheduler.stop_group_commit()
+
+    def _group_commit_if_leading(self) -> None:
+        # a follower writes nothing: its copy gets no committer threads
+        if self._group_loop is not None and self.is_leader():
+            self._scheduler.start_group_commit(post=self._group_loop.call_soon_threadsafe,
+                                               owner=self._group_owner)
 
     def watch_partitions(self) -> None:
         """Feed the event records from every partition served (idempotent; called at start, after a
@@ -248,12 +280,29 @@ class _Outer:
         start = time.perf_counter()
         status = [500]
         started = [False]
+        # group commit (issue 18): the answer waits until what it saw is durable, or becomes a 503
+        epochs = self.service.barrier.epochs(scope["path"]) if self.service.group_commit_on else ()
+        replaced = [False]
 
         async def send_wrapper(message: Message) -> None:
+            if replaced[0]:
+                return                   # the body of an answer replaced by a 503
             if message["type"] == "http.response.start":
+                if epochs and (failed := await self.service.barrier.settle(epochs)) is not None:
+                    replaced[0] = True
+                    started[0] = True
+                    status[0] = status_for(failed)
+                    resp = exception_response(failed)
+                    await resp(scope, receive, send_cors)
+                    return
                 status[0] = message["status"]
                 started[0] = True
                 # YuniKorn's webservice answers every request with this header (reference §2).
+                message["headers"] = [*message.get("headers", ()), _CORS]
+            await send(message)
+
+        async def send_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", ()), _CORS]
             await send(message)
 
@@ -390,7 +439,7 @@ async def history_loop(service: Service, interval: float = HISTORY_INTERVAL) -> 
 def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership: Leadership | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
                timeouts_interval: float = TIMEOUTS_INTERVAL,
-               history_interval: float = HISTORY_INTERVAL) -> FastAPI:
+               history_interval: float = HISTORY_INTERVAL, group_commit: bool = True) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
     ``tokens``: bearer tokens per role (none: every request is accepted). ``leadership``: the
@@ -399,6 +448,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
     ``fast_path``: serve ``POST …/allocations`` from the middleware (same behaviour, less overhead).
     ``timeouts_interval``: seconds between the leader's ``Partition.check_timeouts`` rounds.
     ``history_interval``: seconds between two samples of ``/ws/v1/history`` (YuniKorn: a minute).
+    ``group_commit``: journal concurrent changes of a partition in one transaction while the app
+    runs (:mod:`quotaplane.group_commit`); every answer still waits for its commit (S1).
     """
     from quotaplane.server import (
         routes_asks,
@@ -415,6 +466,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> Any:
+        if group_commit:
+            service.start_group_commit(asyncio.get_running_loop())
         if leadership is not None:
             await leadership.start(service)
         # the timer side of the scheduling cycle (queueing): pending asks are retried periodically
@@ -430,6 +483,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership
             history_task.cancel()
             if leadership is not None:
                 await leadership.stop()
+            if group_commit:
+                service.stop_group_commit()
 
     app = FastAPI(title=title, version="0.1.0", lifespan=lifespan,
                   description="quotaplane: quota decisions for shared clusters (YuniKorn-compatible "

@@ -1,0 +1,114 @@
+"""Answers wait for the store (decision S1 under group commit, issue 18).
+
+With group commit (:mod:`quotaplane.group_commit`) a partition call returns once the change is decided
+and queued for the next commit. The service therefore holds back **every** answer — a change's, but
+also a read's or a refusal's, which may rest on a change not yet durable — until everything its
+partition decided before the answer was formed is committed. The request handlers stay as they are:
+the outer middleware calls :meth:`CommitBarrier.settle` just before the response starts.
+
+A request that changed a partition waits for the exact mark of its last change (the committer notes
+it in the request's context): 201 if that commit held, 503 if it failed
+(:class:`~quotaplane.group_commit.CommitFailedError`) — the partition is then rebuilt from the
+journal before it serves anything again, so a refused change is never seen. A request that changed
+nothing there (a read, a refusal) waits for everything decided so far; if a commit failed while it
+was served (the partition's failure ``epoch`` moved between its start and its answer) it answers 503
+too, since it may have seen a change that was undone — harmless, nothing was changed by it. Health and
+metrics routes do not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from quotaplane.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.scheduler import Scheduler
+
+__all__ = ["CommitBarrier", "partition_of_path"]
+
+_PARTITION_PATH = re.compile(r"^/ws/v1/partition/([^/]+)(?:/|$)")
+
+#: routes that report the process or the store, not partition state: they never wait
+_EXEMPT = frozenset({"/healthz", "/readyz", "/metrics", "/ws/v1/metrics", "/ws/v1/scheduler/healthcheck",
+                     "/docs", "/openapi.json"})
+
+#: the failure epochs of the partitions a request may touch: ``(group, epoch)`` pairs
+Epochs = tuple[tuple[GroupCommit, int], ...]
+
+
+def partition_of_path(path: str) -> str | None:
+    """The partition a ``/ws/v1/partition/{name}/…`` path names (None: another route)."""
+    m = _PARTITION_PATH.match(path)
+    return m.group(1) if m else None
+
+
+class CommitBarrier:
+    """Holds answers back until their partition's changes are durable (see the module docstring)."""
+
+    __slots__ = ("_scheduler",)
+
+    def __init__(self, scheduler: Callable[[], Scheduler]) -> None:
+        self._scheduler = scheduler
+
+    def _groups(self, path: str) -> list[GroupCommit]:
+        if path in _EXEMPT:
+            return []
+        name = partition_of_path(path)
+        scheduler = self._scheduler()
+        if name is not None:
+            try:
+                p = scheduler.partition(name)
+            except Exception:      # unknown partition: the route answers 404 by itself
+                return []
+            return [p.group] if p.group is not None else []
+        return [p.group for p in scheduler.partitions() if p.group is not None]
+
+    def epochs(self, path: str) -> Epochs:
+        """At a request's start: the failure epochs of the partitions it may touch (and no marks of
+        changes yet in this request's context)."""
+        reset_marks()
+        return tuple((g, g.epoch) for g in self._groups(path))
+
+    async def settle(self, epochs: Epochs) -> BaseException | None:
+        """Just before the answer: wait until every change those partitions decided so far is
+        durable. Returns the error to answer instead when a commit failed meanwhile (503; with the
+        leader's URL when the failure was a lost lease)."""
+        loop = asyncio.get_running_loop()
+        changed = marks_in_context()
+        for group, mark in changed.items():
+            if mark > group.durable:
+                outcome = await _durable(loop, group, mark)
+                if outcome is not None:
+                    return outcome
+        for group, epoch in epochs:
+            if group in changed:
+                continue
+            if group.epoch != epoch:
+                return CommitFailedError(f"partition {group.name!r}: a journal commit failed while this "
+                                         "request was served; what it saw may have been undone")
+            if not group.idle:
+                outcome = await _durable(loop, group, group.submitted)
+                if outcome is not None:
+                    return outcome
+        return None
+
+
+async def _durable(loop: asyncio.AbstractEventLoop, group: GroupCommit, mark: int) -> BaseException | None:
+    done: asyncio.Future[BaseException | None] = loop.create_future()
+    group.notify(mark, functools.partial(_wake, loop, done))
+    return await done
+
+
+def _wake(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[BaseException | None],
+          outcome: BaseException | None) -> None:
+    loop.call_soon_threadsafe(_resolve, fut, outcome)
+
+
+def _resolve(fut: asyncio.Future[BaseException | None], outcome: BaseException | None) -> None:
+    if not fut.done():
+        fut.set_result(outcome)
