@@ -61,13 +61,16 @@ def serve(
                                             envvar="QUOTAPLANE_LOG_FORMAT")] = "text",
     access_log: Annotated[bool, typer.Option(help="Log one line per request.",
                                              envvar="QUOTAPLANE_ACCESS_LOG")] = False,
+    group_commit: Annotated[bool, typer.Option(
+        help="Commit concurrent changes of a partition together (each answer still waits for its "
+             "commit).", envvar="QUOTAPLANE_GROUP_COMMIT")] = True,
 ) -> None:
     """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/). Every option can also be
     given by its environment variable (QUOTAPLANE_CONFIG, QUOTAPLANE_STORE, …)."""
     from quotaplane.server.main import serve as _serve
 
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port, log_level=log_level,
-                            log_format=log_format, access_log=access_log))
+                            log_format=log_format, access_log=access_log, group_commit=group_commit))
 
 
 @app.command()

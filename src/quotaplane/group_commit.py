@@ -2,45 +2,42 @@
 
 Decisions are still taken one at a time, in order, under the partition lock, exactly as without group
 commit; what changes is *when* their events reach the store. A change is applied in memory and its
-events are handed to this partition's committer (:meth:`GroupCommit.submit`), which returns at once.
-A committer thread takes everything submitted so far and appends it in **one** transaction; while that
-commit is in flight the next changes gather, and the next commit takes them all. The window is
-adaptive: an idle partition commits a lone change at once (no sleep), a busy one commits as many
-changes per transaction as arrived during the previous commit.
+events are queued (:meth:`GroupCommit.submit`). On the committer's ``owner`` thread — the service's
+event loop — the call then returns at once and a flush is scheduled (``schedule``, the loop's
+``call_soon``): it runs after every request that was ready in the same turn of the loop has been
+decided, and appends all their events in **one** transaction. The window is adaptive with no sleep:
+a lone request is committed at the next turn, and while the loop is busy (or blocked in a commit)
+requests pile up and the next flush takes them all. A call from any other thread flushes at once
+(with whatever is queued before it) and returns once its change is durable, as without group commit.
 
-What S1 ("a change is acknowledged only once it is durable") needs from the caller: every change
-gets a *mark* (its submission number). The caller answers only after :meth:`GroupCommit.wait` (or the
-asynchronous :meth:`GroupCommit.notify`) says the mark is durable. Marks are committed in order, so a
-change that depends on an earlier one is never durable before it, and an answer that waits for the
-newest mark at its time (a read, a refusal) never reveals a change the store does not hold.
+What S1 ("a change is acknowledged only once it is durable") needs from the owner: every change gets
+a *mark* (its submission number), noted in the caller's context (:func:`marks_in_context`). The
+service answers a request only when :meth:`GroupCommit.notify` says the request's last mark is
+durable. Marks are committed in order, so a change that depends on an earlier one is never durable
+before it, and an answer that waits for the newest mark at its time (a read, a refusal) never
+reveals a change the store does not hold.
 
-When a commit fails, the committer stops: every change of that group *and every change submitted
-after it* (they may depend on it) is failed — their waiters get :class:`CommitFailedError`, a
-:class:`~quotaplane.journal.base.StoreUnavailableError` answered 503 — and the partition log is
-marked poisoned, so the partition rebuilds its memory from the journal before it serves anything
-again (:meth:`quotaplane.partition.Partition.recover`, the path of issue 14 #2). The journal holds
-exactly the groups that committed, so the rebuild undoes precisely the refused changes: nothing
-refused is ever visible. :attr:`GroupCommit.epoch` counts those failures, so an answer computed
-before a failure and sent after it can tell (the service answers it 503 too).
+When a commit fails, every change of that group *and every change submitted after it* (they may
+depend on it) is failed — their waiters get :class:`CommitFailedError`, answered 503 — and the
+partition log is marked poisoned, so the partition rebuilds its memory from the journal before it
+serves anything again (:meth:`quotaplane.partition.Partition.recover`, the path of issue 14 #2). The
+journal holds exactly the groups that committed, so the rebuild undoes precisely the refused changes:
+nothing refused is ever visible. :attr:`GroupCommit.epoch` counts those failures, so an answer
+computed before a failure and sent after it can tell (the service answers it 503 too).
 
 Snapshots need memory to equal the journal at one sequence number. With group commit memory runs
 ahead of the store, so the snapshot state is taken at submit time — when memory holds exactly the
-changes submitted so far — and saved by the committer right after the commit that makes those changes
-durable (dropped if that commit fails).
+changes submitted so far — and saved right after the commit that makes those changes durable
+(dropped if that commit fails).
 
-Deliveries — the partition's ``on_recorded`` (subscribers' notices, event listeners) — run after
-the commit, in commit order, through ``post``: the service passes its event loop's
-``call_soon_threadsafe``; the default is one delivery thread per committer. Either way they run
-under the partition lock, as without group commit. Waiters are woken straight from the committer
-thread, so a caller may wait while it holds the partition lock.
+Everything here runs under the partition lock — submissions, flushes and the deliveries after a
+commit (the partition's ``on_recorded``: subscribers' notices, event listeners), in commit order.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import contextvars
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,8 +48,6 @@ from quotaplane.journal.base import JournalError, StoreUnavailableError
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
     from quotaplane.journalling import PartitionLog
-
-_log = logging.getLogger("quotaplane.group_commit")
 
 __all__ = ["DEFAULT_MAX_EVENTS", "CommitFailedError", "GroupCommit", "marks_in_context", "reset_marks"]
 
@@ -83,9 +78,6 @@ class CommitFailedError(JournalError):
 
 
 def _call(waiters: list[tuple[int, Waiter]], outcome: BaseException | None) -> None:
-    # straight from the committer thread: a waiter must be thread safe and quick (an Event.set, a
-    # loop.call_soon_threadsafe); a caller that holds the partition lock while it waits is woken
-    # without needing anything that lock guards
     for _, waiter in waiters:
         with contextlib.suppress(Exception):
             waiter(outcome)
@@ -107,21 +99,18 @@ class _Entry:
 class GroupCommit:
     """The committer of one partition log (see the module docstring).
 
-    ``lock`` is the partition lock (deliveries run under it); ``post`` runs a delivery callable in
-    commit order (default: a delivery thread of its own). ``max_events`` caps one transaction.
-    ``owner``: the thread (ident) whose calls return without waiting — the service's event loop,
-    which waits for the marks itself before it answers; a call from any other thread waits for its
-    commit (and raises if it failed), so the library's contract — durable when the call returns —
-    holds, while concurrent callers still share transactions.
+    ``lock`` is the partition lock. ``owner``: the thread (ident) whose calls return without waiting
+    — the service's event loop, which waits for the marks itself before it answers — and
+    ``schedule`` how that thread runs a flush after its current burst (``loop.call_soon``). Without
+    them every call flushes before it returns. ``max_events`` caps one transaction.
     """
 
-    __slots__ = ("_buffer", "_cv", "_deliver_pool", "_failed_upto", "_lock", "_log", "_post", "_stopping",
-                 "_thread", "_waiters", "durable", "epoch", "failure", "groups", "head", "max_events",
-                 "name", "owner", "submitted")
+    __slots__ = ("_buffer", "_failed_upto", "_lock", "_log", "_schedule", "_scheduled", "_waiters", "durable",
+                 "epoch", "failure", "groups", "head", "max_events", "name", "owner", "submitted")
 
     def __init__(self, log: PartitionLog, name: str, lock: threading.RLock, *,
-                 post: Callable[[Callable[[], None]], object] | None = None,
-                 max_events: int = DEFAULT_MAX_EVENTS, owner: int | None = None) -> None:
+                 schedule: Callable[[Callable[[], None]], object] | None = None, owner: int | None = None,
+                 max_events: int = DEFAULT_MAX_EVENTS) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self._log = log
@@ -129,7 +118,8 @@ class GroupCommit:
         self._lock = lock
         self.max_events = max_events
         self.owner = owner
-        self._cv = threading.Condition(threading.Lock())
+        self._schedule = schedule
+        self._scheduled = False
         self._buffer: list[_Entry] = []
         self._waiters: list[tuple[int, Waiter]] = []
         #: marks: the last change submitted, the last one durable; failed marks end at ``_failed_upto``
@@ -144,15 +134,9 @@ class GroupCommit:
         self.failure: BaseException | None = None
         #: how many transactions committed (groups), for metrics and tests
         self.groups = 0
-        self._stopping = False
-        self._deliver_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        if post is None:
-            self._deliver_pool = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix=f"quotaplane-deliver-{name}")
-            post = self._deliver_pool.submit
-        self._post = post
-        self._thread = threading.Thread(target=self._run, name=f"quotaplane-commit-{name}", daemon=True)
-        self._thread.start()
+
+    def _on_owner(self) -> bool:
+        return self.owner is not None and threading.get_ident() == self.owner
 
     # -- the deciding side (caller holds the partition lock) ------------------------------------------
     def submit(self, events: Sequence[Event]) -> int:
@@ -160,28 +144,31 @@ class GroupCommit:
         :class:`~quotaplane.journal.base.StoreUnavailableError` while a failed group awaits the
         partition's rebuild."""
         log = self._log
-        with self._cv:
+        with self._lock:
             if self.failure is not None:
                 raise StoreUnavailableError(f"partition {self.name!r} is recovering from a failed journal "
                                             f"commit ({self.failure}); it is rebuilt from the journal")
             self.submitted += 1
+            mark = self.submitted
             self.head += len(events)
             snapshot = None
             every = log.snapshot_every
             if every > 0 and self.head - log.snapshot_seq >= every and not self._snapshot_queued():
                 # memory holds exactly the submitted changes now: this is the state at ``head``
                 snapshot = (self.head, dict(log.snapshot_state()))
-            self._buffer.append(_Entry(self.submitted, events, snapshot))
-            self._cv.notify()
-            mark = self.submitted
+            self._buffer.append(_Entry(mark, events, snapshot))
+            if self._schedule is not None and not self._scheduled and self._on_owner():
+                self._scheduled = True
+                self._schedule(self._scheduled_flush)
         marks = _MARKS.get()
         _MARKS.set({self: mark} if marks is None else {**marks, self: mark})
         return mark
 
     def record(self, events: Sequence[Event]) -> None:
-        """:meth:`submit`, then — outside the :attr:`owner` thread — :meth:`wait` for it."""
+        """:meth:`submit`; then, off the :attr:`owner` thread, :meth:`wait` for it (raises if its
+        commit failed)."""
         mark = self.submit(events)
-        if self.owner is None or threading.get_ident() != self.owner:
+        if not self._on_owner():
             self.wait(mark)
 
     def _snapshot_queued(self) -> bool:
@@ -189,10 +176,10 @@ class GroupCommit:
 
     # -- waiting ------------------------------------------------------------------------------------
     def notify(self, mark: int, waiter: Waiter) -> bool:
-        """Call ``waiter(None)`` once ``mark`` is durable, or ``waiter(error)`` if its group failed;
-        from the committer thread (so it must be thread safe and quick), or at once when already
-        decided (then True is returned)."""
-        with self._cv:
+        """Call ``waiter(None)`` once ``mark`` is durable, or ``waiter(error)`` if its group failed:
+        at once when that is decided already (then True is returned), else from the flush that
+        decides it (under the partition lock, so it must be quick)."""
+        with self._lock:
             if mark <= self.durable:
                 outcome: BaseException | None = None
             elif mark <= self._failed_upto:
@@ -203,23 +190,16 @@ class GroupCommit:
         waiter(outcome)
         return True
 
-    def wait(self, mark: int | None = None, timeout: float | None = None) -> None:
-        """Block until ``mark`` (default: everything submitted so far) is durable; raise
+    def wait(self, mark: int | None = None) -> None:
+        """Flush now, so that ``mark`` (default: everything submitted) is decided; raise
         :class:`CommitFailedError` if its group failed (:class:`~quotaplane.errors.NotLeaderError`
-        when the lease was lost), TimeoutError after ``timeout`` seconds.
-        """
-        done = threading.Event()
-        box: list[BaseException | None] = []
-
-        def waiter(outcome: BaseException | None) -> None:
-            box.append(outcome)
-            done.set()
-
-        self.notify(self.submitted if mark is None else mark, waiter)
-        if not done.wait(timeout):
-            raise TimeoutError(f"partition {self.name!r}: the journal commit did not finish in {timeout} s")
-        if box[0] is not None:
-            raise box[0]
+        when the lease was lost)."""
+        with self._lock:
+            target = self.submitted if mark is None else mark
+            if target > self.durable and target > self._failed_upto:
+                self.flush()
+            if target > self.durable:
+                raise self._failed_error()
 
     @property
     def idle(self) -> bool:
@@ -236,11 +216,29 @@ class GroupCommit:
     # -- after a rebuild --------------------------------------------------------------------------------
     def resume(self) -> None:
         """The partition was rebuilt from the journal: accept changes again (at its last sequence)."""
-        with self._cv:
+        with self._lock:
             self.failure = None
             self.head = self._log.last_seq
 
-    # -- the committer thread -------------------------------------------------------------------------
+    # -- committing ---------------------------------------------------------------------------------
+    def _scheduled_flush(self) -> None:
+        self._scheduled = False
+        # a failure is told to the waiters and poisons the partition: nothing to raise here
+        self.flush()
+
+    def flush(self) -> None:
+        """Commit everything queued, in groups of at most :attr:`max_events` events, stopping at a
+        failure (which fails everything queued)."""
+        with self._lock:
+            while self._buffer and self.failure is None:
+                group = self._take()
+                try:
+                    seq = self._append([ev for entry in group for ev in entry.events])
+                except BaseException as exc:
+                    self._fail(exc)
+                    return
+                self._committed(group, seq)
+
     def _take(self) -> list[_Entry]:
         """The next group: entries in order, up to ``max_events`` events and up to the first snapshot."""
         group: list[_Entry] = []
@@ -255,103 +253,64 @@ class GroupCommit:
         del self._buffer[:len(group)]
         return group
 
-    def _run(self) -> None:
+    def _append(self, events: list[Event]) -> int:
         log = self._log
-        while True:
-            with self._cv:
-                while not self._buffer and not self._stopping:
-                    self._cv.wait()
-                if not self._buffer:
-                    return
-                group = self._take()
-            events = [ev for entry in group for ev in entry.events]
-            try:
-                journal = log.journal
-                if journal is None:       # pragma: no cover - a committer needs a journal
-                    raise StoreUnavailableError("the partition's journal is gone")
-                payload = [ev.to_json() for ev in events]
-                if not payload:
-                    seq = log.last_seq
-                elif log.holder is not None:
-                    seq = journal.append(log.stream, payload, holder=log.holder)
-                else:
-                    seq = journal.append(log.stream, payload)
-            except BaseException as exc:
-                self._fail(exc)
-                continue
-            self._committed(group, seq)
+        journal = log.journal
+        if journal is None:       # pragma: no cover - a committer needs a journal
+            raise StoreUnavailableError("the partition's journal is gone")
+        payload = [ev.to_json() for ev in events]
+        if not payload:
+            return log.last_seq
+        if log.holder is not None:
+            return journal.append(log.stream, payload, holder=log.holder)
+        return journal.append(log.stream, payload)
 
     def _committed(self, group: list[_Entry], seq: int) -> None:
         log = self._log
         last = group[-1]
+        self.durable = last.mark
+        self.groups += 1
+        log.last_seq = seq
+        log.store_error = None
+        log.wrote = True
         if last.snapshot is not None:
             snap_seq, state = last.snapshot
             if snap_seq == seq and log.journal is not None:
                 try:
                     log.journal.save_snapshot(log.stream, seq, state)
                     log.snapshot_seq = seq
+                    log.wrote = False
                 except Exception as exc:     # optional: the events are durable
                     log.snapshot_error = exc
             else:          # another writer moved the stream (cannot happen under a held lease)
                 log.snapshot_error = RuntimeError(f"snapshot at {snap_seq} skipped: the commit ended "
                                                   f"at {seq}")
-        with self._cv:
-            self.durable = last.mark
-            self.groups += 1
-            log.last_seq = seq
-            log.store_error = None
-            log.wrote = log.snapshot_seq < seq
-            due = [w for w in self._waiters if w[0] <= last.mark]
-            if due:
-                self._waiters = [w for w in self._waiters if w[0] > last.mark]
+        due = [w for w in self._waiters if w[0] <= last.mark]
+        if due:
+            self._waiters = [w for w in self._waiters if w[0] > last.mark]
         # each change's notices carry the seq of its own events
-        batches: list[tuple[Sequence[Event], int]] = []
-        end = seq - sum(len(e.events) for e in group)
-        for entry in group:
-            end += len(entry.events)
-            if entry.events:
-                batches.append((entry.events, end))
+        recorded = log.on_recorded
+        if recorded is not None:
+            end = seq - sum(len(e.events) for e in group)
+            for entry in group:
+                end += len(entry.events)
+                if entry.events:
+                    recorded(entry.events, end)
         _call(due, None)
-        if batches:
-            try:
-                self._post(lambda: self._deliver(batches))
-            except RuntimeError:          # the service's event loop is closed: nobody listens any more
-                _log.warning("partition %s: notices of seq %d dropped (the event loop is closed)",
-                             self.name, seq)
 
     def _fail(self, exc: BaseException) -> None:
         log = self._log
-        with self._cv:
-            self.failure = exc
-            self.epoch += 1
-            self._failed_upto = self.submitted
-            self._buffer.clear()           # decided after the failed group: they may depend on it
-            self.head = log.last_seq
-            log.store_error = exc
-            log.poisoned = exc             # memory is ahead of the journal: rebuild before serving
-            due, self._waiters = self._waiters, []
+        self.failure = exc
+        self.epoch += 1
+        self._failed_upto = self.submitted
+        self._buffer.clear()           # decided after the failed group: they may depend on it
+        self.head = log.last_seq
+        log.store_error = exc
+        log.poisoned = exc             # memory is ahead of the journal: rebuild before serving
+        due, self._waiters = self._waiters, []
         _call(due, self._failed_error())
 
-    def _deliver(self, batches: list[tuple[Sequence[Event], int]]) -> None:
-        recorded = self._log.on_recorded
-        if recorded is not None:
-            with self._lock:
-                for events, seq in batches:
-                    recorded(events, seq)
-
     # -- shutting down -------------------------------------------------------------------------------
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Commit what was submitted, then stop the committer thread (idempotent). The caller may
-        hold the partition lock (nothing new is submitted then)."""
-        with self._cv:
-            self._stopping = True
-            self._cv.notify()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-    def close(self) -> None:
-        """After :meth:`stop`: let the pending deliveries run and stop the delivery thread (do not
-        hold the partition lock: deliveries take it)."""
-        self.stop()
-        if self._deliver_pool is not None:
-            self._deliver_pool.shutdown(wait=True)
+    def stop(self) -> None:
+        """Commit what was submitted (the committer keeps no thread: nothing else to stop)."""
+        self.flush()

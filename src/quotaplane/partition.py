@@ -313,19 +313,18 @@ class Partition(PartitionNodes):
         """The group committer, or None: each change is journalled before its call returns."""
         return self._log.group
 
-    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None,
-                           max_events: int = DEFAULT_MAX_EVENTS, owner: int | None = None
+    def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
+                           owner: int | None = None, max_events: int = DEFAULT_MAX_EVENTS
                            ) -> GroupCommit | None:
-        """Journal changes by group commit from now on (idempotent; None without a journal): calls
-        from several threads share transactions, each returning once its change is durable. Calls on
-        the ``owner`` thread (a service's event loop) return once the change is decided and queued:
-        the committer's marks say when it is durable — answer nobody before (the service does).
-        ``post`` runs deliveries (notices, listeners) in commit order, e.g. an event loop's
-        ``call_soon_threadsafe``."""
+        """Journal changes by group commit from now on (idempotent; None without a journal). Calls
+        on the ``owner`` thread (a service's event loop) return once the change is decided and
+        queued, and ``schedule`` (the loop's ``call_soon``) flushes them after the current burst in
+        one transaction: the committer's marks say when a change is durable — answer nobody before
+        (the service does). Calls from other threads return once durable, as before."""
         with self.lock:
             if self._log.group is None and self._log.journal is not None:
-                self._log.group = GroupCommit(self._log, self.name, self.lock, post=post,
-                                              max_events=max_events, owner=owner)
+                self._log.group = GroupCommit(self._log, self.name, self.lock, schedule=schedule,
+                                              owner=owner, max_events=max_events)
             return self._log.group
 
     def stop_group_commit(self) -> None:
@@ -336,17 +335,16 @@ class Partition(PartitionNodes):
                 return
             group.stop()
             self._log.group = None
-        group.close()
-        if self._log.poisoned is not None:
-            self.recover()
+            if self._log.poisoned is not None:
+                self.recover()
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Return once every change made so far is durable; :class:`~quotaplane.group_commit.
-        CommitFailedError` if a group commit failed (the change was undone). Without group commit
-        every change is durable when its call returns: nothing to wait for."""
+    def flush(self) -> None:
+        """Commit every change made so far now; :class:`~quotaplane.group_commit.CommitFailedError`
+        if that failed (the changes were undone). Without group commit every change is durable when
+        its call returns: nothing to do."""
         group = self._log.group
         if group is not None:
-            group.wait(timeout=timeout)
+            group.wait()
 
     @contextmanager
     def read(self) -> Iterator[Partition]:

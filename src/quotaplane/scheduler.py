@@ -99,8 +99,7 @@ class Scheduler:
         self.restored_from: dict[str, str] = {}
         #: the sha256 of the last configuration text given at a start (None: none journalled)
         self._started_with: str | None = None
-        #: group commit for every partition (issue 18): None off, else the deliveries' ``post`` (or None
-        #: inside: the committers' own delivery threads)
+        #: group commit for every partition (issue 18): None off, else its ``(schedule, owner)``
         self._group_commit: tuple[Callable[[Callable[[], None]], object] | None, int | None] | None = None
 
     # ------------------------------------------------------------------------------------------------
@@ -322,8 +321,8 @@ class Scheduler:
                     found = self._new_partition(pc, seq)
                     self._partitions[pc.name] = found
                     if self._group_commit is not None:
-                        post, owner = self._group_commit
-                        found.start_group_commit(post=post, owner=owner)
+                        schedule, owner = self._group_commit
+                        found.start_group_commit(schedule=schedule, owner=owner)
                 else:
                     found.apply_config(pc, seq)
                 try:
@@ -396,13 +395,13 @@ class Scheduler:
         for p in self.partitions():
             p.take_snapshot()
 
-    def start_group_commit(self, *, post: Callable[[Callable[[], None]], object] | None = None,
+    def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
                            owner: int | None = None) -> None:
         """Journal every partition's changes by group commit (:mod:`quotaplane.group_commit`), also
         those of partitions a later config adds: see :meth:`Partition.start_group_commit`."""
-        self._group_commit = (post, owner)
+        self._group_commit = (schedule, owner)
         for p in self.partitions():
-            p.start_group_commit(post=post, owner=owner)
+            p.start_group_commit(schedule=schedule, owner=owner)
 
     def stop_group_commit(self) -> None:
         """Commit what is queued; every change is journalled before its call returns again."""

@@ -8,6 +8,7 @@ from other threads return once durable."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,20 +33,15 @@ VCORE = Resource({"vcore": 1})
 
 
 class GatedJournal(MemoryJournal):
-    """A memory journal whose appends wait for ``gate`` (when closed) and fail while ``fail`` is set;
-    it counts its appends (transactions)."""
+    """A memory journal whose appends fail while ``fail`` is set; it counts its appends
+    (transactions)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.gate = threading.Event()
-        self.gate.set()
-        self.entered = threading.Event()
         self.fail = False
         self.appends = 0
 
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
-        self.entered.set()
-        self.gate.wait(10)
         if self.fail:
             raise JournalError("disk full")
         self.appends += 1
@@ -70,25 +66,46 @@ def test_a_change_is_not_durable_before_its_commit_and_many_share_one_transactio
     p = s.partition("default")
     group = p.start_group_commit(owner=threading.get_ident())
     assert group is not None
-    j.gate.clear()
-    j.entered.clear()
-    p.allocate("app1", "k0", VCORE)              # taken at once into a commit that now waits
-    assert j.entered.wait(5)
-    marks = []
-    for i in range(1, 50):                        # these gather while that commit is in flight
-        p.allocate("app1", f"k{i}", VCORE)
-        marks.append(group.submitted)
-    with pytest.raises(TimeoutError):
-        group.wait(marks[-1], timeout=0.05)
-    assert group.durable < marks[0]
     before = j.appends
-    j.gate.set()
-    p.flush(timeout=5)
-    assert group.durable == group.submitted
-    assert j.appends - before == 2                # k0 alone, then k1..k49 in one transaction
+    for i in range(50):                           # decided and queued, on the owner thread
+        p.allocate("app1", f"k{i}", VCORE)
+    assert j.appends == before and group.durable == 0 and group.submitted == 50
+    assert not any(ev.get("key") == "k0" for _, ev in j.read("default"))
+    p.flush()
+    assert group.durable == group.submitted and j.appends - before == 1
     assert p.last_seq == j.last_seq("default")
     restored = _restored(j).partition("default")
     assert restored.dump_state() == p.dump_state()
+    s.stop_group_commit()
+
+
+def test_on_an_event_loop_the_changes_of_one_turn_share_a_transaction() -> None:
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    durable: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
+        assert group is not None
+
+        async def request(i: int) -> None:
+            p.allocate("app1", f"k{i}", VCORE)
+            done = loop.create_future()
+            group.notify(group.submitted, lambda outcome: done.set_result(outcome))
+            assert await done is None
+            durable.append(i)
+
+        before = j.appends
+        await asyncio.gather(*(request(i) for i in range(20)))
+        assert j.appends - before == 1            # one flush after the turn that decided all 20
+        await request(20)                         # an idle service commits a lone change at once
+        assert j.appends - before == 2
+
+    asyncio.run(main())
+    assert sorted(durable) == list(range(21))
+    assert len(list(_restored(j).partition("default").allocations())) == 21
     s.stop_group_commit()
 
 
@@ -110,7 +127,7 @@ def test_concurrent_callers_off_the_owner_thread_leave_the_store_holding_exactly
         t.start()
     for t in threads:
         t.join()
-    p.flush(timeout=10)
+    p.flush()
     group = p.group
     assert group is not None and group.groups == group.submitted == 8 * (100 + 34)
     state = p.dump_state()
@@ -126,27 +143,24 @@ def test_a_failed_group_undoes_it_and_everything_decided_after_it() -> None:
     p = s.partition("default")
     p.allocate("app1", "kept", VCORE)
     committed = p.dump_state()
-    group = p.start_group_commit(owner=threading.get_ident())
+    group = p.start_group_commit(owner=threading.get_ident(), max_events=1)
     assert group is not None
-    j.gate.clear()
-    j.entered.clear()
-    j.fail = True
-    p.allocate("app1", "first", VCORE)           # its commit will fail
-    assert j.entered.wait(5)
-    p.allocate("app1", "second", VCORE)           # decided after it: may depend on it
+    p.allocate("app1", "first", VCORE)           # its commit will fail …
+    p.allocate("app1", "second", VCORE)           # … and these, decided after it, may depend on it
     p.release("kept")
-    mark = group.submitted
-    assert "second" in {a.allocation_key for a in p.allocations()}
-    j.gate.set()
+    told: list[BaseException | None] = []
+    group.notify(group.submitted, told.append)
+    j.fail = True
     with pytest.raises(CommitFailedError):
-        group.wait(mark, timeout=5)
+        p.flush()
+    assert len(told) == 1 and isinstance(told[0], CommitFailedError)
     assert p.recovering                           # nothing is served from memory now …
     j.fail = False
     assert p.recover()                            # … until it is rebuilt from the journal
     assert p.dump_state() == committed
     assert group.epoch == 1
     p.allocate("app1", "third", VCORE)            # and it takes changes again
-    p.flush(timeout=5)
+    p.flush()
     assert {a.allocation_key for a in _restored(j).partition("default").allocations()} == {"kept", "third"}
     s.stop_group_commit()
 
@@ -160,12 +174,12 @@ def test_a_change_submitted_after_a_failure_raises_until_the_rebuild() -> None:
     j.fail = True
     p.allocate("app1", "doomed", VCORE)
     with pytest.raises(CommitFailedError):
-        p.flush(timeout=5)
+        p.flush()
     j.fail = False
     # the next call finds the partition poisoned, rebuilds it and decides on the journal's state
     d = p.allocate("app1", "doomed", VCORE)
     assert d.allocated
-    p.flush(timeout=5)
+    p.flush()
     assert [a.allocation_key for a in _restored(j).partition("default").allocations()] == ["doomed"]
     s.stop_group_commit()
 
@@ -197,25 +211,16 @@ def test_notices_come_after_the_commit_with_the_journal_seq() -> None:
     s = _scheduler(j)
     p = s.partition("default")
     seen: list[dict[str, Any]] = []
-    got = threading.Event()
-
-    def subscriber(n: dict[str, Any]) -> None:
-        seen.append(n)
-        got.set()
-
-    p.subscribe(subscriber)
+    p.subscribe(seen.append)
     p.start_group_commit(owner=threading.get_ident())
-    j.gate.clear()
     p.allocate("app1", "k1", VCORE)
-    assert not got.wait(0.1)                      # not journalled yet: nobody is told
-    j.gate.set()
-    assert got.wait(5)
-    p.flush(timeout=5)
-    s.stop_group_commit()                         # lets the delivery thread finish
+    assert not [n for n in seen if n["type"] == "allocated"]     # not journalled yet: nobody is told
+    p.flush()
     allocated = [n for n in seen if n["type"] == "allocated"]
     assert [n["allocationKey"] for n in allocated] == ["k1"]
     journalled = {ev["key"]: seq for seq, ev in j.read("default") if ev.get("type") == "allocated"}
     assert allocated[0]["seq"] == journalled["k1"]
+    s.stop_group_commit()
 
 
 def test_snapshots_are_taken_at_a_committed_seq_and_restore_the_same_state(tmp_path: Path) -> None:
@@ -227,7 +232,9 @@ def test_snapshots_are_taken_at_a_committed_seq_and_restore_the_same_state(tmp_p
         p.allocate("app1", f"k{i}", VCORE)
         if i % 2:
             p.release(f"k{i - 1}")
-    p.flush(timeout=5)
+        if i % 10 == 9:
+            p.flush()
+    p.flush()
     assert p.snapshot_seq > 0
     assert p.snapshot_error is None
     state = p.dump_state()
@@ -244,12 +251,10 @@ def test_cache_stamps_move_with_decisions_not_commits() -> None:
     p = s.partition("default")
     group = p.start_group_commit(owner=threading.get_ident())
     assert group is not None
-    j.gate.clear()
     head = group.head
     p.allocate("app1", "k1", VCORE)
     assert group.head > head and p.last_seq == head          # decided, not yet journalled
-    j.gate.set()
-    p.flush(timeout=5)
+    p.flush()
     assert p.last_seq == group.head
     s.stop_group_commit()
 
@@ -280,7 +285,7 @@ def test_whatever_fails_the_journal_holds_every_acknowledged_change_and_nothing_
                 p.allocate("app1", key, VCORE)
             else:
                 p.release(key)
-            p.flush(timeout=5)
+            p.flush()
         except (ConflictError, NotFoundError):
             continue                               # already there / not there (on the journal's state)
         except JournalError:
@@ -288,7 +293,7 @@ def test_whatever_fails_the_journal_holds_every_acknowledged_change_and_nothing_
         acknowledged[key] = op == "alloc"
     j.fail = False
     with contextlib.suppress(CommitFailedError):
-        p.flush(timeout=5)
+        p.flush()
     assert p.recover()
     live = {a.allocation_key for a in p.allocations()}
     assert live == {k for k, on in acknowledged.items() if on}

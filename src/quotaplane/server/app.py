@@ -132,9 +132,10 @@ class Service:
 
     # -- group commit -----------------------------------------------------------------------------
     def start_group_commit(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Journal every partition this instance leads by group commit (:mod:`quotaplane.group_commit`);
-        deliveries (notices, listeners) run on ``loop``. Every answer then waits for the commit of
-        what it saw (:mod:`quotaplane.server.durability`). Also applied to a scheduler taken over."""
+        """Journal every partition this instance leads by group commit (:mod:`quotaplane.group_commit`):
+        changes decided in one turn of ``loop`` share a transaction. Every answer then waits for the
+        commit of what it saw (:mod:`quotaplane.server.durability`). Also applied to a scheduler
+        taken over. Call it on the loop's thread."""
         self._group_loop = loop
         self._group_owner = threading.get_ident()        # the loop's thread: calls made on it don't wait
         self._group_commit_if_leading()
@@ -152,8 +153,7 @@ class Service:
     def _group_commit_if_leading(self) -> None:
         # a follower writes nothing: its copy gets no committer threads
         if self._group_loop is not None and self.is_leader():
-            self._scheduler.start_group_commit(post=self._group_loop.call_soon_threadsafe,
-                                               owner=self._group_owner)
+            self._scheduler.start_group_commit(schedule=self._group_loop.call_soon, owner=self._group_owner)
 
     def watch_partitions(self) -> None:
         """Feed the event records from every partition served (idempotent; called at start, after a

@@ -106,7 +106,15 @@ async def _durable(loop: asyncio.AbstractEventLoop, group: GroupCommit, mark: in
 
 def _wake(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[BaseException | None],
           outcome: BaseException | None) -> None:
-    loop.call_soon_threadsafe(_resolve, fut, outcome)
+    # usually the loop's own flush; a worker thread's call (a scheduling cycle) may commit it too
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        _resolve(fut, outcome)
+    else:
+        loop.call_soon_threadsafe(_resolve, fut, outcome)
 
 
 def _resolve(fut: asyncio.Future[BaseException | None], outcome: BaseException | None) -> None:

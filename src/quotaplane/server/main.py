@@ -195,11 +195,12 @@ def _run(app: FastAPI, host: str, port: int) -> int:
 
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
           port: int = 9080, *, log_level: str = "warning", log_format: str = "text",
-          access_log: bool = False) -> int:
+          access_log: bool = False, group_commit: bool = True) -> int:
     """Run the service until interrupted; return the process exit code (non-zero: refused to start).
 
     ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
-    writes one line per request (:mod:`quotaplane.server.logs`).
+    writes one line per request (:mod:`quotaplane.server.logs`); ``group_commit`` False journals each
+    change in a transaction of its own (:mod:`quotaplane.group_commit`).
     """
     import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
 
@@ -218,7 +219,8 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
         leadership, scheduler = _scheduler_for(_config_text(config), store_url, host, port)
     except _Refused as refused:
         return refused.code
-    app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens)
+    app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens,
+                     group_commit=group_commit)
     # Tail latency: the restored state and the imported modules are long-lived; move them out of the
     # collector's sight (gc.freeze) and collect the young generation less often, so a full collection
     # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
