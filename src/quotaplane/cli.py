@@ -64,13 +64,24 @@ def serve(
     group_commit: Annotated[bool, typer.Option(
         help="Commit concurrent changes of a partition together (each answer still waits for its "
              "commit).", envvar="QUOTAPLANE_GROUP_COMMIT")] = True,
+    partitions: Annotated[str | None, typer.Option(
+        help="PostgreSQL: lead only these partitions (comma-separated; '' or '*': every free one) and "
+             "follow the others, so several instances share the partitions.",
+        envvar="QUOTAPLANE_PARTITIONS")] = None,
 ) -> None:
     """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/). Every option can also be
     given by its environment variable (QUOTAPLANE_CONFIG, QUOTAPLANE_STORE, …)."""
     from quotaplane.server.main import serve as _serve
 
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port, log_level=log_level,
-                            log_format=log_format, access_log=access_log, group_commit=group_commit))
+                            log_format=log_format, access_log=access_log, group_commit=group_commit,
+                            partitions=_partition_list(partitions)))
+
+
+def _partition_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [] if text.strip() in ("", "*") else [p.strip() for p in text.split(",") if p.strip()]
 
 
 @app.command()

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time as _time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -82,13 +82,17 @@ class Scheduler:
 
     def __init__(self, config: SchedulerConfig, *, text: str | None = None, journal: Journal | None = None,
                  clock: Callable[[], float] | None = None, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-                 partition_options: dict[str, Any] | None = None, holder: str | None = None) -> None:
+                 partition_options: dict[str, Any] | None = None, holder: str | None = None,
+                 leads: Callable[[str], bool] | None = None) -> None:
         self.config: SchedulerConfig = config
         self.config_text: str = text if text is not None else config.source
         self.journal: Journal = journal if journal is not None else _open(None)
         self.clock: Callable[[], float] = clock if clock is not None else _time.time
         self.snapshot_every = snapshot_every
         self.holder = holder
+        #: the partitions this instance writes (issue 18: partitions led by several instances); the
+        #: others are followed by replaying their streams (:meth:`follow`). Default: every one.
+        self.leads: Callable[[str], bool] = leads if leads is not None else _every
         self._options = dict(partition_options or {})
         self._lock = threading.RLock()
         self._partitions: dict[str, Partition] = {}
@@ -108,10 +112,12 @@ class Scheduler:
     @classmethod
     def from_yaml(cls, text: str, *, store: str | Journal | None = None,
                   clock: Callable[[], float] | None = None, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-                  partition_options: dict[str, Any] | None = None, holder: str | None = None) -> Scheduler:
+                  partition_options: dict[str, Any] | None = None, holder: str | None = None,
+                  leads: Callable[[str], bool] | None = None) -> Scheduler:
         """Build a scheduler from YuniKorn queue YAML; restore the journalled state of ``store`` first.
 
         ``store``: ``None`` (memory), ``"sqlite:///path"``, ``"postgresql://…"`` or an open journal.
+        ``leads``: the partitions this instance writes (default every one; see :meth:`follow`).
         Raises :class:`~quotaplane.errors.ConfigError` when ``text`` is invalid (nothing is written).
         """
         config = _load(text)
@@ -119,7 +125,7 @@ class Scheduler:
         try:
             if journal.last_seq(SCHEDULER_STREAM) > 0:
                 sched = cls._restore(journal, clock=clock, snapshot_every=snapshot_every,
-                                     partition_options=partition_options, holder=holder)
+                                     partition_options=partition_options, holder=holder, leads=leads)
                 if text != sched.config_text and sched._started_with != _digest(text):
                     if sched._started_with is not None:
                         _log.warning("the configuration given at start changed since the last start: it "
@@ -132,7 +138,7 @@ class Scheduler:
                               "in force", sched.config_seq)
                 return sched
             sched = cls(config, text=text, journal=journal, clock=clock, snapshot_every=snapshot_every,
-                        partition_options=partition_options, holder=holder)
+                        partition_options=partition_options, holder=holder, leads=leads)
             sched._apply(config, text, start=True)
             return sched
         except BaseException:
@@ -183,7 +189,8 @@ class Scheduler:
 
     @classmethod
     def _restore(cls, journal: Journal, *, clock: Callable[[], float] | None, snapshot_every: int,
-                 partition_options: dict[str, Any] | None, holder: str | None) -> Scheduler:
+                 partition_options: dict[str, Any] | None, holder: str | None,
+                 leads: Callable[[str], bool] | None = None) -> Scheduler:
         texts: dict[int, str] = {}
         started_with: str | None = None
         for seq, ev in journal.read(SCHEDULER_STREAM):
@@ -196,7 +203,7 @@ class Scheduler:
         last = max(texts)
         config = _load(texts[last])
         sched = cls(config, text=texts[last], journal=journal, clock=clock, snapshot_every=snapshot_every,
-                    partition_options=partition_options, holder=holder)
+                    partition_options=partition_options, holder=holder, leads=leads)
         sched._texts = texts
         sched._started_with = started_with
         sched._configs[last] = config
@@ -209,6 +216,8 @@ class Scheduler:
                 sched._partitions[p.name] = p
         # A crash between the scheduler's config event and a partition's marker: catch up now.
         for pc in config.partitions:
+            if not sched.leads(pc.name):
+                continue          # its leader does (this instance replays what it writes)
             p = sched._partitions.get(pc.name)
             if p is None:
                 p = sched._new_partition(pc, last)
@@ -316,6 +325,8 @@ class Scheduler:
             if start:
                 self._started_with = event[0]["start"]
             for pc in config.partitions:
+                if not self.leads(pc.name):
+                    continue      # led by another instance: it applies the config, this one replays
                 found = self._partitions.get(pc.name)
                 if found is None:
                     found = self._new_partition(pc, seq)
@@ -333,8 +344,9 @@ class Scheduler:
                     _log.warning("partition %s could not journal config #%d (%s); it applies it when "
                                  "it recovers from the store failure", pc.name, seq, exc)
 
-    def catch_up(self) -> int:
-        """Apply what other instances appended to the journal since this one last read (a follower).
+    def catch_up(self, *, skip: Collection[str] = ()) -> int:
+        """Apply what other instances appended to the journal since this one last read (a follower;
+        ``skip``: partitions this instance leads, whose streams only it writes).
 
         New configurations are read first, then every partition stream is replayed from the
         partition's last sequence number through the same code as a restore; a partition that
@@ -357,6 +369,8 @@ class Scheduler:
                 if stream == SCHEDULER_STREAM:
                     continue
                 name = _partition_of(stream)
+                if name in skip:
+                    continue
                 p = self._partitions.get(name)
                 if p is not None:
                     try:
@@ -368,6 +382,48 @@ class Scheduler:
                 if restored is not None:
                     self._partitions[name] = restored
             return applied
+
+    def follow(self, led: Collection[str]) -> int:
+        """One round of an instance that leads only the partitions ``led`` (issue 18): read new
+        configurations and replay the streams of the others (:meth:`catch_up`); then bring every led
+        partition to the configuration in force — create it if its stream is new, apply a newer
+        config and journal its marker — which is how a config change made on another instance
+        reaches the partitions led here. Returns how many events were replayed."""
+        applied = self.catch_up(skip=led)
+        with self._lock:
+            for pc in self.config.partitions:
+                if pc.name not in led:
+                    continue
+                p = self._partitions.get(pc.name)
+                if p is None:
+                    p = self._new_partition(pc, self.config_seq)
+                    self._partitions[pc.name] = p
+                    if self._group_commit is not None:
+                        schedule, owner = self._group_commit
+                        p.start_group_commit(schedule=schedule, owner=owner)
+                    p.record_config(self.config_seq)
+                elif p.config_seq != self.config_seq:
+                    p.apply_config(pc, self.config_seq)
+                    p.record_config(self.config_seq)
+        return applied
+
+    def adopt(self, name: str) -> None:
+        """This instance now leads partition ``name`` (it holds its lease): replay its stream to the
+        end first, so the first change decided here follows the last one its previous leader made."""
+        from quotaplane.journal import JournalCompactedError
+
+        with self._lock:
+            p = self._partitions.get(name)
+            stream = _stream_of(name)
+            if p is not None:
+                try:
+                    p.replay(self.journal.read(stream, after=p.last_seq))
+                    return
+                except JournalCompactedError:
+                    pass
+            restored = self._restore_partition(stream)
+            if restored is not None:
+                self._partitions[name] = restored
 
     # ------------------------------------------------------------------------------------------------
     # access
@@ -428,6 +484,10 @@ class Scheduler:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _every(_name: str) -> bool:
+    return True
 
 
 def _chain(first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]

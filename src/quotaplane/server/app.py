@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.partition import Partition
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.ha import Leadership
+    from quotaplane.server.ha_partitions import PartitionLeadership
 
 __all__ = ["CLUSTER_ID", "Service", "create_app"]
 
@@ -98,7 +99,8 @@ class Service:
     so routes always read ``service.scheduler`` per request and never keep a partition object.
     """
 
-    def __init__(self, scheduler: Scheduler, *, tokens: Tokens, leadership: Leadership | None = None,
+    def __init__(self, scheduler: Scheduler, *, tokens: Tokens,
+                 leadership: Leadership | PartitionLeadership | None = None,
                  cluster_id: str = CLUSTER_ID) -> None:
         self.tokens = tokens
         self.leadership = leadership
@@ -127,7 +129,7 @@ class Service:
     def scheduler(self, value: Scheduler) -> None:
         self._instrument(value)
         self._scheduler = value
-        self._group_commit_if_leading()
+        self.sync_group_commit()
         self.watch_partitions()
 
     # -- group commit -----------------------------------------------------------------------------
@@ -138,7 +140,7 @@ class Service:
         taken over. Call it on the loop's thread."""
         self._group_loop = loop
         self._group_owner = threading.get_ident()        # the loop's thread: calls made on it don't wait
-        self._group_commit_if_leading()
+        self.sync_group_commit()
 
     @property
     def group_commit_on(self) -> bool:
@@ -150,10 +152,22 @@ class Service:
         self._group_loop = None
         self._scheduler.stop_group_commit()
 
-    def _group_commit_if_leading(self) -> None:
-        # a follower writes nothing: its copy gets no committer threads
-        if self._group_loop is not None and self.is_leader():
-            self._scheduler.start_group_commit(schedule=self._group_loop.call_soon, owner=self._group_owner)
+    def sync_group_commit(self) -> None:
+        """Group commit on exactly the partitions this instance leads (a follower writes nothing);
+        called after every leadership round. On the loop's thread."""
+        if self._group_loop is None:
+            return
+        scheduler = self._scheduler
+        if self.leadership is None or self.leadership.is_leader(None) or self.is_partitioned:
+            scheduler.start_group_commit(schedule=self._group_loop.call_soon, owner=self._group_owner)
+        for p in scheduler.partitions():
+            if p.group is not None and not self.is_leader(p.name):
+                p.stop_group_commit()
+
+    @property
+    def is_partitioned(self) -> bool:
+        """True when partitions are led by several instances (``serve --partitions``)."""
+        return self.leadership is not None and hasattr(self.leadership, "led")
 
     def watch_partitions(self) -> None:
         """Feed the event records from every partition served (idempotent; called at start, after a
@@ -187,14 +201,17 @@ class Service:
 
     # -- leadership -------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:
-        """True when this instance may write (always, without a shared store)."""
-        return self.leadership is None or bool(self.leadership.is_leader())
+        """True when this instance may write ``partition`` (None: the configuration); always without
+        a shared store."""
+        return self.leadership is None or bool(self.leadership.is_leader(partition))
 
-    def ensure_writable(self) -> None:
-        """Raise :class:`NotLeaderError` (answered 503 with ``leader``) on a follower."""
-        if self.leadership is not None and not self.leadership.is_leader():
-            leader = self.leadership.leader_url()
-            raise NotLeaderError(f"this instance is not the leader; the leader is {leader or 'unknown'}",
+    def ensure_writable(self, partition: str | None = None) -> None:
+        """Raise :class:`NotLeaderError` (answered 503 with ``leader``) unless this instance writes
+        ``partition`` (None: the configuration)."""
+        if self.leadership is not None and not self.leadership.is_leader(partition):
+            leader = self.leadership.leader_url(partition)
+            what = "the configuration" if partition is None else f"partition {partition!r}"
+            raise NotLeaderError(f"this instance does not lead {what}; the leader is {leader or 'unknown'}",
                                  leader=leader)
 
     # -- lookups ----------------------------------------------------------------------------------
@@ -417,9 +434,9 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
     while True:
         await asyncio.sleep(interval)
         service.watch_partitions()
-        if not service.is_leader():
-            continue
         for p in service.scheduler.partitions():
+            if not service.is_leader(p.name):
+                continue
             try:
                 p.check_timeouts()
             except Exception:  # a journal hiccup or a lost lease: try again next round
@@ -436,7 +453,8 @@ async def history_loop(service: Service, interval: float = HISTORY_INTERVAL) -> 
             _log.warning("history sample failed", exc_info=True)
 
 
-def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None, leadership: Leadership | None = None,
+def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
+               leadership: Leadership | PartitionLeadership | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
                timeouts_interval: float = TIMEOUTS_INTERVAL,
                history_interval: float = HISTORY_INTERVAL, group_commit: bool = True) -> FastAPI:

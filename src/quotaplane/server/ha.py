@@ -81,12 +81,13 @@ class Leadership:
         self.took_over_at: float | None = None
 
     # -- state ------------------------------------------------------------------------------------
-    def is_leader(self) -> bool:
-        """True while this instance holds the leases."""
+    def is_leader(self, partition: str | None = None) -> bool:
+        """True while this instance holds the leases (of every partition: ``partition`` is ignored)."""
         return self._leader
 
-    def leader_url(self) -> str | None:
-        """The advertised URL of the current leader (this one when leading), or None when unknown."""
+    def leader_url(self, partition: str | None = None) -> str | None:
+        """The advertised URL of the current leader (this one when leading), or None when unknown
+        (one leader for every partition: ``partition`` is ignored)."""
         if self._leader:
             return self.advertise
         try:

@@ -21,6 +21,8 @@ import ipaddress
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +81,12 @@ def journalled_config(journal: Any) -> str | None:
     return text
 
 
-def build_scheduler(config_text: str | None, store: str | None, *, holder: str | None = None) -> Any:
+def build_scheduler(config_text: str | None, store: str | None, *, holder: str | None = None,
+                    leads: Callable[[str], bool] | None = None) -> Any:
     """Open the scheduler on ``store``: restore the journal, then apply ``config_text`` if it differs.
 
     Without ``config_text`` the journalled configuration is kept (or :data:`DEFAULT_CONFIG` is used
-    for an empty store).
+    for an empty store). ``leads``: the partitions this instance writes (default: every one).
     """
     from quotaplane.journal import open_journal
 
@@ -96,6 +99,8 @@ def build_scheduler(config_text: str | None, store: str | None, *, holder: str |
         kwargs: dict[str, Any] = {"store": journal}
         if holder is not None:
             kwargs["holder"] = holder
+        if leads is not None:
+            kwargs["leads"] = leads
         every = os.environ.get("QUOTAPLANE_SNAPSHOT_EVERY", "").strip()
         if every:
             # Events between partition snapshots: larger = fewer (synchronous) snapshot pauses on the
@@ -155,11 +160,15 @@ def _config_text(config: Path | None) -> str | None:
         raise _Refused(1) from None
 
 
-def _scheduler_for(text: str | None, store_url: str, host: str, port: int
-                   ) -> tuple[Leadership | None, Scheduler]:
+def _scheduler_for(text: str | None, store_url: str, host: str, port: int,
+                   partitions: list[str] | None = None) -> tuple[Any, Scheduler]:
     try:
         if store_url.startswith(("postgresql:", "postgres:")):
+            if partitions is not None:
+                return _start_partitions_ha(text, store_url, host, port, partitions)
             return _start_ha(text, store_url, host, port)
+        if partitions is not None:
+            raise ValueError("--partitions needs a PostgreSQL store (partitions are led through its leases)")
         return None, build_scheduler(text, store_url)
     except ConfigError as exc:
         _err(f"quotaplane: refusing to start: {exc}" + (f" (line {exc.line})" if exc.line else ""))
@@ -195,12 +204,14 @@ def _run(app: FastAPI, host: str, port: int) -> int:
 
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
           port: int = 9080, *, log_level: str = "warning", log_format: str = "text",
-          access_log: bool = False, group_commit: bool = True) -> int:
+          access_log: bool = False, group_commit: bool = True, partitions: list[str] | None = None) -> int:
     """Run the service until interrupted; return the process exit code (non-zero: refused to start).
 
     ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
     writes one line per request (:mod:`quotaplane.server.logs`); ``group_commit`` False journals each
-    change in a transaction of its own (:mod:`quotaplane.group_commit`).
+    change in a transaction of its own (:mod:`quotaplane.group_commit`); ``partitions`` (PostgreSQL)
+    makes this instance lead only those partitions (empty list: every free one) and follow the rest
+    (:mod:`quotaplane.server.ha_partitions`).
     """
     import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
 
@@ -216,7 +227,7 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     store_url = store or DEFAULT_STORE
     try:
         tokens = _tokens_for(host)
-        leadership, scheduler = _scheduler_for(_config_text(config), store_url, host, port)
+        leadership, scheduler = _scheduler_for(_config_text(config), store_url, host, port, partitions)
     except _Refused as refused:
         return refused.code
     app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens,
@@ -285,6 +296,33 @@ def _start_ha(text: str | None, store_url: str, host: str, port: int) -> tuple[L
     holder_box.append(leadership.holder)
     scheduler = leadership.initial()
     return leadership, scheduler
+
+
+def _start_partitions_ha(text: str | None, store_url: str, host: str, port: int, partitions: list[str]
+                         ) -> tuple[Any, Scheduler]:
+    """Partition mode (issue 18): this instance leads the partitions it is given (or every free one)
+    and follows the others; see :mod:`quotaplane.server.ha_partitions`."""
+    from quotaplane.journal import open_journal
+    from quotaplane.server.ha_partitions import PartitionLeadership
+
+    advertise = os.environ.get("QUOTAPLANE_ADVERTISE_URL") or f"http://{host}:{port}"
+    ttl = float(os.environ.get("QUOTAPLANE_LEASE_TTL", "5"))
+    lease_journal = open_journal(store_url)
+
+    def build(holder: str, leads: Callable[[str], bool], config_leader: bool) -> Any:
+        if not config_leader:
+            # the config leader writes the first configuration: wait for it (an empty store)
+            deadline = time.monotonic() + max(30.0, 3 * ttl)
+            while journalled_config(lease_journal) is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the store holds no configuration and another instance holds the "
+                                       "configuration lease: start that one first")
+                time.sleep(0.2)
+        return build_scheduler(text if config_leader else None, store_url, holder=holder, leads=leads)
+
+    leadership = PartitionLeadership(lease_journal, advertise=advertise, partitions=partitions, build=build,
+                                     ttl=ttl, interval=max(0.2, min(1.0, ttl / 5)))
+    return leadership, leadership.initial()
 
 
 def _address_free(host: str, port: int) -> bool:

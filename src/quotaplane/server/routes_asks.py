@@ -64,7 +64,7 @@ def router(service: Any) -> APIRouter:
         """Queue an ask: it counts towards no quota and is allocated as soon as it fits."""
         # like every other route: the body is JSON whatever the Content-Type (curl -d sends a form type)
         body = await parse_body(request, AskBody)
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
                         preemptible=body.preemptible, placeholder=body.placeholder,
@@ -98,7 +98,7 @@ def router(service: Any) -> APIRouter:
               responses={200: {"model": dict[str, Any]}, **errors(404, auth=True, write=True)})
     async def remove_ask(partition: str, application_id: str, allocation_key: str) -> JSONResponse:
         """Withdraw a pending ask."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         with p.lock:
             ask = p.get_ask(allocation_key)
@@ -111,7 +111,7 @@ def router(service: Any) -> APIRouter:
             responses={200: {"model": dict[str, Any]}, **errors(404, auth=True, write=True)})
     async def schedule(partition: str) -> JSONResponse:
         """Run one scheduling cycle now; answer the allocations it made."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         made = p.schedule()
         return json({"allocations": [{"allocationKey": a.allocation_key, "applicationID": a.application_id,
@@ -228,10 +228,8 @@ async def scheduling_loop(service: Any, interval: float = SCHEDULE_INTERVAL) -> 
     while True:
         await asyncio.sleep(interval)
         try:
-            if not service.is_leader():
-                continue
             for p in service.scheduler.partitions():
-                if p.schedule_needed:
+                if p.schedule_needed and service.is_leader(p.name):
                     # in a worker thread: a long cycle must not stall the event loop (the
                     # partition's lock keeps it consistent with the request handlers)
                     await asyncio.to_thread(p.schedule)

@@ -109,7 +109,7 @@ def check_admin_or_owner(p: Any, application_id: str, user: str | None, groups: 
 
 def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[int, dict[str, Any]]:
     """``POST …/allocations``: (201 or 409, the decision's JSON). Raises the usual errors."""
-    service.ensure_writable()
+    service.ensure_writable(partition)
     p = service.partition(partition)
     start = time.perf_counter()
     decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
@@ -195,7 +195,7 @@ def router(service: Any) -> APIRouter:
         takes new allocations (``schedulable: false`` — cordoned — keeps the allocations on it and
         takes its capacity out of the cluster's total). The root queue's max follows."""
         body = await parse_body(request, NodeBody)
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         capacity = Resource(body.capacity)
         if node in p.nodes():
@@ -212,7 +212,7 @@ def router(service: Any) -> APIRouter:
               responses={200: {"model": OkOut}, **errors(404, 409, auth=True, write=True)})
     async def delete_node(partition: str, node: str) -> JSONResponse:
         """Remove a node (admin); the allocations on it are released (YuniKorn's removeNode)."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         p.remove_node(node)
         return json({"ok": True, "nodeID": node})
@@ -225,7 +225,7 @@ def router(service: Any) -> APIRouter:
     async def add_application(partition: str, request: Request) -> JSONResponse:
         """Submit an application for a user; placement decides the queue; 403 when the submit ACL refuses."""
         body = await parse_body(request, ApplicationBody)
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         user = UserGroup(body.user, body.groups)
         try:
@@ -255,7 +255,7 @@ def router(service: Any) -> APIRouter:
                                  user: Annotated[str | None, _USER_QUERY] = None,
                                  groups: Annotated[list[str] | None, _GROUPS_QUERY] = None) -> JSONResponse:
         """Remove an application and release its allocations."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         check_admin_or_owner(p, application_id, user, groups)
         p.remove_application(application_id)
@@ -280,7 +280,7 @@ def router(service: Any) -> APIRouter:
         """Apply the partition's due timeouts now (the service also does it every few seconds):
         placeholders, Completing → Completed, Starting → Running, Completed → Expired, elastic reclaim.
         Answers what happened, in order."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         return json({"events": list(p.check_timeouts())})
 
@@ -318,7 +318,7 @@ def router(service: Any) -> APIRouter:
                       user: Annotated[str | None, _USER_QUERY] = None,
                       groups: Annotated[list[str] | None, _GROUPS_QUERY] = None) -> JSONResponse:
         """Release an allocation."""
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         if user is not None:
             a = p.allocation(allocation_key)
@@ -335,7 +335,7 @@ def router(service: Any) -> APIRouter:
         """Set the node an allocation runs on (e.g. once Kubernetes bound its pod); the node must be
         registered. Answers the allocation."""
         body = await parse_body(request, AllocationNodeBody)
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         p.bind(allocation_key, body.nodeID)
         with p.lock:
@@ -350,7 +350,7 @@ def router(service: Any) -> APIRouter:
     async def allocate_batch(partition: str, request: Request) -> JSONResponse:
         """Many allocations in one request and one journal transaction; a decision per entry, in order."""
         body = await parse_body(request, BatchBody)
-        service.ensure_writable()
+        service.ensure_writable(partition)
         p = service.partition(partition)
         # The models already checked every id, amount (int64, >= 0), priority and flag, and gave
         # fresh dicts: build the validated specs directly instead of validating each entry a second

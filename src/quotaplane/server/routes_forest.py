@@ -203,7 +203,7 @@ def router(service: Any) -> APIRouter:
         return p, pol
 
     def apply_edit(partition: str, edit: Any) -> None:
-        service.ensure_writable()
+        service.ensure_writable(partition)
         service.partition(partition)
         text = edit_extension(service.scheduler.config_text, partition, _KEY, edit)
         validate_extensions(text)

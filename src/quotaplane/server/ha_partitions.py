@@ -1,0 +1,213 @@
+"""Partitions led by several instances on one PostgreSQL store (issue 18 #2).
+
+Partitions are independent by design (seed 001: one user group manager per partition), so one
+deployment can spread them over several processes or machines: each partition is led — written — by
+exactly one instance, the holder of its stream's journal lease, and every instance follows the
+others' partitions by replaying their streams (reads are served everywhere). Writes for a partition
+led elsewhere are answered 503 with ``leader``, the URL of its leader; :class:`quotaplane.client.Client`
+follows it.
+
+Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS``):
+
+* an instance leads the partitions it is given, and keeps a *claim* on them (a lease on the stream
+  ``want:<partition>``) while it lives;
+* a partition without a live leader and without a live claim — not given to anyone, or its instance
+  died — is taken by any instance at its next round (every ``interval`` seconds, after the dead
+  leader's lease expired: ``ttl``); an instance given no partitions takes every free one;
+* an instance leading a partition another live instance claims hands it back: it commits what it
+  queued, releases the lease, and the claimant takes it at its next round.
+
+Taking a partition over replays its stream to the end before the first write (every acknowledged
+change is there, decision S1), exactly as a whole-instance take-over rebuilds from the store; appends
+stay fenced by the partition's lease, so a paused ex-leader can never fork a stream.
+
+Configuration changes are written by the instance holding the ``scheduler`` lease (any instance may
+take it; ``PUT /ws/v1/config`` elsewhere is answered 503 with its URL). Each instance applies a new
+configuration to the partitions it leads at its next round and journals their markers
+(:meth:`quotaplane.scheduler.Scheduler.follow`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+from quotaplane.journal.base import Journal
+from quotaplane.server.ha import LEASE_STREAM
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.app import Service
+
+__all__ = ["CLAIM_PREFIX", "PartitionLeadership"]
+
+_log = logging.getLogger("quotaplane.server.ha")
+
+#: the lease stream ``want:<partition stream>`` an instance holds for each partition it is given
+CLAIM_PREFIX = "want:"
+
+
+def _stream(name: str) -> str:
+    return "partition:scheduler" if name == "scheduler" else name
+
+
+class PartitionLeadership:
+    """Per-partition leadership of one instance (see the module docstring).
+
+    ``partitions``: the partitions this instance is given (empty: it takes every free one).
+    ``build(holder, leads, config_leader)`` opens the scheduler on the store; the scheduler writes
+    only the partitions ``leads`` names, with appends fenced by ``holder``.
+    """
+
+    def __init__(self, lease_journal: Journal, *, advertise: str, partitions: Collection[str],
+                 build: Callable[[str, Callable[[str], bool], bool], Scheduler],
+                 ttl: float = 5.0, interval: float = 1.0) -> None:
+        if ttl <= interval:
+            raise ValueError("the lease ttl must be longer than the renewal interval")
+        self.journal = lease_journal
+        self.advertise = advertise
+        self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
+        self.ttl = ttl
+        self.interval = interval
+        self.preferred = frozenset(p.lower() for p in partitions)
+        self._build = build
+        self._led: frozenset[str] = frozenset()
+        self._config_leader = False
+        self._task: asyncio.Task[None] | None = None
+        self._service: Service | None = None
+        self.took_over_at: float | None = None
+
+    # -- state ------------------------------------------------------------------------------------
+    def is_leader(self, partition: str | None = None) -> bool:
+        """True when this instance writes ``partition`` (None: the configuration)."""
+        if partition is None:
+            return self._config_leader
+        return partition.lower() in self._led
+
+    def led(self) -> frozenset[str]:
+        """The partitions this instance leads now."""
+        return self._led
+
+    def leader_url(self, partition: str | None = None) -> str | None:
+        """The advertised URL of the instance leading ``partition`` (None: the configuration)."""
+        if self.is_leader(partition):
+            return self.advertise
+        stream = LEASE_STREAM if partition is None else _stream(partition.lower())
+        try:
+            holder = self.journal.lease_holder(stream)
+        except Exception:
+            return None
+        return str(holder).split("#", 1)[0] if holder else None
+
+    # -- rounds (blocking; run in a thread from the loop) --------------------------------------------
+    def _wanted(self, names: Collection[str]) -> set[str]:
+        """The partitions to hold after this round (claims renewed, hand-backs released)."""
+        journal, holder = self.journal, self.holder
+        want: set[str] = set()
+        for name in sorted(set(names) | self.preferred):
+            stream = _stream(name)
+            if name in self.preferred:
+                journal.acquire_lease(CLAIM_PREFIX + stream, holder, self.ttl)
+                want.add(name)
+                continue
+            claimant = journal.lease_holder(CLAIM_PREFIX + stream)
+            if claimant is not None and claimant != holder:
+                continue                   # given to a live instance: hand it back / leave it
+            if name in self._led or journal.lease_holder(stream) is None:
+                want.add(name)             # keep it, or take a free one
+        return want
+
+    def step(self, scheduler: Scheduler) -> None:
+        """One round: renew or take leases, hand back claimed partitions, adopt new ones, follow the
+        rest, and bring the led partitions to the configuration in force."""
+        journal, holder = self.journal, self.holder
+        self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
+        names = {pc.name for pc in scheduler.config.partitions} | {p.name for p in scheduler.partitions()}
+        want = self._wanted(names)
+        for name in sorted(self._led - want):
+            self._hand_back(scheduler, name)
+        got: set[str] = set()
+        for name in sorted(want):
+            if journal.acquire_lease(_stream(name), holder, self.ttl):
+                got.add(name)
+        for name in sorted(got - self._led):
+            scheduler.adopt(name)          # replay to the end before the first write here
+            _log.warning("quotaplane: this instance (%s) now leads partition %s", self.advertise, name)
+            self.took_over_at = time.time()
+        for name in sorted(self._led - got):
+            _log.warning("quotaplane: lost the lease of partition %s; following it", name)
+        self._led = frozenset(got)
+        scheduler.follow(self._led)
+
+    def _hand_back(self, scheduler: Scheduler, name: str) -> None:
+        # stop writing first, commit what was queued, then let the claimant take it
+        self._led = self._led - {name}
+        with contextlib.suppress(Exception):
+            scheduler.partition(name).flush()
+        with contextlib.suppress(Exception):
+            self.journal.release_lease(_stream(name), self.holder)
+        _log.warning("quotaplane: partition %s is claimed by another instance: handed back", name)
+
+    def initial(self) -> Scheduler:
+        """Take what can be taken now and open the scheduler (the config leader applies --config)."""
+        journal, holder = self.journal, self.holder
+        self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
+        names = set(self.preferred)
+        for stream in journal.streams():
+            if stream != LEASE_STREAM:
+                names.add("scheduler" if stream == "partition:scheduler" else stream)
+        got = {n for n in self._wanted(names) if journal.acquire_lease(_stream(n), holder, self.ttl)}
+        self._led = frozenset(got)
+        scheduler = self._build(holder, self.is_leader, self._config_leader)
+        scheduler.follow(self._led)
+        if got:
+            self.took_over_at = time.time()
+        _log.warning("quotaplane: this instance (%s) leads partitions %s%s", self.advertise,
+                     ", ".join(sorted(got)) or "(none yet)",
+                     " and the configuration" if self._config_leader else "")
+        return scheduler
+
+    def release(self) -> None:
+        """Give up every lease and claim (clean shutdown: the others take over at once)."""
+        streams = [_stream(n) for n in self._led] + [CLAIM_PREFIX + _stream(n) for n in self.preferred]
+        self._led = frozenset()
+        for stream in [*streams, LEASE_STREAM]:
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(stream, self.holder)
+        self._config_leader = False
+
+    # -- asyncio integration ----------------------------------------------------------------------
+    async def start(self, service: Service) -> None:
+        """Start the background task (called by the app's lifespan)."""
+        self._service = service
+        self._task = asyncio.create_task(self._run(), name="quotaplane-partition-leadership")
+
+    async def stop(self) -> None:
+        """Stop the background task and release the leases."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.release)
+
+    async def _run(self) -> None:
+        while True:
+            start = time.monotonic()
+            service = self._service
+            try:
+                if service is None:
+                    raise RuntimeError("leadership loop started without a service")
+                await asyncio.to_thread(self.step, service.scheduler)
+                service.sync_group_commit()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("partition leadership round failed")
+            elapsed = time.monotonic() - start
+            await asyncio.sleep(max(0.05, self.interval - elapsed))
