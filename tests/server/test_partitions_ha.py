@@ -1,0 +1,150 @@
+"""Issue 18 #2: partitions led by several instances (``serve --partitions``).
+
+Two instances share one store (a memory journal with leases on a fake clock, so leases expire without
+sleeping): each leads the partition it is given and follows the other; writes for a partition led
+elsewhere are answered 503 with its leader; when an instance dies its partition is taken over with
+every acknowledged change; when it comes back the partition is handed back; a configuration change
+made on one instance reaches the partition the other leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+
+import quotaplane as qp
+from quotaplane.journal import MemoryJournal
+from quotaplane.server.app import create_app
+from quotaplane.server.ha_partitions import PartitionLeadership
+from quotaplane.server.main import journalled_config
+
+CONFIG = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+- name: second
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+"""
+
+TTL = 5.0
+
+
+class Clock:
+    """The leases' monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _instance(journal: MemoryJournal, url: str, partitions: list[str]
+              ) -> tuple[PartitionLeadership, qp.Scheduler]:
+    def build(holder: str, leads: Callable[[str], bool], config_leader: bool) -> qp.Scheduler:
+        text = CONFIG if config_leader else journalled_config(journal)
+        assert text is not None
+        return qp.Scheduler.from_yaml(text, store=journal, holder=holder, leads=leads)
+
+    lead = PartitionLeadership(journal, advertise=url, partitions=partitions, build=build, ttl=TTL,
+                               interval=1.0)
+    return lead, lead.initial()
+
+
+def _setup() -> tuple[Clock, MemoryJournal, tuple[PartitionLeadership, qp.Scheduler],
+                      tuple[PartitionLeadership, qp.Scheduler]]:
+    clock = Clock()
+    journal = MemoryJournal(clock=clock)
+    a = _instance(journal, "http://a:1", ["default"])
+    b = _instance(journal, "http://b:2", ["second"])
+    a[0].step(a[1])
+    b[0].step(b[1])
+    return clock, journal, a, b
+
+
+def _keys(s: qp.Scheduler, partition: str) -> set[str]:
+    return {x.allocation_key for x in s.partition(partition).allocations()}
+
+
+def _seed(s: qp.Scheduler, partition: str, key: str) -> None:
+    p = s.partition(partition)
+    if not p.nodes():
+        p.add_node("n1", {"vcore": 100})
+    if p.application("app") is None:
+        p.add_application("app", qp.UserGroup("sue", []), queue="root.a")
+    assert p.allocate("app", key, {"vcore": 1}).allocated
+
+
+def test_each_instance_leads_its_partition_and_follows_the_other() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    assert lead_a.led() == {"default"} and lead_b.led() == {"second"}
+    assert lead_a.is_leader(None) and not lead_b.is_leader(None)     # the config: the first one
+    _seed(sched_a, "default", "k-a")
+    _seed(sched_b, "second", "k-b")
+    lead_a.step(sched_a)
+    lead_b.step(sched_b)
+    assert _keys(sched_b, "default") == {"k-a"}                     # replayed from the leader's stream
+    assert _keys(sched_a, "second") == {"k-b"}
+    assert lead_a.leader_url("second") == "http://b:2"
+
+
+def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader() -> None:
+    _clock, _journal, (lead_a, sched_a), _b = _setup()
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        r = c.put("/ws/v1/partition/second/node/n9", json={"capacity": {"vcore": 1}})
+        assert r.status_code == 503, r.text
+        assert r.json()["leader"] == "http://b:2"
+        assert c.put("/ws/v1/partition/default/node/n9", json={"capacity": {"vcore": 1}}).status_code == 201
+        # reads are served for every partition
+        assert c.get("/ws/v1/partition/second/nodes").status_code == 200
+
+
+def test_a_dead_instance_s_partition_is_taken_over_with_everything_acknowledged_and_handed_back() -> None:
+    clock, journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _seed(sched_b, "second", "k1")
+    _seed(sched_b, "second", "k2")
+    # b dies (kill -9: no release); its lease and claim expire after the ttl
+    clock.now += TTL + 1
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default", "second"}
+    assert _keys(sched_a, "second") == {"k1", "k2"}
+    _seed(sched_a, "second", "k3")
+    # b comes back: it claims its partition; a hands it back; b takes it with a's write
+    lead_b2, sched_b2 = _instance(journal, "http://b:2", ["second"])
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default"}
+    lead_b2.step(sched_b2)
+    assert lead_b2.led() == {"second"}
+    assert _keys(sched_b2, "second") == {"k1", "k2", "k3"}
+    _seed(sched_b2, "second", "k4")                                   # and writes again
+
+
+def test_a_config_change_on_one_instance_reaches_the_partition_another_leads() -> None:
+    _clock, journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    sched_a.update_config(CONFIG.replace("    - name: a\n", "    - name: a\n    - name: b\n"))
+    lead_b.step(sched_b)
+    p = sched_b.partition("second")
+    assert p.queues.queue("root.b") is not None
+    assert p.config_seq == sched_a.config_seq
+    markers = [ev for _, ev in journal.read("second") if ev.get("type") == "config"]
+    assert markers[-1]["seq"] == sched_a.config_seq                  # journalled by b, its leader
+
+
+def test_an_instance_given_no_partition_leads_every_free_one() -> None:
+    clock = Clock()
+    journal = MemoryJournal(clock=clock)
+    lead, sched = _instance(journal, "http://solo:1", [])
+    lead.step(sched)
+    assert lead.led() == {"default", "second"}
+    _seed(sched, "default", "k")
+    _seed(sched, "second", "k")
