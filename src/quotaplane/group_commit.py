@@ -105,8 +105,25 @@ class GroupCommit:
     them every call flushes before it returns. ``max_events`` caps one transaction.
     """
 
-    __slots__ = ("_buffer", "_failed_upto", "_lock", "_log", "_schedule", "_scheduled", "_waiters", "durable",
-                 "epoch", "failure", "groups", "head", "max_events", "name", "owner", "submitted")
+    __slots__ = (
+        "_buffer",
+        "_failed_upto",
+        "_lock",
+        "_log",
+        "_schedule",
+        "_scheduled",
+        "_waiters",
+        "changes",
+        "durable",
+        "epoch",
+        "failure",
+        "groups",
+        "head",
+        "max_events",
+        "name",
+        "owner",
+        "submitted",
+    )
 
     def __init__(self, log: PartitionLog, name: str, lock: threading.RLock, *,
                  schedule: Callable[[Callable[[], None]], object] | None = None, owner: int | None = None,
@@ -132,8 +149,9 @@ class GroupCommit:
         self.epoch = 0
         #: the failure that stopped the committer until the partition is rebuilt, or None
         self.failure: BaseException | None = None
-        #: how many transactions committed (groups), for metrics and tests
+        #: how many transactions committed (groups) and how many changes they held, for metrics
         self.groups = 0
+        self.changes = 0
 
     def _on_owner(self) -> bool:
         return self.owner is not None and threading.get_ident() == self.owner
@@ -270,6 +288,7 @@ class GroupCommit:
         last = group[-1]
         self.durable = last.mark
         self.groups += 1
+        self.changes += len(group)
         log.last_seq = seq
         log.store_error = None
         log.wrote = True

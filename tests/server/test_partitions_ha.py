@@ -110,7 +110,7 @@ def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader() -> None:
 
 
 def test_a_dead_instance_s_partition_is_taken_over_with_everything_acknowledged_and_handed_back() -> None:
-    clock, journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    clock, journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
     _seed(sched_b, "second", "k1")
     _seed(sched_b, "second", "k2")
     # b dies (kill -9: no release); its lease and claim expire after the ttl
@@ -130,7 +130,7 @@ def test_a_dead_instance_s_partition_is_taken_over_with_everything_acknowledged_
 
 
 def test_a_config_change_on_one_instance_reaches_the_partition_another_leads() -> None:
-    _clock, journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _clock, journal, (_lead_a, sched_a), (lead_b, sched_b) = _setup()
     sched_a.update_config(CONFIG.replace("    - name: a\n", "    - name: a\n    - name: b\n"))
     lead_b.step(sched_b)
     p = sched_b.partition("second")

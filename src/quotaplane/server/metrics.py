@@ -25,7 +25,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 import quotaplane.events as E
 from quotaplane.policy import Decision
@@ -173,8 +173,17 @@ class _UsageCollector:
         apps = GaugeMetricFamily("quotaplane_applications", "applications known", labels=["partition"])
         leader = GaugeMetricFamily("quotaplane_leader", "1 when this instance leads the partition",
                                    labels=["partition"])
+        commits = CounterMetricFamily("quotaplane_group_commits", "journal transactions of group commit "
+                                      "(since group commit started on this partition)", labels=["partition"])
+        committed = CounterMetricFamily("quotaplane_group_committed_changes", "changes those transactions "
+                                        "held (changes per commit: this / quotaplane_group_commits_total)",
+                                        labels=["partition"])
         for p in scheduler.partitions():
             name = p.name
+            group = p.group
+            if group is not None:
+                commits.add_metric([name], group.groups)
+                committed.add_metric([name], group.changes)
             with p.lock:
                 queue_dao = p.queues.dao(None, subtree=True, partition=name)
                 user_list = p.ugm.users_usage()
@@ -199,7 +208,8 @@ class _UsageCollector:
                 used.add_metric([name, res], amount)
             apps.add_metric([name], n_apps)
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
-        yield from (q_res, q_asks, elastic, tree, users, user_apps, groups, cap, used, apps, leader)
+        yield from (q_res, q_asks, elastic, tree, users, user_apps, groups, cap, used, apps, leader, commits,
+                    committed)
 
 
 _QUEUE_STATES = (("guaranteed", "guaranteedResource"), ("max", "maxResource"),
