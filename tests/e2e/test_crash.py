@@ -12,7 +12,7 @@ import httpx
 from tests.e2e.conftest import ServerProcess
 
 REPETITIONS = 10
-CLIENTS = 4
+CLIENTS = 16
 
 
 def _load(url: str, prefix: str, acked: set[str], sent: set[str], refused: set[str],

@@ -6,6 +6,7 @@ Skips with a message when ``QUOTAPLANE_PG_URL`` is not set (CI sets it)."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -45,11 +46,15 @@ def test_two_instances_follower_takes_over_with_nothing_lost(
         r = ca.post("/ws/v1/partition/default/applications",
                     json={"applicationID": "app", "user": "sue", "queue": "root.default"})
         assert r.status_code == 201
-        for i in range(50):
-            r = ca.post("/ws/v1/partition/default/allocations",
-                        json={"applicationID": "app", "allocationKey": f"k{i}", "resource": {"vcore": 1}})
-            if r.status_code == 201:
-                acked.append(f"k{i}")
+        # 16 concurrent clients (group commit shares transactions among them)
+        def allocate(i: int) -> str | None:
+            with httpx.Client(base_url=a.url, timeout=10.0) as c:
+                r = c.post("/ws/v1/partition/default/allocations",
+                           json={"applicationID": "app", "allocationKey": f"k{i}", "resource": {"vcore": 1}})
+            return f"k{i}" if r.status_code == 201 else None
+
+        with ThreadPoolExecutor(16) as pool:
+            acked = [k for k in pool.map(allocate, range(50)) if k is not None]
         assert len(acked) == 50
         # the follower refuses writes with the leader's address …
         r = cb.post("/ws/v1/partition/default/allocations",
