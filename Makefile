@@ -26,7 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@mkdir -p benchmarks/results
-	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools examples

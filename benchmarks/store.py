@@ -11,7 +11,11 @@ waiting for its answer before the next) against a real server process:
   with PostgreSQL, one caller, one commit per change (``benchmarks/partition.py``'s figure), in
   decisions/s;
 * **two partitions**: 64 clients split over two partitions, served by one process, then by two
-  processes (``--partitions default`` and ``--partitions second`` on one PostgreSQL store).
+  processes (``--partitions default`` and ``--partitions second`` on one PostgreSQL store);
+* the PostgreSQL figures again with PostgreSQL "on another host": a 1 ms round trip added by a
+  delaying TCP proxy (``_latency_proxy.py``; ``QP_BENCH_PG_RTT_MS``, 0 to skip). A local PostgreSQL
+  commits in ~0.4 ms here, so one-at-a-time is bound by CPU as much as by the store; production
+  stores are a network hop away, where each commit waits a round trip.
 
 Ratios compare figures of this run. PostgreSQL figures need ``QUOTAPLANE_PG_URL`` (a database this
 benchmark may create schemas in); without it only SQLite is measured. The load comes from ``wrk``
@@ -275,6 +279,46 @@ def _partition_one_at_a_time(store: str) -> float:
     return rate
 
 
+def _remote_pg(rtt_ms: float) -> dict[str, Any]:
+    """The PostgreSQL figures through a proxy adding ``rtt_ms`` per round trip."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    assert PG_URL is not None
+    parts = urlsplit(PG_URL)
+    port = free_port()
+    proxy = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_latency_proxy.py")), str(port),
+                              parts.hostname or "127.0.0.1", str(parts.port or 5432), str(rtt_ms / 2)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "ready"
+        auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        remote = urlunsplit((parts.scheme, f"{auth}127.0.0.1:{port}", parts.path, parts.query, ""))
+        figures: dict[str, Any] = {}
+        base = PG_URL
+        url, schema = _pg_store()
+        url = url.replace(base, remote, 1)
+        try:
+            figures["partition_one_caller_per_s"] = round(_partition_one_at_a_time(url))
+        finally:
+            _drop(schema)
+        for key, gc in (("one_at_a_time", False), ("group_commit", True)):
+            url, schema = _pg_store()
+            url = url.replace(base, remote, 1)
+            try:
+                rate, p99 = _one_server(url, group_commit=gc)
+            finally:
+                _drop(schema)
+            figures[f"{key}_per_s"], figures[f"{key}_p99_ms"] = round(rate), round(p99, 1)
+        figures["ratio_group_vs_one_at_a_time"] = round(figures["group_commit_per_s"]
+                                                        / figures["one_at_a_time_per_s"], 2)
+        figures["ratio_group_vs_partition_one_caller"] = round(figures["group_commit_per_s"]
+                                                               / figures["partition_one_caller_per_s"], 2)
+        return figures
+    finally:
+        proxy.kill()
+        proxy.wait()
+
+
 def main() -> None:
     """Run every measurement and write benchmarks/results/store.json."""
     results: dict[str, Any] = {"clients": CLIENTS, "seconds_per_run": SECONDS}
@@ -314,6 +358,9 @@ def main() -> None:
             two[f"{processes}_process_per_s"], two[f"{processes}_process_p99_ms"] = round(rate), round(p99, 1)
         two["ratio_2_vs_1_process"] = round(two["2_process_per_s"] / two["1_process_per_s"], 2)
         results["two_partitions"] = two
+        rtt = float(os.environ.get("QP_BENCH_PG_RTT_MS", "1"))
+        if rtt > 0:
+            results["postgresql_rtt_%gms" % rtt] = _remote_pg(rtt)
     else:
         notes.append("PostgreSQL not measured: QUOTAPLANE_PG_URL is not set")
     results["cpus"] = os.cpu_count()

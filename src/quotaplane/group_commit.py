@@ -49,13 +49,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
     from quotaplane.journalling import PartitionLog
 
-__all__ = ["DEFAULT_MAX_EVENTS", "CommitFailedError", "GroupCommit", "marks_in_context", "reset_marks"]
+__all__ = ["DEFAULT_MAX_EVENTS", "CommitFailedError", "GroupCommit", "Offload", "marks_in_context",
+           "reset_marks"]
 
 #: At most this many events per transaction (one statement; bounds a group's latency and size).
 DEFAULT_MAX_EVENTS = 10_000
 
 #: told ``None`` when its mark is durable, or the failure that undid it
 Waiter = Callable[[BaseException | None], None]
+
+#: ``offload(append, landed)``: run ``append()`` off the owner thread, then ``landed(its seq or its
+#: error)`` back on the owner thread
+Offload = Callable[[Callable[[], int], Callable[["int | BaseException"], None]], None]
 
 #: the mark of the last change each committer took in the current context (a request's task): the
 #: service waits for exactly that mark before it answers the request
@@ -102,32 +107,19 @@ class GroupCommit:
     ``lock`` is the partition lock. ``owner``: the thread (ident) whose calls return without waiting
     — the service's event loop, which waits for the marks itself before it answers — and
     ``schedule`` how that thread runs a flush after its current burst (``loop.call_soon``). Without
-    them every call flushes before it returns. ``max_events`` caps one transaction.
+    them every call flushes before it returns. ``offload(append, landed)``: run the append
+    elsewhere (a worker thread) and call ``landed(seq or error)`` back on the owner thread, so the
+    owner goes on deciding while a commit waits for a remote store (PostgreSQL); at most one commit
+    is in flight. ``max_events`` caps one transaction.
     """
 
-    __slots__ = (
-        "_buffer",
-        "_failed_upto",
-        "_lock",
-        "_log",
-        "_schedule",
-        "_scheduled",
-        "_waiters",
-        "changes",
-        "durable",
-        "epoch",
-        "failure",
-        "groups",
-        "head",
-        "max_events",
-        "name",
-        "owner",
-        "submitted",
-    )
+    __slots__ = ("_buffer", "_failed_upto", "_inflight", "_lock", "_log", "_mutex", "_offload", "_outcome",
+                 "_schedule", "_scheduled", "_waiters", "changes", "durable", "epoch", "failure", "groups",
+                 "head", "max_events", "name", "owner", "submitted")
 
     def __init__(self, log: PartitionLog, name: str, lock: threading.RLock, *,
                  schedule: Callable[[Callable[[], None]], object] | None = None, owner: int | None = None,
-                 max_events: int = DEFAULT_MAX_EVENTS) -> None:
+                 offload: Offload | None = None, max_events: int = DEFAULT_MAX_EVENTS) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         self._log = log
@@ -137,6 +129,11 @@ class GroupCommit:
         self.owner = owner
         self._schedule = schedule
         self._scheduled = False
+        self._offload = offload
+        #: the group whose append runs off the owner thread, and the last offloaded outcome
+        self._inflight: list[_Entry] | None = None
+        self._outcome: tuple[list[_Entry], int | BaseException] = ([], 0)
+        self._mutex = threading.Lock()
         self._buffer: list[_Entry] = []
         self._waiters: list[tuple[int, Waiter]] = []
         #: marks: the last change submitted, the last one durable; failed marks end at ``_failed_upto``
@@ -221,7 +218,8 @@ class GroupCommit:
 
     @property
     def idle(self) -> bool:
-        """True when every submitted change is durable (or failed): memory equals the journal."""
+        """True when every submitted change is durable (or failed): memory equals the journal (a
+        commit in flight is not durable yet)."""
         return self.durable >= self.submitted or self._failed_upto >= self.submitted
 
     def _failed_error(self) -> QuotaplaneError:
@@ -241,20 +239,67 @@ class GroupCommit:
     # -- committing ---------------------------------------------------------------------------------
     def _scheduled_flush(self) -> None:
         self._scheduled = False
-        # a failure is told to the waiters and poisons the partition: nothing to raise here
-        self.flush()
+        if self._offload is None:
+            # a failure is told to the waiters and poisons the partition: nothing to raise here
+            self.flush()
+            return
+        with self._lock:
+            if self._inflight is not None or not self._buffer or self.failure is not None:
+                return            # the commit in flight schedules the next one when it lands
+            group = self._take()
+            self._inflight = group
+        events = [ev for entry in group for ev in entry.events]
+        self._offload(lambda: self._append_alone(group, events), lambda outcome: self._landed(group, outcome))
+
+    def _append_alone(self, group: list[_Entry], events: list[Event]) -> int:
+        # off the owner thread, without the partition lock (deciding goes on meanwhile); the mutex
+        # keeps appends in order, and the outcome is kept for a flush that takes the mutex next
+        with self._mutex:
+            try:
+                seq = self._append(events)
+            except BaseException as exc:
+                self._outcome = (group, exc)
+                raise
+            self._outcome = (group, seq)
+            return seq
+
+    def _landed(self, group: list[_Entry], outcome: int | BaseException) -> None:
+        """The offloaded commit of ``group`` finished (on the owner thread)."""
+        with self._lock:
+            if self._inflight is not group:
+                return            # a flush settled it already
+            self._inflight = None
+            self._settle(group, outcome)
+            if self._buffer and self.failure is None and self._schedule is not None and not self._scheduled:
+                self._scheduled = True
+                self._schedule(self._scheduled_flush)
+
+    def _settle(self, group: list[_Entry], outcome: int | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            self._fail(outcome)
+        else:
+            self._committed(group, outcome)
 
     def flush(self) -> None:
         """Commit everything queued, in groups of at most :attr:`max_events` events, stopping at a
-        failure (which fails everything queued)."""
+        failure (which fails everything queued). Waits for a commit in flight first."""
         with self._lock:
-            while self._buffer and self.failure is None:
-                group = self._take()
-                try:
-                    seq = self._append([ev for entry in group for ev in entry.events])
-                except BaseException as exc:
-                    self._fail(exc)
-                    return
+            while (self._buffer or self._inflight is not None) and self.failure is None:
+                with self._mutex:
+                    inflight = self._inflight
+                    if inflight is not None:
+                        # its append is over (we hold the mutex): settle it before anything later
+                        self._inflight = None
+                        landed, outcome = self._outcome
+                        assert landed is inflight
+                        self._settle(inflight, outcome)
+                        continue
+                    group = self._take()
+                    try:
+                        seq = self._append([ev for entry in group for ev in entry.events])
+                    except BaseException as exc:
+                        self._fail(exc)
+                        return
                 self._committed(group, seq)
 
     def _take(self) -> list[_Entry]:

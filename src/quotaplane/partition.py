@@ -47,7 +47,7 @@ from quotaplane.errors import (
     NotFoundError,
     NotLeaderError,
 )
-from quotaplane.group_commit import DEFAULT_MAX_EVENTS, GroupCommit
+from quotaplane.group_commit import DEFAULT_MAX_EVENTS, GroupCommit, Offload
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.notices import EventListener, Notifier
@@ -314,17 +314,18 @@ class Partition(PartitionNodes):
         return self._log.group
 
     def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
-                           owner: int | None = None, max_events: int = DEFAULT_MAX_EVENTS
-                           ) -> GroupCommit | None:
+                           owner: int | None = None, offload: Offload | None = None,
+                           max_events: int = DEFAULT_MAX_EVENTS) -> GroupCommit | None:
         """Journal changes by group commit from now on (idempotent; None without a journal). Calls
         on the ``owner`` thread (a service's event loop) return once the change is decided and
         queued, and ``schedule`` (the loop's ``call_soon``) flushes them after the current burst in
         one transaction: the committer's marks say when a change is durable — answer nobody before
-        (the service does). Calls from other threads return once durable, as before."""
+        (the service does). Calls from other threads return once durable, as before. ``offload``
+        runs the owner's commits on a worker thread (a remote store: deciding goes on meanwhile)."""
         with self.lock:
             if self._log.group is None and self._log.journal is not None:
                 self._log.group = GroupCommit(self._log, self.name, self.lock, schedule=schedule,
-                                              owner=owner, max_events=max_events)
+                                              owner=owner, offload=offload, max_events=max_events)
             return self._log.group
 
     def stop_group_commit(self) -> None:

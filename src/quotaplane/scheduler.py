@@ -30,6 +30,7 @@ from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
+from quotaplane.group_commit import Offload
 from quotaplane.journal.base import Journal, JournalError
 from quotaplane.partition import Partition, PartitionOptions
 
@@ -104,7 +105,8 @@ class Scheduler:
         #: the sha256 of the last configuration text given at a start (None: none journalled)
         self._started_with: str | None = None
         #: group commit for every partition (issue 18): None off, else its ``(schedule, owner)``
-        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None, int | None] | None = None
+        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None, int | None,
+                                  Offload | None] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -332,8 +334,8 @@ class Scheduler:
                     found = self._new_partition(pc, seq)
                     self._partitions[pc.name] = found
                     if self._group_commit is not None:
-                        schedule, owner = self._group_commit
-                        found.start_group_commit(schedule=schedule, owner=owner)
+                        schedule, owner, offload = self._group_commit
+                        found.start_group_commit(schedule=schedule, owner=owner, offload=offload)
                 else:
                     found.apply_config(pc, seq)
                 try:
@@ -399,8 +401,8 @@ class Scheduler:
                     p = self._new_partition(pc, self.config_seq)
                     self._partitions[pc.name] = p
                     if self._group_commit is not None:
-                        schedule, owner = self._group_commit
-                        p.start_group_commit(schedule=schedule, owner=owner)
+                        schedule, owner, offload = self._group_commit
+                        p.start_group_commit(schedule=schedule, owner=owner, offload=offload)
                     p.record_config(self.config_seq)
                 elif p.config_seq != self.config_seq:
                     p.apply_config(pc, self.config_seq)
@@ -452,12 +454,14 @@ class Scheduler:
             p.take_snapshot()
 
     def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
-                           owner: int | None = None) -> None:
-        """Journal every partition's changes by group commit (:mod:`quotaplane.group_commit`), also
-        those of partitions a later config adds: see :meth:`Partition.start_group_commit`."""
-        self._group_commit = (schedule, owner)
+                           owner: int | None = None, offload: Offload | None = None) -> None:
+        """Journal every partition this instance leads (:attr:`leads`) by group commit
+        (:mod:`quotaplane.group_commit`), also those a later config adds: see
+        :meth:`Partition.start_group_commit`."""
+        self._group_commit = (schedule, owner, offload)
         for p in self.partitions():
-            p.start_group_commit(schedule=schedule, owner=owner)
+            if self.leads(p.name):
+                p.start_group_commit(schedule=schedule, owner=owner, offload=offload)
 
     def stop_group_commit(self) -> None:
         """Commit what is queued; every change is journalled before its call returns again."""

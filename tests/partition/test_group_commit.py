@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.group_commit import CommitFailedError
+from quotaplane.group_commit import CommitFailedError, Offload
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
 from quotaplane.scheduler import Scheduler
@@ -135,6 +136,88 @@ def test_concurrent_callers_off_the_owner_thread_leave_the_store_holding_exactly
     again = _restored(url)
     assert again.partition("default").dump_state() == state
     again.close()
+
+
+class SlowJournal(GatedJournal):
+    """Each append takes ``delay`` seconds (a store across the network)."""
+
+    delay = 0.05
+
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+        time.sleep(self.delay)
+        return super().append(stream, events, holder=holder)
+
+
+def _offloaded(loop: asyncio.AbstractEventLoop) -> Offload:
+    def offload(append: Callable[[], int], landed: Callable[[int | BaseException], None]) -> None:
+        def done(fut: asyncio.Future[int]) -> None:
+            exc = fut.exception()
+            landed(exc if exc is not None else fut.result())
+
+        loop.run_in_executor(None, append).add_done_callback(done)
+    return offload
+
+
+def test_an_offloaded_commit_lets_the_loop_decide_meanwhile_and_fails_whole() -> None:
+    j = SlowJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    outcomes: dict[int, BaseException | None] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident(),
+                                     offload=_offloaded(loop))
+        assert group is not None
+
+        async def request(i: int) -> None:
+            p.allocate("app1", f"k{i}", VCORE)
+            done = loop.create_future()
+            group.notify(group.submitted, lambda outcome: done.set_result(outcome))
+            outcomes[i] = await done
+
+        before = j.appends
+        first = asyncio.gather(*(request(i) for i in range(10)))
+        await asyncio.sleep(0.01)                 # the first group's commit is in flight …
+        assert group.durable == 0
+        second = asyncio.gather(*(request(i) for i in range(10, 20)))   # … and the loop decides on
+        await asyncio.gather(first, second)
+        assert j.appends - before == 2            # two groups, in order
+        assert all(outcomes[i] is None for i in range(20))
+        j.fail = True
+        await asyncio.gather(*(request(i) for i in range(20, 25)))
+        assert all(isinstance(outcomes[i], CommitFailedError) for i in range(20, 25))
+        assert p.recovering
+        j.fail = False
+
+    asyncio.run(main())
+    assert p.recover()
+    assert {a.allocation_key for a in p.allocations()} == {f"k{i}" for i in range(20)}
+    assert {a.allocation_key for a in _restored(j).partition("default").allocations()} == \
+        {f"k{i}" for i in range(20)}
+    s.stop_group_commit()
+
+
+def test_a_flush_from_another_thread_waits_for_the_offloaded_commit_and_keeps_the_order() -> None:
+    j = SlowJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident(),
+                                     offload=_offloaded(loop))
+        assert group is not None
+        p.allocate("app1", "on-loop", VCORE)
+        await asyncio.sleep(0.01)                 # its commit is in flight
+        # a worker thread (a scheduling cycle) changes the partition: it commits after it
+        await asyncio.to_thread(p.allocate, "app1", "on-worker", VCORE)
+        assert group.durable == group.submitted
+
+    asyncio.run(main())
+    keys = [ev["key"] for _, ev in j.read("default") if ev.get("type") == "allocated"]
+    assert keys == ["on-loop", "on-worker"]
+    s.stop_group_commit()
 
 
 def test_a_failed_group_undoes_it_and_everything_decided_after_it() -> None:
