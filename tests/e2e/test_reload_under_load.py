@@ -4,6 +4,7 @@ reloads change nothing and succeeding ones apply in one step; usage always equal
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -59,6 +60,11 @@ def test_reload_under_load_is_all_or_nothing(tmp_path: Path, servers: list[Serve
         try:
             current = CONFIG
             for round_ in range(20):
+                # interleave: each reload comes after at least one more admission (a busy machine
+                # must not let the 20 reloads finish before the load got going)
+                deadline = time.monotonic() + 10
+                while len(admitted) <= round_ and time.monotonic() < deadline and not errors:
+                    time.sleep(0.005)
                 if round_ % 2:
                     bad = current.replace("name: restricted", "name: re stricted")
                     r = c.put("/ws/v1/config", content=bad)
