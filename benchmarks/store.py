@@ -360,7 +360,7 @@ def main() -> None:
         results["two_partitions"] = two
         rtt = float(os.environ.get("QP_BENCH_PG_RTT_MS", "1"))
         if rtt > 0:
-            results["postgresql_rtt_%gms" % rtt] = _remote_pg(rtt)
+            results[f"postgresql_rtt_{rtt:g}ms"] = _remote_pg(rtt)
     else:
         notes.append("PostgreSQL not measured: QUOTAPLANE_PG_URL is not set")
     results["cpus"] = os.cpu_count()

@@ -47,10 +47,10 @@ from quotaplane.errors import (
     NotFoundError,
     NotLeaderError,
 )
-from quotaplane.group_commit import DEFAULT_MAX_EVENTS, GroupCommit, Offload
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.notices import EventListener, Notifier
+from quotaplane.partition_commits import PartitionCommits
 from quotaplane.partition_nodes import PartitionNodes, check_int64_sum
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
@@ -78,7 +78,7 @@ def _replay_problem(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-class Partition(PartitionNodes):
+class Partition(PartitionNodes, PartitionCommits):
     """One partition of the scheduler (contract "Scheduler and partitions").
 
     All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
@@ -306,46 +306,6 @@ class Partition(PartitionNodes):
     def mark_snapshot(self, seq: int) -> None:
         """The journal's latest snapshot of this partition is at ``seq`` (after a full replay)."""
         self._log.snapshot_seq = seq
-
-    # -- group commit (issue 18: quotaplane.group_commit) ------------------------------------------------
-    @property
-    def group(self) -> GroupCommit | None:
-        """The group committer, or None: each change is journalled before its call returns."""
-        return self._log.group
-
-    def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
-                           owner: int | None = None, offload: Offload | None = None,
-                           max_events: int = DEFAULT_MAX_EVENTS) -> GroupCommit | None:
-        """Journal changes by group commit from now on (idempotent; None without a journal). Calls
-        on the ``owner`` thread (a service's event loop) return once the change is decided and
-        queued, and ``schedule`` (the loop's ``call_soon``) flushes them after the current burst in
-        one transaction: the committer's marks say when a change is durable — answer nobody before
-        (the service does). Calls from other threads return once durable, as before. ``offload``
-        runs the owner's commits on a worker thread (a remote store: deciding goes on meanwhile)."""
-        with self.lock:
-            if self._log.group is None and self._log.journal is not None:
-                self._log.group = GroupCommit(self._log, self.name, self.lock, schedule=schedule,
-                                              owner=owner, offload=offload, max_events=max_events)
-            return self._log.group
-
-    def stop_group_commit(self) -> None:
-        """Commit what is queued and go back to one append per change (idempotent)."""
-        with self.lock:
-            group = self._log.group
-            if group is None:
-                return
-            group.stop()
-            self._log.group = None
-            if self._log.poisoned is not None:
-                self.recover()
-
-    def flush(self) -> None:
-        """Commit every change made so far now; :class:`~quotaplane.group_commit.CommitFailedError`
-        if that failed (the changes were undone). Without group commit every change is durable when
-        its call returns: nothing to do."""
-        group = self._log.group
-        if group is not None:
-            group.wait()
 
     @contextmanager
     def read(self) -> Iterator[Partition]:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.app import Service
 
-__all__ = ["LEASE_STREAM", "Leadership"]
+__all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds"]
 
 _log = logging.getLogger("quotaplane.server.ha")
 
@@ -44,7 +44,56 @@ _log = logging.getLogger("quotaplane.server.ha")
 LEASE_STREAM = "scheduler"
 
 
-class Leadership:
+class LeaseRounds:
+    """The background task of a leadership: a round every ``interval`` seconds from the app's start
+    to its stop, which releases the leases. Subclasses give the round and what a failed one means."""
+
+    interval: float
+    _task: asyncio.Task[None] | None
+    _service: Service | None
+
+    async def _round(self, service: Service) -> None:
+        raise NotImplementedError
+
+    def _round_failed(self) -> None:
+        """A round raised: stop writing until a round succeeds (default: nothing to do)."""
+
+    def release(self) -> None:
+        """Give up every lease."""
+        raise NotImplementedError
+
+    async def start(self, service: Service) -> None:
+        """Start the background task (called by the app's lifespan)."""
+        self._service = service
+        self._task = asyncio.create_task(self._run(), name=f"quotaplane-{type(self).__name__}")
+
+    async def stop(self) -> None:
+        """Stop the background task and release the leases."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.release)
+
+    async def _run(self) -> None:
+        while True:
+            start = time.monotonic()
+            service = self._service
+            try:
+                if service is None:
+                    raise RuntimeError("leadership loop started without a service")
+                await self._round(service)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("leadership round failed")
+                self._round_failed()
+            elapsed = time.monotonic() - start
+            await asyncio.sleep(max(0.05, self.interval - elapsed))
+
+
+class Leadership(LeaseRounds):
     """Lease-based leadership of one instance (see the module docstring).
 
     ``lease_journal`` is a journal used only for leases (its own connection). ``build_leader()`` makes
@@ -201,37 +250,12 @@ class Leadership:
                 self.journal.release_lease(stream, self.holder)
         self._leader = False
 
-    # -- asyncio integration ----------------------------------------------------------------------
-    async def start(self, service: Service) -> None:
-        """Start the background task (called by the app's lifespan)."""
-        self._service = service
-        self._task = asyncio.create_task(self._run(), name="quotaplane-leadership")
+    # -- the background rounds (LeaseRounds) ---------------------------------------------------------
+    async def _round(self, service: Service) -> None:
+        current = service.scheduler
+        new = await asyncio.to_thread(self.step, current)
+        if new is not current:
+            service.scheduler = new
 
-    async def stop(self) -> None:
-        """Stop the background task and release the leases."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-        await asyncio.to_thread(self.release)
-
-    async def _run(self) -> None:
-        while True:
-            start = time.monotonic()
-            service = self._service
-            try:
-                if service is None:
-                    raise RuntimeError("leadership loop started without a service")
-                current = service.scheduler
-                new = await asyncio.to_thread(self.step, current)
-                if new is not current:
-                    service.scheduler = new
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                _log.exception("leadership round failed")
-                if self._leader:
-                    self._leader = False
-            elapsed = time.monotonic() - start
-            await asyncio.sleep(max(0.05, self.interval - elapsed))
+    def _round_failed(self) -> None:
+        self._leader = False

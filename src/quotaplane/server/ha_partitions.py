@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from quotaplane.journal.base import Journal
-from quotaplane.server.ha import LEASE_STREAM
+from quotaplane.server.ha import LEASE_STREAM, LeaseRounds
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
@@ -56,7 +56,7 @@ def _stream(name: str) -> str:
     return "partition:scheduler" if name == "scheduler" else name
 
 
-class PartitionLeadership:
+class PartitionLeadership(LeaseRounds):
     """Per-partition leadership of one instance (see the module docstring).
 
     ``partitions``: the partitions this instance is given (empty: it takes every free one).
@@ -181,33 +181,7 @@ class PartitionLeadership:
                 self.journal.release_lease(stream, self.holder)
         self._config_leader = False
 
-    # -- asyncio integration ----------------------------------------------------------------------
-    async def start(self, service: Service) -> None:
-        """Start the background task (called by the app's lifespan)."""
-        self._service = service
-        self._task = asyncio.create_task(self._run(), name="quotaplane-partition-leadership")
-
-    async def stop(self) -> None:
-        """Stop the background task and release the leases."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-        await asyncio.to_thread(self.release)
-
-    async def _run(self) -> None:
-        while True:
-            start = time.monotonic()
-            service = self._service
-            try:
-                if service is None:
-                    raise RuntimeError("leadership loop started without a service")
-                await asyncio.to_thread(self.step, service.scheduler)
-                service.sync_group_commit()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                _log.exception("partition leadership round failed")
-            elapsed = time.monotonic() - start
-            await asyncio.sleep(max(0.05, self.interval - elapsed))
+    # -- the background rounds (LeaseRounds) ---------------------------------------------------------
+    async def _round(self, service: Service) -> None:
+        await asyncio.to_thread(self.step, service.scheduler)
+        service.sync_group_commit()
