@@ -1,0 +1,91 @@
+"""Answers wait for the store under group commit (:mod:`quotaplane.server.durability`, issue 18).
+
+A request that changed a partition waits for exactly its own change's commit; a request that changed
+nothing there waits for everything decided before it, and answers 503 when a commit failed while it
+was served (it may have seen a change that was undone)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import quotaplane as qp
+from quotaplane.group_commit import CommitFailedError, reset_marks
+from quotaplane.journal import MemoryJournal
+from quotaplane.server.durability import CommitBarrier, partition_of_path
+from tests.partition.helpers import CONFIG, Clock
+from tests.partition.test_group_commit import GatedJournal
+
+
+def _partition(journal: MemoryJournal) -> tuple[qp.Scheduler, qp.Partition]:
+    s = qp.Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 10**6})
+    p.add_application("app", qp.UserGroup("bob", ["ops"]), queue="root.b")
+    return s, p
+
+
+def test_the_partition_of_a_path() -> None:
+    assert partition_of_path("/ws/v1/partition/default/allocations") == "default"
+    assert partition_of_path("/ws/v1/partition/p2") == "p2"
+    assert partition_of_path("/ws/v1/partitions") is None
+    assert partition_of_path("/ws/v1/config") is None
+
+
+def test_a_change_waits_for_its_commit_and_a_read_for_everything_before_it() -> None:
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
+        assert group is not None
+        epochs = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", "k1", {"vcore": 1})
+        assert group.durable < group.submitted
+        assert await barrier.settle(epochs) is None          # waited for its own commit
+        assert group.durable == group.submitted
+        # a read started while another change is decided waits for it too
+        reset_marks()
+        read = barrier.epochs("/ws/v1/partition/default/allocation/k2")
+        p.allocate("app", "k2", {"vcore": 1})
+        reset_marks()                                       # (that change was another request's)
+        assert await barrier.settle(read) is None
+        assert group.idle
+        # the health and metrics routes never wait
+        assert barrier.epochs("/readyz") == ()
+
+    asyncio.run(main())
+    s.stop_group_commit()
+
+
+def test_a_failed_commit_answers_503_to_the_change_and_to_a_read_served_meanwhile() -> None:
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
+        assert group is not None
+        read = barrier.epochs("/ws/v1/partition/default/queues")      # a read that saw …
+        reset_marks()
+        change = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", "doomed", {"vcore": 1})                     # … this change, whose commit fails
+        j.fail = True
+        outcome = await barrier.settle(change)
+        assert isinstance(outcome, CommitFailedError)
+        reset_marks()
+        assert isinstance(await barrier.settle(read), CommitFailedError)
+        j.fail = False
+        assert p.recover()
+        assert p.allocation("doomed") is None
+        # a request that starts after the rebuild is served normally
+        reset_marks()
+        again = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", "k3", {"vcore": 1})
+        assert await barrier.settle(again) is None
+
+    asyncio.run(main())
+    s.stop_group_commit()
