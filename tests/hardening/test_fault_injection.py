@@ -229,3 +229,74 @@ def test_random_store_failures_under_8_http_clients(tmp_path: Path, injector: In
         assert {a.allocation_key for a in again.partition("default").allocations()} == acknowledged
     finally:
         again.close()
+
+
+@pytest.fixture
+def pg_injector(monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
+    """The same faults on the PostgreSQL store (its commits run on a worker thread: offloaded)."""
+    from quotaplane.journal.postgres import PostgresJournal
+
+    inj = Injector(seed=18)
+    append, read = PostgresJournal.append, PostgresJournal.read
+
+    def flaky_append(journal: PostgresJournal, *a: Any, **k: Any) -> int:
+        if inj.fail(0.3):
+            with inj.lock:
+                inj.append_failures += 1
+            raise JournalError("injected: connection to the database lost")
+        return append(journal, *a, **k)
+
+    def flaky_read(journal: PostgresJournal, *a: Any, **k: Any) -> Any:
+        if inj.fail(0.2):
+            with inj.lock:
+                inj.read_failures += 1
+            raise JournalError("injected: the database is in recovery")
+        return read(journal, *a, **k)
+
+    monkeypatch.setattr(PostgresJournal, "append", flaky_append)
+    monkeypatch.setattr(PostgresJournal, "read", flaky_read)
+    yield inj
+
+
+def test_random_postgresql_failures_under_8_http_clients(pg_injector: Injector) -> None:
+    """Issue 18 on PostgreSQL: group commits offloaded to a worker thread fail at random; answers are
+    201/200 or 503, nothing refused is ever visible, and a restart holds exactly what was acknowledged."""
+    import socket
+    import uuid
+
+    import uvicorn
+
+    from quotaplane.server.app import create_app
+    from tests.journal.conftest import drop_schema, pg_base_url, with_schema
+
+    base = pg_base_url()
+    schema = f"qp_fault_{uuid.uuid4().hex[:8]}"
+    url = with_schema(base, schema)
+    try:
+        s, p = _seeded(url, pg_injector)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(create_app(s, timeouts_interval=3600), host="127.0.0.1",
+                                               port=port, log_level="critical", lifespan="on"))
+        serving = threading.Thread(target=server.run, daemon=True)
+        serving.start()
+        while not server.started:
+            time.sleep(0.02)
+        helds, problems = _run_clients(pg_injector, _http_client, f"http://127.0.0.1:{port}")
+        group = p.group
+        assert group is not None and group.epoch > 0 and group.changes > group.groups > 0
+        server.should_exit = True
+        serving.join(30)
+        assert not problems, problems[:5]
+        acknowledged = set().union(*helds)
+        assert p.recover()
+        assert {a.allocation_key for a in p.allocations()} == acknowledged
+        s.close()
+        again = qp.Scheduler.from_yaml(CONFIG, store=url)
+        try:
+            assert {a.allocation_key for a in again.partition("default").allocations()} == acknowledged
+        finally:
+            again.close()
+    finally:
+        drop_schema(base, schema)
