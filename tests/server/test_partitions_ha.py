@@ -148,3 +148,12 @@ def test_an_instance_given_no_partition_leads_every_free_one() -> None:
     assert lead.led() == {"default", "second"}
     _seed(sched, "default", "k")
     _seed(sched, "second", "k")
+
+
+def test_a_failed_round_stops_writing_and_the_next_one_takes_the_partition_again() -> None:
+    _clock, _journal, (lead_a, sched_a), _b = _setup()
+    assert lead_a.led() == {"default"}
+    lead_a._round_failed()                 # what the background loop does when a round raises
+    assert lead_a.led() == frozenset() and not lead_a.is_leader("default")
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default"}

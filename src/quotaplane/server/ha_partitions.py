@@ -185,3 +185,9 @@ class PartitionLeadership(LeaseRounds):
     async def _round(self, service: Service) -> None:
         await asyncio.to_thread(self.step, service.scheduler)
         service.sync_group_commit()
+
+    def _round_failed(self) -> None:
+        # leases could not be renewed (database trouble): stop writing at once, as a whole-instance
+        # leader does; the next good round takes them again and replays to the end first
+        self._led = frozenset()
+        self._config_leader = False
