@@ -21,6 +21,7 @@ address, so the holder is dead (issue 14 #7). Otherwise the lease is respected.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -44,7 +45,7 @@ _log = logging.getLogger("quotaplane.server.ha")
 LEASE_STREAM = "scheduler"
 
 
-class LeaseRounds:
+class LeaseRounds(abc.ABC):
     """The background task of a leadership: a round every ``interval`` seconds from the app's start
     to its stop, which releases the leases. Subclasses give the round and what a failed one means."""
 
@@ -52,15 +53,17 @@ class LeaseRounds:
     _task: asyncio.Task[None] | None
     _service: Service | None
 
+    @abc.abstractmethod
     async def _round(self, service: Service) -> None:
-        raise NotImplementedError
+        """One round: renew or take leases and bring the served scheduler up to date."""
 
+    @abc.abstractmethod
     def _round_failed(self) -> None:
-        """A round raised: stop writing until a round succeeds (default: nothing to do)."""
+        """A round raised: stop writing until a round succeeds."""
 
+    @abc.abstractmethod
     def release(self) -> None:
         """Give up every lease."""
-        raise NotImplementedError
 
     async def start(self, service: Service) -> None:
         """Start the background task (called by the app's lifespan)."""
