@@ -353,46 +353,75 @@ class Scheduler:
         New configurations are read first, then every partition stream is replayed from the
         partition's last sequence number through the same code as a restore; a partition that
         appeared is restored. Returns how many partition events were applied. A follower that fell
-        behind a compaction restores that partition from its snapshot (a new Partition object).
+        behind a compaction, or further behind than a snapshot interval, restores that partition from
+        its snapshot (a new Partition object).
         """
-        from quotaplane.journal import JournalCompactedError
-
         with self._lock:
-            for seq, ev in self.journal.read(SCHEDULER_STREAM, after=max(self._texts, default=0)):
-                if ev.get("type") == "config":
-                    self._texts[seq] = ev["text"]
-            if self._texts and max(self._texts) != self.config_seq:
-                last = max(self._texts)
-                self.config = self._config_at(last)
-                self.config_text = self._texts[last]
-                self.config_seq = last
+            self._read_configs()
             applied = 0
             for stream in self.journal.streams():
                 if stream == SCHEDULER_STREAM:
                     continue
                 name = _partition_of(stream)
-                if name in skip:
-                    continue
-                p = self._partitions.get(name)
-                if p is not None:
-                    try:
-                        applied += p.replay(self.journal.read(stream, after=p.last_seq))
-                        continue
-                    except JournalCompactedError:
-                        pass
-                restored = self._restore_partition(stream)
-                if restored is not None:
-                    self._partitions[name] = restored
+                if name not in skip:
+                    applied += self._bring_up_to_date(name)
             return applied
 
-    def follow(self, led: Collection[str]) -> int:
-        """One round of an instance that leads only the partitions ``led`` (issue 18): read new
-        configurations and replay the streams of the others (:meth:`catch_up`); then bring every led
-        partition to the configuration in force — create it if its stream is new, apply a newer
-        config and journal its marker — which is how a config change made on another instance
-        reaches the partitions led here. Returns how many events were replayed."""
-        applied = self.catch_up(skip=led)
+    def refresh(self, name: str) -> int:
+        """Bring partition ``name``, led by another instance, up to what its stream holds now (its
+        new configurations included); restore it if this instance never loaded it. Returns how many
+        events were applied. A read served here after this sees every change acknowledged before it
+        anywhere (issue 18: reads of a partition led elsewhere catch up first)."""
         with self._lock:
+            self._read_configs()
+            return self._bring_up_to_date(name.lower())
+
+    def _read_configs(self) -> None:
+        """Read configurations written since the last read; the newest is the one in force. Call under
+        the lock."""
+        for seq, ev in self.journal.read(SCHEDULER_STREAM, after=max(self._texts, default=0)):
+            if ev.get("type") == "config":
+                self._texts[seq] = ev["text"]
+        if self._texts and max(self._texts) != self.config_seq:
+            last = max(self._texts)
+            self.config = self._config_at(last)
+            self.config_text = self._texts[last]
+            self.config_seq = last
+
+    def _bring_up_to_date(self, name: str) -> int:
+        """Replay partition ``name``'s stream from its last seq, or restore it from its snapshot when it
+        is unknown here, behind a compaction, or more than a snapshot interval behind (the snapshot is
+        then newer than what this copy holds, and replaying from it is shorter). Under the lock."""
+        from quotaplane.journal import JournalCompactedError
+
+        stream = _stream_of(name)
+        p = self._partitions.get(name)
+        if p is not None:
+            head = self.journal.last_seq(stream)
+            if head <= p.last_seq:
+                return 0
+            if head - p.last_seq <= self.snapshot_every:
+                try:
+                    return p.replay(self.journal.read(stream, after=p.last_seq))
+                except JournalCompactedError:
+                    pass
+        restored = self._restore_partition(stream)
+        if restored is None:
+            return 0
+        self._partitions[name] = restored
+        return max(0, restored.last_seq - (p.last_seq if p is not None else 0))
+
+    def follow(self, led: Collection[str]) -> None:
+        """One round of an instance that leads only the partitions ``led`` (issue 18): read new
+        configurations, then bring every led partition to the configuration in force — create it if
+        its stream is new, apply a newer config and journal its marker — which is how a config change
+        made on another instance reaches the partitions led here.
+
+        The partitions led elsewhere are not replayed here: each instance would otherwise redo every
+        other instance's work, and N instances would cost N² (a read of such a partition catches it
+        up first, :meth:`refresh`; taking it over catches it up, :meth:`adopt`)."""
+        with self._lock:
+            self._read_configs()
             for pc in self.config.partitions:
                 if pc.name not in led:
                     continue
@@ -407,25 +436,12 @@ class Scheduler:
                 elif p.config_seq != self.config_seq:
                     p.apply_config(pc, self.config_seq)
                     p.record_config(self.config_seq)
-        return applied
 
     def adopt(self, name: str) -> None:
-        """This instance now leads partition ``name`` (it holds its lease): replay its stream to the
-        end first, so the first change decided here follows the last one its previous leader made."""
-        from quotaplane.journal import JournalCompactedError
-
+        """This instance now leads partition ``name`` (it holds its lease): bring it to the end of its
+        stream first, so the first change decided here follows the last one its previous leader made."""
         with self._lock:
-            p = self._partitions.get(name)
-            stream = _stream_of(name)
-            if p is not None:
-                try:
-                    p.replay(self.journal.read(stream, after=p.last_seq))
-                    return
-                except JournalCompactedError:
-                    pass
-            restored = self._restore_partition(stream)
-            if restored is not None:
-                self._partitions[name] = restored
+            self._bring_up_to_date(name)
 
     # ------------------------------------------------------------------------------------------------
     # access

@@ -1,7 +1,7 @@
 """Issue 18 #2: partitions led by several instances (``serve --partitions``).
 
 Two instances share one store (a memory journal with leases on a fake clock, so leases expire without
-sleeping): each leads the partition it is given and follows the other; writes for a partition led
+sleeping): each leads the partition it is given, and a read of the other's catches up first; writes for a partition led
 elsewhere are answered 503 with its leader; when an instance dies its partition is taken over with
 every acknowledged change; when it comes back the partition is handed back; a configuration change
 made on one instance reaches the partition the other leads.
@@ -84,7 +84,7 @@ def _seed(s: qp.Scheduler, partition: str, key: str) -> None:
     assert p.allocate("app", key, {"vcore": 1}).allocated
 
 
-def test_each_instance_leads_its_partition_and_follows_the_other() -> None:
+def test_each_instance_leads_its_partition_and_a_read_elsewhere_catches_up() -> None:
     _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
     assert lead_a.led() == {"default"} and lead_b.led() == {"second"}
     assert lead_a.is_leader(None) and not lead_b.is_leader(None)     # the config: the first one
@@ -92,9 +92,40 @@ def test_each_instance_leads_its_partition_and_follows_the_other() -> None:
     _seed(sched_b, "second", "k-b")
     lead_a.step(sched_a)
     lead_b.step(sched_b)
-    assert _keys(sched_b, "default") == {"k-a"}                     # replayed from the leader's stream
-    assert _keys(sched_a, "second") == {"k-b"}
+    # rounds replay nothing led elsewhere: N instances would each redo the work of all the others
+    assert "k-a" not in _keys(sched_b, "default")
     assert lead_a.leader_url("second") == "http://b:2"
+    with TestClient(create_app(sched_b, leadership=lead_b, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        r = c.get("/ws/v1/partition/default/allocation/k-a")        # a read catches up first
+        assert r.status_code == 200, r.text
+        _seed(sched_a, "default", "k-a2")                              # acknowledged on a …
+        assert c.get("/ws/v1/partition/default/allocation/k-a2").status_code == 200   # … seen on b
+        assert c.get("/ws/v1/partition/default/allocation/k-none").status_code == 404
+    assert _keys(sched_b, "default") == {"k-a", "k-a2"}
+    assert _keys(sched_b, "second") == {"k-b"}                         # its own, untouched
+
+
+def test_a_cluster_wide_read_catches_up_every_partition_led_elsewhere() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _seed(sched_b, "second", "k-b")
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        r = c.get("/ws/v1/partitions")
+        assert r.status_code == 200, r.text
+    assert _keys(sched_a, "second") == {"k-b"}
+
+
+def test_metrics_report_partition_state_only_where_it_is_led() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _seed(sched_a, "default", "k-a")
+    _seed(sched_b, "second", "k-b")
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        text = c.get("/metrics").text
+    assert 'quotaplane_partition_used{partition="default",resource="vcore"} 1.0' in text
+    assert 'quotaplane_partition_used{partition="second"' not in text      # b reports it
+    assert 'quotaplane_leader{partition="second"} 0.0' in text
 
 
 def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader() -> None:

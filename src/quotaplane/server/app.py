@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
-from quotaplane.server.durability import CommitBarrier
+from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import exception_response, install_error_handlers, status_for
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.logs import ACCESS
@@ -188,6 +188,27 @@ class Service:
     def is_partitioned(self) -> bool:
         """True when partitions are led by several instances (``serve --partitions``)."""
         return self.leadership is not None and hasattr(self.leadership, "led")
+
+    async def refresh_for_read(self, method: str, path: str) -> None:
+        """With partitions led by several instances: before a read of ``/ws/…`` state, bring the
+        partitions it shows that another instance leads up to their streams (one partition, or every
+        one for a cluster-wide read). Such partitions are not replayed in the background (that would
+        cost every instance the work of all the others), so this is where they catch up, and a read
+        through any instance sees every change acknowledged before it. On the loop's thread; the
+        replay runs on a worker thread."""
+        leadership = self.leadership
+        if (leadership is None or not hasattr(leadership, "led") or method not in ("GET", "HEAD")
+                or not path.startswith("/ws/") or is_exempt(path)):
+            return
+        scheduler = self._scheduler
+        name = partition_of_path(path)
+        if name is None:
+            await asyncio.to_thread(functools.partial(scheduler.catch_up, skip=leadership.led()))
+        elif not leadership.is_leader(name):
+            await asyncio.to_thread(scheduler.refresh, name)
+        else:
+            return
+        self.watch_partitions()             # a partition restored from its snapshot is a new object
 
     def watch_partitions(self) -> None:
         """Feed the event records from every partition served (idempotent; called at start, after a
@@ -353,6 +374,7 @@ class _Outer:
                 scope["route"] = _FAST_ROUTE
                 await self._allocate(m.group(1), scope, receive, send_wrapper)
                 return
+            await self.service.refresh_for_read(scope["method"], scope["path"])
             await self.app(scope, receive, send_wrapper)
         except Exception as exc:  # last resort: the error body (a fault: 500, detail only in the log)
             if started[0]:

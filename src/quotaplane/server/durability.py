@@ -29,7 +29,7 @@ from quotaplane.group_commit import CommitFailedError, GroupCommit, marks_in_con
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
 
-__all__ = ["CommitBarrier", "partition_of_path"]
+__all__ = ["CommitBarrier", "is_exempt", "partition_of_path"]
 
 _PARTITION_PATH = re.compile(r"^/ws/v1/partition/([^/]+)(?:/|$)")
 
@@ -39,6 +39,11 @@ _EXEMPT = frozenset({"/healthz", "/readyz", "/metrics", "/ws/v1/metrics", "/ws/v
 
 #: the failure epochs of the partitions a request may touch: ``(group, epoch)`` pairs
 Epochs = tuple[tuple[GroupCommit, int], ...]
+
+
+def is_exempt(path: str) -> bool:
+    """True for the routes that report the process or the store, not partition state."""
+    return path in _EXEMPT
 
 
 def partition_of_path(path: str) -> str | None:

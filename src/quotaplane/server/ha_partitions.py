@@ -2,10 +2,13 @@
 
 Partitions are independent by design (seed 001: one user group manager per partition), so one
 deployment can spread them over several processes or machines: each partition is led — written — by
-exactly one instance, the holder of its stream's journal lease, and every instance follows the
-others' partitions by replaying their streams (reads are served everywhere). Writes for a partition
-led elsewhere are answered 503 with ``leader``, the URL of its leader; :class:`quotaplane.client.Client`
-follows it.
+exactly one instance, the holder of its stream's journal lease. Reads are served everywhere: a read
+of a partition led elsewhere first replays what its stream gained since this instance last read it
+(:meth:`quotaplane.server.app.Service.refresh_for_read`), so it sees every change acknowledged before
+it. Nothing replays the others' partitions in the background: with N instances that would cost each
+one the work of all the others (N² in total), and throughput would stop growing with instances.
+Writes for a partition led elsewhere are answered 503 with ``leader``, the URL of its leader;
+:class:`quotaplane.client.Client` follows it.
 
 Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS``):
 
@@ -123,8 +126,8 @@ class PartitionLeadership(LeaseRounds):
         return want
 
     def step(self, scheduler: Scheduler) -> None:
-        """One round: renew or take leases, hand back claimed partitions, adopt new ones, follow the
-        rest, and bring the led partitions to the configuration in force."""
+        """One round: renew or take leases, hand back claimed partitions, adopt new ones (replayed to
+        the end of their streams first), and bring the led partitions to the configuration in force."""
         journal, holder = self.journal, self.holder
         self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
         names = {pc.name for pc in scheduler.config.partitions} | {p.name for p in scheduler.partitions()}

@@ -178,7 +178,17 @@ class _UsageCollector:
         committed = CounterMetricFamily("quotaplane_group_committed_changes", "changes those transactions "
                                         "held (changes per commit: this / quotaplane_group_commits_total)",
                                         labels=["partition"])
-        for p in scheduler.partitions():
+        if getattr(service, "is_partitioned", False):
+            # partitions led by another instance: their leader reports them (a sum over the instances
+            # counts each once); here only that this one does not lead them
+            served = [p for p in scheduler.partitions() if service.is_leader(p.name)]
+            for name in sorted({pc.name for pc in scheduler.config.partitions}
+                               | {p.name for p in scheduler.partitions()}):
+                if not service.is_leader(name):
+                    leader.add_metric([name], 0.0)
+        else:
+            served = scheduler.partitions()
+        for p in served:
             name = p.name
             group = p.group
             if group is not None:
