@@ -1,8 +1,8 @@
 """Issue 18 #2: partitions led by several instances (``serve --partitions``).
 
 Two instances share one store (a memory journal with leases on a fake clock, so leases expire without
-sleeping): each leads the partition it is given, and a read of the other's catches up first; writes for a partition led
-elsewhere are answered 503 with its leader; when an instance dies its partition is taken over with
+sleeping): each leads the partition it is given, and a read of the other's catches up first;
+writes for a partition led elsewhere are answered 503 with its leader; when an instance dies its partition is taken over with
 every acknowledged change; when it comes back the partition is handed back; a configuration change
 made on one instance reaches the partition the other leads.
 """
@@ -107,7 +107,7 @@ def test_each_instance_leads_its_partition_and_a_read_elsewhere_catches_up() -> 
 
 
 def test_a_cluster_wide_read_catches_up_every_partition_led_elsewhere() -> None:
-    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
     _seed(sched_b, "second", "k-b")
     with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
                     raise_server_exceptions=False) as c:
@@ -117,7 +117,7 @@ def test_a_cluster_wide_read_catches_up_every_partition_led_elsewhere() -> None:
 
 
 def test_metrics_report_partition_state_only_where_it_is_led() -> None:
-    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
     _seed(sched_a, "default", "k-a")
     _seed(sched_b, "second", "k-b")
     with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
