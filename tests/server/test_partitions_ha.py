@@ -1,10 +1,10 @@
 """Issue 18 #2: partitions led by several instances (``serve --partitions``).
 
 Two instances share one store (a memory journal with leases on a fake clock, so leases expire without
-sleeping): each leads the partition it is given, and a read of the other's catches up first;
-writes for a partition led elsewhere are answered 503 with its leader; when an instance dies its
-partition is taken over with every acknowledged change; when it comes back the partition is handed back; a configuration change
-made on one instance reaches the partition the other leads.
+sleeping): each leads the partition it is given, and a read of the other's catches up first; writes
+for a partition led elsewhere are answered 503 with its leader; when an instance dies its partition is
+taken over with every acknowledged change; when it comes back the partition is handed back; a
+configuration change made on one instance reaches the partition the other leads.
 """
 
 from __future__ import annotations
