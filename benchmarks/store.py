@@ -11,7 +11,10 @@ waiting for its answer before the next) against a real server process:
   with PostgreSQL, one caller, one commit per change (``benchmarks/partition.py``'s figure), in
   decisions/s;
 * **two partitions**: 64 clients split over two partitions, served by one process, then by two
-  processes (``--partitions default`` and ``--partitions second`` on one PostgreSQL store);
+  processes (``--partitions default`` and ``--partitions second`` on one PostgreSQL store), with the
+  CPU the servers used (``server_cores``) and decisions per server core: on a 2-core machine that
+  also runs PostgreSQL and the load generator, two processes cannot have two whole cores, and the
+  per-core figure shows whether a process loses anything by sharing the store with another;
 * the PostgreSQL figures again with PostgreSQL "on another host": a 1 ms round trip added by a
   delaying TCP proxy (``_latency_proxy.py``; ``QP_BENCH_PG_RTT_MS``, 0 to skip). A local PostgreSQL
   commits in ~0.4 ms here, so one-at-a-time is bound by CPU as much as by the store; production
@@ -226,7 +229,21 @@ def _one_server(store: str, group_commit: bool) -> tuple[float, float]:
             _stop(proc)
 
 
-def _two_partitions(store: str, processes: int) -> tuple[float, float]:
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` used so far (Linux ``/proc``; 0 elsewhere)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _two_partitions(store: str, processes: int) -> tuple[float, float, float]:
+    """64 clients over two partitions served by ``processes`` servers: (decisions/s, p99 ms, the cores
+    the servers used — the rest of the machine went to PostgreSQL, the load generator and the kernel)."""
     half = CLIENTS // 2
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "queues.yaml").write_text(CONFIG)
@@ -240,7 +257,12 @@ def _two_partitions(store: str, processes: int) -> tuple[float, float]:
         try:
             _setup(ports[0], "default", range(half))
             _setup(ports[1], "second", range(half, CLIENTS))
-            return _load([(ports[0], "default", range(half)), (ports[1], "second", range(half, CLIENTS))])
+            pids = [proc.pid for proc in procs]
+            cpu0, t0 = _cpu_seconds(pids), time.perf_counter()
+            targets = [(ports[0], "default", range(half)), (ports[1], "second", range(half, CLIENTS))]
+            rate, p99 = _load(targets)
+            cores = (_cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0)
+            return rate, p99, cores
         finally:
             for proc in procs:
                 _stop(proc)
@@ -352,10 +374,13 @@ def main() -> None:
         for processes in (1, 2):
             url, schema = _pg_store()
             try:
-                rate, p99 = _two_partitions(url, processes)
+                rate, p99, cores = _two_partitions(url, processes)
             finally:
                 _drop(schema)
             two[f"{processes}_process_per_s"], two[f"{processes}_process_p99_ms"] = round(rate), round(p99, 1)
+            two[f"{processes}_process_server_cores"] = round(cores, 2)
+            if cores > 0:
+                two[f"{processes}_process_per_server_core_s"] = round(rate / cores)
         two["ratio_2_vs_1_process"] = round(two["2_process_per_s"] / two["1_process_per_s"], 2)
         results["two_partitions"] = two
         rtt = float(os.environ.get("QP_BENCH_PG_RTT_MS", "1"))
