@@ -108,7 +108,8 @@ def _is_store_failure(err: BaseException) -> bool:
 
 
 def status_for(err: BaseException) -> int:
-    """The HTTP status of a quotaplane (or plain ValueError/KeyError) exception."""
+    """The HTTP status of a quotaplane (or plain ValueError/KeyError) exception; anything else,
+    ``TypeError`` included, is a fault of the service (500)."""
     if isinstance(err, ApiError):
         return err.status_code
     if isinstance(err, NotLeaderError) or _is_store_failure(err):
@@ -119,8 +120,10 @@ def status_for(err: BaseException) -> int:
         return 409
     if isinstance(err, RejectedError):
         return 403 if _is_acl(err) else 400
-    if isinstance(err, (ConfigError, ValueError, TypeError)):
+    if isinstance(err, (ConfigError, ValueError)):
         return 400
+    # a TypeError is not bad input: bodies are typed at the edge (pydantic), so one raised while
+    # serving is a fault of the service — a 500, never a 4xx that clients would not retry
     if isinstance(err, KeyError):
         return 404
     return 500
