@@ -188,3 +188,22 @@ def test_a_failed_round_stops_writing_and_the_next_one_takes_the_partition_again
     assert lead_a.led() == frozenset() and not lead_a.is_leader("default")
     lead_a.step(sched_a)
     assert lead_a.led() == {"default"}
+
+
+def test_history_samples_only_the_partitions_led_here() -> None:
+    import time
+
+    _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
+    _seed(sched_a, "default", "k-a")
+    _seed(sched_b, "second", "k-b1")
+    _seed(sched_b, "second", "k-b2")
+    sched_a.refresh("second")                      # a holds a copy of b's partition, too
+    assert _keys(sched_a, "second") == {"k-b1", "k-b2"}
+    app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600, history_interval=0.02)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        deadline = time.monotonic() + 5
+        while not app.state.service.history.records() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        r = c.get("/ws/v1/history/containers")
+    assert r.status_code == 200, r.text
+    assert r.json() and all(int(x["totalContainers"]) == 1 for x in r.json())   # its own: k-a

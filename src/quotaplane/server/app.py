@@ -506,8 +506,13 @@ async def history_loop(service: Service, interval: float = HISTORY_INTERVAL) -> 
     """YuniKorn's internal metrics collector: one history sample each ``interval`` seconds."""
     while True:
         await asyncio.sleep(interval)
+        partitions = service.scheduler.partitions()
+        if service.is_partitioned:
+            # the partitions led elsewhere are sampled by their leaders (their copies here are only
+            # brought up to date by a read, and one may be replaying on a worker thread right now)
+            partitions = [p for p in partitions if service.is_leader(p.name)]
         try:
-            service.history.sample(service.scheduler.partitions())
+            service.history.sample(partitions)
         except Exception:  # a partition being rebuilt: the next round samples again
             _log.warning("history sample failed", exc_info=True)
 
