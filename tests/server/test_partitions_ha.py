@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 from fastapi.testclient import TestClient
 
 import quotaplane as qp
 from quotaplane.journal import MemoryJournal
 from quotaplane.server.app import create_app
+from quotaplane.server.forwarding import Forwarder
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config
 
@@ -128,10 +130,11 @@ def test_metrics_report_partition_state_only_where_it_is_led() -> None:
     assert 'quotaplane_leader{partition="second"} 0.0' in text
 
 
-def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader() -> None:
+def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader_without_forwarding() -> None:
     _clock, _journal, (lead_a, sched_a), _b = _setup()
-    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
-                    raise_server_exceptions=False) as c:
+    app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
+    app.state.service.forwarder = None
+    with TestClient(app, raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n9", json={"capacity": {"vcore": 1}})
         assert r.status_code == 503, r.text
         assert r.json()["leader"] == "http://b:2"
@@ -207,3 +210,80 @@ def test_history_samples_only_the_partitions_led_here() -> None:
         r = c.get("/ws/v1/history/containers")
     assert r.status_code == 200, r.text
     assert r.json() and all(int(x["totalContainers"]) == 1 for x in r.json())   # its own: k-a
+
+
+def _forwarding_to(b_app: object, lead_a: PartitionLeadership, sched_a: qp.Scheduler,
+                   transport: httpx.AsyncBaseTransport | None = None) -> TestClient:
+    """Instance a, relaying to instance b's app in process (b's advertised URL resolves to it)."""
+    app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
+    app.state.service.forwarder = Forwarder(lead_a.advertise,
+                                            transport=transport or httpx.ASGITransport(app=b_app))  # type: ignore[arg-type]
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_its_leader() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    b_app = create_app(sched_b, leadership=lead_b, timeouts_interval=3600)
+    with _forwarding_to(b_app, lead_a, sched_a) as c:
+        r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
+        assert r.status_code == 201, r.text
+        assert r.json()["nodeID"] == "n1"
+        assert r.headers["content-type"] == "application/json"
+        r = c.post("/ws/v1/partition/second/applications",
+                   json={"applicationID": "app", "user": "sue", "queue": "root.a"})
+        assert r.status_code == 201, r.text
+        r = c.post("/ws/v1/partition/second/allocations",        # the hot path is relayed too
+                   json={"applicationID": "app", "allocationKey": "k1", "resource": {"vcore": 4}})
+        assert r.status_code == 201 and r.json()["allocated"] is True, r.text
+        r = c.post("/ws/v1/partition/second/allocations",        # the leader's refusal, as it is
+                   json={"applicationID": "app", "allocationKey": "k2", "resource": {"vcore": 40}})
+        assert r.status_code == 409 and r.json()["allocated"] is False, r.text
+        assert c.get("/ws/v1/partition/second/allocation/k1").status_code == 200   # read here
+        assert c.app.state.service.forwarder.forwarded == 4                        # type: ignore[attr-defined]
+        # its own partition is written here, not relayed
+        assert c.put("/ws/v1/partition/default/node/n9", json={"capacity": {"vcore": 1}}).status_code == 201
+        assert c.app.state.service.forwarder.forwarded == 4                        # type: ignore[attr-defined]
+    assert _keys(sched_b, "second") == {"k1"}
+    assert list(sched_a.partition("default").nodes()) == ["n9"]
+
+
+def test_a_relayed_request_is_never_relayed_again() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    b_app = create_app(sched_b, leadership=lead_b, timeouts_interval=3600)
+    with _forwarding_to(b_app, lead_a, sched_a) as c:
+        r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}},
+                  headers={"X-Quotaplane-Forwarded": "http://c:3"})
+        assert r.status_code == 503, r.text
+        assert r.json()["leader"] == "http://b:2"
+        assert c.app.state.service.forwarder.forwarded == 0                        # type: ignore[attr-defined]
+    assert not sched_b.partition("second").nodes()
+
+
+def test_an_unreachable_leader_is_a_503_naming_it_and_nothing_changes() -> None:
+    _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with _forwarding_to(None, lead_a, sched_a, httpx.MockTransport(refuse)) as c:
+        r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
+    assert r.status_code == 503, r.text
+    assert r.json()["leader"] == "http://b:2"
+    assert not sched_b.partition("second").nodes()
+
+
+def test_a_leader_that_does_not_answer_is_a_502_that_does_not_claim_nothing_changed() -> None:
+    _clock, _journal, (lead_a, sched_a), _b = _setup()
+    seen: list[bytes] = []
+
+    def silent(request: httpx.Request) -> httpx.Response:
+        seen.append(request.content)
+        assert request.headers["x-quotaplane-forwarded"] == "http://a:1"
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with _forwarding_to(None, lead_a, sched_a, httpx.MockTransport(silent)) as c:
+        r = c.post("/ws/v1/partition/second/allocations",
+                   json={"applicationID": "app", "allocationKey": "k1", "resource": {"vcore": 4}})
+    assert r.status_code == 502, r.text
+    assert "may or may not have been applied" in r.json()["message"]
+    assert seen and b'"allocationKey":"k1"' in seen[0].replace(b" ", b"")

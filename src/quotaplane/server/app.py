@@ -34,6 +34,7 @@ from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import exception_response, install_error_handlers, status_for
+from quotaplane.server.forwarding import Forwarder, forward_target
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.logs import ACCESS
 from quotaplane.server.metrics import Metrics
@@ -65,6 +66,13 @@ class _FastRoute:
 
 
 _FAST_ROUTE = _FastRoute()
+
+
+class _ForwardedRoute:
+    path = "forwarded to the leader"
+
+
+_FORWARDED_ROUTE = _ForwardedRoute()
 
 _log = logging.getLogger("quotaplane.server")
 _CORS = (b"access-control-allow-origin", b"*")
@@ -122,6 +130,11 @@ class Service:
         self._instrument(scheduler)
         self._scheduler: Scheduler = scheduler
         self.watch_partitions()
+        #: with partitions on several instances: writes for a partition led elsewhere are relayed to
+        #: its leader (:mod:`quotaplane.server.forwarding`); None answers them 503 with the leader
+        self.forwarder: Forwarder | None = None
+        if leadership is not None and self.is_partitioned:
+            self.forwarder = Forwarder(leadership.advertise)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -189,20 +202,29 @@ class Service:
         """True when partitions are led by several instances (``serve --partitions``)."""
         return self.leadership is not None and hasattr(self.leadership, "led")
 
-    async def refresh_for_read(self, method: str, path: str) -> None:
-        """With partitions led by several instances: before a read of ``/ws/…`` state, bring the
-        partitions it shows that another instance leads up to their streams (one partition, or every
-        one for a cluster-wide read). Such partitions are not replayed in the background (that would
-        cost every instance the work of all the others), so this is where they catch up, and a read
-        through any instance sees every change acknowledged before it. On the loop's thread; the
-        replay runs on a worker thread."""
+    def forward_target(self, scope: Scope) -> str | None:
+        """The leader to relay this request to (see :mod:`quotaplane.server.forwarding`), or None."""
         leadership = self.leadership
-        if (leadership is None or not hasattr(leadership, "led") or method not in ("GET", "HEAD")
-                or not path.startswith("/ws/") or is_exempt(path)):
+        if self.forwarder is None or leadership is None:
+            return None
+        return forward_target(scope, is_leader=leadership.is_leader, leader_url=leadership.leader_url)
+
+    async def refresh_for_read(self, method: str, path: str) -> None:
+        """With partitions led by several instances: before a request about ``/ws/…`` state that is
+        served here (not relayed to a leader), bring the partitions it shows that another instance
+        leads up to their streams (one partition, or every one for a cluster-wide read). Such
+        partitions are not replayed in the background (that would cost every instance the work of
+        all the others), so this is where they catch up, and a read through any instance sees every
+        change acknowledged before it. On the loop's thread; the replay runs on a worker thread."""
+        leadership = self.leadership
+        if (leadership is None or not hasattr(leadership, "led") or not path.startswith("/ws/")
+                or is_exempt(path)):
             return
         scheduler = self._scheduler
         name = partition_of_path(path)
         if name is None:
+            if method not in ("GET", "HEAD"):
+                return
             await asyncio.to_thread(functools.partial(scheduler.catch_up, skip=leadership.led()))
         elif not leadership.is_leader(name):
             await asyncio.to_thread(scheduler.refresh, name)
@@ -386,6 +408,12 @@ class _Outer:
             await resp(scope, receive, send_wrapper)
             return
         try:
+            forwarder = self.service.forwarder
+            if forwarder is not None and (leader := self.service.forward_target(scope)) is not None:
+                scope["route"] = _FORWARDED_ROUTE
+                status[0] = await forwarder.forward(leader, scope, receive, send_cors)
+                started[0] = True
+                return
             if (self.fast and scope["method"] == "POST"
                     and (m := _ALLOCATE_PATH.match(scope["path"])) is not None):
                 scope["route"] = _FAST_ROUTE
@@ -565,6 +593,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
             history_task.cancel()
             if leadership is not None:
                 await leadership.stop()
+            if service.forwarder is not None:
+                await service.forwarder.aclose()
             if group_commit:
                 service.stop_group_commit()
 

@@ -7,8 +7,9 @@ of a partition led elsewhere first replays what its stream gained since this ins
 (:meth:`quotaplane.server.app.Service.refresh_for_read`), so it sees every change acknowledged before
 it. Nothing replays the others' partitions in the background: with N instances that would cost each
 one the work of all the others (N² in total), and throughput would stop growing with instances.
-Writes for a partition led elsewhere are answered 503 with ``leader``, the URL of its leader;
-:class:`quotaplane.client.Client` follows it.
+Writes for a partition led elsewhere are relayed to its leader (:mod:`quotaplane.server.forwarding`),
+or answered 503 with ``leader``, its URL, when it cannot be reached (:class:`quotaplane.client.Client`
+follows it).
 
 Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS``):
 
@@ -81,6 +82,8 @@ class PartitionLeadership(LeaseRounds):
         self._build = build
         self._led: frozenset[str] = frozenset()
         self._config_leader = False
+        #: the leaders of the partitions led elsewhere (and of the configuration: None), per round
+        self._leaders: dict[str | None, str | None] = {}
         self._task: asyncio.Task[None] | None = None
         self._service: Service | None = None
         self.took_over_at: float | None = None
@@ -97,10 +100,18 @@ class PartitionLeadership(LeaseRounds):
         return self._led
 
     def leader_url(self, partition: str | None = None) -> str | None:
-        """The advertised URL of the instance leading ``partition`` (None: the configuration)."""
+        """The advertised URL of the instance leading ``partition`` (None: the configuration), as
+        read at the last round (it asks the store only about a partition that round did not see):
+        writes are relayed there, and this runs on the event loop."""
         if self.is_leader(partition):
             return self.advertise
-        stream = LEASE_STREAM if partition is None else _stream(partition.lower())
+        key = None if partition is None else partition.lower()
+        if key in self._leaders:
+            return self._leaders[key]
+        return self._read_leader(key)
+
+    def _read_leader(self, partition: str | None) -> str | None:
+        stream = LEASE_STREAM if partition is None else _stream(partition)
         try:
             holder = self.journal.lease_holder(stream)
         except Exception:
@@ -146,6 +157,10 @@ class PartitionLeadership(LeaseRounds):
             _log.warning("quotaplane: lost the lease of partition %s; following it", name)
         self._led = frozenset(got)
         scheduler.follow(self._led)
+        leaders: dict[str | None, str | None] = {None: self._read_leader(None)}
+        for name in sorted(names - self._led):
+            leaders[name] = self._read_leader(name)
+        self._leaders = leaders
 
     def _hand_back(self, scheduler: Scheduler, name: str) -> None:
         # stop writing first, commit what was queued, then let the claimant take it
