@@ -14,7 +14,9 @@ waiting for its answer before the next) against a real server process:
   processes (``--partitions default`` and ``--partitions second`` on one PostgreSQL store), with the
   CPU the servers used (``server_cores``) and decisions per server core: on a 2-core machine that
   also runs PostgreSQL and the load generator, two processes cannot have two whole cores, and the
-  per-core figure shows whether a process loses anything by sharing the store with another;
+  per-core figure shows whether a process loses anything by sharing the store with another; and
+  two processes with every client sent to the first one (``one_entry``: it relays the second
+  partition's writes to their leader, as behind a load balancer that does not route by partition);
 * the PostgreSQL figures again with PostgreSQL "on another host": a 1 ms round trip added by a
   delaying TCP proxy (``_latency_proxy.py``; ``QP_BENCH_PG_RTT_MS``, 0 to skip). A local PostgreSQL
   commits in ~0.4 ms here, so one-at-a-time is bound by CPU as much as by the store; production
@@ -245,9 +247,11 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _two_partitions(store: str, processes: int) -> tuple[float, float, float]:
+def _two_partitions(store: str, processes: int, one_entry: bool = False) -> tuple[float, float, float]:
     """64 clients over two partitions served by ``processes`` servers: (decisions/s, p99 ms, the cores
-    the servers used — the rest of the machine went to PostgreSQL, the load generator and the kernel)."""
+    the servers used — the rest of the machine went to PostgreSQL, the load generator and the kernel).
+    ``one_entry``: every client talks to the first process, which relays the second partition's
+    writes to its leader (a load balancer that does not route by partition)."""
     half = CLIENTS // 2
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "queues.yaml").write_text(CONFIG)
@@ -263,7 +267,8 @@ def _two_partitions(store: str, processes: int) -> tuple[float, float, float]:
             _setup(ports[1], "second", range(half, CLIENTS))
             pids = [proc.pid for proc in procs]
             cpu0, t0 = _cpu_seconds(pids), time.perf_counter()
-            targets = [(ports[0], "default", range(half)), (ports[1], "second", range(half, CLIENTS))]
+            entry = ports[0] if one_entry else ports[1]
+            targets = [(ports[0], "default", range(half)), (entry, "second", range(half, CLIENTS))]
             rate, p99 = _load(targets)
             cores = (_cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0)
             return rate, p99, cores
@@ -386,6 +391,13 @@ def main() -> None:
             if cores > 0:
                 two[f"{processes}_process_per_server_core_s"] = round(rate / cores)
         two["ratio_2_vs_1_process"] = round(two["2_process_per_s"] / two["1_process_per_s"], 2)
+        url, schema = _pg_store()
+        try:
+            rate, p99, cores = _two_partitions(url, 2, one_entry=True)
+        finally:
+            _drop(schema)
+        two["2_process_one_entry_per_s"], two["2_process_one_entry_p99_ms"] = round(rate), round(p99, 1)
+        two["2_process_one_entry_server_cores"] = round(cores, 2)
         results["two_partitions"] = two
         rtt = float(os.environ.get("QP_BENCH_PG_RTT_MS", "1"))
         if rtt > 0:

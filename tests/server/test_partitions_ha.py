@@ -1,23 +1,28 @@
 """Issue 18 #2: partitions led by several instances (``serve --partitions``).
 
 Two instances share one store (a memory journal with leases on a fake clock, so leases expire without
-sleeping): each leads the partition it is given, and a read of the other's catches up first; writes
-for a partition led elsewhere are answered 503 with its leader; when an instance dies its partition is
-taken over with every acknowledged change; when it comes back the partition is handed back; a
-configuration change made on one instance reaches the partition the other leads.
+sleeping): each leads the partition it is given, and a read of the other's catches up first; a write
+for a partition led elsewhere is relayed to its leader over real TCP (a 503 with the leader when it
+cannot be reached, a 502 when it does not answer); when an instance dies its partition is taken over
+with every acknowledged change; when it comes back the partition is handed back; a configuration
+change made on one instance reaches the partition the other leads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
 
-import httpx
+import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 import quotaplane as qp
 from quotaplane.journal import MemoryJournal
 from quotaplane.server.app import create_app
-from quotaplane.server.forwarding import Forwarder
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config
 
@@ -212,19 +217,98 @@ def test_history_samples_only_the_partitions_led_here() -> None:
     assert r.json() and all(int(x["totalContainers"]) == 1 for x in r.json())   # its own: k-a
 
 
-def _forwarding_to(b_app: object, lead_a: PartitionLeadership, sched_a: qp.Scheduler,
-                   transport: httpx.AsyncBaseTransport | None = None) -> TestClient:
-    """Instance a, relaying to instance b's app in process (b's advertised URL resolves to it)."""
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Live:
+    """An ASGI app served by uvicorn on ``port``, in a thread (the leader a relay talks to)."""
+
+    def __init__(self, app: object, port: int) -> None:
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,  # type: ignore[arg-type]
+                                                    log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+class _Raw(socketserver.ThreadingTCPServer):
+    """A fake leader answering every request on a connection with ``answer`` (None: closes instead)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, answer: bytes | None) -> None:
+        self.answer = answer
+        self.connections = 0
+        self.requests: list[bytes] = []
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                outer.connections += 1
+                data = b""
+                while True:
+                    chunk = self.request.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                    head, sep, rest = data.partition(b"\r\n\r\n")
+                    if not sep:
+                        continue
+                    length = int(next((line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                                       if line.lower().startswith(b"content-length:")), b"0"))
+                    if len(rest) < length:
+                        continue
+                    outer.requests.append(data)
+                    data = rest[length:]
+                    if outer.answer is None:
+                        return                                  # read it, never answer
+                    self.request.sendall(outer.answer)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+Instance = tuple[PartitionLeadership, qp.Scheduler]
+
+
+def _two(b_url: str) -> tuple[Instance, Instance]:
+    clock = Clock()
+    journal = MemoryJournal(clock=clock)
+    a = _instance(journal, "http://a:1", ["default"])
+    b = _instance(journal, b_url, ["second"])
+    a[0].step(a[1])
+    b[0].step(b[1])
+    return a, b
+
+
+@pytest.fixture
+def live_b() -> Iterator[tuple[Instance, Instance]]:
+    port = _free_port()
+    a, b = _two(f"http://127.0.0.1:{port}")
+    server = _Live(create_app(b[1], leadership=b[0], timeouts_interval=3600), port)
+    yield a, b
+    server.stop()
+
+
+def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_its_leader(
+        live_b: tuple[Instance, Instance]) -> None:
+    (lead_a, sched_a), (_lead_b, sched_b) = live_b
     app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
-    app.state.service.forwarder = Forwarder(lead_a.advertise,
-                                            transport=transport or httpx.ASGITransport(app=b_app))  # type: ignore[arg-type]
-    return TestClient(app, raise_server_exceptions=False)
-
-
-def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_its_leader() -> None:
-    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
-    b_app = create_app(sched_b, leadership=lead_b, timeouts_interval=3600)
-    with _forwarding_to(b_app, lead_a, sched_a) as c:
+    with TestClient(app, raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
         assert r.status_code == 201, r.text
         assert r.json()["nodeID"] == "n1"
@@ -239,51 +323,70 @@ def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_i
                    json={"applicationID": "app", "allocationKey": "k2", "resource": {"vcore": 40}})
         assert r.status_code == 409 and r.json()["allocated"] is False, r.text
         assert c.get("/ws/v1/partition/second/allocation/k1").status_code == 200   # read here
-        assert c.app.state.service.forwarder.forwarded == 4                        # type: ignore[attr-defined]
+        forwarder = app.state.service.forwarder
+        assert forwarder.forwarded == 4
         # its own partition is written here, not relayed
         assert c.put("/ws/v1/partition/default/node/n9", json={"capacity": {"vcore": 1}}).status_code == 201
-        assert c.app.state.service.forwarder.forwarded == 4                        # type: ignore[attr-defined]
+        assert forwarder.forwarded == 4
     assert _keys(sched_b, "second") == {"k1"}
     assert list(sched_a.partition("default").nodes()) == ["n9"]
 
 
-def test_a_relayed_request_is_never_relayed_again() -> None:
-    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
-    b_app = create_app(sched_b, leadership=lead_b, timeouts_interval=3600)
-    with _forwarding_to(b_app, lead_a, sched_a) as c:
+def test_a_relayed_request_is_never_relayed_again(
+        live_b: tuple[Instance, Instance]) -> None:
+    (lead_a, sched_a), (lead_b, sched_b) = live_b
+    app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
+    with TestClient(app, raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}},
                   headers={"X-Quotaplane-Forwarded": "http://c:3"})
         assert r.status_code == 503, r.text
-        assert r.json()["leader"] == "http://b:2"
-        assert c.app.state.service.forwarder.forwarded == 0                        # type: ignore[attr-defined]
+        assert r.json()["leader"] == lead_b.advertise
+        assert app.state.service.forwarder.forwarded == 0
     assert not sched_b.partition("second").nodes()
 
 
 def test_an_unreachable_leader_is_a_503_naming_it_and_nothing_changes() -> None:
-    _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
-
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
-
-    with _forwarding_to(None, lead_a, sched_a, httpx.MockTransport(refuse)) as c:
+    url = f"http://127.0.0.1:{_free_port()}"                  # nobody listens there
+    (lead_a, sched_a), (_lead_b, sched_b) = _two(url)
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
     assert r.status_code == 503, r.text
-    assert r.json()["leader"] == "http://b:2"
+    assert r.json()["leader"] == url
     assert not sched_b.partition("second").nodes()
 
 
 def test_a_leader_that_does_not_answer_is_a_502_that_does_not_claim_nothing_changed() -> None:
-    _clock, _journal, (lead_a, sched_a), _b = _setup()
-    seen: list[bytes] = []
-
-    def silent(request: httpx.Request) -> httpx.Response:
-        seen.append(request.content)
-        assert request.headers["x-quotaplane-forwarded"] == "http://a:1"
-        raise httpx.ReadTimeout("no answer", request=request)
-
-    with _forwarding_to(None, lead_a, sched_a, httpx.MockTransport(silent)) as c:
+    silent = _Raw(None)
+    (lead_a, sched_a), _b = _two(silent.url)
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
         r = c.post("/ws/v1/partition/second/allocations",
                    json={"applicationID": "app", "allocationKey": "k1", "resource": {"vcore": 4}})
+    silent.shutdown()
     assert r.status_code == 502, r.text
     assert "may or may not have been applied" in r.json()["message"]
-    assert seen and b'"allocationKey":"k1"' in seen[0].replace(b" ", b"")
+    sent = silent.requests[0]
+    assert sent.startswith(b"POST /ws/v1/partition/second/allocations HTTP/1.1\r\n")
+    assert b"x-quotaplane-forwarded: http://a:1\r\n" in sent
+    assert b'"allocationKey":"k1"' in sent
+
+
+def test_the_relay_reuses_its_connection_and_reads_chunked_answers() -> None:
+    body = b'{"allocated":true}'
+    chunked = (b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\nretry-after: 7\r\n"
+               b"x-leader-only: 1\r\ntransfer-encoding: chunked\r\n\r\n"
+               + b"%x\r\n" % 5 + body[:5] + b"\r\n"
+               + b"%x\r\n" % (len(body) - 5) + body[5:] + b"\r\n0\r\n\r\n")
+    leader = _Raw(chunked)
+    (lead_a, sched_a), _b = _two(leader.url)
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        answers = [c.post("/ws/v1/partition/second/allocations",
+                          json={"applicationID": "app", "allocationKey": f"k{i}", "resource": {"vcore": 1}})
+                   for i in range(3)]
+    leader.shutdown()
+    for r in answers:
+        assert r.status_code == 201 and r.content == body
+        assert r.headers["retry-after"] == "7" and "x-leader-only" not in r.headers
+    assert len(leader.requests) == 3 and leader.connections == 1      # one kept-alive connection

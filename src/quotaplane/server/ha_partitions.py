@@ -101,14 +101,14 @@ class PartitionLeadership(LeaseRounds):
 
     def leader_url(self, partition: str | None = None) -> str | None:
         """The advertised URL of the instance leading ``partition`` (None: the configuration), as
-        read at the last round (it asks the store only about a partition that round did not see):
-        writes are relayed there, and this runs on the event loop."""
+        read at the last round (it asks the store only when that round saw no leader — a hand-over —
+        or did not see the partition): writes are relayed there, and this runs on the event loop."""
         if self.is_leader(partition):
             return self.advertise
         key = None if partition is None else partition.lower()
-        if key in self._leaders:
-            return self._leaders[key]
-        return self._read_leader(key)
+        known = self._leaders.get(key)
+        # unknown at the last round (a hand-over was under way): ask the store, it may know by now
+        return known if known is not None else self._read_leader(key)
 
     def _read_leader(self, partition: str | None) -> str | None:
         stream = LEASE_STREAM if partition is None else _stream(partition)
