@@ -247,8 +247,9 @@ class Partition(PartitionNodes, PartitionCommits):
         rebuild = rebuild_events(state.config_seq, state.nodes, list(state.apps.values()),
                                  list(state.allocs.values()), state.pending.asks.all(),
                                  state.policies.extensions, state.node_index.unschedulable)
-        return {"dump": self.dump_state(), "rebuild": [ev.to_json() for ev in rebuild],
-                "config_seq": state.config_seq}
+        with self.lock:
+            dump = state.dump_for_snapshot()
+        return {"dump": dump, "rebuild": [ev.to_json() for ev in rebuild], "config_seq": state.config_seq}
 
     def take_snapshot(self) -> int:
         """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""

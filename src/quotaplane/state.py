@@ -762,6 +762,17 @@ class PartitionState:
 
     def dump(self) -> dict[str, Any]:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
+        # normalise through JSON so tuples/lists and key order never differ between runs
+        normal: dict[str, Any] = json.loads(json.dumps(self.dump_for_snapshot(), sort_keys=True))
+        return normal
+
+    def dump_for_snapshot(self) -> dict[str, Any]:
+        """:meth:`dump` before its normalisation: the same data once written as canonical JSON, and
+        sharing nothing mutable with the state, so it can be written after the state changed further.
+
+        The allocation listing — by far the largest part — is made of fresh dicts of plain values;
+        the rest is small and goes through the JSON round trip. The round trip of the listing cost
+        a snapshot of 50,000 allocations a quarter of a second on the event loop."""
         state = {
             "name": self.name,
             "config_seq": self.config_seq,
@@ -769,12 +780,11 @@ class PartitionState:
             **({"unschedulable": sorted(self.node_index.unschedulable)} if self.node_index.unschedulable
                else {}),
             "applications": {a: self.apps[a].dump() for a in sorted(self.apps)},
-            "allocations": {k: self.allocs[k].to_dict() for k in sorted(self.allocs)},
             "queues": self.queues.dump_state(),
             "ugm": self.ugm.dump_state(),
             "policies": {key: p.dump_state() for key, p in sorted(self.policies.extensions)},
             "asks": self.pending.asks.dump(),
         }
-        # normalise through JSON so tuples/lists and key order never differ between runs
-        normal: dict[str, Any] = json.loads(json.dumps(state, sort_keys=True))
-        return normal
+        small: dict[str, Any] = json.loads(json.dumps(state))
+        small["allocations"] = {k: self.allocs[k].to_dict() for k in sorted(self.allocs)}
+        return small
