@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from quotaplane.group_commit import DEFAULT_MAX_EVENTS, GroupCommit, Offload
+from quotaplane.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.journalling import PartitionLog
@@ -36,17 +36,20 @@ class PartitionCommits:
 
     def start_group_commit(self: _Host, *, schedule: Callable[[Callable[[], None]], object] | None = None,
                            owner: int | None = None, offload: Offload | None = None,
-                           max_events: int = DEFAULT_MAX_EVENTS) -> GroupCommit | None:
+                           max_events: int = DEFAULT_MAX_EVENTS,
+                           background: Background | None = None) -> GroupCommit | None:
         """Journal changes by group commit from now on (idempotent; None without a journal). Calls
         on the ``owner`` thread (a service's event loop) return once the change is decided and
         queued, and ``schedule`` (the loop's ``call_soon``) flushes them after the current burst in
         one transaction: the committer's marks say when a change is durable — answer nobody before
         (the service does). Calls from other threads return once durable, as before. ``offload``
-        runs the owner's commits on a worker thread (a remote store: deciding goes on meanwhile)."""
+        runs the owner's commits on a worker thread (a remote store: deciding goes on meanwhile);
+        ``background`` writes automatic snapshots on a worker thread."""
         with self.lock:
             if self._log.group is None and self._log.journal is not None:
                 self._log.group = GroupCommit(self._log, self.name, self.lock, schedule=schedule,
-                                              owner=owner, offload=offload, max_events=max_events)
+                                              owner=owner, offload=offload, max_events=max_events,
+                                              background=background)
             return self._log.group
 
     def stop_group_commit(self: _Host) -> None:

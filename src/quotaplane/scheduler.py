@@ -30,7 +30,7 @@ from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
-from quotaplane.group_commit import Offload
+from quotaplane.group_commit import Background, Offload
 from quotaplane.journal.base import Journal, JournalError
 from quotaplane.partition import Partition, PartitionOptions
 
@@ -104,9 +104,8 @@ class Scheduler:
         self.restored_from: dict[str, str] = {}
         #: the sha256 of the last configuration text given at a start (None: none journalled)
         self._started_with: str | None = None
-        #: group commit for every partition (issue 18): None off, else its ``(schedule, owner)``
-        self._group_commit: tuple[Callable[[Callable[[], None]], object] | None, int | None,
-                                  Offload | None] | None = None
+        #: how a partition led here starts its group commit (issue 18; None: group commit is off)
+        self._group_commit: Callable[[Partition], object] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # construction
@@ -334,8 +333,7 @@ class Scheduler:
                     found = self._new_partition(pc, seq)
                     self._partitions[pc.name] = found
                     if self._group_commit is not None:
-                        schedule, owner, offload = self._group_commit
-                        found.start_group_commit(schedule=schedule, owner=owner, offload=offload)
+                        self._group_commit(found)
                 else:
                     found.apply_config(pc, seq)
                 try:
@@ -430,8 +428,7 @@ class Scheduler:
                     p = self._new_partition(pc, self.config_seq)
                     self._partitions[pc.name] = p
                     if self._group_commit is not None:
-                        schedule, owner, offload = self._group_commit
-                        p.start_group_commit(schedule=schedule, owner=owner, offload=offload)
+                        self._group_commit(p)
                     p.record_config(self.config_seq)
                 elif p.config_seq != self.config_seq:
                     p.apply_config(pc, self.config_seq)
@@ -470,14 +467,16 @@ class Scheduler:
             p.take_snapshot()
 
     def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
-                           owner: int | None = None, offload: Offload | None = None) -> None:
+                           owner: int | None = None, offload: Offload | None = None,
+                           background: Background | None = None) -> None:
         """Journal every partition this instance leads (:attr:`leads`) by group commit
         (:mod:`quotaplane.group_commit`), also those a later config adds: see
         :meth:`Partition.start_group_commit`."""
-        self._group_commit = (schedule, owner, offload)
+        self._group_commit = functools.partial(_start_group_commit, schedule=schedule, owner=owner,
+                                               offload=offload, background=background)
         for p in self.partitions():
             if self.leads(p.name):
-                p.start_group_commit(schedule=schedule, owner=owner, offload=offload)
+                self._group_commit(p)
 
     def stop_group_commit(self) -> None:
         """Commit what is queued; every change is journalled before its call returns again."""
@@ -514,3 +513,8 @@ def _chain(first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str
            ) -> Iterator[tuple[int, dict[str, Any]]]:
     yield first
     yield from rest
+
+
+def _start_group_commit(p: Partition, *, schedule: Callable[[Callable[[], None]], object] | None,
+                        owner: int | None, offload: Offload | None, background: Background | None) -> None:
+    p.start_group_commit(schedule=schedule, owner=owner, offload=offload, background=background)

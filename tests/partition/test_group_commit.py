@@ -328,6 +328,46 @@ def test_snapshots_are_taken_at_a_committed_seq_and_restore_the_same_state(tmp_p
     again.close()
 
 
+def test_a_snapshot_written_in_the_background_is_the_state_at_its_seq_and_none_is_taken_meanwhile(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    s = _scheduler(url, snapshot_every=7)
+    p = s.partition("default")
+    held: list[Callable[[], None]] = []            # the background "thread": runs when the test says
+    p.start_group_commit(owner=threading.get_ident(), background=held.append)
+    at_capture: dict[str, Any] | None = None
+    group = p.group
+    assert group is not None
+    for i in range(10):
+        p.allocate("app1", f"k{i}", VCORE)
+        if at_capture is None and group._snapshot_queued():
+            at_capture = p.dump_state()            # the change that made it due: captured right now
+    p.flush()
+    assert len(held) == 1 and p.snapshot_seq == 0              # captured and due, not written yet
+    for i in range(10, 40):                       # more changes: the captured state must not follow
+        p.allocate("app1", f"k{i}", VCORE)
+        p.release(f"k{i - 10}")
+    p.flush()
+    assert len(held) == 1                          # none captured while one waits to be written
+    seq = p.last_seq
+    held.pop()()
+    assert 0 < p.snapshot_seq < seq and p.snapshot_error is None
+    snap = s.journal.load_snapshot("default")
+    assert snap is not None and snap[0] == p.snapshot_seq
+    assert snap[1]["dump"] == at_capture           # the state at its seq, not the later one
+    for i in range(40, 50):                       # written: the next one is captured again
+        p.allocate("app1", f"k{i}", VCORE)
+    p.flush()
+    assert len(held) == 1
+    held.pop()()
+    state = p.dump_state()
+    s.close(snapshot=False)
+    again = _restored(url)
+    assert again.restored_from["default"] == "snapshot"
+    assert again.partition("default").dump_state() == state
+    again.close()
+
+
 def test_cache_stamps_move_with_decisions_not_commits() -> None:
     j = GatedJournal()
     s = _scheduler(j)

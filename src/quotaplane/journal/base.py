@@ -228,12 +228,69 @@ def check_events(events: object) -> list[str]:
     return out
 
 
+#: containers longer than this are encoded element by element (:func:`canonical_json_pieces`)
+_PIECE = 256
+
+
+def canonical_json_pieces(value: Any) -> str:
+    """:func:`canonical_json`, byte for byte, but a large list or dict is encoded one element at a
+    time instead of in one call.
+
+    One call of the C encoder holds the interpreter lock for as long as it runs — a quarter of a
+    second for a snapshot of 50,000 allocations — so a snapshot written on a worker thread would
+    still stop the service's event loop. Between elements the lock can change hands."""
+    try:
+        return "".join(_pieces(value, 0))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not JSON-able: {exc}") from exc
+    except RecursionError as exc:
+        raise ValueError("not JSON-able: nested too deeply") from exc
+
+
+def _pieces(value: Any, depth: int) -> Iterator[str]:
+    # the top two levels are opened whatever their size (a small dict may hold a large listing);
+    # below them, only large containers — their elements are one call each
+    if not isinstance(value, (Mapping, list, tuple)) or (depth >= 2 and len(value) <= _PIECE):
+        yield _ENCODE(value)
+    elif isinstance(value, Mapping):
+        yield "{"
+        # sort_keys sorts the (key, value) pairs, i.e. by the keys themselves
+        for i, (k, item) in enumerate(sorted(value.items(), key=lambda kv: kv[0])):
+            key = _ENCODE(_key(k))
+            yield (key + ":") if i == 0 else ("," + key + ":")
+            yield from _pieces(item, depth + 1)
+        yield "}"
+    else:
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ","
+            yield from _pieces(item, depth + 1)
+        yield "]"
+
+
+def _key(key: object) -> str:
+    # JSON's rules for dict keys (json.dumps): str as is, numbers/bools/None as their JSON text
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, (int, float)):
+        return _ENCODE(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
 def check_state(state: object) -> str:
-    """Encode a snapshot state (a dict) to canonical JSON (``ValueError`` for anything else)."""
+    """Encode a snapshot state (a dict) to canonical JSON (``ValueError`` for anything else), piece
+    by piece (:func:`canonical_json_pieces`): snapshots are large."""
     if not isinstance(state, Mapping):
         raise ValueError(f"snapshot state must be a dict, got {type(state).__name__}")
     try:
-        return canonical_json(state)
+        return canonical_json_pieces(state)
     except ValueError as exc:
         raise ValueError(f"snapshot state is {exc}") from None
 

@@ -127,6 +127,8 @@ class Service:
         self._group_owner: int | None = None
         #: the worker threads of offloaded commits (one per partition at most is busy at a time)
         self._commit_pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="quotaplane-commit")
+        #: the thread that writes automatic snapshots (written on the loop, they would stall it)
+        self._snapshot_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qp-snapshot")
         self._instrument(scheduler)
         self._scheduler: Scheduler = scheduler
         self.watch_partitions()
@@ -167,6 +169,7 @@ class Service:
         """Commit what is queued and journal one change per append again (the app's shutdown)."""
         self._group_loop = None
         self._scheduler.stop_group_commit()
+        self._snapshot_pool.submit(lambda: None).result()     # the snapshots under way are written
 
     def sync_group_commit(self) -> None:
         """Group commit on exactly the partitions this instance leads (a follower writes nothing);
@@ -179,7 +182,8 @@ class Service:
             # local SQLite commit is cheaper than the hand-over
             remote = str(getattr(scheduler.journal, "url", "")).startswith(("postgresql:", "postgres:"))
             scheduler.start_group_commit(schedule=self._group_loop.call_soon, owner=self._group_owner,
-                                         offload=self._offload if remote else None)
+                                         offload=self._offload if remote else None,
+                                         background=self._snapshot_pool.submit)
         for p in scheduler.partitions():
             if p.group is not None and not self.is_leader(p.name):
                 p.stop_group_commit()
