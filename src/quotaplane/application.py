@@ -157,6 +157,11 @@ class Allocation:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""
+        return self.plain(self.node)
+
+    def plain(self, node: str | None) -> dict[str, Any]:
+        """:meth:`to_dict` with ``node`` as the node it runs on (a snapshot captured the node at its
+        seq: the node is the one field that changes after admission)."""
         out: dict[str, Any] = {
             "allocationKey": self.allocation_key,
             "applicationID": self.application_id,
@@ -168,8 +173,8 @@ class Allocation:
         }
         if self.task_group is not None:
             out["taskGroupName"] = self.task_group
-        if self.node is not None:
-            out["nodeID"] = self.node
+        if node is not None:
+            out["nodeID"] = node
         return out
 
     def __repr__(self) -> str:

@@ -183,7 +183,7 @@ class GroupCommit:
             if (every > 0 and self.head - log.snapshot_seq >= every and not self._saving
                     and not self._snapshot_queued()):
                 # memory holds exactly the submitted changes now: this is the state at ``head``
-                snapshot = (self.head, dict(log.snapshot_state()))
+                snapshot = (self.head, log.snapshot_state())
             self._buffer.append(_Entry(mark, events, snapshot))
             if self._schedule is not None and not self._scheduled and self._on_owner():
                 self._scheduled = True

@@ -55,7 +55,6 @@ from quotaplane.partition_nodes import PartitionNodes, check_int64_sum
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
-from quotaplane.rebuild import rebuild_events
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.preemption import Preemptor
@@ -242,14 +241,9 @@ class Partition(PartitionNodes, PartitionCommits):
         if self._log.poisoned is not None and not self.recover():
             self._log.usable(self.name)
 
-    def _snapshot_state(self) -> dict[str, Any]:
-        state = self._s
-        rebuild = rebuild_events(state.config_seq, state.nodes, list(state.apps.values()),
-                                 list(state.allocs.values()), state.pending.asks.all(),
-                                 state.policies.extensions, state.node_index.unschedulable)
+    def _snapshot_state(self) -> Mapping[str, Any]:
         with self.lock:
-            dump = state.dump_for_snapshot()
-        return {"dump": dump, "rebuild": [ev.to_json() for ev in rebuild], "config_seq": state.config_seq}
+            return self._s.snapshot()
 
     def take_snapshot(self) -> int:
         """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""

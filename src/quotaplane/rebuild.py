@@ -13,6 +13,7 @@ source of truth.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Container, Iterable, Mapping, Sequence
 
 from quotaplane.application import Allocation, Application
@@ -30,7 +31,7 @@ from quotaplane.policy import QuotaPolicy
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 
-__all__ = ["rebuild_events"]
+__all__ = ["AllocationAt", "RebuildCapture", "rebuild_events"]
 
 
 def _app_added(app: Application) -> AppAdded:
@@ -39,10 +40,10 @@ def _app_added(app: Application) -> AppAdded:
                     placeholder_timeout=app.placeholder_timeout)
 
 
-def _allocated(a: Allocation) -> Allocated:
+def _allocated(a: Allocation, node: str | None) -> Allocated:
     return Allocated(app=a.application_id, key=a.allocation_key, resource=a.resource, priority=a.priority,
                      preemptible=a.preemptible, placeholder=a.placeholder, task_group=a.task_group, t=a.time,
-                     node=a.node)
+                     node=node)
 
 
 def _restore(app: Application) -> AppRestore:
@@ -52,32 +53,56 @@ def _restore(app: Application) -> AppRestore:
                       state_log=tuple(app.state_log), started=app.started)
 
 
-def _under_configs(config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
-                   allocations: Sequence[Allocation], unschedulable: Container[str]) -> list[Event]:
-    """Each config that matters, then what was submitted, counted and admitted under it."""
-    out: list[Event] = []
-    counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
-    seqs = sorted({a.added_seq for a in apps} | {a.anchor_seq for a in counted}
-                  | {a.config_seq for a in allocations} | {config_seq})
-    for i, seq in enumerate(seqs):
-        out.append(ConfigApplied(seq=seq))
-        if i == 0:
-            out.extend(NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None)
-                       for n, c in nodes.items())
-        out.extend(_under(seq, apps, counted, allocations))
-    return out
+#: a live allocation as a snapshot saw it: the allocation (only its node changes after admission)
+#: and that node
+AllocationAt = tuple[Allocation, str | None]
 
 
-def _under(seq: int, apps: Sequence[Application], counted: Sequence[Application],
-           allocations: Sequence[Allocation]) -> list[Event]:
-    """What was submitted, counted as running and admitted under config ``seq``, in that order."""
-    return [*(_app_added(app) for app in apps if app.added_seq == seq),
-            *(CountIn(app=app.application_id) for app in counted if app.anchor_seq == seq),
-            *(_allocated(a) for a in allocations if a.config_seq == seq)]
+class RebuildCapture:
+    """What :func:`rebuild_events` needs, taken from a partition at one instant and independent of
+    it afterwards: the small parts as events (applications, asks, memos, nodes), the allocations as
+    references with their node. Taking it costs a few milliseconds for 50,000 allocations; the
+    allocation events — the bulk — are made by :meth:`events`, which may run later on another
+    thread (a snapshot written in the background)."""
+
+    __slots__ = ("_added", "_allocations", "_asks", "_config_seq", "_counted", "_memos", "_nodes",
+                 "_restores")
+
+    def __init__(self, config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
+                 allocations: Sequence[AllocationAt], asks: Iterable[Ask],
+                 extensions: Iterable[tuple[str, QuotaPolicy]], unschedulable: Container[str] = ()) -> None:
+        self._config_seq = config_seq
+        self._nodes = [NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None)
+                       for n, c in nodes.items()]
+        self._added = [(app.added_seq, _app_added(app)) for app in apps]
+        counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
+        self._counted = [(app.anchor_seq, CountIn(app=app.application_id)) for app in counted]
+        self._allocations = list(allocations)
+        self._asks = [ask.event() for ask in asks]
+        self._restores = [_restore(app) for app in apps]
+        self._memos = _memos(extensions)
+
+    def events(self) -> list[Event]:
+        """Every config that matters, then what was submitted, counted and admitted under it (see the
+        module docstring), then the asks, each application's lifecycle fields and the memos."""
+        allocations = self._allocations
+        seqs = sorted({seq for seq, _ in self._added} | {seq for seq, _ in self._counted}
+                      | {a.config_seq for a, _ in allocations} | {self._config_seq})
+        out: list[Event] = []
+        for i, seq in enumerate(seqs):
+            out.append(ConfigApplied(seq=seq))
+            if i == 0:
+                out.extend(self._nodes)
+            out.extend(ev for at, ev in self._added if at == seq)
+            out.extend(ev for at, ev in self._counted if at == seq)
+            out.extend(_allocated(a, node) for a, node in allocations if a.config_seq == seq)
+        return [*out, *self._asks, *self._restores, *self._memos]
 
 
 def _memos(extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
-    return [PolicyMemo(policy=key, memo=memo) for key, policy in sorted(extensions, key=lambda kv: kv[0])
+    # through JSON: a memo is plain data, and the copy shares nothing with the policy
+    return [PolicyMemo(policy=key, memo=json.loads(json.dumps(memo)))
+            for key, policy in sorted(extensions, key=lambda kv: kv[0])
             if (memo := policy.memo()) is not None]
 
 
@@ -86,6 +111,5 @@ def rebuild_events(config_seq: int, nodes: Mapping[str, Resource], apps: Sequenc
                    extensions: Iterable[tuple[str, QuotaPolicy]],
                    unschedulable: Container[str] = ()) -> list[Event]:
     """The events that rebuild this state from an empty partition (see the module docstring)."""
-    return [*_under_configs(config_seq, nodes, apps, allocations, unschedulable),
-            *(ask.event() for ask in asks),
-            *(_restore(app) for app in apps), *_memos(extensions)]
+    return RebuildCapture(config_seq, nodes, apps, [(a, a.node) for a in allocations], asks, extensions,
+                          unschedulable).events()

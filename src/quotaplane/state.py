@@ -37,6 +37,7 @@ from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, Eviction, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.queues.queue import Queue
+from quotaplane.rebuild import RebuildCapture
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, preemption_delay
@@ -46,6 +47,7 @@ from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.reservations import Reservations, place_path, reservation_settings
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.scheduling.wake import ANY, RUNNING_COUNT, ask_keys, chain_places, release_keys
+from quotaplane.snapshot_state import SnapshotState
 from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 
@@ -762,18 +764,15 @@ class PartitionState:
 
     def dump(self) -> dict[str, Any]:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
+        allocations = {k: self.allocs[k].to_dict() for k in sorted(self.allocs)}
+        state = {**self._dump_parts(), "allocations": allocations}
         # normalise through JSON so tuples/lists and key order never differ between runs
-        normal: dict[str, Any] = json.loads(json.dumps(self.dump_for_snapshot(), sort_keys=True))
+        normal: dict[str, Any] = json.loads(json.dumps(state, sort_keys=True))
         return normal
 
-    def dump_for_snapshot(self) -> dict[str, Any]:
-        """:meth:`dump` before its normalisation: the same data once written as canonical JSON, and
-        sharing nothing mutable with the state, so it can be written after the state changed further.
-
-        The allocation listing — by far the largest part — is made of fresh dicts of plain values;
-        the rest is small and goes through the JSON round trip. The round trip of the listing cost
-        a snapshot of 50,000 allocations a quarter of a second on the event loop."""
-        state = {
+    def _dump_parts(self) -> dict[str, Any]:
+        """:meth:`dump` without the allocations, before its normalisation."""
+        return {
             "name": self.name,
             "config_seq": self.config_seq,
             "nodes": {n: r.to_dict() for n, r in sorted(self.nodes.items())},
@@ -785,6 +784,14 @@ class PartitionState:
             "policies": {key: p.dump_state() for key, p in sorted(self.policies.extensions)},
             "asks": self.pending.asks.dump(),
         }
-        small: dict[str, Any] = json.loads(json.dumps(state))
-        small["allocations"] = {k: self.allocs[k].to_dict() for k in sorted(self.allocs)}
-        return small
+
+    def snapshot(self) -> SnapshotState:
+        """The snapshot state now (:mod:`quotaplane.snapshot_state`): a few milliseconds here, the
+        allocation listing and events made when it is written. The parts other than the
+        allocations go through JSON now, so they share nothing with the state."""
+        small: dict[str, Any] = json.loads(json.dumps(self._dump_parts()))
+        allocations = [(a, a.node) for a in self.allocs.values()]
+        rebuild = RebuildCapture(self.config_seq, self.nodes, list(self.apps.values()), allocations,
+                                 self.pending.asks.all(), self.policies.extensions,
+                                 self.node_index.unschedulable)
+        return SnapshotState(self.config_seq, small, allocations, rebuild)

@@ -1,0 +1,56 @@
+"""A partition's snapshot state, taken at one instant and written later (issue 18: snapshots stay off
+the event loop).
+
+A snapshot holds the partition's state at one sequence number: ``rebuild``, the events that rebuild
+it (:mod:`quotaplane.rebuild`), ``dump``, the full state a restore checks the rebuilt partition
+against, and ``config_seq``. With 50,000 live allocations, building those as plain data took a
+fifth of a second, all on the caller's thread — under group commit, the service's event loop, which
+decided nothing meanwhile.
+
+:class:`SnapshotState` is taken in a few milliseconds: the small parts as plain data now, the live
+allocations as references with their node (the one field that changes after admission). The
+allocation listing and events — the bulk — are made when the state is read (encoded by the journal),
+which a service does on a worker thread. Reading it later gives exactly what reading it at once
+would have given: nothing it holds changes afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from quotaplane.rebuild import AllocationAt, RebuildCapture
+
+__all__ = ["SnapshotState"]
+
+
+class SnapshotState(Mapping[str, Any]):
+    """The snapshot state ``{"config_seq", "dump", "rebuild"}`` of a partition at one instant, made
+    into plain data on first read (see the module docstring)."""
+
+    __slots__ = ("_allocations", "_config_seq", "_dump", "_plain", "_rebuild")
+
+    def __init__(self, config_seq: int, dump: Mapping[str, Any], allocations: Sequence[AllocationAt],
+                 rebuild: RebuildCapture) -> None:
+        self._config_seq = config_seq
+        self._dump = dump                  # everything but the allocations, plain data already
+        self._allocations = allocations
+        self._rebuild = rebuild
+        self._plain: dict[str, Any] | None = None
+
+    def _data(self) -> dict[str, Any]:
+        if self._plain is None:
+            listing = {a.allocation_key: a.plain(node)
+                       for a, node in sorted(self._allocations, key=lambda an: an[0].allocation_key)}
+            self._plain = {"config_seq": self._config_seq, "dump": {**self._dump, "allocations": listing},
+                           "rebuild": [ev.to_json() for ev in self._rebuild.events()]}
+        return self._plain
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return 3
