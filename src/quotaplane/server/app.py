@@ -15,29 +15,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json as _json
 import logging
-import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
-from quotaplane.server.errors import exception_response, install_error_handlers, status_for
+from quotaplane.server.errors import install_error_handlers
 from quotaplane.server.forwarding import Forwarder, forward_target
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
-from quotaplane.server.logs import ACCESS
 from quotaplane.server.metrics import Metrics
+from quotaplane.server.outer import App, Outer, Scope
 from quotaplane.server.yunikorn_events import EventRecords
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,35 +49,7 @@ __all__ = ["CLUSTER_ID", "Service", "create_app"]
 #: the ``clusterId`` YuniKorn's partition answers carry (there, the resource manager's id)
 CLUSTER_ID = "quotaplane"
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-#: The hot path served by :meth:`_Outer._allocate` (the documented route has the same path).
-_ALLOCATE_PATH = re.compile(r"^/ws/v1/partition/([^/]+)/allocations$")
-
-
-class _FastRoute:
-    path = "/ws/v1/partition/{partition}/allocations"
-
-
-_FAST_ROUTE = _FastRoute()
-
-
-class _ForwardedRoute:
-    path = "forwarded to the leader"
-
-
-_FORWARDED_ROUTE = _ForwardedRoute()
-
 _log = logging.getLogger("quotaplane.server")
-_CORS = (b"access-control-allow-origin", b"*")
-
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
-
-
 class _TimedJournal:
     """Delegates to a journal; times every ``append`` (the durable part of a write)."""
 
@@ -294,159 +264,6 @@ class Service:
         return p
 
 
-def _route_label(scope: Scope) -> str:
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"
-
-
-class _App(FastAPI):
-    """FastAPI with the hot path (``POST …/allocations``) handed to :class:`_Outer` before
-    Starlette's own middleware layers (error, telemetry, body-limit wrappers: ~10 % of a request).
-    The hot path answers its errors itself; every other request takes the normal stack."""
-
-    fast: _Outer | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        fast = self.fast
-        if (fast is not None and scope["type"] == "http" and scope["method"] == "POST"
-                and _ALLOCATE_PATH.match(scope["path"]) is not None):
-            scope["app"] = self
-            await fast(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
-
-
-class _Outer:
-    """Pure ASGI middleware: latency metrics, loopback guard, and the last-resort error handler.
-
-    Pure ASGI (not ``BaseHTTPMiddleware``) because that one costs ~100 µs per request.
-    """
-
-    def __init__(self, app: ASGIApp, service: Service, loopback_only: bool, fast: bool = True) -> None:
-        self.app = app
-        self.service = service
-        self.loopback_only = loopback_only
-        self.fast = fast
-
-    async def _allocate(self, partition: str, scope: Scope, receive: Receive, send: Send) -> None:
-        """The hot path ``POST /ws/v1/partition/{p}/allocations`` without FastAPI's routing and
-        dependency pass (~30 % of a request): same token check, body model, partition call and
-        answers as the documented route (both use ``routes_core.allocate_one``)."""
-        from quotaplane.server.errors import ApiError, validation_message
-        from quotaplane.server.models import AllocationBody
-        from quotaplane.server.routes_core import allocate_one
-
-        tokens = self.service.tokens
-        if tokens:
-            auth = b""
-            for k, v in scope["headers"]:
-                if k == b"authorization":
-                    auth = v
-            text = auth.decode("latin-1")
-            token = text[7:].strip() if text[:7].lower() == "bearer " else None
-            tokens.check(token, "submit")
-        chunks: list[bytes] = []
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            more = bool(message.get("more_body", False))
-        try:
-            body = AllocationBody.model_validate_json(b"".join(chunks))
-        except ValidationError as exc:
-            message_text, description = validation_message(exc.errors(include_url=False))
-            raise ApiError(400, message_text, description) from None
-        status, out = allocate_one(self.service, partition, body)  # the ASGI path is decoded
-        payload = _json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode("ascii"))]})
-        await send({"type": "http.response.body", "body": payload})
-
-    def _remote_refused(self, scope: Scope) -> bool:
-        """Without tokens the service answers loopback clients only (decision S2)."""
-        if not self.loopback_only:
-            return False
-        client = scope.get("client")
-        host = client[0] if client else None
-        return host is not None and host not in _LOOPBACK
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = [500]
-        started = [False]
-        # group commit (issue 18): the answer waits until what it saw is durable, or becomes a 503
-        epochs = self.service.barrier.epochs(scope["path"]) if self.service.group_commit_on else ()
-        replaced = [False]
-
-        async def send_wrapper(message: Message) -> None:
-            if replaced[0]:
-                return                   # the body of an answer replaced by a 503
-            if message["type"] == "http.response.start":
-                if epochs and (failed := await self.service.barrier.settle(epochs)) is not None:
-                    replaced[0] = True
-                    started[0] = True
-                    status[0] = status_for(failed)
-                    resp = exception_response(failed)
-                    await resp(scope, receive, send_cors)
-                    return
-                status[0] = message["status"]
-                started[0] = True
-                # YuniKorn's webservice answers every request with this header (reference §2).
-                message["headers"] = [*message.get("headers", ()), _CORS]
-            await send(message)
-
-        async def send_cors(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), _CORS]
-            await send(message)
-
-        if self._remote_refused(scope):
-            resp = exception_response(_forbidden_remote())
-            await resp(scope, receive, send_wrapper)
-            return
-        try:
-            forwarder = self.service.forwarder
-            if forwarder is not None and (leader := self.service.forward_target(scope)) is not None:
-                scope["route"] = _FORWARDED_ROUTE
-                status[0] = await forwarder.forward(leader, scope, receive, send_cors)
-                started[0] = True
-                return
-            if (self.fast and scope["method"] == "POST"
-                    and (m := _ALLOCATE_PATH.match(scope["path"])) is not None):
-                scope["route"] = _FAST_ROUTE
-                await self._allocate(m.group(1), scope, receive, send_wrapper)
-                return
-            await self.service.refresh_for_read(scope["method"], scope["path"])
-            await self.app(scope, receive, send_wrapper)
-        except Exception as exc:  # last resort: the error body (a fault: 500, detail only in the log)
-            if started[0]:
-                raise
-            resp = exception_response(exc)
-            await resp(scope, receive, send_wrapper)
-        finally:
-            elapsed = time.perf_counter() - start
-            self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0], elapsed)
-            if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
-                client = scope.get("client")
-                ACCESS.info("%s %s %s", scope["method"], scope["path"], status[0],
-                            extra={"method": scope["method"], "path": scope["path"], "status": status[0],
-                                   "duration_ms": round(elapsed * 1000, 3),
-                                   "client": client[0] if client else ""})
-
-
-def _forbidden_remote() -> Exception:
-    from quotaplane.server.errors import ApiError
-
-    return ApiError(403, "no tokens are configured: only loopback clients are served")
-
-
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
 
@@ -602,7 +419,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
             if group_commit:
                 service.stop_group_commit()
 
-    app = _App(title=title, version="0.1.0", lifespan=lifespan,
+    app = App(title=title, version="0.1.0", lifespan=lifespan,
                   description="quotaplane: quota decisions for shared clusters (YuniKorn-compatible "
                               "endpoints under /ws/v1/). Every error is {status_code, message, description}.",
                   docs_url="/docs", redoc_url=None)
@@ -630,7 +447,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.add_middleware(_Outer, service=service, loopback_only=loopback_only, fast=fast_path)
+    app.add_middleware(Outer, service=service, loopback_only=loopback_only, fast=fast_path)
     if fast_path:
-        app.fast = _Outer(app.router, service=service, loopback_only=loopback_only, fast=True)
+        app.fast = Outer(app.router, service=service, loopback_only=loopback_only, fast=True)
     return app
