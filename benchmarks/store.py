@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,30 @@ def _partition_one_at_a_time(store: str) -> float:
     return rate
 
 
+def _pg_figures(route: Callable[[str], str]) -> dict[str, Any]:
+    """The PostgreSQL figures — the issue's baseline (one caller through the partition), one at a
+    time and group commit over HTTP, their ratios — each on a fresh schema, reached through
+    ``route(url)`` (the URL itself, or through the latency proxy)."""
+    figures: dict[str, Any] = {}
+    url, schema = _pg_store()
+    try:
+        figures["partition_one_caller_per_s"] = round(_partition_one_at_a_time(route(url)))
+    finally:
+        _drop(schema)
+    for key, gc in (("one_at_a_time", False), ("group_commit", True)):
+        url, schema = _pg_store()
+        try:
+            rate, p99 = _one_server(route(url), group_commit=gc)
+        finally:
+            _drop(schema)
+        figures[f"{key}_per_s"], figures[f"{key}_p99_ms"] = round(rate), round(p99, 1)
+    figures["ratio_group_vs_one_at_a_time"] = round(figures["group_commit_per_s"]
+                                                    / figures["one_at_a_time_per_s"], 2)
+    figures["ratio_group_vs_partition_one_caller"] = round(figures["group_commit_per_s"]
+                                                           / figures["partition_one_caller_per_s"], 2)
+    return figures
+
+
 def _remote_pg(rtt_ms: float) -> dict[str, Any]:
     """The PostgreSQL figures through a proxy adding ``rtt_ms`` per round trip."""
     from urllib.parse import urlsplit, urlunsplit
@@ -324,27 +349,7 @@ def _remote_pg(rtt_ms: float) -> dict[str, Any]:
         assert proxy.stdout is not None and proxy.stdout.readline().strip() == "ready"
         auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
         remote = urlunsplit((parts.scheme, f"{auth}127.0.0.1:{port}", parts.path, parts.query, ""))
-        figures: dict[str, Any] = {}
-        base = PG_URL
-        url, schema = _pg_store()
-        url = url.replace(base, remote, 1)
-        try:
-            figures["partition_one_caller_per_s"] = round(_partition_one_at_a_time(url))
-        finally:
-            _drop(schema)
-        for key, gc in (("one_at_a_time", False), ("group_commit", True)):
-            url, schema = _pg_store()
-            url = url.replace(base, remote, 1)
-            try:
-                rate, p99 = _one_server(url, group_commit=gc)
-            finally:
-                _drop(schema)
-            figures[f"{key}_per_s"], figures[f"{key}_p99_ms"] = round(rate), round(p99, 1)
-        figures["ratio_group_vs_one_at_a_time"] = round(figures["group_commit_per_s"]
-                                                        / figures["one_at_a_time_per_s"], 2)
-        figures["ratio_group_vs_partition_one_caller"] = round(figures["group_commit_per_s"]
-                                                               / figures["partition_one_caller_per_s"], 2)
-        return figures
+        return _pg_figures(lambda url: url.replace(PG_URL or "", remote, 1))
     finally:
         proxy.kill()
         proxy.wait()
@@ -361,24 +366,7 @@ def main() -> None:
                          "group_commit_per_s": round(group), "group_commit_p99_ms": round(group_p99, 1),
                          "ratio_group_vs_one_at_a_time": round(group / one, 2)}
     if PG_URL:
-        figures: dict[str, Any] = {}
-        url, schema = _pg_store()
-        try:
-            figures["partition_one_caller_per_s"] = round(_partition_one_at_a_time(url))
-        finally:
-            _drop(schema)
-        for key, gc in (("one_at_a_time", False), ("group_commit", True)):
-            url, schema = _pg_store()
-            try:
-                rate, p99 = _one_server(url, group_commit=gc)
-            finally:
-                _drop(schema)
-            figures[f"{key}_per_s"], figures[f"{key}_p99_ms"] = round(rate), round(p99, 1)
-        figures["ratio_group_vs_one_at_a_time"] = round(figures["group_commit_per_s"]
-                                                        / figures["one_at_a_time_per_s"], 2)
-        figures["ratio_group_vs_partition_one_caller"] = round(figures["group_commit_per_s"]
-                                                               / figures["partition_one_caller_per_s"], 2)
-        results["postgresql"] = figures
+        results["postgresql"] = _pg_figures(lambda url: url)
         two: dict[str, Any] = {}
         for processes in (1, 2):
             url, schema = _pg_store()
