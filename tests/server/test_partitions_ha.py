@@ -390,3 +390,13 @@ def test_the_relay_reuses_its_connection_and_reads_chunked_answers() -> None:
         assert r.status_code == 201 and r.content == body
         assert r.headers["retry-after"] == "7" and "x-leader-only" not in r.headers
     assert len(leader.requests) == 3 and leader.connections == 1      # one kept-alive connection
+
+
+def test_a_write_is_not_relayed_to_this_instance_itself() -> None:
+    (lead_a, sched_a), _b = _two("http://a:1")                # the store names a as b's leader too
+    app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
+    assert r.status_code == 503, r.text
+    assert "could not reach" not in r.json()["message"]             # no attempt to send it anywhere
+    assert r.json()["message"].startswith("this instance does not lead partition 'second'")

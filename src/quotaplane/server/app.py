@@ -178,10 +178,13 @@ class Service:
 
     def forward_target(self, scope: Scope) -> str | None:
         """The leader to relay this request to (see :mod:`quotaplane.server.forwarding`), or None."""
-        leadership = self.leadership
-        if self.forwarder is None or leadership is None:
+        leadership, forwarder = self.leadership, self.forwarder
+        if forwarder is None or leadership is None:
             return None
-        return forward_target(scope, is_leader=leadership.is_leader, leader_url=leadership.leader_url)
+        leader = forward_target(scope, is_leader=leadership.is_leader, leader_url=leadership.leader_url)
+        # the store may still name this instance while it stops leading (a failed round): answer
+        # here (503) rather than send the request to itself
+        return None if leader == forwarder.advertise else leader
 
     async def refresh_for_read(self, method: str, path: str) -> None:
         """With partitions led by several instances: before a request about ``/ws/…`` state that is
