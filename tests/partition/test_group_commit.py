@@ -61,6 +61,17 @@ def _restored(journal: Any) -> Scheduler:
     return Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
 
 
+def _assert_restores_from_its_snapshot(s: Scheduler, url: str) -> None:
+    """Closing ``s`` without a last snapshot and opening ``url`` again restores the same state from
+    the snapshot the group committer saved."""
+    state = s.partition("default").dump_state()
+    s.close(snapshot=False)
+    again = _restored(url)
+    assert again.restored_from["default"] == "snapshot"
+    assert again.partition("default").dump_state() == state
+    again.close()
+
+
 def test_a_change_is_not_durable_before_its_commit_and_many_share_one_transaction() -> None:
     j = GatedJournal()
     s = _scheduler(j)
@@ -320,12 +331,7 @@ def test_snapshots_are_taken_at_a_committed_seq_and_restore_the_same_state(tmp_p
     p.flush()
     assert p.snapshot_seq > 0
     assert p.snapshot_error is None
-    state = p.dump_state()
-    s.close(snapshot=False)
-    again = _restored(url)
-    assert again.restored_from["default"] == "snapshot"
-    assert again.partition("default").dump_state() == state
-    again.close()
+    _assert_restores_from_its_snapshot(s, url)
 
 
 def test_a_snapshot_written_in_the_background_is_the_state_at_its_seq_and_none_is_taken_meanwhile(
@@ -360,12 +366,7 @@ def test_a_snapshot_written_in_the_background_is_the_state_at_its_seq_and_none_i
     p.flush()
     assert len(held) == 1
     held.pop()()
-    state = p.dump_state()
-    s.close(snapshot=False)
-    again = _restored(url)
-    assert again.restored_from["default"] == "snapshot"
-    assert again.partition("default").dump_state() == state
-    again.close()
+    _assert_restores_from_its_snapshot(s, url)
 
 
 def test_cache_stamps_move_with_decisions_not_commits() -> None:
