@@ -97,6 +97,8 @@ class Scheduler:
         self._options = dict(partition_options or {})
         self._lock = threading.RLock()
         self._partitions: dict[str, Partition] = {}
+        #: one catch-up at a time per partition (:meth:`_bring_up_to_date`)
+        self._gates: dict[str, threading.Lock] = {}
         self._configs: dict[int, SchedulerConfig] = {}
         self._texts: dict[int, str] = {}
         self.config_seq = 0
@@ -356,14 +358,8 @@ class Scheduler:
         """
         with self._lock:
             self._read_configs()
-            applied = 0
-            for stream in self.journal.streams():
-                if stream == SCHEDULER_STREAM:
-                    continue
-                name = _partition_of(stream)
-                if name not in skip:
-                    applied += self._bring_up_to_date(name)
-            return applied
+            names = [_partition_of(s) for s in self.journal.streams() if s != SCHEDULER_STREAM]
+        return sum(self._bring_up_to_date(name) for name in names if name not in skip)
 
     def refresh(self, name: str) -> int:
         """Bring partition ``name``, led by another instance, up to what its stream holds now (its
@@ -372,7 +368,7 @@ class Scheduler:
         anywhere (issue 18: reads of a partition led elsewhere catch up first)."""
         with self._lock:
             self._read_configs()
-            return self._bring_up_to_date(name.lower())
+        return self._bring_up_to_date(name.lower())
 
     def _read_configs(self) -> None:
         """Read configurations written since the last read; the newest is the one in force. Call under
@@ -389,25 +385,33 @@ class Scheduler:
     def _bring_up_to_date(self, name: str) -> int:
         """Replay partition ``name``'s stream from its last seq, or restore it from its snapshot when it
         is unknown here, behind a compaction, or more than a snapshot interval behind (the snapshot is
-        then newer than what this copy holds, and replaying from it is shorter). Under the lock."""
+        then newer than what this copy holds, and replaying from it is shorter).
+
+        One catch-up per partition at a time (its gate), and not under the scheduler lock, which is
+        taken only to put a restored copy in place: a long replay on a worker thread must not hold up
+        the event loop's calls that list the partitions."""
         from quotaplane.journal import JournalCompactedError
 
-        stream = _stream_of(name)
-        p = self._partitions.get(name)
-        if p is not None:
-            head = self.journal.last_seq(stream)
-            if head <= p.last_seq:
+        with self._lock:
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:
+            stream = _stream_of(name)
+            p = self._partitions.get(name)
+            if p is not None:
+                head = self.journal.last_seq(stream)
+                if head <= p.last_seq:
+                    return 0
+                if head - p.last_seq <= self.snapshot_every:
+                    try:
+                        return p.replay(self.journal.read(stream, after=p.last_seq))
+                    except JournalCompactedError:
+                        pass
+            restored = self._restore_partition(stream)
+            if restored is None:
                 return 0
-            if head - p.last_seq <= self.snapshot_every:
-                try:
-                    return p.replay(self.journal.read(stream, after=p.last_seq))
-                except JournalCompactedError:
-                    pass
-        restored = self._restore_partition(stream)
-        if restored is None:
-            return 0
-        self._partitions[name] = restored
-        return max(0, restored.last_seq - (p.last_seq if p is not None else 0))
+            with self._lock:
+                self._partitions[name] = restored
+            return max(0, restored.last_seq - (p.last_seq if p is not None else 0))
 
     def follow(self, led: Collection[str]) -> None:
         """One round of an instance that leads only the partitions ``led`` (issue 18): read new
@@ -437,8 +441,7 @@ class Scheduler:
     def adopt(self, name: str) -> None:
         """This instance now leads partition ``name`` (it holds its lease): bring it to the end of its
         stream first, so the first change decided here follows the last one its previous leader made."""
-        with self._lock:
-            self._bring_up_to_date(name)
+        self._bring_up_to_date(name)
 
     # ------------------------------------------------------------------------------------------------
     # access

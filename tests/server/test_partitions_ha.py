@@ -400,3 +400,48 @@ def test_a_write_is_not_relayed_to_this_instance_itself() -> None:
     assert r.status_code == 503, r.text
     assert "could not reach" not in r.json()["message"]             # no attempt to send it anywhere
     assert r.json()["message"].startswith("this instance does not lead partition 'second'")
+
+
+class _SlowReads(MemoryJournal):
+    """A memory journal whose reads of partition ``second`` wait for ``go`` once ``hold`` is set."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.hold = False
+        self.go = threading.Event()
+        self.waiting = threading.Event()
+
+    def read(self, stream: str, after: int = 0):  # type: ignore[no-untyped-def]
+        if self.hold and stream == "second":
+            self.waiting.set()
+            assert self.go.wait(10)
+        return super().read(stream, after)
+
+
+def test_a_long_catch_up_does_not_hold_the_scheduler_and_runs_once_per_partition() -> None:
+    clock = Clock()
+    journal = _SlowReads(clock)
+    lead_a, sched_a = _instance(journal, "http://a:1", ["default"])
+    lead_b, sched_b = _instance(journal, "http://b:2", ["second"])
+    lead_a.step(sched_a)
+    lead_b.step(sched_b)
+    for i in range(5):
+        _seed(sched_b, "second", f"k{i}")
+    journal.hold = True
+    results: list[int] = []
+    refreshers = [threading.Thread(target=lambda: results.append(sched_a.refresh("second")))
+                  for _ in range(2)]
+    for t in refreshers:
+        t.start()
+    assert journal.waiting.wait(5)                   # one refresh is inside its (slow) read
+    listed: list[object] = []
+    lister = threading.Thread(target=lambda: listed.append(sched_a.partitions()))
+    lister.start()
+    lister.join(2)
+    assert listed, "listing the partitions waited for the catch-up"
+    journal.go.set()
+    for t in refreshers:
+        t.join(10)
+    assert sorted(results) == [0, sum(results)] and sum(results) > 0     # applied once, not twice
+    assert _keys(sched_a, "second") == {f"k{i}" for i in range(5)}
+    assert sched_a.partition("second").last_seq == journal.last_seq("second")
