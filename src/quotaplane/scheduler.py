@@ -92,7 +92,8 @@ class Scheduler:
         self.snapshot_every = snapshot_every
         self.holder = holder
         #: the partitions this instance writes (issue 18: partitions led by several instances); the
-        #: others are followed by replaying their streams (:meth:`follow`). Default: every one.
+        #: others are brought up to date when read or taken over (:meth:`refresh`, :meth:`adopt`).
+        #: Default: every one.
         self.leads: Callable[[str], bool] = leads if leads is not None else _every
         self._options = dict(partition_options or {})
         self._lock = threading.RLock()

@@ -103,7 +103,7 @@ def build_scheduler(config_text: str | None, store: str | None, *, holder: str |
             kwargs["leads"] = leads
         every = os.environ.get("QUOTAPLANE_SNAPSHOT_EVERY", "").strip()
         if every:
-            # Events between partition snapshots: larger = fewer (synchronous) snapshot pauses on the
+            # Events between partition snapshots: larger = fewer snapshot captures and writes on the
             # write path, longer restarts.
             kwargs["snapshot_every"] = int(every)
         return scheduler_cls.from_yaml(text, **kwargs)
