@@ -445,3 +445,13 @@ def test_a_long_catch_up_does_not_hold_the_scheduler_and_runs_once_per_partition
     assert sorted(results) == [0, sum(results)] and sum(results) > 0     # applied once, not twice
     assert _keys(sched_a, "second") == {f"k{i}" for i in range(5)}
     assert sched_a.partition("second").last_seq == journal.last_seq("second")
+
+
+def test_a_leader_advertised_at_an_unusable_url_is_a_503_naming_it() -> None:
+    (lead_a, sched_a), (_lead_b, sched_b) = _two("http://b:notaport")
+    with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
+    assert r.status_code == 503, r.text
+    assert r.json()["leader"] == "http://b:notaport"
+    assert not sched_b.partition("second").nodes()

@@ -198,10 +198,13 @@ class Forwarder:
 
     async def _exchange(self, leader: str, method: str, target: str, headers: list[tuple[bytes, bytes]],
                         body: bytes) -> _Answer:
-        url = urlsplit(leader)
+        try:
+            url = urlsplit(leader)
+            port = url.port or (443 if url.scheme == "https" else 80)
+        except ValueError as exc:                       # a bad port in the advertised URL
+            raise _NotSent(f"not a usable URL: {leader!r} ({exc})") from exc
         if url.scheme not in ("http", "https") or not url.hostname:
             raise _NotSent(f"not an http(s) URL: {leader!r}")
-        port = url.port or (443 if url.scheme == "https" else 80)
         key = (url.scheme, url.hostname, port)
         reader, writer = await self._connection(key)
         netloc = url.netloc.rsplit("@", 1)[-1].encode("ascii")
