@@ -12,13 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 import quotaplane as qp
 from quotaplane.client import AccessDeniedError, AsyncClient, BadRequestError, Client, UnavailableError
 from quotaplane.server.app import create_app
 from quotaplane.server.auth import Tokens
-from tests.kube.emulator import free_port
+from tests.live_server import LiveServer
 
 CONFIG = """
 partitions:
@@ -33,23 +32,11 @@ partitions:
 SUE = qp.UserGroup("sue", ("dev",))
 
 
-class _Server:
-    def __init__(self, scheduler: qp.Scheduler, port: int | None = None, **kw: Any) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        # as `quotaplane serve`: open event streams are cut at shutdown (there after 5 s)
-        self.server = uvicorn.Server(uvicorn.Config(create_app(scheduler, **kw), host="127.0.0.1",
-                                                    port=self.port, log_level="warning",
-                                                    timeout_graceful_shutdown=1))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
+class _Server(LiveServer):
+    """The service over ``scheduler`` (``create_app`` keywords in ``kw``) on a real port."""
 
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+    def __init__(self, scheduler: qp.Scheduler, port: int | None = None, **kw: Any) -> None:
+        super().__init__(create_app(scheduler, **kw), port)
 
 
 @pytest.fixture

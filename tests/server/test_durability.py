@@ -10,7 +10,7 @@ import asyncio
 import threading
 
 import quotaplane as qp
-from quotaplane.group_commit import CommitFailedError, reset_marks
+from quotaplane.group_commit import CommitFailedError, GroupCommit, reset_marks
 from quotaplane.journal import MemoryJournal
 from quotaplane.server.durability import CommitBarrier, partition_of_path
 from tests.partition.helpers import CONFIG, Clock
@@ -23,6 +23,14 @@ def _partition(journal: MemoryJournal) -> tuple[qp.Scheduler, qp.Partition]:
     p.add_node("n1", {"vcore": 10**6})
     p.add_application("app", qp.UserGroup("bob", ["ops"]), queue="root.b")
     return s, p
+
+
+def _on_this_loop(p: qp.Partition) -> GroupCommit:
+    """Start ``p``'s group commit owned by the running event loop, as the service does."""
+    loop = asyncio.get_running_loop()
+    group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
+    assert group is not None
+    return group
 
 
 def test_the_partition_of_a_path() -> None:
@@ -38,9 +46,7 @@ def test_a_change_waits_for_its_commit_and_a_read_for_everything_before_it() -> 
     barrier = CommitBarrier(lambda: s)
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
-        assert group is not None
+        group = _on_this_loop(p)
         epochs = barrier.epochs("/ws/v1/partition/default/allocations")
         p.allocate("app", "k1", {"vcore": 1})
         assert group.durable < group.submitted
@@ -66,9 +72,7 @@ def test_a_failed_commit_answers_503_to_the_change_and_to_a_read_served_meanwhil
     barrier = CommitBarrier(lambda: s)
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident())
-        assert group is not None
+        _on_this_loop(p)
         read = barrier.epochs("/ws/v1/partition/default/queues")      # a read that saw …
         reset_marks()
         change = barrier.epochs("/ws/v1/partition/default/allocations")

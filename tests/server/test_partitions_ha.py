@@ -10,14 +10,12 @@ change made on one instance reaches the partition the other leads.
 
 from __future__ import annotations
 
-import socket
 import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 import quotaplane as qp
@@ -25,6 +23,8 @@ from quotaplane.journal import MemoryJournal
 from quotaplane.server.app import create_app
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config
+from tests.kube.emulator import free_port
+from tests.live_server import LiveServer
 
 CONFIG = """
 partitions:
@@ -199,7 +199,6 @@ def test_a_failed_round_stops_writing_and_the_next_one_takes_the_partition_again
 
 
 def test_history_samples_only_the_partitions_led_here() -> None:
-    import time
 
     _clock, _journal, (lead_a, sched_a), (_lead_b, sched_b) = _setup()
     _seed(sched_a, "default", "k-a")
@@ -215,29 +214,6 @@ def test_history_samples_only_the_partitions_led_here() -> None:
         r = c.get("/ws/v1/history/containers")
     assert r.status_code == 200, r.text
     assert r.json() and all(int(x["totalContainers"]) == 1 for x in r.json())   # its own: k-a
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class _Live:
-    """An ASGI app served by uvicorn on ``port``, in a thread (the leader a relay talks to)."""
-
-    def __init__(self, app: object, port: int) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,  # type: ignore[arg-type]
-                                                    log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 class _Raw(socketserver.ThreadingTCPServer):
@@ -297,9 +273,9 @@ def _two(b_url: str) -> tuple[Instance, Instance]:
 
 @pytest.fixture
 def live_b() -> Iterator[tuple[Instance, Instance]]:
-    port = _free_port()
+    port = free_port()
     a, b = _two(f"http://127.0.0.1:{port}")
-    server = _Live(create_app(b[1], leadership=b[0], timeouts_interval=3600), port)
+    server = LiveServer(create_app(b[1], leadership=b[0], timeouts_interval=3600), port, lifespan="off")
     yield a, b
     server.stop()
 
@@ -346,7 +322,7 @@ def test_a_relayed_request_is_never_relayed_again(
 
 
 def test_an_unreachable_leader_is_a_503_naming_it_and_nothing_changes() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"                  # nobody listens there
+    url = f"http://127.0.0.1:{free_port()}"                  # nobody listens there
     (lead_a, sched_a), (_lead_b, sched_b) = _two(url)
     with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
                     raise_server_exceptions=False) as c:
