@@ -10,11 +10,13 @@ change made on one instance reaches the partition the other leads.
 
 from __future__ import annotations
 
+import asyncio
 import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -55,7 +57,7 @@ class Clock:
         return self.now
 
 
-def _instance(journal: MemoryJournal, url: str, partitions: list[str]
+def _instance(journal: MemoryJournal, url: str, partitions: list[str], interval: float = 1.0
               ) -> tuple[PartitionLeadership, qp.Scheduler]:
     def build(holder: str, leads: Callable[[str], bool], config_leader: bool) -> qp.Scheduler:
         text = CONFIG if config_leader else journalled_config(journal)
@@ -63,7 +65,7 @@ def _instance(journal: MemoryJournal, url: str, partitions: list[str]
         return qp.Scheduler.from_yaml(text, store=journal, holder=holder, leads=leads)
 
     lead = PartitionLeadership(journal, advertise=url, partitions=partitions, build=build, ttl=TTL,
-                               interval=1.0)
+                               interval=interval)
     return lead, lead.initial()
 
 
@@ -308,22 +310,86 @@ def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_i
     assert list(sched_a.partition("default").nodes()) == ["n9"]
 
 
-def test_a_relayed_request_is_never_relayed_again(
-        live_b: tuple[Instance, Instance]) -> None:
-    (lead_a, sched_a), (lead_b, sched_b) = live_b
+def test_a_request_is_relayed_at_most_twice_with_the_instances_it_passed_through() -> None:
+    leader = _Raw(b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n"
+                  b"content-length: 2\r\n\r\n{}")
+    (lead_a, sched_a), (lead_b, _sched_b) = _two(leader.url)
     app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
     with TestClient(app, raise_server_exceptions=False) as c:
+        # relayed once already (a hand-over: the old leader passes it on): relayed a second time
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}},
                   headers={"X-Quotaplane-Forwarded": "http://c:3"})
+        assert r.status_code == 201, r.text
+        assert b"x-quotaplane-forwarded: http://c:3, http://a:1\r\n" in leader.requests[-1]
+        # relayed twice: answered here, never sent on
+        r = c.put("/ws/v1/partition/second/node/n2", json={"capacity": {"vcore": 10}},
+                  headers={"X-Quotaplane-Forwarded": "http://c:3, http://d:4"})
         assert r.status_code == 503, r.text
         assert r.json()["leader"] == lead_b.advertise
-        assert app.state.service.forwarder.forwarded == 0
-    assert not sched_b.partition("second").nodes()
+        assert len(leader.requests) == 1 and app.state.service.forwarder.forwarded == 1
+
+
+def test_a_write_during_a_hand_back_waits_for_the_new_leader_instead_of_failing() -> None:
+    """a leads `second` (b was not up) and is written through; b starts and claims it; a hands it
+    back while writes for it arrive through both instances. Between a's release and b's take-over
+    nobody leads it: every write waits or is relayed, none fails, all are on the new leader."""
+    journal = MemoryJournal(clock=Clock())
+    port_a, port_b = free_port(), free_port()
+    lead_a, sched_a = _instance(journal, f"http://127.0.0.1:{port_a}", ["default"], interval=0.3)
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default", "second"}                 # b is not up: a took `second` too
+    p = sched_a.partition("second")
+    p.add_node("n1", {"vcore": 10**6})
+    p.add_application("app", qp.UserGroup("sue", []), queue="root.a")
+    server_a = LiveServer(create_app(sched_a, leadership=lead_a, timeouts_interval=3600), port_a)
+    servers = [server_a]
+    answers: list[tuple[str, int, str]] = []
+    before_b: list[str] = []                                       # answered while a still led
+
+    def write(url: str, tag: str) -> None:
+        after = 0
+        with httpx.Client(base_url=url, timeout=10) as c:
+            for i in range(3000):
+                body = {"applicationID": "app", "allocationKey": f"{tag}{i}", "resource": {"vcore": 1}}
+                r = c.post("/ws/v1/partition/second/allocations", json=body)
+                answers.append((f"{tag}{i}", r.status_code, r.text))
+                if lead_a.is_leader("second"):
+                    before_b.append(f"{tag}{i}")
+                elif not lead_a.is_leader("second") and lead_b_box and lead_b_box[0].is_leader("second"):
+                    after += 1
+                    if after > 40:
+                        return
+
+    lead_b_box: list[PartitionLeadership] = []
+    try:
+        threads = [threading.Thread(target=write, args=(server_a.url, "a"))]
+        threads[0].start()
+        deadline = time.monotonic() + 10
+        while len(answers) < 20 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        lead_b, sched_b = _instance(journal, f"http://127.0.0.1:{port_b}", ["second"], interval=0.3)
+        assert lead_b.successor("second") and not lead_b.is_leader("second")
+        lead_b_box.append(lead_b)
+        servers.append(LiveServer(create_app(sched_b, leadership=lead_b, timeouts_interval=3600), port_b))
+        threads.append(threading.Thread(target=write, args=(servers[1].url, "b")))
+        threads[1].start()
+        for t in threads:
+            t.join(30)
+        led = lead_a.led(), lead_b.led()
+    finally:
+        for server in servers:
+            server.stop()
+    failed = [x for x in answers if x[1] != 201]
+    assert not failed, failed[:5]
+    assert led == ({"default"}, {"second"})                             # the hand-back happened
+    assert len(before_b) >= 20 and len(answers) > len(before_b) + 40    # … while writes went on
+    assert _keys(sched_b, "second") == {key for key, _, _ in answers}   # all there, on the leader
 
 
 def test_an_unreachable_leader_is_a_503_naming_it_and_nothing_changes() -> None:
     url = f"http://127.0.0.1:{free_port()}"                  # nobody listens there
     (lead_a, sched_a), (_lead_b, sched_b) = _two(url)
+    lead_a.hold = 0.3                                          # tried again for 0.3 s, then 503
     with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
                     raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
@@ -368,8 +434,43 @@ def test_the_relay_reuses_its_connection_and_reads_chunked_answers() -> None:
     assert len(leader.requests) == 3 and leader.connections == 1      # one kept-alive connection
 
 
+def test_a_write_for_a_leader_that_is_not_listening_yet_waits_for_it() -> None:
+    """The leader holds the lease but does not listen yet (it is starting: the claim and the lease
+    come before the port is bound). Nothing was sent, so the relay tries again after the next
+    rounds, within ``hold``, and the write lands there."""
+    port = free_port()
+    (lead_a, sched_a), (lead_b, sched_b) = _two(f"http://127.0.0.1:{port}")
+    servers: list[LiveServer] = []
+    starter = threading.Timer(0.4, lambda: servers.append(
+        LiveServer(create_app(sched_b, leadership=lead_b, timeouts_interval=3600), port, lifespan="off")))
+    try:
+        with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
+                        raise_server_exceptions=False) as c:
+            starter.start()
+            r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
+    finally:
+        starter.join()
+        for server in servers:
+            server.stop()
+    assert r.status_code == 201, r.text
+    assert list(sched_b.partition("second").nodes()) == ["n1"]
+
+
+def test_a_round_asked_for_comes_before_its_interval_and_none_without_the_rounds() -> None:
+    clock = Clock()
+    journal = MemoryJournal(clock=clock)
+    lead, sched = _instance(journal, "http://a:1", ["default"], interval=3.0)
+    with TestClient(create_app(sched, leadership=lead, timeouts_interval=3600)) as c:
+        start = lead._rounds_started
+        assert c.portal.call(lead.next_round, 2.0)                  # hurried: not 3 s away
+        assert lead._rounds_started > start
+    lead2, _ = _instance(journal, "http://b:2", ["second"])
+    assert asyncio.run(lead2.next_round(0.5)) is False              # its rounds are not running
+
+
 def test_a_write_is_not_relayed_to_this_instance_itself() -> None:
     (lead_a, sched_a), _b = _two("http://a:1")                # the store names a as b's leader too
+    lead_a.hold = 0.3                                          # waits 0.3 s for another, then 503
     app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
@@ -425,6 +526,7 @@ def test_a_long_catch_up_does_not_hold_the_scheduler_and_runs_once_per_partition
 
 def test_a_leader_advertised_at_an_unusable_url_is_a_503_naming_it() -> None:
     (lead_a, sched_a), (_lead_b, sched_b) = _two("http://b:notaport")
+    lead_a.hold = 0.3
     with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
                     raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})

@@ -18,7 +18,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,7 +32,8 @@ from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import install_error_handlers
-from quotaplane.server.forwarding import Forwarder, forward_target
+from quotaplane.server.forwarding import MAX_HOPS, Forwarder, hops, leader_write
+from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.metrics import Metrics
 from quotaplane.server.outer import App, Outer, Scope
@@ -42,9 +43,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.partition import Partition
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.ha import Leadership
-    from quotaplane.server.ha_partitions import PartitionLeadership
 
 __all__ = ["CLUSTER_ID", "Service", "create_app"]
+
+#: the scope key of a write admitted for a partition led here (partitions on several instances)
+_ADMITTED = "quotaplane.admitted"
 
 #: the ``clusterId`` YuniKorn's partition answers carry (there, the resource manager's id)
 CLUSTER_ID = "quotaplane"
@@ -174,17 +177,72 @@ class Service:
     @property
     def is_partitioned(self) -> bool:
         """True when partitions are led by several instances (``serve --partitions``)."""
-        return self.leadership is not None and hasattr(self.leadership, "led")
+        return isinstance(self.leadership, PartitionLeadership)
 
-    def forward_target(self, scope: Scope) -> str | None:
-        """The leader to relay this request to (see :mod:`quotaplane.server.forwarding`), or None."""
+    async def relay_target(self, scope: Scope) -> str | None:
+        """The leader to relay this request to (see :mod:`quotaplane.server.forwarding`), or None to
+        answer it here. A write answered here for a partition led here is admitted
+        (:meth:`PartitionLeadership.enter`; :meth:`done` ends it), so a hand-back waits for it.
+        During a hand-over nobody leads the partition for a moment: a write then waits for the
+        rounds (at most the leadership's ``hold``) instead of being refused — here, until this
+        instance leads it, when it was relayed here because this one takes it next."""
         leadership, forwarder = self.leadership, self.forwarder
-        if forwarder is None or leadership is None:
+        if forwarder is None or not isinstance(leadership, PartitionLeadership) or not leader_write(scope):
             return None
-        leader = forward_target(scope, is_leader=leadership.is_leader, leader_url=leadership.leader_url)
-        # the store may still name this instance while it stops leading (a failed round): answer
-        # here (503) rather than send the request to itself
-        return None if leader == forwarder.advertise else leader
+        partition = partition_of_path(scope["path"])
+        if self._admit(leadership, scope, partition):
+            return None
+        relayed = hops(scope)
+        if relayed and leadership.successor(partition):
+            await leadership.settle(partition, here=True)
+            self._admit(leadership, scope, partition)
+            return None
+        if not leadership.settled(partition):
+            await leadership.settle(partition)
+        if self._admit(leadership, scope, partition):
+            return None
+        leader = leadership.leader_url(partition)
+        # relayed enough, or not to itself (the store may still name this instance while it stops
+        # leading): answered here, 503 with the leader
+        if leader is None or leader == forwarder.advertise or relayed >= MAX_HOPS:
+            return None
+        return leader
+
+    def rerouter(self, scope: Scope) -> Callable[[str], Awaitable[str | None]] | None:
+        """For a write being relayed: after its leader could not be reached, wait for the next
+        leadership rounds (at most the leadership's ``hold`` in all) and name the leader to try
+        next — the same one when it is starting or restarting — or None to answer 503."""
+        leadership, forwarder = self.leadership, self.forwarder
+        if forwarder is None or not isinstance(leadership, PartitionLeadership):
+            return None
+        partition = partition_of_path(scope["path"])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + leadership.hold
+
+        async def reroute(unreachable: str) -> str | None:
+            while await leadership.next_round(deadline - loop.time()):
+                if leadership.is_leader(partition):
+                    return None          # led here by now: this request is answered 503 here
+                leader = leadership.leader_url(partition)
+                if leader is not None and leader != forwarder.advertise:
+                    return leader
+            return None
+
+        return reroute
+
+    @staticmethod
+    def _admit(leadership: PartitionLeadership, scope: Scope, partition: str | None) -> bool:
+        if not leadership.enter(partition):
+            return False
+        if partition is not None:
+            scope[_ADMITTED] = partition
+        return True
+
+    def done(self, scope: Scope) -> None:
+        """The request was answered: end the admission :meth:`relay_target` made, if any."""
+        partition = scope.get(_ADMITTED)
+        if partition is not None and isinstance(self.leadership, PartitionLeadership):
+            self.leadership.leave(partition)
 
     async def refresh_for_read(self, method: str, path: str) -> None:
         """With partitions led by several instances: before a request about ``/ws/…`` state that is
@@ -194,7 +252,7 @@ class Service:
         all the others), so this is where they catch up, and a read through any instance sees every
         change acknowledged before it. On the loop's thread; the replay runs on a worker thread."""
         leadership = self.leadership
-        if (leadership is None or not hasattr(leadership, "led") or not path.startswith("/ws/")
+        if (not isinstance(leadership, PartitionLeadership) or not path.startswith("/ws/")
                 or is_exempt(path)):
             return
         scheduler = self._scheduler

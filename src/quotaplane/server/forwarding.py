@@ -8,9 +8,14 @@ partition's stream (:meth:`quotaplane.server.app.Service.refresh_for_read`).
 
 Rules:
 
-* **One hop.** The forwarded request carries ``X-Quotaplane-Forwarded``; an instance that receives
-  such a request for a partition it does not lead (the lease moved meanwhile) answers it 503 with the
-  leader, as it answers any write it does not lead — no request travels in a circle.
+* **At most two hops.** The forwarded request carries ``X-Quotaplane-Forwarded``, the instances it
+  passed through. Two relays cover a hand-over: a write relayed to the old leader just after it
+  handed the partition back is passed on to the new one, which waits until it has taken the
+  partition. An instance that receives a request relayed :data:`MAX_HOPS` times answers it itself
+  (503 with the leader when it does not lead) — no request travels in circles.
+* **No leader for a moment** (a hand-over: released by one, not yet taken by the other): the write
+  waits for the hurried leadership rounds, at most the leadership's ``hold``, instead of a 503
+  (:meth:`quotaplane.server.app.Service.relay_target`).
 * **The leader's answer is the answer.** Status, body and the headers a client acts on
   (``Content-Type``, ``Retry-After``) are relayed as they are; the leader sent them only once the
   change was durable (S1).
@@ -36,7 +41,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from starlette.types import Receive, Scope, Send
@@ -45,7 +50,7 @@ from quotaplane.errors import NotLeaderError
 from quotaplane.server.durability import partition_of_path
 from quotaplane.server.errors import error_response, exception_response
 
-__all__ = ["FORWARDED_HEADER", "Forwarder", "forward_target"]
+__all__ = ["FORWARDED_HEADER", "MAX_HOPS", "Forwarder", "forward_target", "hops", "leader_write"]
 
 _log = logging.getLogger("quotaplane.server")
 
@@ -70,23 +75,40 @@ MAX_IDLE = 64
 
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
+#: how many times a request may be relayed: twice covers a hand-over (relayed to the old leader,
+#: which hands it on to the new one); a request relayed that often is answered where it arrives
+MAX_HOPS = 2
+
+
+def leader_write(scope: Scope) -> bool:
+    """True for a request only a leader applies: a write (not GET/HEAD/OPTIONS) to a partition
+    (``/ws/v1/partition/{name}/…``) or to the configuration (``/ws/v1/config``)."""
+    if scope["method"] in _READS:
+        return False
+    path = scope["path"]
+    return path == "/ws/v1/config" or partition_of_path(path) is not None
+
+
+def hops(scope: Scope) -> int:
+    """How many instances relayed this request so far (the URLs in ``X-Quotaplane-Forwarded``)."""
+    return sum(len(value.split(b",")) for key, value in scope["headers"] if key == FORWARDED_HEADER)
+
+
+def _via(scope: Scope) -> bytes:
+    """The instances this request came through (``X-Quotaplane-Forwarded``), empty if none."""
+    return b", ".join(value for key, value in scope["headers"] if key == FORWARDED_HEADER)
+
 
 def forward_target(scope: Scope, *, is_leader: Callable[[str | None], bool],
                    leader_url: Callable[[str | None], str | None]) -> str | None:
     """The leader's URL when this request should be forwarded to it, else None: a write to a
     partition (or to the configuration) that this instance does not lead, not forwarded already,
     whose leader is known."""
-    if scope["method"] in _READS:
+    if not leader_write(scope):
         return None
-    path = scope["path"]
-    partition = partition_of_path(path)
-    if partition is None and path != "/ws/v1/config":
-        return None
-    if is_leader(partition):
-        return None
-    for key, _ in scope["headers"]:
-        if key == FORWARDED_HEADER:
-            return None                  # one hop: answered here (503 with the leader)
+    partition = partition_of_path(scope["path"])
+    if is_leader(partition) or hops(scope) >= MAX_HOPS:
+        return None                      # relayed enough: answered here
     return leader_url(partition)
 
 
@@ -197,7 +219,7 @@ class Forwarder:
             conn[1].close()
 
     async def _exchange(self, leader: str, method: str, target: str, headers: list[tuple[bytes, bytes]],
-                        body: bytes) -> _Answer:
+                        body: bytes, via: bytes) -> _Answer:
         try:
             url = urlsplit(leader)
             port = url.port or (443 if url.scheme == "https" else 80)
@@ -211,7 +233,8 @@ class Forwarder:
         path = url.path.rstrip("/").encode("latin-1") + target.encode("latin-1")
         request = [method.encode("ascii"), b" ", path, b" HTTP/1.1\r\nhost: ", netloc,
                    b"\r\ncontent-length: ", str(len(body)).encode("ascii"), b"\r\n",
-                   FORWARDED_HEADER, b": ", self.advertise.encode("latin-1"), b"\r\n"]
+                   FORWARDED_HEADER, b": ", (via + b", ") if via else b"", self.advertise.encode("latin-1"),
+                   b"\r\n"]
         for name, value in headers:
             request += [name, b": ", value, b"\r\n"]
         request += [b"\r\n", body]
@@ -230,8 +253,11 @@ class Forwarder:
             writer.close()
         return answer
 
-    async def forward(self, leader: str, scope: Scope, receive: Receive, send: Send) -> int:
-        """Send this request to ``leader`` and relay its answer; returns the status answered."""
+    async def forward(self, leader: str, scope: Scope, receive: Receive, send: Send,
+                      reroute: Callable[[str], Awaitable[str | None]] | None = None) -> int:
+        """Send this request to ``leader`` and relay its answer; returns the status answered.
+        ``reroute(leader)``, when the leader could not be reached (nothing was sent): the leader to
+        try next, once the leadership rounds have looked again (None: give up, answer 503)."""
         chunks: list[bytes] = []
         more = True
         while more:
@@ -245,8 +271,19 @@ class Forwarder:
         if query:
             target += "?" + query.decode("latin-1")
         headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
+        body, via = b"".join(chunks), _via(scope)
         try:
-            answer = await self._exchange(leader, scope["method"], target, headers, b"".join(chunks))
+            while True:
+                try:
+                    answer = await self._exchange(leader, scope["method"], target, headers, body, via)
+                    break
+                except _NotSent:
+                    # nothing was sent: safe to try again where the rounds now say (a leader that is
+                    # starting or restarting, a hand-over under way)
+                    nxt = await reroute(leader) if reroute is not None else None
+                    if nxt is None:
+                        raise
+                    leader = nxt
         except _NotSent as exc:
             # never reached the leader: nothing changed anywhere — the answer without forwarding
             _log.warning("could not forward %s %s to the leader %s: %s", scope["method"], scope["path"],

@@ -45,13 +45,24 @@ _log = logging.getLogger("quotaplane.server.ha")
 LEASE_STREAM = "scheduler"
 
 
+#: the shortest time between two rounds, even when writes keep asking for one
+MIN_ROUND_SPACING = 0.05
+
+
 class LeaseRounds(abc.ABC):
     """The background task of a leadership: a round every ``interval`` seconds from the app's start
-    to its stop, which releases the leases. Subclasses give the round and what a failed one means."""
+    to its stop, which releases the leases. Subclasses give the round and what a failed one means.
+
+    A round can be asked for early (:meth:`hurry`): a write that finds no leader for its partition
+    waits for the next rounds (:meth:`next_round`) rather than being refused during a hand-over."""
 
     interval: float
     _task: asyncio.Task[None] | None
     _service: Service | None
+    _wake: asyncio.Event | None = None
+    _round_done: asyncio.Event | None = None
+    _rounds_started = 0
+    _rounds_ended = 0
 
     @abc.abstractmethod
     async def _round(self, service: Service) -> None:
@@ -65,9 +76,15 @@ class LeaseRounds(abc.ABC):
     def release(self) -> None:
         """Give up every lease."""
 
+    def _next_delay(self) -> float:
+        """Seconds from the end of a round to the start of the next one (unless hurried)."""
+        return self.interval
+
     async def start(self, service: Service) -> None:
         """Start the background task (called by the app's lifespan)."""
         self._service = service
+        self._wake = asyncio.Event()
+        self._round_done = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"quotaplane-{type(self).__name__}")
 
     async def stop(self) -> None:
@@ -79,10 +96,37 @@ class LeaseRounds(abc.ABC):
             self._task = None
         await asyncio.to_thread(self.release)
 
+    def hurry(self) -> None:
+        """Start the next round now (or ``MIN_ROUND_SPACING`` seconds after the last one ended, or
+        when the one under way ends). On the loop."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def next_round(self, timeout: float) -> bool:
+        """Wait until a round that starts after this call has ended (it has read the store since);
+        False when ``timeout`` seconds passed first or the rounds are not running. On the loop."""
+        if self._task is None or self._round_done is None:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wanted = self._rounds_started + 1
+        self.hurry()
+        while self._rounds_ended < wanted:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._round_done is None:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._round_done.wait()), remaining)
+        return True
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            start = time.monotonic()
+            start = loop.time()
             service = self._service
+            if self._wake is not None:
+                self._wake.clear()          # a hurry from now on asks for the round after this one
+            self._rounds_started += 1
             try:
                 if service is None:
                     raise RuntimeError("leadership loop started without a service")
@@ -92,8 +136,15 @@ class LeaseRounds(abc.ABC):
             except Exception:
                 _log.exception("leadership round failed")
                 self._round_failed()
-            elapsed = time.monotonic() - start
-            await asyncio.sleep(max(0.05, self.interval - elapsed))
+            self._rounds_ended = self._rounds_started
+            done, self._round_done = self._round_done, asyncio.Event()
+            if done is not None:
+                done.set()
+            await asyncio.sleep(MIN_ROUND_SPACING)
+            wake, remaining = self._wake, self._next_delay() - (loop.time() - start)
+            if wake is not None and not wake.is_set() and remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), remaining)
 
 
 class Leadership(LeaseRounds):

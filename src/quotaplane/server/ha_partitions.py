@@ -70,7 +70,7 @@ class PartitionLeadership(LeaseRounds):
 
     def __init__(self, lease_journal: Journal, *, advertise: str, partitions: Collection[str],
                  build: Callable[[str, Callable[[str], bool], bool], Scheduler],
-                 ttl: float = 5.0, interval: float = 1.0) -> None:
+                 ttl: float = 5.0, interval: float = 1.0, hold: float | None = None) -> None:
         if ttl <= interval:
             raise ValueError("the lease ttl must be longer than the renewal interval")
         self.journal = lease_journal
@@ -79,6 +79,16 @@ class PartitionLeadership(LeaseRounds):
         self.ttl = ttl
         self.interval = interval
         self.preferred = frozenset(p.lower() for p in partitions)
+        #: how long a write waits for its partition to have a leader (a hand-over under way)
+        self.hold = 2 * interval if hold is None else hold
+        #: the partitions whose claim this instance holds but which another instance still leads:
+        #: handed back at that one's next round, so the rounds here come faster until they are taken
+        self._pending: frozenset[str] = frozenset()
+        #: partitions being handed back: still led (the writes already admitted finish here), but
+        #: new writes go to the claimant
+        self._draining: frozenset[str] = frozenset()
+        #: writes admitted here and not answered yet, per partition (counted on the loop)
+        self._inflight: dict[str, int] = {}
         self._build = build
         self._led: frozenset[str] = frozenset()
         self._config_leader = False
@@ -101,32 +111,78 @@ class PartitionLeadership(LeaseRounds):
 
     def leader_url(self, partition: str | None = None) -> str | None:
         """The advertised URL of the instance leading ``partition`` (None: the configuration), as
-        read at the last round (it asks the store only when that round saw no leader — a hand-over —
-        or did not see the partition): writes are relayed there, and this runs on the event loop."""
-        if self.is_leader(partition):
-            return self.advertise
+        read at the last round (None: no leader then — a hand-over was under way); while this
+        instance hands a partition back, its claimant. Writes are relayed there; this runs on the
+        event loop, so it never asks the store itself."""
         key = None if partition is None else partition.lower()
-        known = self._leaders.get(key)
-        # unknown at the last round (a hand-over was under way): ask the store, it may know by now
-        return known if known is not None else self._read_leader(key)
+        if self.is_leader(partition) and key not in self._draining:
+            return self.advertise
+        return self._leaders.get(key)
 
-    def _read_leader(self, partition: str | None) -> str | None:
+    def enter(self, partition: str | None) -> bool:
+        """Admit a write for ``partition`` (None: the configuration) here: True when this instance
+        leads it and is not handing it back. An admitted write of a partition is counted until
+        :meth:`leave`, and a hand-back waits for it to be answered. On the loop."""
+        if partition is None:
+            return self._config_leader
+        key = partition.lower()
+        if key not in self._led or key in self._draining:
+            return False
+        self._inflight[key] = self._inflight.get(key, 0) + 1
+        return True
+
+    def leave(self, partition: str) -> None:
+        """The write admitted by :meth:`enter` was answered. On the loop."""
+        key = partition.lower()
+        left = self._inflight.get(key, 0) - 1
+        if left > 0:
+            self._inflight[key] = left
+        else:
+            self._inflight.pop(key, None)
+
+    def successor(self, partition: str | None) -> bool:
+        """True when this instance holds the claim on ``partition`` but another one still leads it:
+        it takes the partition at its next round after that one hands it back."""
+        return partition is not None and partition.lower() in self._pending
+
+    def settled(self, partition: str | None) -> bool:
+        """True when a write for ``partition`` (None: the configuration) can be served here or
+        relayed now: this instance leads it (and is not handing it back), or the instance to relay
+        to is known."""
+        leader = self.leader_url(partition)
+        return leader is not None and (leader != self.advertise or self.is_leader(partition))
+
+    async def settle(self, partition: str | None, *, here: bool = False) -> None:
+        """Wait, up to :attr:`hold` seconds, until ``partition`` is :meth:`settled` (``here``: until
+        this instance leads it). During a hand-over — the old leader released it, the new one takes
+        it at its next round — a write waits for the rounds, hurried, instead of being refused."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.hold
+        while not (self.is_leader(partition) if here else self.settled(partition)):
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.next_round(remaining):
+                return
+
+    def _read_leader(self, partition: str | None, claimant: bool = False) -> str | None:
         stream = LEASE_STREAM if partition is None else _stream(partition)
         try:
-            holder = self.journal.lease_holder(stream)
+            holder = self.journal.lease_holder(CLAIM_PREFIX + stream if claimant else stream)
         except Exception:
             return None
         return str(holder).split("#", 1)[0] if holder else None
 
     # -- rounds (blocking; run in a thread from the loop) --------------------------------------------
-    def _wanted(self, names: Collection[str]) -> set[str]:
-        """The partitions to hold after this round (claims renewed, hand-backs released)."""
+    def _wanted(self, names: Collection[str]) -> tuple[set[str], set[str]]:
+        """The partitions to hold after this round (claims renewed, hand-backs released), and those
+        whose claim this instance holds."""
         journal, holder = self.journal, self.holder
         want: set[str] = set()
+        claimed: set[str] = set()
         for name in sorted(set(names) | self.preferred):
             stream = _stream(name)
             if name in self.preferred:
-                journal.acquire_lease(CLAIM_PREFIX + stream, holder, self.ttl)
+                if journal.acquire_lease(CLAIM_PREFIX + stream, holder, self.ttl):
+                    claimed.add(name)
                 want.add(name)
                 continue
             claimant = journal.lease_holder(CLAIM_PREFIX + stream)
@@ -134,7 +190,7 @@ class PartitionLeadership(LeaseRounds):
                 continue                   # given to a live instance: hand it back / leave it
             if name in self._led or journal.lease_holder(stream) is None:
                 want.add(name)             # keep it, or take a free one
-        return want
+        return want, claimed
 
     def step(self, scheduler: Scheduler) -> None:
         """One round: renew or take leases, hand back claimed partitions, adopt new ones (replayed to
@@ -142,7 +198,7 @@ class PartitionLeadership(LeaseRounds):
         journal, holder = self.journal, self.holder
         self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
         names = {pc.name for pc in scheduler.config.partitions} | {p.name for p in scheduler.partitions()}
-        want = self._wanted(names)
+        want, claimed = self._wanted(names)
         for name in sorted(self._led - want):
             self._hand_back(scheduler, name)
         got: set[str] = set()
@@ -156,15 +212,27 @@ class PartitionLeadership(LeaseRounds):
         for name in sorted(self._led - got):
             _log.warning("quotaplane: lost the lease of partition %s; following it", name)
         self._led = frozenset(got)
+        self._pending = frozenset(claimed - got)
         scheduler.follow(self._led)
         leaders: dict[str | None, str | None] = {None: self._read_leader(None)}
         for name in sorted(names - self._led):
-            leaders[name] = self._read_leader(name)
+            # between a hand-back and the claimant's next round nobody leads: the claimant is the
+            # one to relay to (it waits for the partition, see Service.relay_target)
+            leaders[name] = self._read_leader(name) or self._read_leader(name, claimant=True)
         self._leaders = leaders
 
     def _hand_back(self, scheduler: Scheduler, name: str) -> None:
-        # stop writing first, commit what was queued, then let the claimant take it
+        # new writes go to the claimant (which waits until it has the partition); the writes
+        # admitted here are answered first — else they would fail after their admission — then
+        # writing stops, what was queued is committed, and the claimant may take it
+        claimant = self._read_leader(name, claimant=True)
+        self._leaders = {**self._leaders, name: claimant}
+        self._draining = self._draining | {name}
+        deadline = time.monotonic() + self.hold
+        while self._inflight.get(name) and time.monotonic() < deadline:
+            time.sleep(0.002)
         self._led = self._led - {name}
+        self._draining = self._draining - {name}
         with contextlib.suppress(Exception):
             scheduler.partition(name).flush()
         with contextlib.suppress(Exception):
@@ -179,8 +247,10 @@ class PartitionLeadership(LeaseRounds):
         for stream in journal.streams():
             if stream != LEASE_STREAM:
                 names.add("scheduler" if stream == "partition:scheduler" else stream)
-        got = {n for n in self._wanted(names) if journal.acquire_lease(_stream(n), holder, self.ttl)}
+        want, claimed = self._wanted(names)
+        got = {n for n in want if journal.acquire_lease(_stream(n), holder, self.ttl)}
         self._led = frozenset(got)
+        self._pending = frozenset(claimed - got)
         scheduler = self._build(holder, self.is_leader, self._config_leader)
         scheduler.follow(self._led)
         if got:
@@ -203,6 +273,10 @@ class PartitionLeadership(LeaseRounds):
     async def _round(self, service: Service) -> None:
         await asyncio.to_thread(self.step, service.scheduler)
         service.sync_group_commit()
+
+    def _next_delay(self) -> float:
+        # a claimed partition is handed back at its leader's next round: take it soon after
+        return self.interval / 10 if self._pending else self.interval
 
     def _round_failed(self) -> None:
         # leases could not be renewed (database trouble): stop writing at once, as a whole-instance

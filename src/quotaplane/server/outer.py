@@ -177,11 +177,12 @@ class Outer:
             resp = exception_response(_forbidden_remote())
             await resp(scope, receive, send_wrapper)
             return
+        forwarder = self.service.forwarder
         try:
-            forwarder = self.service.forwarder
-            if forwarder is not None and (leader := self.service.forward_target(scope)) is not None:
+            if forwarder is not None and (leader := await self.service.relay_target(scope)) is not None:
                 scope["route"] = _FORWARDED_ROUTE
-                status[0] = await forwarder.forward(leader, scope, receive, send_cors)
+                status[0] = await forwarder.forward(leader, scope, receive, send_cors,
+                                                    self.service.rerouter(scope))
                 started[0] = True
                 return
             if (self.fast and scope["method"] == "POST"
@@ -197,6 +198,8 @@ class Outer:
             resp = exception_response(exc)
             await resp(scope, receive, send_wrapper)
         finally:
+            if forwarder is not None:
+                self.service.done(scope)
             elapsed = time.perf_counter() - start
             self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0], elapsed)
             if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
