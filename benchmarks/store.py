@@ -7,6 +7,8 @@ waiting for its answer before the next) against a real server process:
   before the next is decided (the behaviour before group commit), PostgreSQL and SQLite;
 * **group commit** — ``serve`` as shipped: the changes decided in one turn of the event loop share a
   transaction; every answer still waits for its commit;
+* SQLite again with ``?synchronous=full`` (every commit fsynced: acknowledged changes survive a
+  power loss, not only a crash of the process), where a commit costs an fsync as on PostgreSQL;
 * the baseline the issue quotes, measured in this run: allocate/release pairs through the partition
   with PostgreSQL, one caller, one commit per change (``benchmarks/partition.py``'s figure), in
   decisions/s;
@@ -111,6 +113,23 @@ def _call(port: int, method: str, path: str, body: Any) -> tuple[int, bytes]:
     out = r.status, r.read()
     conn.close()
     return out
+
+
+def _await_leader(port: int, partition: str) -> None:
+    """Wait until the server on ``port`` leads ``partition`` (its ``quotaplane_leader`` gauge is 1):
+    a second process takes its partition back from the first at start-up, and the load should
+    measure the steady state, not that hand-over."""
+    want = f'quotaplane_leader{{partition="{partition}"}} 1.0'
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        if want in text.splitlines():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the server on port {port} did not take partition {partition!r}")
 
 
 def _setup(port: int, partition: str, apps: range) -> None:
@@ -264,6 +283,8 @@ def _two_partitions(store: str, processes: int, one_entry: bool = False) -> tupl
             second, port2 = _start(Path(tmp), store, "--partitions", "second")
             procs, ports = [first, second], [port1, port2]
         try:
+            _await_leader(ports[0], "default")
+            _await_leader(ports[1], "second")
             _setup(ports[0], "default", range(half))
             _setup(ports[1], "second", range(half, CLIENTS))
             pids = [proc.pid for proc in procs]
@@ -365,6 +386,14 @@ def main() -> None:
     results["sqlite"] = {"one_at_a_time_per_s": round(one), "one_at_a_time_p99_ms": round(one_p99, 1),
                          "group_commit_per_s": round(group), "group_commit_p99_ms": round(group_p99, 1),
                          "ratio_group_vs_one_at_a_time": round(group / one, 2)}
+    # synchronous=full: every commit is fsynced, so acknowledged changes also survive a power loss
+    with tempfile.TemporaryDirectory() as tmp:
+        one, one_p99 = _one_server(f"sqlite:///{tmp}/one.db?synchronous=full", group_commit=False)
+        group, group_p99 = _one_server(f"sqlite:///{tmp}/group.db?synchronous=full", group_commit=True)
+    results["sqlite_synchronous_full"] = {
+        "one_at_a_time_per_s": round(one), "one_at_a_time_p99_ms": round(one_p99, 1),
+        "group_commit_per_s": round(group), "group_commit_p99_ms": round(group_p99, 1),
+        "ratio_group_vs_one_at_a_time": round(group / one, 2)}
     if PG_URL:
         results["postgresql"] = _pg_figures(lambda url: url)
         two: dict[str, Any] = {}
