@@ -137,6 +137,31 @@ def test_leadership_one_leader_follower_refuses_writes_then_takes_over() -> None
     assert journal.lease_holder(LEASE_STREAM) is None
 
 
+def test_a_refused_write_names_the_leader_seen_at_the_last_round_without_asking_the_store() -> None:
+    from quotaplane.journal.memory import MemoryJournal
+
+    class Counting(MemoryJournal):
+        asked = 0
+
+        def lease_holder(self, stream: str) -> str | None:
+            Counting.asked += 1
+            return super().lease_holder(stream)
+
+    clock = _Clock()
+    journal = Counting(clock=clock)
+    a = _leadership(journal, "http://a:1", [])
+    b = _leadership(journal, "http://b:2", [])
+    a.initial()
+    sb = b.initial()
+    app_b = create_app(sb)
+    app_b.state.service.leadership = b                 # no rounds: only the request runs
+    asked = Counting.asked
+    with TestClient(app_b, raise_server_exceptions=False) as cb:
+        r = cb.put("/ws/v1/partition/default/node/n", json={"capacity": {"vcore": 1}})
+    assert assert_error(r, 503)["leader"] == "http://a:1"
+    assert Counting.asked == asked                     # the event loop never waited on the store
+
+
 def test_fenced_append_after_a_lost_lease_is_503_with_the_leader() -> None:
     """A write that reaches the journal after the lease was lost is refused by fencing (NotLeaderError
     → 503 with the new leader's URL) and changes nothing."""

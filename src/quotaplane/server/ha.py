@@ -177,6 +177,8 @@ class Leadership(LeaseRounds):
         #: True when nobody listens at this instance's address (None: never assume so)
         self._address_free = address_free
         self._leader = False
+        #: the leader's URL as read at the last round (the loop never asks the store itself)
+        self._leader_seen: str | None = None
         self._streams: list[str] = [LEASE_STREAM]
         self._task: asyncio.Task[None] | None = None
         self._service: Service | None = None
@@ -189,17 +191,19 @@ class Leadership(LeaseRounds):
         return self._leader
 
     def leader_url(self, partition: str | None = None) -> str | None:
-        """The advertised URL of the current leader (this one when leading), or None when unknown
-        (one leader for every partition: ``partition`` is ignored)."""
+        """The advertised URL of the current leader (this one when leading), as read at the last
+        round, or None when unknown (one leader for every partition: ``partition`` is ignored).
+        Refused writes name it; this runs on the event loop, so it never asks the store itself."""
         if self._leader:
             return self.advertise
+        return self._leader_seen
+
+    def _read_leader(self) -> None:
         try:
             holder = self.journal.lease_holder(LEASE_STREAM)
         except Exception:
-            return None
-        if not holder:
-            return None
-        return str(holder).split("#", 1)[0]
+            holder = None
+        self._leader_seen = str(holder).split("#", 1)[0] if holder else None
 
     # -- lease handling (blocking; run in a thread from the loop) -----------------------------------
     def _partition_streams(self, scheduler: Scheduler) -> list[str]:
@@ -244,6 +248,7 @@ class Leadership(LeaseRounds):
         if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
             return self._become_leader(None)
         self._leader = False
+        self._read_leader()
         return self._build_follower()
 
     def _take_all(self) -> None:
@@ -284,6 +289,7 @@ class Leadership(LeaseRounds):
                 return current
             # Lost the lease (paused too long, database trouble): stop accepting writes at once.
             self._leader = False
+            self._read_leader()
             _log.warning("quotaplane: lost the leader lease; following")
             return current
         if self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
@@ -293,6 +299,7 @@ class Leadership(LeaseRounds):
                 _log.exception("take-over failed; releasing the lease")
                 self.release()
                 return current
+        self._read_leader()
         if self._refresh is not None:
             return self._refresh(current)
         return current
