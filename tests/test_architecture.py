@@ -22,7 +22,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "journal": ("journal",),
     "core": ("events", "application", "admission", "gang", "nodes", "partition_nodes", "standing", "timeouts",
              "rebuild", "snapshot_state", "scheduling", "submission", "journalling", "group_commit",
-             "partition_commits", "notices", "state", "partition", "scheduler"),
+             "partition_commits", "partition_asks", "notices", "state", "partition", "scheduler"),
     "server": ("server",),
     "client": ("client",),
     "kube": ("kube",),

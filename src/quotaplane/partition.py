@@ -11,7 +11,10 @@ then answers (rule S1). Replaying the events through the same handlers rebuilds 
 Responsibilities live beside this module: admission in :mod:`quotaplane.admission`, the lifecycle
 table in :mod:`quotaplane.application`, gang placeholder replacement in :mod:`quotaplane.gang`,
 timeouts in :mod:`quotaplane.timeouts`, snapshot rebuilds in :mod:`quotaplane.rebuild`, and the
-pending-ask scheduler in :mod:`quotaplane.scheduling` (composed, seen through a narrow host).
+pending-ask scheduler in :mod:`quotaplane.scheduling` (composed, seen through a narrow host). The
+node operations (:mod:`quotaplane.partition_nodes`), the waiting-ask operations
+(:mod:`quotaplane.partition_asks`) and the store side (:mod:`quotaplane.partition_commits`) are
+mixed in from their own modules.
 """
 
 from __future__ import annotations
@@ -50,10 +53,11 @@ from quotaplane.errors import (
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
 from quotaplane.notices import EventListener, Notifier
+from quotaplane.partition_asks import PartitionAsks
 from quotaplane.partition_commits import PartitionCommits
-from quotaplane.partition_nodes import PartitionNodes, check_int64_sum
+from quotaplane.partition_nodes import PartitionNodes
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, QuotaPolicy, Violation
+from quotaplane.policy import Decision, QuotaPolicy
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
@@ -77,7 +81,7 @@ def _replay_problem(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-class Partition(PartitionNodes, PartitionCommits):
+class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
     """One partition of the scheduler (contract "Scheduler and partitions").
 
     All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
@@ -729,140 +733,6 @@ class Partition(PartitionNodes, PartitionCommits):
                 return                    # a follower schedules nothing
             self._s.pending.freed(full=True)      # any limit, order or placement may have changed
 
-
-    @property
-    def auto_schedule(self) -> bool:
-        """Run a cycle right after anything that frees capacity or quota (and after :meth:`add_ask`)."""
-        return self._s.pending.auto_schedule
-
-    @auto_schedule.setter
-    def auto_schedule(self, value: bool) -> None:
-        self._s.pending.auto_schedule = value
-
-    @property
-    def incremental(self) -> bool:
-        """Automatic cycles retry only the asks a change could have unblocked (the default); False:
-        every automatic cycle is a full one, as :meth:`schedule` (docs/queueing.md)."""
-        return self._s.pending.incremental
-
-    @incremental.setter
-    def incremental(self, value: bool) -> None:
-        self._s.pending.incremental = bool(value)
-
-    @property
-    def schedule_error(self) -> Exception | None:
-        """The error of the last automatic cycle that failed (None: none failed)."""
-        return self._s.pending.schedule_error
-
-    @schedule_error.setter
-    def schedule_error(self, value: Exception | None) -> None:
-        self._s.pending.schedule_error = value
-
-    @property
-    def schedule_needed(self) -> bool:
-        """True when asks are pending and something changed since the last cycle."""
-        return self._s.pending.schedule_needed
-
-    def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
-                priority: int = 0, preemptible: bool = True, placeholder: bool = False,
-                task_group: str | None = None) -> Ask:
-        """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
-
-        Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
-        :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
-        """
-        spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group)
-        with self.lock:
-            self._usable()
-            asks = self._s.pending.asks       # after a recovery: the rebuilt state's
-            app = self._active_app(application_id)
-            if allocation_key in self._s.allocs or allocation_key in asks:
-                raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
-                                    f"{self.name!r}")
-            root = self._s.queues.queue("root")
-            if root is not None:        # pendingResource is served: demand stays within int64 too
-                check_int64_sum(root._pending, spec.resource,
-                                 f"ask {allocation_key!r}: the waiting asks' total")
-            ev = E.AskAdded(key=allocation_key, app=application_id, resource=spec.resource,
-                            priority=spec.priority, preemptible=spec.preemptible, seq=asks.next_seq(),
-                            t=self.clock(), placeholder=True if placeholder else None,
-                            task_group=spec.task_group)
-            prev_state, prev_since, prev_log = app.state, app.state_since, app.log_mark()
-            was_dirty = asks.dirty
-            self._s.ask_added(ev)
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                asks.remove(allocation_key)
-                asks.dirty = was_dirty
-                app.state, app.state_since = prev_state, prev_since
-                app.log_undo(prev_log)
-                raise
-            ask = asks.get(allocation_key)
-            assert ask is not None
-            # an elastic quota counts the ask as demand: other quotas' runtimes move (PR-K3)
-            self._s.pending.after_add(ask, was_dirty,
-                                      demand_moves=bool(self._s.policies.extension_policies))
-            return ask
-
-    def remove_ask(self, allocation_key: str) -> None:
-        """Withdraw a pending ask. Unknown key: NotFoundError."""
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            ask = self._s.pending.asks.get(allocation_key)
-            if ask is None:
-                raise NotFoundError(f"ask {allocation_key!r} not found in partition {self.name!r}")
-            app = self._s.apps.get(ask.application_id)
-            counted = app is not None and app.counted
-            ev = E.AskRemoved(key=allocation_key, t=self.clock())
-            self._s.ask_removed(ev)
-            self._record([ev])
-            if counted and app is not None and not app.counted:
-                self._s.pending.freed()   # the application left the running count: maxapplications freed
-            elif self._s.policies.extension_policies:
-                self._s.pending.freed()   # less demand in an elastic quota: others' runtimes may grow
-            else:
-                self._s.pending.run_if_needed()   # a reservation it held ended: the held-back asks go
-
-    def pending(self, application_id: str | None = None) -> list[Ask]:
-        """The pending asks (of one application, or all), each with the reasons it waits.
-
-        Reasons are those of the last attempt when nothing was journalled since; otherwise (or for
-        an ask not yet tried) they are explained now with the same checks as :meth:`what_if`.
-        """
-        with self.lock:
-            asks = self._s.pending.asks
-            found = asks.of_application(application_id) if application_id is not None else asks.all()
-            for ask in found:
-                self._s.pending.reasons_of(ask)
-            return found
-
-    def get_ask(self, allocation_key: str) -> Ask | None:
-        """The pending ask with ``allocation_key``, or None."""
-        return self._s.pending.asks.get(allocation_key)
-
-    def pending_reasons(self, allocation_key: str) -> list[Violation] | None:
-        """Why the pending ask waits (None when no such ask is pending)."""
-        with self.lock:
-            ask = self._s.pending.asks.get(allocation_key)
-            return None if ask is None else list(self._s.pending.reasons_of(ask))
-
-    def schedule(self) -> list[Allocation]:
-        """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
-        allocations made.
-
-        Every allocation goes through the one admission path (all policies, nothing half applied).
-        The cycle's allocations are journalled together, one transaction per
-        :data:`~quotaplane.scheduling.runner.CYCLE_FLUSH_EVERY` and one at the end; if a write fails,
-        that chunk's allocations are undone, their asks wait again, earlier chunks stand, and the
-        error is raised. Subscribers hear of an allocation only once it is journalled.
-        """
-        with self.lock:
-            if len(self._s.pending.asks):
-                self._usable()
-            made = self._s.pending.schedule()
-            return [self._s.allocs[a.allocation_key] for a in made if a.allocation_key in self._s.allocs]
 
     def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call ``callback(notice)`` for every change, once it is journalled (:mod:`quotaplane.notices`).
