@@ -376,6 +376,21 @@ def _remote_pg(rtt_ms: float) -> dict[str, Any]:
         proxy.wait()
 
 
+def _criteria(results: dict[str, Any]) -> dict[str, Any]:
+    """The issue's figures against this run: each ratio, the bar, and whether it is met."""
+    bars = [("postgresql", "ratio_group_vs_one_at_a_time", 10.0),
+            ("postgresql_rtt_1ms", "ratio_group_vs_one_at_a_time", 10.0),
+            ("sqlite", "ratio_group_vs_one_at_a_time", 2.0),
+            ("sqlite_synchronous_full", "ratio_group_vs_one_at_a_time", 2.0),
+            ("two_partitions", "ratio_2_vs_1_process", 1.6)]
+    out: dict[str, Any] = {}
+    for section, key, bar in bars:
+        value = results.get(section, {}).get(key)
+        if value is not None:
+            out[f"{section}.{key}"] = {"measured": value, "at_least": bar, "met": value >= bar}
+    return out
+
+
 def main() -> None:
     """Run every measurement and write benchmarks/results/store.json."""
     results: dict[str, Any] = {"clients": CLIENTS, "seconds_per_run": SECONDS}
@@ -421,6 +436,7 @@ def main() -> None:
             results[f"postgresql_rtt_{rtt:g}ms"] = _remote_pg(rtt)
     else:
         notes.append("PostgreSQL not measured: QUOTAPLANE_PG_URL is not set")
+    results["issue_criteria"] = _criteria(results)
     results["cpus"] = os.cpu_count()
     results["load_generator"] = "wrk" if WRK is not None else "asyncio raw HTTP (benchmarks/service.py)"
     if notes:
