@@ -35,7 +35,7 @@ partitions:
 
 
 def _load(url: str, partition: str, prefix: str, acked: set[str], stop: threading.Event,
-          problems: list[str]) -> None:
+          problems: list[str], tolerated: tuple[int, ...] = (502, 503)) -> None:
     i = 0
     with httpx.Client(base_url=url, timeout=10.0) as c:
         while not stop.is_set():
@@ -48,7 +48,7 @@ def _load(url: str, partition: str, prefix: str, acked: set[str], stop: threadin
                 return            # the server died: this one may or may not be journalled
             if r.status_code == 201:
                 acked.add(key)
-            elif r.status_code not in (502, 503):    # 502: relayed, the leader died before answering
+            elif r.status_code not in tolerated:     # 502: relayed, the leader died before answering
                 problems.append(f"{key}: {r.status_code} {r.text}")
                 return
 
@@ -79,12 +79,13 @@ def _seed(c: httpx.Client, partition: str) -> None:
     assert r.status_code == 201, r.text
 
 
-def _run(url: str, partition: str, prefix: str, until: int) -> tuple[set[str], threading.Event,
-                                                                     list[threading.Thread], list[str]]:
+def _run(url: str, partition: str, prefix: str, until: int, tolerated: tuple[int, ...] = (502, 503)
+         ) -> tuple[set[str], threading.Event, list[threading.Thread], list[str]]:
     acked: set[str] = set()
     stop = threading.Event()
     problems: list[str] = []
-    threads = [threading.Thread(target=_load, args=(url, partition, f"{prefix}{n}", acked, stop, problems))
+    threads = [threading.Thread(target=_load, args=(url, partition, f"{prefix}{n}", acked, stop, problems,
+                                                    tolerated))
                for n in range(CLIENTS)]
     for t in threads:
         t.start()
@@ -176,4 +177,46 @@ def test_two_instances_share_the_partitions_and_one_takes_over_the_other_s(
     with b2.client() as cb:
         assert acked | {"on-a", "via-a"} <= _keys(cb, "second")
     assert b2.stop() == 0
+    assert a.stop() == 0
+
+
+def test_a_partition_handed_back_under_concurrent_writes_refuses_none_and_loses_none(
+        tmp_path: Path, servers: list[ServerProcess], pg_url: str) -> None:
+    """a leads both partitions (b is not up); 24 clients write `second` through a; b starts and
+    claims it — its claim and lease come before it listens — so a hands it back under load. Every
+    write through a (relayed to b once b leads) and through b is answered 201: none waits out its
+    hold, none is refused, and every one is on b."""
+    config = tmp_path / "two.yaml"
+    config.write_text(TWO)
+
+    def env(partitions: str) -> dict[str, str]:
+        return {"QUOTAPLANE_LEASE_TTL": "3", "QUOTAPLANE_PARTITIONS": partitions}
+
+    a = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("default"))
+    servers.append(a.start())
+    with a.client() as ca:
+        _seed(ca, "second")
+    through_a, stop_a, threads_a, problems_a = _run(a.url, "second", "a", 200, tolerated=())
+    b = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("second"))
+    servers.append(b.start())
+    with b.client() as cb:
+        deadline = time.monotonic() + 15
+        while _metric(cb, "quotaplane_leader", "second") != 1.0:
+            assert time.monotonic() < deadline, b.output()
+            time.sleep(0.05)
+    through_b, stop_b, threads_b, problems_b = _run(b.url, "second", "b", 200, tolerated=())
+    before = len(through_a)
+    deadline = time.monotonic() + 20
+    while len(through_a) < before + 200 and time.monotonic() < deadline and not problems_a:
+        time.sleep(0.01)                       # a's clients go on: relayed to b now
+    stop_a.set()
+    stop_b.set()
+    for t in threads_a + threads_b:
+        t.join(15)
+    assert not problems_a and not problems_b, (problems_a + problems_b)[:3]
+    assert len(through_a) >= before + 200 and through_b
+    with b.client() as cb:
+        assert through_a | through_b <= _keys(cb, "second")
+    assert "handed back" in a.output()
+    assert b.stop() == 0
     assert a.stop() == 0
