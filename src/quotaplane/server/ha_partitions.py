@@ -14,7 +14,8 @@ follows it).
 Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS``):
 
 * an instance leads the partitions it is given, and keeps a *claim* on them (a lease on the stream
-  ``want:<partition>``) while it lives;
+  ``want:<partition>``) while it lives, from its first round on — once it serves: a claim makes the
+  leader hand the partition back;
 * a partition without a live leader and without a live claim — not given to anyone, or its instance
   died — is taken by any instance at its next round (every ``interval`` seconds, after the dead
   leader's lease expired: ``ttl``); an instance given no partitions takes every free one;
@@ -172,16 +173,16 @@ class PartitionLeadership(LeaseRounds):
         return str(holder).split("#", 1)[0] if holder else None
 
     # -- rounds (blocking; run in a thread from the loop) --------------------------------------------
-    def _wanted(self, names: Collection[str]) -> tuple[set[str], set[str]]:
+    def _wanted(self, names: Collection[str], *, claim: bool = True) -> tuple[set[str], set[str]]:
         """The partitions to hold after this round (claims renewed, hand-backs released), and those
-        whose claim this instance holds."""
+        whose claim this instance holds (``claim=False``: none is taken yet)."""
         journal, holder = self.journal, self.holder
         want: set[str] = set()
         claimed: set[str] = set()
         for name in sorted(set(names) | self.preferred):
             stream = _stream(name)
             if name in self.preferred:
-                if journal.acquire_lease(CLAIM_PREFIX + stream, holder, self.ttl):
+                if claim and journal.acquire_lease(CLAIM_PREFIX + stream, holder, self.ttl):
                     claimed.add(name)
                 want.add(name)
                 continue
@@ -240,17 +241,20 @@ class PartitionLeadership(LeaseRounds):
         _log.warning("quotaplane: partition %s is claimed by another instance: handed back", name)
 
     def initial(self) -> Scheduler:
-        """Take what can be taken now and open the scheduler (the config leader applies --config)."""
+        """Take what can be taken now and open the scheduler (the config leader applies --config).
+
+        The claims on the given partitions that another instance leads are made at the first round,
+        once the service runs: a claim makes the leader hand the partition back, and a claimant that
+        cannot serve yet (still starting) would leave it without a leader meanwhile."""
         journal, holder = self.journal, self.holder
         self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
         names = set(self.preferred)
         for stream in journal.streams():
             if stream != LEASE_STREAM:
                 names.add("scheduler" if stream == "partition:scheduler" else stream)
-        want, claimed = self._wanted(names)
+        want, _unclaimed = self._wanted(names, claim=False)
         got = {n for n in want if journal.acquire_lease(_stream(n), holder, self.ttl)}
         self._led = frozenset(got)
-        self._pending = frozenset(claimed - got)
         scheduler = self._build(holder, self.is_leader, self._config_leader)
         scheduler.follow(self._led)
         if got:
