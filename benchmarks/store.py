@@ -19,6 +19,7 @@ waiting for its answer before the next) against a real server process:
   per-core figure shows whether a process loses anything by sharing the store with another; and
   two processes with every client sent to the first one (``one_entry``: it relays the second
   partition's writes to their leader, as behind a load balancer that does not route by partition);
+  and the same two with 64 clients per partition (``two_partitions_64_clients_each``);
 * the PostgreSQL figures again with PostgreSQL "on another host": a 1 ms round trip added by a
   delaying TCP proxy (``_latency_proxy.py``; ``QP_BENCH_PG_RTT_MS``, 0 to skip). A local PostgreSQL
   commits in ~0.4 ms here, so one-at-a-time is bound by CPU as much as by the store; production
@@ -267,12 +268,13 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _two_partitions(store: str, processes: int, one_entry: bool = False) -> tuple[float, float, float]:
-    """64 clients over two partitions served by ``processes`` servers: (decisions/s, p99 ms, the cores
-    the servers used — the rest of the machine went to PostgreSQL, the load generator and the kernel).
-    ``one_entry``: every client talks to the first process, which relays the second partition's
-    writes to its leader (a load balancer that does not route by partition)."""
-    half = CLIENTS // 2
+def _two_partitions(store: str, processes: int, one_entry: bool = False, clients: int = CLIENTS
+                    ) -> tuple[float, float, float]:
+    """``clients`` (64) over two partitions served by ``processes`` servers: (decisions/s, p99 ms, the
+    cores the servers used — the rest of the machine went to PostgreSQL, the load generator and the
+    kernel). ``one_entry``: every client talks to the first process, which relays the second
+    partition's writes to its leader (a load balancer that does not route by partition)."""
+    half = clients // 2
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "queues.yaml").write_text(CONFIG)
         if processes == 1:
@@ -286,17 +288,34 @@ def _two_partitions(store: str, processes: int, one_entry: bool = False) -> tupl
             _await_leader(ports[0], "default")
             _await_leader(ports[1], "second")
             _setup(ports[0], "default", range(half))
-            _setup(ports[1], "second", range(half, CLIENTS))
+            _setup(ports[1], "second", range(half, clients))
             pids = [proc.pid for proc in procs]
             cpu0, t0 = _cpu_seconds(pids), time.perf_counter()
             entry = ports[0] if one_entry else ports[1]
-            targets = [(ports[0], "default", range(half)), (entry, "second", range(half, CLIENTS))]
+            targets = [(ports[0], "default", range(half)), (entry, "second", range(half, clients))]
             rate, p99 = _load(targets)
             cores = (_cpu_seconds(pids) - cpu0) / (time.perf_counter() - t0)
             return rate, p99, cores
         finally:
             for proc in procs:
                 _stop(proc)
+
+
+def _scaling(clients: int) -> dict[str, Any]:
+    """Two partitions, ``clients`` in all, served by one process and then by two: the figures."""
+    out: dict[str, Any] = {}
+    for processes in (1, 2):
+        url, schema = _pg_store()
+        try:
+            rate, p99, cores = _two_partitions(url, processes, clients=clients)
+        finally:
+            _drop(schema)
+        out[f"{processes}_process_per_s"], out[f"{processes}_process_p99_ms"] = round(rate), round(p99, 1)
+        out[f"{processes}_process_server_cores"] = round(cores, 2)
+        if cores > 0:
+            out[f"{processes}_process_per_server_core_s"] = round(rate / cores)
+    out["ratio_2_vs_1_process"] = round(out["2_process_per_s"] / out["1_process_per_s"], 2)
+    return out
 
 
 def _pg_store() -> tuple[str, str]:
@@ -411,18 +430,7 @@ def main() -> None:
         "ratio_group_vs_one_at_a_time": round(group / one, 2)}
     if PG_URL:
         results["postgresql"] = _pg_figures(lambda url: url)
-        two: dict[str, Any] = {}
-        for processes in (1, 2):
-            url, schema = _pg_store()
-            try:
-                rate, p99, cores = _two_partitions(url, processes)
-            finally:
-                _drop(schema)
-            two[f"{processes}_process_per_s"], two[f"{processes}_process_p99_ms"] = round(rate), round(p99, 1)
-            two[f"{processes}_process_server_cores"] = round(cores, 2)
-            if cores > 0:
-                two[f"{processes}_process_per_server_core_s"] = round(rate / cores)
-        two["ratio_2_vs_1_process"] = round(two["2_process_per_s"] / two["1_process_per_s"], 2)
+        two = _scaling(CLIENTS)
         url, schema = _pg_store()
         try:
             rate, p99, cores = _two_partitions(url, 2, one_entry=True)
@@ -431,6 +439,8 @@ def main() -> None:
         two["2_process_one_entry_per_s"], two["2_process_one_entry_p99_ms"] = round(rate), round(p99, 1)
         two["2_process_one_entry_server_cores"] = round(cores, 2)
         results["two_partitions"] = two
+        # the same with 64 clients per partition: enough concurrency for each process to fill a core
+        results["two_partitions_64_clients_each"] = _scaling(2 * CLIENTS)
         rtt = float(os.environ.get("QP_BENCH_PG_RTT_MS", "1"))
         if rtt > 0:
             results[f"postgresql_rtt_{rtt:g}ms"] = _remote_pg(rtt)
