@@ -140,7 +140,7 @@ def test_metrics_report_partition_state_only_where_it_is_led() -> None:
 def test_a_write_for_a_partition_led_elsewhere_is_503_with_its_leader_without_forwarding() -> None:
     _clock, _journal, (lead_a, sched_a), _b = _setup()
     app = create_app(sched_a, leadership=lead_a, timeouts_interval=3600)
-    app.state.service.forwarder = None
+    app.state.service.router = None
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.put("/ws/v1/partition/second/node/n9", json={"capacity": {"vcore": 1}})
         assert r.status_code == 503, r.text
@@ -306,7 +306,7 @@ def test_a_write_to_an_instance_that_does_not_lead_the_partition_is_relayed_to_i
                    json={"applicationID": "app", "allocationKey": "k2", "resource": {"vcore": 40}})
         assert r.status_code == 409 and r.json()["allocated"] is False, r.text
         assert c.get("/ws/v1/partition/second/allocation/k1").status_code == 200   # read here
-        forwarder = app.state.service.forwarder
+        forwarder = app.state.service.router.forwarder
         assert forwarder.forwarded == 4
         # its own partition is written here, not relayed
         assert c.put("/ws/v1/partition/default/node/n9", json={"capacity": {"vcore": 1}}).status_code == 201
@@ -331,7 +331,7 @@ def test_a_request_is_relayed_at_most_twice_with_the_instances_it_passed_through
                   headers={"X-Quotaplane-Forwarded": "http://c:3, http://d:4"})
         assert r.status_code == 503, r.text
         assert r.json()["leader"] == lead_b.advertise
-        assert len(leader.requests) == 1 and app.state.service.forwarder.forwarded == 1
+        assert len(leader.requests) == 1 and app.state.service.router.forwarder.forwarded == 1
 
 
 def test_a_write_during_a_hand_back_waits_for_the_new_leader_instead_of_failing() -> None:

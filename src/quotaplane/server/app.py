@@ -18,7 +18,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,11 +32,12 @@ from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import install_error_handlers
-from quotaplane.server.forwarding import MAX_HOPS, Forwarder, hops, leader_write
+from quotaplane.server.forwarding import Forwarder
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.metrics import Metrics
-from quotaplane.server.outer import App, Outer, Scope
+from quotaplane.server.outer import App, Outer
+from quotaplane.server.write_routing import WriteRouter
 from quotaplane.server.yunikorn_events import EventRecords
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.server.ha import Leadership
 
 __all__ = ["CLUSTER_ID", "Service", "create_app"]
-
-#: the scope key of a write admitted for a partition led here (partitions on several instances)
-_ADMITTED = "quotaplane.admitted"
 
 #: the ``clusterId`` YuniKorn's partition answers carry (there, the resource manager's id)
 CLUSTER_ID = "quotaplane"
@@ -106,10 +104,10 @@ class Service:
         self._scheduler: Scheduler = scheduler
         self.watch_partitions()
         #: with partitions on several instances: writes for a partition led elsewhere are relayed to
-        #: its leader (:mod:`quotaplane.server.forwarding`); None answers them 503 with the leader
-        self.forwarder: Forwarder | None = None
-        if leadership is not None and self.is_partitioned:
-            self.forwarder = Forwarder(leadership.advertise)
+        #: its leader (:mod:`quotaplane.server.write_routing`); None answers them 503 with the leader
+        self.router: WriteRouter | None = None
+        if isinstance(leadership, PartitionLeadership):
+            self.router = WriteRouter(leadership, Forwarder(leadership.advertise))
 
     @property
     def scheduler(self) -> Scheduler:
@@ -178,71 +176,6 @@ class Service:
     def is_partitioned(self) -> bool:
         """True when partitions are led by several instances (``serve --partitions``)."""
         return isinstance(self.leadership, PartitionLeadership)
-
-    async def relay_target(self, scope: Scope) -> str | None:
-        """The leader to relay this request to (see :mod:`quotaplane.server.forwarding`), or None to
-        answer it here. A write answered here for a partition led here is admitted
-        (:meth:`PartitionLeadership.enter`; :meth:`done` ends it), so a hand-back waits for it.
-        During a hand-over nobody leads the partition for a moment: a write then waits for the
-        rounds (at most the leadership's ``hold``) instead of being refused — here, until this
-        instance leads it, when it was relayed here because this one takes it next."""
-        leadership, forwarder = self.leadership, self.forwarder
-        if forwarder is None or not isinstance(leadership, PartitionLeadership) or not leader_write(scope):
-            return None
-        partition = partition_of_path(scope["path"])
-        if self._admit(leadership, scope, partition):
-            return None
-        relayed = hops(scope)
-        if relayed and leadership.successor(partition):
-            await leadership.settle(partition, here=True)
-            self._admit(leadership, scope, partition)
-            return None
-        if not leadership.settled(partition):
-            await leadership.settle(partition)
-        if self._admit(leadership, scope, partition):
-            return None
-        leader = leadership.leader_url(partition)
-        # relayed enough, or not to itself (the store may still name this instance while it stops
-        # leading): answered here, 503 with the leader
-        if leader is None or leader == forwarder.advertise or relayed >= MAX_HOPS:
-            return None
-        return leader
-
-    def rerouter(self, scope: Scope) -> Callable[[str], Awaitable[str | None]] | None:
-        """For a write being relayed: after its leader could not be reached, wait for the next
-        leadership rounds (at most the leadership's ``hold`` in all) and name the leader to try
-        next — the same one when it is starting or restarting — or None to answer 503."""
-        leadership, forwarder = self.leadership, self.forwarder
-        if forwarder is None or not isinstance(leadership, PartitionLeadership):
-            return None
-        partition = partition_of_path(scope["path"])
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + leadership.hold
-
-        async def reroute(unreachable: str) -> str | None:
-            while await leadership.next_round(deadline - loop.time()):
-                if leadership.is_leader(partition):
-                    return None          # led here by now: this request is answered 503 here
-                leader = leadership.leader_url(partition)
-                if leader is not None and leader != forwarder.advertise:
-                    return leader
-            return None
-
-        return reroute
-
-    @staticmethod
-    def _admit(leadership: PartitionLeadership, scope: Scope, partition: str | None) -> bool:
-        if not leadership.enter(partition):
-            return False
-        if partition is not None:
-            scope[_ADMITTED] = partition
-        return True
-
-    def done(self, scope: Scope) -> None:
-        """The request was answered: end the admission :meth:`relay_target` made, if any."""
-        partition = scope.get(_ADMITTED)
-        if partition is not None and isinstance(self.leadership, PartitionLeadership):
-            self.leadership.leave(partition)
 
     async def refresh_for_read(self, method: str, path: str) -> None:
         """With partitions led by several instances: before a request about ``/ws/…`` state that is
@@ -475,8 +408,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
             history_task.cancel()
             if leadership is not None:
                 await leadership.stop()
-            if service.forwarder is not None:
-                await service.forwarder.aclose()
+            if service.router is not None:
+                await service.router.forwarder.aclose()
             if group_commit:
                 service.stop_group_commit()
 

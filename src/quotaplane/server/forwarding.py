@@ -15,7 +15,7 @@ Rules:
   (503 with the leader when it does not lead) — no request travels in circles.
 * **No leader for a moment** (a hand-over: released by one, not yet taken by the other): the write
   waits for the hurried leadership rounds, at most the leadership's ``hold``, instead of a 503
-  (:meth:`quotaplane.server.app.Service.relay_target`).
+  (:mod:`quotaplane.server.write_routing` decides where a write goes).
 * **The leader's answer is the answer.** Status, body and the headers a client acts on
   (``Content-Type``, ``Retry-After``) are relayed as they are; the leader sent them only once the
   change was durable (S1).
@@ -50,7 +50,7 @@ from quotaplane.errors import NotLeaderError
 from quotaplane.server.durability import partition_of_path
 from quotaplane.server.errors import error_response, exception_response
 
-__all__ = ["FORWARDED_HEADER", "MAX_HOPS", "Forwarder", "forward_target", "hops", "leader_write"]
+__all__ = ["FORWARDED_HEADER", "MAX_HOPS", "Forwarder", "hops", "leader_write"]
 
 _log = logging.getLogger("quotaplane.server")
 
@@ -97,19 +97,6 @@ def hops(scope: Scope) -> int:
 def _via(scope: Scope) -> bytes:
     """The instances this request came through (``X-Quotaplane-Forwarded``), empty if none."""
     return b", ".join(value for key, value in scope["headers"] if key == FORWARDED_HEADER)
-
-
-def forward_target(scope: Scope, *, is_leader: Callable[[str | None], bool],
-                   leader_url: Callable[[str | None], str | None]) -> str | None:
-    """The leader's URL when this request should be forwarded to it, else None: a write to a
-    partition (or to the configuration) that this instance does not lead, not forwarded already,
-    whose leader is known."""
-    if not leader_write(scope):
-        return None
-    partition = partition_of_path(scope["path"])
-    if is_leader(partition) or hops(scope) >= MAX_HOPS:
-        return None                      # relayed enough: answered here
-    return leader_url(partition)
 
 
 class _NotSent(Exception):

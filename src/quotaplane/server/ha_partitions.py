@@ -218,7 +218,7 @@ class PartitionLeadership(LeaseRounds):
         leaders: dict[str | None, str | None] = {None: self._read_leader(None)}
         for name in sorted(names - self._led):
             # between a hand-back and the claimant's next round nobody leads: the claimant is the
-            # one to relay to (it waits for the partition, see Service.relay_target)
+            # one to relay to (it waits for the partition: quotaplane.server.write_routing)
             leaders[name] = self._read_leader(name) or self._read_leader(name, claimant=True)
         self._leaders = leaders
 

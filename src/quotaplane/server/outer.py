@@ -177,12 +177,12 @@ class Outer:
             resp = exception_response(_forbidden_remote())
             await resp(scope, receive, send_wrapper)
             return
-        forwarder = self.service.forwarder
+        router = self.service.router
         try:
-            if forwarder is not None and (leader := await self.service.relay_target(scope)) is not None:
+            if router is not None and (leader := await router.target(scope)) is not None:
                 scope["route"] = _FORWARDED_ROUTE
-                status[0] = await forwarder.forward(leader, scope, receive, send_cors,
-                                                    self.service.rerouter(scope))
+                status[0] = await router.forwarder.forward(leader, scope, receive, send_cors,
+                                                           router.rerouter(scope))
                 started[0] = True
                 return
             if (self.fast and scope["method"] == "POST"
@@ -198,8 +198,8 @@ class Outer:
             resp = exception_response(exc)
             await resp(scope, receive, send_wrapper)
         finally:
-            if forwarder is not None:
-                self.service.done(scope)
+            if router is not None:
+                router.done(scope)
             elapsed = time.perf_counter() - start
             self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0], elapsed)
             if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
