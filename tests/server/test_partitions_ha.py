@@ -175,6 +175,33 @@ def test_a_dead_instance_s_partition_is_taken_over_with_everything_acknowledged_
     _seed(sched_b2, "second", "k4")                                   # and writes again
 
 
+def test_a_hand_back_lets_the_admitted_writes_finish_and_sends_new_ones_to_the_claimant() -> None:
+    clock, journal, (lead_a, sched_a), _b = _setup()
+    clock.now += TTL + 1                                   # b died: a takes `second` over
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default", "second"}
+    assert lead_a.enter("second")                          # a write admitted, not answered yet
+    lead_b2, sched_b2 = _instance(journal, "http://b:2", ["second"])
+    lead_b2.step(sched_b2)                                 # b is back and claims `second`
+    lead_a.hold = 5.0
+    stepping = threading.Thread(target=lead_a.step, args=(sched_a,))
+    stepping.start()
+    deadline = time.monotonic() + 5
+    while "second" not in lead_a._draining and time.monotonic() < deadline:
+        time.sleep(0.005)
+    # handing back: still led for the admitted write, but no new write is admitted; they go to b
+    assert lead_a.is_leader("second") and not lead_a.enter("second")
+    assert lead_a.leader_url("second") == "http://b:2"
+    time.sleep(0.1)
+    assert stepping.is_alive()                             # waiting for the admitted write
+    lead_a.leave("second")
+    stepping.join(5)
+    assert not stepping.is_alive()
+    assert lead_a.led() == {"default"} and lead_a.leader_url("second") == "http://b:2"
+    lead_b2.step(sched_b2)
+    assert lead_b2.led() == {"second"}
+
+
 def test_a_config_change_on_one_instance_reaches_the_partition_another_leads() -> None:
     _clock, journal, (_lead_a, sched_a), (lead_b, sched_b) = _setup()
     sched_a.update_config(CONFIG.replace("    - name: a\n", "    - name: a\n    - name: b\n"))

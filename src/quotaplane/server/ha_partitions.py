@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection
@@ -88,8 +89,10 @@ class PartitionLeadership(LeaseRounds):
         #: partitions being handed back: still led (the writes already admitted finish here), but
         #: new writes go to the claimant
         self._draining: frozenset[str] = frozenset()
-        #: writes admitted here and not answered yet, per partition (counted on the loop)
+        #: writes admitted here and not answered yet, per partition (counted on the loop); the lock
+        #: makes an admission and the start of a hand-back exclude each other
         self._inflight: dict[str, int] = {}
+        self._admission = threading.Lock()
         self._build = build
         self._led: frozenset[str] = frozenset()
         self._config_leader = False
@@ -127,19 +130,21 @@ class PartitionLeadership(LeaseRounds):
         if partition is None:
             return self._config_leader
         key = partition.lower()
-        if key not in self._led or key in self._draining:
-            return False
-        self._inflight[key] = self._inflight.get(key, 0) + 1
+        with self._admission:
+            if key not in self._led or key in self._draining:
+                return False
+            self._inflight[key] = self._inflight.get(key, 0) + 1
         return True
 
     def leave(self, partition: str) -> None:
         """The write admitted by :meth:`enter` was answered. On the loop."""
         key = partition.lower()
-        left = self._inflight.get(key, 0) - 1
-        if left > 0:
-            self._inflight[key] = left
-        else:
-            self._inflight.pop(key, None)
+        with self._admission:
+            left = self._inflight.get(key, 0) - 1
+            if left > 0:
+                self._inflight[key] = left
+            else:
+                self._inflight.pop(key, None)
 
     def successor(self, partition: str | None) -> bool:
         """True when this instance holds the claim on ``partition`` but another one still leads it:
@@ -228,7 +233,8 @@ class PartitionLeadership(LeaseRounds):
         # writing stops, what was queued is committed, and the claimant may take it
         claimant = self._read_leader(name, claimant=True)
         self._leaders = {**self._leaders, name: claimant}
-        self._draining = self._draining | {name}
+        with self._admission:               # no write is admitted after this without being counted
+            self._draining = self._draining | {name}
         deadline = time.monotonic() + self.hold
         while self._inflight.get(name) and time.monotonic() < deadline:
             time.sleep(0.002)
