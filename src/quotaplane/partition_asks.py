@@ -10,38 +10,28 @@ first, change memory, journal (rule S1), and undo exactly when the journal refus
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import quotaplane.events as E
 from quotaplane.admission import validate_spec
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.partition_nodes import check_int64_sum
+from quotaplane.partition_nodes import PartitionHost, check_int64_sum
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
     from quotaplane.policy import Violation
-    from quotaplane.state import PartitionState
 
 __all__ = ["PartitionAsks"]
 
 
-class _Host(Protocol):
-    """What the ask operations use of their partition."""
-
-    name: str
-    lock: threading.RLock
-    clock: Callable[[], float]
-    _s: PartitionState
-
-    def _usable(self) -> None: ...
+class _Host(PartitionHost, Protocol):
+    """What the ask operations use of their partition: what the node operations use, and the
+    check that an application takes allocations."""
 
     def _active_app(self, application_id: str) -> Application: ...
-
-    def _record(self, events: Sequence[E.Event], *, recoverable: bool = False) -> None: ...
 
 
 class PartitionAsks:

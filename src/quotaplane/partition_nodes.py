@@ -23,7 +23,7 @@ from quotaplane.resources import INT64_MAX, Resource
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.state import PartitionState
 
-__all__ = ["PartitionNodes", "check_int64_sum"]
+__all__ = ["PartitionHost", "PartitionNodes", "check_int64_sum"]
 
 
 def check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str) -> None:
@@ -35,8 +35,8 @@ def check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str
                              f"({INT64_MAX})")
 
 
-class _Host(Protocol):
-    """What the node operations use of their partition."""
+class PartitionHost(Protocol):
+    """What the node operations use of their partition (the waiting-ask operations use it too)."""
 
     name: str
     lock: threading.RLock
@@ -51,7 +51,7 @@ class _Host(Protocol):
 class PartitionNodes:
     """The node operations of a partition (see the module docstring)."""
 
-    def node_schedulable(self: _Host, node_id: str) -> bool:
+    def node_schedulable(self: PartitionHost, node_id: str) -> bool:
         """False for a registered node that takes no new allocations (cordoned); its capacity is not
         in the cluster's total. Unknown node: NotFoundError."""
         with self.lock:
@@ -59,7 +59,7 @@ class PartitionNodes:
                 raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
             return self._s.node_index.schedulable(node_id)
 
-    def node_allocations(self: _Host, node_id: str) -> list[Allocation]:
+    def node_allocations(self: PartitionHost, node_id: str) -> list[Allocation]:
         """The allocations running on ``node_id``, in the order they were placed there."""
         with self.lock:
             if node_id not in self._s.nodes:
@@ -67,7 +67,7 @@ class PartitionNodes:
             allocs = self._s.allocs
             return [allocs[k] for k in self._s.node_index.on(node_id)]
 
-    def add_node(self: _Host, node_id: str, capacity: Mapping[str, int] | Resource, *,
+    def add_node(self: PartitionHost, node_id: str, capacity: Mapping[str, int] | Resource, *,
                  schedulable: bool = True) -> None:
         """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict.
 
@@ -93,7 +93,8 @@ class PartitionNodes:
                 raise
             self._s.pending.freed(full=True)      # the cluster grew: the root and every elastic total
 
-    def update_node(self: _Host, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
+    def update_node(self: PartitionHost, node_id: str, *,
+                    capacity: Mapping[str, int] | Resource | None = None,
                     schedulable: bool | None = None) -> None:
         """Change a node's capacity or schedulability (cordon: ``schedulable=False`` keeps the node and
         the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
@@ -122,7 +123,7 @@ class PartitionNodes:
                 raise
             self._s.pending.freed(full=True)      # the cluster may have grown
 
-    def remove_node(self: _Host, node_id: str) -> None:
+    def remove_node(self: PartitionHost, node_id: str) -> None:
         """Remove a node; the root queue's max shrinks and every allocation on the node is released
         (YuniKorn's ``removeNode``), each told as a ``released`` notice. Unknown node: NotFoundError."""
         with self.lock:
@@ -145,7 +146,7 @@ class PartitionNodes:
                                                schedulable=None if schedulable else False))
                 raise
 
-    def bind(self: _Host, allocation_key: str, node_id: str) -> None:
+    def bind(self: PartitionHost, allocation_key: str, node_id: str) -> None:
         """Allocation ``allocation_key`` runs on ``node_id`` (e.g. Kubernetes bound its pod). The node
         must be registered (it may be unschedulable: the pod already runs there). Binding to the node
         it already names changes nothing. Unknown allocation or node: NotFoundError."""

@@ -121,6 +121,11 @@ def test_kill9_under_many_clients_with_group_commit_loses_nothing_acknowledged(
     assert again.stop() == 0
 
 
+def _env(partitions: str) -> dict[str, str]:
+    """Two instances on PostgreSQL: a 3 s lease, the partitions this one is given."""
+    return {"QUOTAPLANE_LEASE_TTL": "3", "QUOTAPLANE_PARTITIONS": partitions}
+
+
 def _wait_leads(s: ServerProcess, partition: str, timeout: float) -> float:
     start = time.monotonic()
     with s.client() as c:
@@ -136,12 +141,9 @@ def test_two_instances_share_the_partitions_and_one_takes_over_the_other_s(
         tmp_path: Path, servers: list[ServerProcess], pg_url: str) -> None:
     config = tmp_path / "two.yaml"
     config.write_text(TWO)
-    def env(partitions: str) -> dict[str, str]:
-        return {"QUOTAPLANE_LEASE_TTL": "3", "QUOTAPLANE_PARTITIONS": partitions}
-
-    a = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("default"))
+    a = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=_env("default"))
     servers.append(a.start())
-    b = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("second"))
+    b = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=_env("second"))
     servers.append(b.start())
     _wait_leads(b, "second", 15)              # b claimed it: a handed it back
     with a.client() as ca, b.client() as cb:
@@ -171,7 +173,7 @@ def test_two_instances_share_the_partitions_and_one_takes_over_the_other_s(
                        json={"applicationID": "app", "allocationKey": "on-a",
                              "resource": {"vcore": 1}}).status_code == 201
     # b comes back: it claims its partition again and finds a's write
-    b2 = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("second"))
+    b2 = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=_env("second"))
     servers.append(b2.start())
     _wait_leads(b2, "second", 15)
     with b2.client() as cb:
@@ -188,16 +190,12 @@ def test_a_partition_handed_back_under_concurrent_writes_refuses_none_and_loses_
     hold, none is refused, and every one is on b."""
     config = tmp_path / "two.yaml"
     config.write_text(TWO)
-
-    def env(partitions: str) -> dict[str, str]:
-        return {"QUOTAPLANE_LEASE_TTL": "3", "QUOTAPLANE_PARTITIONS": partitions}
-
-    a = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("default"))
+    a = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=_env("default"))
     servers.append(a.start())
     with a.client() as ca:
         _seed(ca, "second")
     through_a, stop_a, threads_a, problems_a = _run(a.url, "second", "a", 200, tolerated=())
-    b = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=env("second"))
+    b = ServerProcess(config=config, store=pg_url, cwd=tmp_path, env=_env("second"))
     servers.append(b.start())
     with b.client() as cb:
         deadline = time.monotonic() + 15
