@@ -202,6 +202,17 @@ def test_a_hand_back_lets_the_admitted_writes_finish_and_sends_new_ones_to_the_c
     assert lead_b2.led() == {"second"}
 
 
+def test_the_healthcheck_says_which_partitions_this_instance_leads_and_who_leads_the_others() -> None:
+    _clock, _journal, (lead_a, sched_a), (lead_b, sched_b) = _setup()
+    lead_a.step(sched_a)
+    assert lead_a.describe() == "leads default and the configuration; second: http://b:2"
+    with TestClient(create_app(sched_b, leadership=lead_b, timeouts_interval=3600)) as c:
+        checks = c.get("/ws/v1/scheduler/healthcheck").json()["HealthChecks"]
+    leadership = next(x for x in checks if x["Name"] == "Leadership")
+    assert leadership["DiagnosisMessage"] == ("leads second; default: http://a:1; "
+                                              "the configuration: http://a:1")
+
+
 def test_a_config_change_on_one_instance_reaches_the_partition_another_leads() -> None:
     _clock, journal, (_lead_a, sched_a), (lead_b, sched_b) = _setup()
     sched_a.update_config(CONFIG.replace("    - name: a\n", "    - name: a\n    - name: b\n"))

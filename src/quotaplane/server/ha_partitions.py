@@ -113,6 +113,18 @@ class PartitionLeadership(LeaseRounds):
         """The partitions this instance leads now."""
         return self._led
 
+    def describe(self) -> str:
+        """Who leads what, as this instance saw it at its last round (the healthcheck shows it)."""
+        led = ", ".join(sorted(self._led)) or "no partition"
+        parts = [f"leads {led}" + (" and the configuration" if self._config_leader else "")]
+        others = sorted((name, url) for name, url in self._leaders.items()
+                        if name is not None and name not in self._led)
+        if others:
+            parts.append("; ".join(f"{name}: {url or 'no leader'}" for name, url in others))
+        if not self._config_leader:
+            parts.append(f"the configuration: {self._leaders.get(None) or 'no leader'}")
+        return "; ".join(parts)
+
     def leader_url(self, partition: str | None = None) -> str | None:
         """The advertised URL of the instance leading ``partition`` (None: the configuration), as
         read at the last round (None: no leader then — a hand-over was under way); while this

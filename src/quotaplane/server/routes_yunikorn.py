@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from quotaplane.errors import ConfigError, NotFoundError
 from quotaplane.server.common import GROUP_RE, USER_RE, check_queue_name, errors, json
 from quotaplane.server.errors import ApiError
+from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.models import (
     GroupUsageOut,
     HealthOut,
@@ -105,7 +106,11 @@ def router(service: Any) -> APIRouter:
                        "DiagnosisMessage": "" if stored else
                        f"store writes failing for partition(s) {', '.join(failed) or '?'}"})
         lead = service.leadership
-        if lead is not None:
+        if isinstance(lead, PartitionLeadership):
+            checks.append({"Name": "Leadership", "Succeeded": True,
+                           "Description": "the partitions this instance leads, and who leads the others",
+                           "DiagnosisMessage": lead.describe()})
+        elif lead is not None:
             leader = lead.leader_url() or ""
             checks.append({"Name": "Leadership", "Succeeded": True,
                            "Description": "this instance leads, or follows the leader's journal",
