@@ -11,7 +11,9 @@ change made on one instance reaches the partition the other leads.
 from __future__ import annotations
 
 import asyncio
+import socket
 import socketserver
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -262,13 +264,15 @@ def test_history_samples_only_the_partitions_led_here() -> None:
 
 
 class _Raw(socketserver.ThreadingTCPServer):
-    """A fake leader answering every request on a connection with ``answer`` (None: closes instead)."""
+    """A fake leader answering every request on a connection with ``answer`` (None: closes instead);
+    ``reset``: it resets each connection (RST) right after its first answer, as a leader that dies."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, answer: bytes | None) -> None:
+    def __init__(self, answer: bytes | None, reset: bool = False) -> None:
         self.answer = answer
+        self.reset = reset
         self.connections = 0
         self.requests: list[bytes] = []
         outer = self
@@ -294,6 +298,11 @@ class _Raw(socketserver.ThreadingTCPServer):
                     if outer.answer is None:
                         return                                  # read it, never answer
                     self.request.sendall(outer.answer)
+                    if outer.reset:
+                        self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                struct.pack("ii", 1, 0))
+                        self.request.close()
+                        return
 
         super().__init__(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -455,6 +464,25 @@ def test_a_leader_that_does_not_answer_is_a_502_that_does_not_claim_nothing_chan
     assert sent.startswith(b"POST /ws/v1/partition/second/allocations HTTP/1.1\r\n")
     assert b"x-quotaplane-forwarded: http://a:1\r\n" in sent
     assert b'"allocationKey":"k1"' in sent
+
+
+def test_a_pooled_connection_the_leader_reset_is_not_reused_and_not_a_500() -> None:
+    """Under uvloop (as `serve` runs) a write on a connection the peer reset raises RuntimeError; a
+    reset is not an end of stream for the reader, so the pool kept such a connection and the next
+    relayed write answered 500. A connection the leader reset is dropped; the write goes through."""
+    leader = _Raw(b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n"
+                  b"content-length: 2\r\n\r\n{}", reset=True)
+    (lead_a, sched_a), _b = _two(leader.url)
+    server = LiveServer(create_app(sched_a, leadership=lead_a, timeouts_interval=3600), lifespan="off")
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            for i in range(3):
+                r = c.put(f"/ws/v1/partition/second/node/n{i}", json={"capacity": {"vcore": 1}})
+                assert r.status_code == 201, r.text
+                time.sleep(0.2)                    # the reset reaches the relay's connection
+    finally:
+        server.stop()
+    assert leader.connections == 3 and len(leader.requests) == 3
 
 
 def test_the_relay_reuses_its_connection_and_reads_chunked_answers() -> None:

@@ -164,6 +164,13 @@ async def _read_answer(reader: asyncio.StreamReader, method: str) -> _Answer:
     return _Answer(status, headers, body, keep_alive)
 
 
+def _usable(conn: _Connection) -> bool:
+    """An idle connection still open both ways: a reset by the leader is not an end of stream for the
+    reader (its error is kept instead), and the transport may be closed already."""
+    reader, writer = conn
+    return not writer.is_closing() and not reader.at_eof() and reader.exception() is None
+
+
 class Forwarder:
     """Relays requests to the leaders over pooled keep-alive connections (opened on first use, on the
     event loop that serves the requests)."""
@@ -181,12 +188,12 @@ class Forwarder:
             for _, (_, writer) in conns:
                 writer.close()
 
-    async def _connection(self, key: tuple[str, str, int]) -> _Connection:
-        conns = self._idle.get(key)
+    async def _connection(self, key: tuple[str, str, int], fresh: bool = False) -> _Connection:
+        conns = None if fresh else self._idle.get(key)
         now = time.monotonic()
         while conns:
             since, conn = conns.pop()
-            if now - since < IDLE_SECONDS and not conn[0].at_eof():
+            if now - since < IDLE_SECONDS and _usable(conn):
                 return conn
             conn[1].close()
         scheme, host, port = key
@@ -215,7 +222,6 @@ class Forwarder:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise _NotSent(f"not an http(s) URL: {leader!r}")
         key = (url.scheme, url.hostname, port)
-        reader, writer = await self._connection(key)
         netloc = url.netloc.rsplit("@", 1)[-1].encode("ascii")
         path = url.path.rstrip("/").encode("latin-1") + target.encode("latin-1")
         request = [method.encode("ascii"), b" ", path, b" HTTP/1.1\r\nhost: ", netloc,
@@ -225,8 +231,21 @@ class Forwarder:
         for name, value in headers:
             request += [name, b": ", value, b"\r\n"]
         request += [b"\r\n", body]
+        data = b"".join(request)
+        reader, writer = await self._connection(key)
         try:
-            writer.write(b"".join(request))
+            writer.write(data)
+        except (RuntimeError, OSError):
+            # the connection went away after it was taken from the pool (uvloop refuses a write on a
+            # closed handle): nothing was sent — once more on a new connection
+            writer.close()
+            reader, writer = await self._connection(key, fresh=True)
+            try:
+                writer.write(data)
+            except (RuntimeError, OSError) as exc:
+                writer.close()
+                raise _NotSent(f"connection lost: {exc}") from exc
+        try:
             answer = await asyncio.wait_for(_read_answer(reader, method), ANSWER_TIMEOUT)
         except BaseException as exc:
             writer.close()
