@@ -466,6 +466,22 @@ def test_a_leader_that_does_not_answer_is_a_502_that_does_not_claim_nothing_chan
     assert b'"allocationKey":"k1"' in sent
 
 
+def test_a_configuration_change_sent_to_another_instance_is_relayed_to_the_configuration_s_leader(
+        ) -> None:
+    leader = _Raw(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+    journal = MemoryJournal(clock=Clock())
+    lead_a, sched_a = _instance(journal, leader.url, ["default"])         # the first: the config
+    lead_b, sched_b = _instance(journal, "http://b:2", ["second"])
+    lead_a.step(sched_a)
+    lead_b.step(sched_b)
+    assert lead_a.is_leader(None) and not lead_b.is_leader(None)
+    with TestClient(create_app(sched_b, leadership=lead_b, timeouts_interval=3600),
+                    raise_server_exceptions=False) as c:
+        r = c.put("/ws/v1/config", content=CONFIG, headers={"content-type": "application/x-yaml"})
+    assert r.status_code == 200, r.text
+    assert leader.requests and leader.requests[-1].startswith(b"PUT /ws/v1/config HTTP/1.1")
+
+
 def test_a_pooled_connection_the_leader_reset_is_not_reused_and_not_a_500() -> None:
     """Under uvloop (as `serve` runs) a write on a connection the peer reset raises RuntimeError; a
     reset is not an end of stream for the reader, so the pool kept such a connection and the next

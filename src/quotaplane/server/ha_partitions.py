@@ -7,9 +7,9 @@ of a partition led elsewhere first replays what its stream gained since this ins
 (:meth:`quotaplane.server.app.Service.refresh_for_read`), so it sees every change acknowledged before
 it. Nothing replays the others' partitions in the background: with N instances that would cost each
 one the work of all the others (N² in total), and throughput would stop growing with instances.
-Writes for a partition led elsewhere are relayed to its leader (:mod:`quotaplane.server.forwarding`),
-or answered 503 with ``leader``, its URL, when it cannot be reached (:class:`quotaplane.client.Client`
-follows it).
+Writes for a partition led elsewhere are relayed to its leader, and wait for the new one while a
+partition changes hands (:mod:`quotaplane.server.write_routing`); when no leader can be reached in
+time they are answered 503 with ``leader``, its URL (:class:`quotaplane.client.Client` follows it).
 
 Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS``):
 
@@ -19,15 +19,16 @@ Which instance leads what (``serve --partitions a,b`` / ``QUOTAPLANE_PARTITIONS`
 * a partition without a live leader and without a live claim — not given to anyone, or its instance
   died — is taken by any instance at its next round (every ``interval`` seconds, after the dead
   leader's lease expired: ``ttl``); an instance given no partitions takes every free one;
-* an instance leading a partition another live instance claims hands it back: it commits what it
-  queued, releases the lease, and the claimant takes it at its next round.
+* an instance leading a partition another live instance claims hands it back: it sends new writes
+  to the claimant, lets the writes it admitted finish, commits what it queued and releases the
+  lease; the claimant takes it at its next round (its rounds come faster while it waits).
 
 Taking a partition over replays its stream to the end before the first write (every acknowledged
 change is there, decision S1), exactly as a whole-instance take-over rebuilds from the store; appends
 stay fenced by the partition's lease, so a paused ex-leader can never fork a stream.
 
 Configuration changes are written by the instance holding the ``scheduler`` lease (any instance may
-take it; ``PUT /ws/v1/config`` elsewhere is answered 503 with its URL). Each instance applies a new
+take it; ``PUT /ws/v1/config`` sent elsewhere is relayed to it). Each instance applies a new
 configuration to the partitions it leads at its next round and journals their markers
 (:meth:`quotaplane.scheduler.Scheduler.follow`).
 """
