@@ -80,13 +80,15 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_HOPS = 2
 
 
-def leader_write(scope: Scope) -> bool:
-    """True for a request only a leader applies: a write (not GET/HEAD/OPTIONS) to a partition
-    (``/ws/v1/partition/{name}/…``) or to the configuration (``/ws/v1/config``)."""
+def leader_write(scope: Scope) -> tuple[bool, str | None]:
+    """``(True, partition)`` for a request only a leader applies — a write (not GET/HEAD/OPTIONS) to
+    a partition (``/ws/v1/partition/{name}/…``) or, with ``partition`` None, to the configuration
+    (``/ws/v1/config``); ``(False, None)`` otherwise. The path is matched once."""
     if scope["method"] in _READS:
-        return False
+        return False, None
     path = scope["path"]
-    return path == "/ws/v1/config" or partition_of_path(path) is not None
+    partition = partition_of_path(path)
+    return (partition is not None or path == "/ws/v1/config"), partition
 
 
 def hops(scope: Scope) -> int:

@@ -43,10 +43,10 @@ class WriteRouter:
     async def target(self, scope: Scope) -> str | None:
         """The leader to relay this request to, or None to answer it here (a write for a partition
         led here is then admitted until :meth:`done`)."""
-        if not leader_write(scope):
+        written, partition = leader_write(scope)
+        if not written:
             return None
         leadership = self.leadership
-        partition = partition_of_path(scope["path"])
         if self._admit(scope, partition):
             return None
         relayed = hops(scope)
