@@ -12,16 +12,19 @@ Responsibilities live beside this module: admission in :mod:`quotaplane.admissio
 table in :mod:`quotaplane.application`, gang placeholder replacement in :mod:`quotaplane.gang`,
 timeouts in :mod:`quotaplane.timeouts`, snapshot rebuilds in :mod:`quotaplane.rebuild`, and the
 pending-ask scheduler in :mod:`quotaplane.scheduling` (composed, seen through a narrow host). The
-node operations (:mod:`quotaplane.partition_nodes`), the waiting-ask operations
-(:mod:`quotaplane.partition_asks`) and the store side (:mod:`quotaplane.partition_commits`) are
-mixed in from their own modules.
+application operations (:mod:`quotaplane.partition_apps`), the node operations
+(:mod:`quotaplane.partition_nodes`), the waiting-ask operations (:mod:`quotaplane.partition_asks`),
+the store side — journalling, recovery, snapshots, replay (:mod:`quotaplane.partition_store`) and
+group commit (:mod:`quotaplane.partition_commits`) — and the notices
+(:mod:`quotaplane.partition_notices`) are mixed in from their own modules; this one keeps the
+allocation path (allocate, release, placeholders, timeouts) and the configuration.
 """
 
 from __future__ import annotations
 
 import threading
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,14 +38,7 @@ from quotaplane.admission import (
     check_id,
     validate_spec,
 )
-from quotaplane.application import (
-    ACTIVE_STATES,
-    GANG_HARD,
-    GANG_SOFT,
-    Allocation,
-    Application,
-)
-from quotaplane.config.identity import UserGroup
+from quotaplane.application import Allocation, Application
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import (
     ConflictError,
@@ -52,10 +48,13 @@ from quotaplane.errors import (
 )
 from quotaplane.journal.base import Journal
 from quotaplane.journalling import PartitionLog
-from quotaplane.notices import EventListener, Notifier
+from quotaplane.notices import Notifier
+from quotaplane.partition_apps import PartitionApps
 from quotaplane.partition_asks import PartitionAsks
 from quotaplane.partition_commits import PartitionCommits
 from quotaplane.partition_nodes import PartitionNodes
+from quotaplane.partition_notices import PartitionNotices
+from quotaplane.partition_store import PartitionStore
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy
 from quotaplane.queues import QueueTree
@@ -64,7 +63,6 @@ from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.preemption import Preemptor
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
 from quotaplane.state import PartitionState
-from quotaplane.submission import Submission
 from quotaplane.timeouts import PartitionOptions, timeouts_due
 from quotaplane.ugm import Manager
 
@@ -73,15 +71,8 @@ __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "Part
 _EMPTY = Resource()
 
 
-def _replay_problem(exc: Exception) -> str:
-    """What is wrong with a journalled event, for the message that names it."""
-    if isinstance(exc, KeyError) and not isinstance(exc, NotFoundError):
-        return (f"it names {exc.args[0] if exc.args else '?'!r}, which does not exist at that point "
-                "(the journal is damaged or was edited)")
-    return str(exc) or type(exc).__name__
-
-
-class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
+class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, PartitionCommits,
+                PartitionNotices):
     """One partition of the scheduler (contract "Scheduler and partitions").
 
     All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
@@ -164,148 +155,6 @@ class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
         """The admission policies in order (queue, user/group, then configured extensions)."""
         return list(self._s.policies.all)
 
-
-    def _record(self, events: Sequence[E.Event], *, recoverable: bool = False) -> None:
-        """Append ``events`` durably (S1), each followed by the notes of the changes it made
-        (:meth:`PartitionState.take_notes`), in one transaction.
-
-        A change that cannot be rolled back (``recoverable`` False) and could not be journalled left
-        memory ahead of the journal: the partition is rebuilt from the journal at once, so the
-        refused change is not visible (issue 14 #2); the error is raised either way.
-        """
-        notes = self._s.take_notes()
-        try:
-            self._log.record([*events, *notes] if notes else events, recoverable=recoverable)
-        except BaseException:
-            # a failed group commit: the caller holds the lock, so its change is the newest in memory
-            # and its own undo is exact; the partition is rebuilt on its next use (it is poisoned)
-            if self._log.poisoned is not None and not (recoverable and self._log.group is not None):
-                self.recover()
-            raise
-        if notes:
-            self._s.notes_recorded(notes)
-
-    @property
-    def healthy(self) -> bool:
-        """False while the store refuses writes (the last append failed) or memory may be ahead of
-        the journal (a recovery is due); the healthcheck reports it."""
-        return self._log.poisoned is None and self._log.store_error is None
-
-    @property
-    def recovering(self) -> bool:
-        """True while memory may be ahead of the journal (a failed append of a change that cannot be
-        rolled back, and the store could not be read since): nothing should be served from it."""
-        return self._log.poisoned is not None
-
-    @property
-    def store_error(self) -> BaseException | None:
-        """The last journal append that failed (None once one succeeds), or the failure that stopped
-        the partition while it waits for a recovery."""
-        return self._log.poisoned or self._log.store_error
-
-    def recover(self) -> bool:
-        """Rebuild memory from the journal after a failure left it ahead (issue 14 #2); True when the
-        partition is consistent with its journal (also when nothing was to be done).
-
-        The rebuilt state replaces the old one in place: subscribers, the journal and settings such as
-        :attr:`auto_schedule` stay. When the store cannot be read yet nothing changes and False is
-        returned; the next change (or :meth:`recover`) tries again.
-        """
-        with self.lock:
-            failure = self._log.poisoned
-            if failure is None:
-                return True
-            if self.restorer is None:
-                return False
-            try:
-                fresh = self.restorer()
-            except Exception:       # the store cannot be read yet: stay stopped, try again later
-                return False
-            if fresh is None:
-                return False
-            auto, incremental = self._s.pending.auto_schedule, self._s.pending.incremental
-            self._s = fresh._s
-            self._bind()
-            self._s.pending.auto_schedule = auto
-            self._s.pending.incremental = incremental
-            self._s.pending.asks.dirty = True       # the timer's next cycle looks at every ask
-            self._log.last_seq = fresh._log.last_seq
-            self._log.snapshot_seq = fresh._log.snapshot_seq
-            self._log.poisoned = None
-            self._log.wrote = False
-            if self._log.group is not None:
-                self._log.group.resume()
-            return True
-
-    def _queue_of(self, application_id: str) -> str:
-        app = self._s.apps.get(application_id)
-        return app.queue_path if app is not None else ""
-
-    def _usable(self) -> None:
-        if self._log.poisoned is not None and not self.recover():
-            self._log.usable(self.name)
-
-    def _snapshot_state(self) -> Mapping[str, Any]:
-        with self.lock:
-            return self._s.snapshot()
-
-    def take_snapshot(self) -> int:
-        """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""
-        with self.lock:
-            return self._log.save_snapshot()
-
-    @property
-    def journal(self) -> Journal | None:
-        """The journal this partition appends to (None: in memory)."""
-        return self._log.journal
-
-    @journal.setter
-    def journal(self, journal: Journal | None) -> None:
-        self._log.journal = journal
-
-    @property
-    def stream(self) -> str:
-        """The partition's stream name in the journal."""
-        return self._log.stream
-
-    @property
-    def holder(self) -> str | None:
-        """The lease holder name this instance appends under, or None."""
-        return self._log.holder
-
-    @property
-    def snapshot_error(self) -> Exception | None:
-        """The last error of an automatic snapshot (the events are durable anyway)."""
-        return self._log.snapshot_error
-
-    @snapshot_error.setter
-    def snapshot_error(self, error: Exception | None) -> None:
-        self._log.snapshot_error = error
-
-    @property
-    def last_seq(self) -> int:
-        """The sequence number of the last event this partition journalled or replayed."""
-        return self._log.last_seq
-
-    @property
-    def snapshot_seq(self) -> int:
-        """The sequence number of the last snapshot this partition saved or was restored from."""
-        return self._log.snapshot_seq
-
-    @property
-    def needs_snapshot(self) -> bool:
-        """True when this partition journalled events since its last snapshot and is healthy."""
-        return self._log.needs_snapshot
-
-    def restored_at(self, seq: int) -> None:
-        """The partition was rebuilt from the snapshot at ``seq`` (the scheduler's restore)."""
-        self._log.last_seq = seq
-        self._log.snapshot_seq = seq
-
-    def mark_snapshot(self, seq: int) -> None:
-        """The journal's latest snapshot of this partition is at ``seq`` (after a full replay)."""
-        self._log.snapshot_seq = seq
-
     @contextmanager
     def read(self) -> Iterator[Partition]:
         """Hold the partition lock for a consistent multi-call read (REST)."""
@@ -364,91 +213,6 @@ class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
         with self.lock:
             return self._s.dump()
-
-    def can_submit(self, user: UserGroup, *, queue: str | None = None, tags: Mapping[str, str] | None = None,
-                   application_id: str = "what-if") -> Decision:
-        """Would ``add_application`` accept this submission? Changes nothing.
-
-        ``Decision(True, queue=path)``, or ``Decision(False)`` with an ``acl.submit`` violation when the
-        submit ACL refuses; a placement that finds no queue raises :class:`RejectedError` as
-        ``add_application`` does.
-        """
-        if not isinstance(user, UserGroup):
-            raise ValueError("user must be a UserGroup")
-        with self.lock:
-            return self._submission().can_submit(user, queue, tags or {}, application_id)
-
-    def _submission(self) -> Submission:
-        return Submission(self._s.queues, self._s.placement, has_rules=bool(self._s.config.placement_rules))
-
-    def add_application(self, application_id: str, user: UserGroup, *, queue: str | None = None,
-                        tags: Mapping[str, str] | None = None, gang_style: str = GANG_SOFT,
-                        placeholder_timeout: float | None = None) -> str:
-        """Place and add an application; return the full queue path (contract).
-
-        Placement rules pick the queue (P-1 … P-8; with none, ``queue`` as given); a dynamic queue is
-        created with its parent's child template (M-6) and namespace tags applied (N-2). The submit
-        ACL is checked (RejectedError). A duplicate id is a ConflictError. The application is accepted
-        even when a maxapplications limit is reached: counts are enforced at :meth:`allocate`.
-        ``gang_style`` (``soft``/``hard``) and ``placeholder_timeout`` (seconds) drive gang timeouts.
-        """
-        tag_map, timeout = self._check_submission(application_id, user, queue, tags, gang_style,
-                                                  placeholder_timeout)
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            if application_id in self._s.apps:
-                raise ConflictError(f"application {application_id!r} already exists in partition "
-                                    f"{self.name!r}")
-            path = self._submission().place(application_id, user, queue, tag_map)
-            ev = E.AppAdded(app=application_id, user=user.user, groups=tuple(user.groups), queue=path,
-                            tags=dict(sorted(tag_map.items())), t=self.clock(), gang_style=gang_style,
-                            placeholder_timeout=timeout)
-            self._s.app_added(ev)
-            try:
-                self._record([ev], recoverable=True)
-            except BaseException:
-                self._s.drop_app(self._s.apps[application_id])
-                raise
-            return path
-
-    def _check_submission(self, application_id: str, user: UserGroup, queue: str | None,
-                          tags: Mapping[str, str] | None, gang_style: str, placeholder_timeout: float | None
-                          ) -> tuple[dict[str, str], float]:
-        """The arguments of :meth:`add_application` checked; (tags as strings, placeholder timeout)."""
-        check_id(application_id, "application id")
-        if not isinstance(user, UserGroup):
-            raise ValueError("user must be a UserGroup")
-        if gang_style not in (GANG_SOFT, GANG_HARD):
-            raise ValueError(f"gang_style must be 'soft' or 'hard', not {gang_style!r}")
-        if queue is not None and not isinstance(queue, str):
-            raise ValueError("queue must be a string")
-        timeout = (self._s.options.placeholder_timeout if placeholder_timeout is None
-                   else float(placeholder_timeout))
-        if timeout < 0:
-            raise ValueError("placeholder_timeout must not be negative")
-        return {str(k): str(v) for k, v in (tags or {}).items()}, timeout
-
-    def remove_application(self, application_id: str) -> None:
-        """Remove an application, releasing all its allocations; its running count ends (seed 001)."""
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            if application_id not in self._s.apps:
-                raise NotFoundError(f"application {application_id!r} not found in partition {self.name!r}")
-            ev = E.AppRemoved(app=application_id, t=self.clock())
-            self._s.app_removed(ev)
-            self._record([ev])
-            self._s.pending.freed()
-
-    def _active_app(self, application_id: str) -> Application:
-        app = self._s.apps.get(application_id)
-        if app is None:
-            raise NotFoundError(f"application {application_id!r} not found in partition {self.name!r}")
-        if app.state not in ACTIVE_STATES:
-            raise ConflictError(f"application {application_id!r} is {app.state} and takes no allocations")
-        if self._s.queues.queue(app.queue_path) is None:
-            raise NotFoundError(f"queue {app.queue_path!r} of application {application_id!r} "
-                                "no longer exists")
-        return app
 
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
                 preemptible: bool = True) -> Decision:
@@ -733,38 +497,6 @@ class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
                 return                    # a follower schedules nothing
             self._s.pending.freed(full=True)      # any limit, order or placement may have changed
 
-
-    def subscribe(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
-        """Call ``callback(notice)`` for every change, once it is journalled (:mod:`quotaplane.notices`).
-
-        A notice is ``{"type", "partition", "seq", …}``: ``allocated``, ``released``, ``preempted``,
-        ``ask_added``, ``ask_removed``, ``application`` (state changes), ``application_removed``,
-        ``config_applied``, ``node_added``, ``node_removed``; ``seq`` is the journal sequence number
-        the change was written under. Callbacks run under the partition lock and must be quick; one
-        that raises is unsubscribed. Returns a function that unsubscribes.
-        """
-        with self.lock:
-            self._notifier.subscribe(callback)
-
-        def unsubscribe() -> None:
-            with self.lock:
-                self._notifier.unsubscribe(callback)
-        return unsubscribe
-
-    def listen(self, listener: EventListener) -> Callable[[], None]:
-        """Call ``listener(events, time)`` with the events of every change once it is journalled (the
-        typed :mod:`quotaplane.events`; :func:`quotaplane.notices.notice_of` turns one into its notice).
-        Cheaper than :meth:`subscribe` for a listener that keeps the events to look at later; it runs
-        under the partition lock and must be quick. Returns a function that stops it."""
-        with self.lock:
-            self._notifier.listeners.append(listener)
-
-        def stop() -> None:
-            with self.lock:
-                if listener in self._notifier.listeners:
-                    self._notifier.listeners.remove(listener)
-        return stop
-
     def standing(self, kind: str, name: str) -> dict[str, Any]:
         """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.standing`):
         guaranteed or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime,
@@ -777,56 +509,6 @@ class Partition(PartitionNodes, PartitionAsks, PartitionCommits):
         if out is None:
             raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
         return {"partition": self.name, **out}
-
-    def subscriber_count(self) -> int:
-        """How many subscribers are listening."""
-        return len(self._notifier.subscribers)
-
-    def notices_after(self, after: int) -> list[dict[str, Any]]:
-        """The notices of the changes journalled after sequence number ``after`` (resuming a stream).
-
-        Read back from the journal (also after a restart). ``ValueError`` when the journal no longer
-        holds events from ``after`` on (compacted) or when this partition has no journal.
-        """
-        from quotaplane.journal.base import JournalCompactedError
-        from quotaplane.notices import notices_after
-
-        with self.lock:
-            journal = self._log.journal
-            if journal is None:
-                raise ValueError(f"partition {self.name!r} keeps no journal: there is nothing to resume from")
-            try:
-                return list(notices_after(journal.read(self.stream, after=after), self.name, self._queue_of))
-            except JournalCompactedError as exc:
-                raise ValueError(f"the journal of partition {self.name!r} holds events only after "
-                                 f"seq {exc.compacted_seq}; cannot resume after {after}") from None
-
-    def apply_event(self, event: Mapping[str, Any]) -> None:
-        """Apply one journalled event (replay): the recorded outcome, through the live handlers."""
-        try:
-            typed = E.decode(event)
-        except E.EventFormatError as exc:
-            raise JournalReplayError(str(exc)) from None
-        self._s.apply(typed)
-
-    def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
-        """Apply ``(seq, event)`` pairs in order without journalling them; return how many."""
-        n = 0
-        with self.lock:
-            self._log.replaying = True
-            try:
-                for seq, ev in events:
-                    try:
-                        self.apply_event(ev)
-                    except Exception as exc:   # issue 14 #6: name the event, never a bare KeyError
-                        raise JournalReplayError(f"stream {self.stream!r}, event #{seq}: "
-                                                 f"{_replay_problem(exc)}") from exc
-                    self._log.last_seq = seq
-                    self._s.notes_recorded(self._s.take_notes())   # the journal holds them already
-                    n += 1
-            finally:
-                self._log.replaying = False
-        return n
 
     def __repr__(self) -> str:
         return f"Partition({self.name!r}, apps={len(self._s.apps)}, allocations={len(self._s.allocs)})"
