@@ -23,6 +23,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "core": ("events", "application", "admission", "gang", "nodes", "partition_nodes", "standing", "timeouts",
              "rebuild", "snapshot_state", "scheduling", "submission", "journalling", "group_commit",
              "partition_commits", "partition_asks", "partition_apps", "partition_store", "partition_notices",
+             "state_asks", "state_views",
              "notices", "state", "partition", "scheduler"),
     "server": ("server",),
     "client": ("client",),
