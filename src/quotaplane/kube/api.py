@@ -24,6 +24,8 @@ from lightkube.generic_resource import (
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
+from quotaplane.kube.objects import mapping
+
 __all__ = ["KubeApi", "client_config", "status_code"]
 
 _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call inside lightkube)
@@ -68,12 +70,8 @@ def status_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _meta(obj: Mapping[str, Any]) -> tuple[str, str | None]:
-    meta = _mapping(obj.get("metadata"))
+    meta = mapping(obj.get("metadata"))
     ns = meta.get("namespace")
     return str(meta.get("name", "")), ns if isinstance(ns, str) and ns else None
 
@@ -156,7 +154,7 @@ class KubeApi:
         """The Eviction API (``pods/eviction``): PodDisruptionBudgets are honoured (429 when one
         blocks it); the pod's UID is a precondition, so a re-created pod of the same name is safe."""
         name, ns = _meta(pod)
-        uid = _mapping(pod.get("metadata")).get("uid")
+        uid = mapping(pod.get("metadata")).get("uid")
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
                                 "metadata": {"name": name, "namespace": ns}}
         options: dict[str, Any] = {}
@@ -172,7 +170,7 @@ class KubeApi:
     async def event(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         """Record a core/v1 Event about ``obj`` (what ``kubectl describe`` shows)."""
         name, ns = _meta(obj)
-        meta = _mapping(obj.get("metadata"))
+        meta = mapping(obj.get("metadata"))
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         await self.create("events", {
             "apiVersion": "v1", "kind": "Event",

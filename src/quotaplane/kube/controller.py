@@ -39,11 +39,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quotaplane.errors import QuotaplaneError
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.kube.api import KubeApi, status_code
-from quotaplane.kube.crds import CustomQuotas
+from quotaplane.kube.configuration import ClusterConfiguration
 from quotaplane.kube.nodes import node_capacity, node_counts
+from quotaplane.kube.objects import mapping, name_of
 from quotaplane.kube.pods import (
     gang_parameters,
     has_gate,
@@ -58,7 +58,6 @@ from quotaplane.kube.pods import (
     task_groups,
     ungate_patch,
 )
-from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
 from quotaplane.partition import Partition
 from quotaplane.policy import Violation
 from quotaplane.resources import Resource
@@ -145,17 +144,11 @@ class Controller:
         self._versions: dict[str, str | None] = {}
         #: kinds whose watch has started once (a later start without a version lists again)
         self._listed: set[str] = set()
-        #: ElasticQuota and QuotaSubtree objects (the partition's extensions once any is seen)
-        self.custom = CustomQuotas()
-        #: the last ``queues.yaml`` of the ConfigMap (the base the custom quotas are composed with)
-        self._config_text: str | None = None
-        #: the custom quotas changed and the configuration is still to be applied
-        self._config_dirty = False
-        self._batching = False
+        #: the partition's configuration from the cluster: the ConfigMap and the custom quota objects
+        self.configuration = ClusterConfiguration(scheduler, api, self.options.partition,
+                                                  self.options.config_namespace, self._enqueue, self._error)
         #: kinds whose CRD is not installed (not watched)
         self._absent: set[str] = set()
-        #: ElasticQuota name conflicts already reported
-        self._conflicts: set[tuple[str, str]] = set()
         self._rounds = 0
         #: set once the first full listing has been applied
         self.synced = asyncio.Event()
@@ -190,7 +183,8 @@ class Controller:
     async def sync(self) -> None:
         """The restart-safe start (reference §8 item 8): inputs first, then pods, then the journal's
         leftovers released."""
-        self._batching = True       # the custom quotas and the ConfigMap make one configuration change
+        configuration = self.configuration
+        configuration.batching = True   # the custom quotas and the ConfigMap make one configuration change
         try:
             for kind in self.api.KINDS:
                 if kind == "pods":
@@ -206,8 +200,8 @@ class Controller:
                 for obj in items:
                     self._apply(kind, "ADDED", obj)
         finally:
-            self._batching = False
-        self._flush_config()
+            configuration.batching = False
+        configuration.flush()
         items, self._versions["pods"] = await self.api.list_versioned("pods")
         self._syncing = True
         try:
@@ -228,7 +222,7 @@ class Controller:
                     self._pod_gone(key, pod)
             self._release_missing(live)
         elif kind in ("nodes", "namespaces"):
-            present = {str(_mapping(obj.get("metadata")).get("name", "")) for obj in items}
+            present = {str(mapping(obj.get("metadata")).get("name", "")) for obj in items}
             known = self.nodes if kind == "nodes" else self.namespaces
             for name in sorted(set(known) - present):
                 self._apply(kind, "DELETED", {"metadata": {"name": name}})
@@ -264,7 +258,7 @@ class Controller:
                 self._listed.add(kind)
                 async for event_type, obj in self.api.watch(kind, version):
                     await self._events.put((kind, event_type, obj))
-                    meta_version = _mapping(obj.get("metadata")).get("resourceVersion")
+                    meta_version = mapping(obj.get("metadata")).get("resourceVersion")
                     if isinstance(meta_version, str) and meta_version:
                         self._versions[kind] = meta_version
             except asyncio.CancelledError:
@@ -291,11 +285,11 @@ class Controller:
             elif kind == "namespaces":
                 self.namespace_event(event_type, obj)
             elif kind == "configmaps":
-                self.config_map_event(event_type, obj)
+                self.configuration.config_map_event(event_type, obj)
             elif kind in ("elasticquotas", "quotasubtrees"):
-                self.custom_quota_event(kind, event_type, obj)
+                self.configuration.custom_quota_event(kind, event_type, obj)
         except Exception as exc:   # one bad object must not stop the controller; it is reported
-            self._error(f"{kind} {event_type} {_name_of(obj)}: {type(exc).__name__}: {exc}")
+            self._error(f"{kind} {event_type} {name_of(obj)}: {type(exc).__name__}: {exc}")
 
     def _error(self, text: str) -> None:
         log.warning("%s", text)
@@ -336,7 +330,7 @@ class Controller:
         if p.application(app_id) is None:
             ns = self.namespaces.get(pod_namespace(pod))
             tags = application_tags(pod, ns)
-            tags.update(self.custom.pod_tags(pod))
+            tags.update(self.configuration.custom.pod_tags(pod))
             tags[MANAGED_TAG] = "true"
             style, timeout = gang_parameters(pod)
             p.add_application(app_id, pod_user(pod), queue=pod_queue(pod), tags=tags, gang_style=style,
@@ -371,7 +365,7 @@ class Controller:
         decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
                                            node=node if node in self.partition.nodes() else None)
         if not decision.allocated:
-            self._error(f"adopting running pod {_name_of(pod)}: not within quota now "
+            self._error(f"adopting running pod {name_of(pod)}: not within quota now "
                         f"({waiting_message(list(decision.reasons))}); it is not counted")
 
     def _pod_gone(self, key: str, pod: Mapping[str, Any]) -> None:
@@ -476,7 +470,7 @@ class Controller:
         patch = ungate_patch(pod)
         if not patch:
             return
-        if "annotations" in _mapping(pod.get("metadata")):
+        if "annotations" in mapping(pod.get("metadata")):
             path = "/metadata/annotations/" + ADMITTED_ANNOTATION.replace("/", "~1")
             patch.append({"op": "add", "path": path, "value": key})
         else:
@@ -517,7 +511,7 @@ class Controller:
             self.report_waiting()
             self._rounds += 1
             if self._rounds % 4 == 0:
-                self.write_quota_status()
+                self.configuration.write_quota_status()
 
     def report_waiting(self) -> None:
         """Write the reasons of every waiting pod whose reasons changed since they were last written."""
@@ -539,12 +533,12 @@ class Controller:
         await self.api.event(pod, "Warning", "QuotaWaiting", message)
 
     # ------------------------------------------------------------------------------------------------
-    # inputs: nodes, namespaces, the config map
+    # inputs: nodes and namespaces (the ConfigMap and the custom quotas: kube/configuration.py)
     # ------------------------------------------------------------------------------------------------
     def node_event(self, event_type: str, node: dict[str, Any]) -> None:
         """A node's allocatable is its capacity; a cordoned or un-Ready node stays registered with the
         pods it runs but adds no capacity; a deleted node's pods are released (reference §5.2)."""
-        name = str(_mapping(node.get("metadata")).get("name", ""))
+        name = str(mapping(node.get("metadata")).get("name", ""))
         p = self.partition
         registered = name in p.nodes()
         if event_type == "DELETED":
@@ -573,93 +567,15 @@ class Controller:
 
     def namespace_event(self, event_type: str, ns: dict[str, Any]) -> None:
         """Namespaces' annotations become the tags of applications placed after (seed 004)."""
-        name = str(_mapping(ns.get("metadata")).get("name", ""))
+        name = str(mapping(ns.get("metadata")).get("name", ""))
         if event_type == "DELETED":
             self.namespaces.pop(name, None)
         else:
             self.namespaces[name] = ns
 
-    def config_map_event(self, event_type: str, cm: dict[str, Any]) -> None:
-        """``yunikorn-configs``'s ``queues.yaml`` is applied all or nothing (an invalid one is reported
-        and the running config stays)."""
-        meta = _mapping(cm.get("metadata"))
-        if event_type == "DELETED" or meta.get("name") != CONFIG_MAP or \
-                meta.get("namespace") != self.options.config_namespace:
-            return
-        text = _mapping(cm.get("data")).get(CONFIG_MAP_KEY)
-        if not isinstance(text, str):
-            return
-        self._config_text = text
-        self._config_dirty = True
-        self._flush_config(cm)
-
-    def custom_quota_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
-        """An ElasticQuota or QuotaSubtree changed: the configuration is composed again (only when
-        what the objects define changed — not when the write-back touched them)."""
-        if self.custom.event(kind, event_type, obj):
-            self._config_dirty = True
-            self._flush_config(obj if event_type != "DELETED" else None)
-        if kind == "elasticquotas":
-            for conflict, reason in self.custom.elastic_quotas()[1]:
-                ident = (_name_of(conflict), reason)
-                if ident not in self._conflicts:        # said once per object and reason
-                    self._conflicts.add(ident)
-                    self._enqueue(functools.partial(self.api.event, conflict, "Warning", "QuotaConflict",
-                                                    reason))
-
-    def _flush_config(self, source: Mapping[str, Any] | None = None) -> None:
-        """Apply the ConfigMap's text (else the running one) composed with the custom quotas, all or
-        nothing; a refusal is reported on ``source`` and the running configuration stays."""
-        if not self._config_dirty or self._batching:
-            return
-        self._config_dirty = False
-        base = self._config_text if self._config_text is not None else self.scheduler.config_text
-        try:
-            text = self.custom.compose(base, self.options.partition)
-            if text != self.scheduler.config_text:
-                self.scheduler.update_config(text)
-        except (QuotaplaneError, ValueError) as exc:
-            self._error(f"configuration not applied: {exc}")
-            if source is not None:
-                self._enqueue(functools.partial(self.api.event, source, "Warning", "ConfigRefused", str(exc)))
-
-    def write_quota_status(self) -> None:
-        """Koordinator's write-back: runtime and request annotations and ``status.used`` of every
-        ElasticQuota whose figures changed (one merge patch each)."""
-        if not self.custom.elastic:
-            return
-        from quotaplane.server.extensions import policy_of
-
-        p = self.partition
-        policy = policy_of(p, "elastic")
-        if policy is None:
-            return
-        with p.lock:
-            names = set(policy.manager.quota_names())
-            views = {name: policy.manager.describe(name) for name in sorted(names)}
-        for obj, patch in self.custom.status_patches(views):
-            self._enqueue(functools.partial(self._write_status, obj, patch))
-
-    async def _write_status(self, obj: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
-        try:
-            await self.api.patch_merge("elasticquotas", obj, patch)
-        except Exception:
-            self.custom.forget_written(str(_mapping(obj.get("metadata")).get("name", "")))
-            raise
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(_mapping(pod.get("metadata")).get("annotations"))
-
-
-def _name_of(obj: Mapping[str, Any]) -> str:
-    meta = _mapping(obj.get("metadata"))
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+    return mapping(mapping(pod.get("metadata")).get("annotations"))
 
 
 def _keys(notice: Mapping[str, Any]) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotaplane.k8s.convert import resource_list
+from quotaplane.kube.objects import mapping
 
 __all__ = ["ELASTIC_WRITTEN", "FOREST", "CustomQuotas", "quantity", "quota_trees"]
 
@@ -44,12 +45,8 @@ _BINARY = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), (
            ("Ki", 1 << 10))
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = _mapping(obj.get("metadata"))
+    meta = mapping(obj.get("metadata"))
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
@@ -72,16 +69,16 @@ def _resource_list(amounts: Mapping[str, int]) -> dict[str, str]:
 
 def _definition(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What defines a quota: identity, labels, annotations (without the written-back ones), spec."""
-    meta = _mapping(obj.get("metadata"))
-    annotations = {k: v for k, v in sorted(_mapping(meta.get("annotations")).items())
+    meta = mapping(obj.get("metadata"))
+    annotations = {k: v for k, v in sorted(mapping(meta.get("annotations")).items())
                    if k not in ELASTIC_WRITTEN}
     out_meta: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
     if meta.get("labels"):
-        out_meta["labels"] = dict(sorted(_mapping(meta.get("labels")).items()))
+        out_meta["labels"] = dict(sorted(mapping(meta.get("labels")).items()))
     if annotations:
         out_meta["annotations"] = annotations
     return {"apiVersion": obj.get("apiVersion", "scheduling.sigs.k8s.io/v1alpha1"), "kind": "ElasticQuota",
-            "metadata": out_meta, "spec": dict(_mapping(obj.get("spec")))}
+            "metadata": out_meta, "spec": dict(mapping(obj.get("spec")))}
 
 
 def _tree_quota(requests: Mapping[str, Any]) -> dict[str, str]:
@@ -113,19 +110,19 @@ def quota_trees(objects: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """QuotaSubtree objects as QuotaTree definitions (seed 003's JSON), one per ``tree`` label."""
     trees: dict[str, dict[str, Any]] = {}
     for obj in objects:
-        tree = str(_mapping(_mapping(obj.get("metadata")).get("labels")).get(_TREE_LABEL) or "")
+        tree = str(mapping(mapping(obj.get("metadata")).get("labels")).get(_TREE_LABEL) or "")
         if not tree:
             continue
         t = trees.setdefault(tree, {"resourceNames": [], "nodes": {}})
-        spec = _mapping(obj.get("spec"))
+        spec = mapping(obj.get("spec"))
         parent = str(spec.get("parent") or "")
         for child in spec.get("children") or []:
-            child = _mapping(child)
+            child = mapping(child)
             name = str(child.get("name") or "")
             if not name:
                 continue
-            quotas = _mapping(child.get("quotas"))
-            quota = _tree_quota(_mapping(quotas.get("requests")))
+            quotas = mapping(child.get("quotas"))
+            quota = _tree_quota(mapping(quotas.get("requests")))
             for res in quota:
                 if res not in t["resourceNames"]:
                     t["resourceNames"].append(res)
@@ -215,7 +212,7 @@ class CustomQuotas:
     # pods ---------------------------------------------------------------------------------------------
     def pod_tags(self, pod: Mapping[str, Any]) -> dict[str, str]:
         """The tags that route a pod to its quotas: its Koordinator quota label, its tree nodes."""
-        labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+        labels = mapping(mapping(pod.get("metadata")).get("labels"))
         tags: dict[str, str] = {}
         quota = labels.get(_KOORD + "name")
         if isinstance(quota, str) and quota:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from quotaplane.kube.api import KubeApi, status_code
+from quotaplane.kube.objects import mapping
 
 __all__ = ["LeaseElector", "micro_time"]
 
@@ -35,10 +36,6 @@ def micro_time(at: float | None = None) -> str:
     """A Kubernetes MicroTime (RFC 3339, microseconds, UTC)."""
     stamp = dt.datetime.fromtimestamp(time.time() if at is None else at, tz=dt.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 class LeaseElector:
@@ -93,7 +90,7 @@ class LeaseElector:
                 return False
             self._observe(self._record(stamp, 0, None), now)
             return True
-        spec = dict(_mapping(lease.get("spec")))
+        spec = dict(mapping(lease.get("spec")))
         if spec != self._observed:
             self._observe(spec, now)
         holder = spec.get("holderIdentity") or ""

@@ -13,20 +13,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotaplane.k8s.convert import resource_list
+from quotaplane.kube.objects import mapping
 from quotaplane.resources import Resource
 
 __all__ = ["node_capacity", "node_counts"]
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def node_counts(node: Mapping[str, Any]) -> bool:
     """The node adds to the cluster's capacity: schedulable and not reported un-Ready."""
-    if _mapping(node.get("spec")).get("unschedulable") is True:
+    if mapping(node.get("spec")).get("unschedulable") is True:
         return False
-    conditions = _mapping(node.get("status")).get("conditions")
+    conditions = mapping(node.get("status")).get("conditions")
     if isinstance(conditions, list):
         for c in conditions:
             if isinstance(c, Mapping) and c.get("type") == "Ready":
@@ -36,5 +33,5 @@ def node_counts(node: Mapping[str, Any]) -> bool:
 
 def node_capacity(node: Mapping[str, Any]) -> Resource:
     """``status.allocatable`` in internal units (ValueError names a bad quantity)."""
-    allocatable = _mapping(_mapping(node.get("status")).get("allocatable"))
+    allocatable = mapping(mapping(node.get("status")).get("allocatable"))
     return Resource.of(dict(sorted(resource_list(allocatable).items())))

@@ -15,6 +15,7 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.k8s.convert import pod_namespace, pod_resource
+from quotaplane.kube.objects import mapping
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -54,12 +55,8 @@ _FINISHED = ("Succeeded", "Failed")
 _APP_ID_KEYS = ("yunikorn.apache.org/app-id", "spark-app-selector", "applicationId")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(pod.get("metadata"))
+    return mapping(pod.get("metadata"))
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:
@@ -76,13 +73,13 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 
 def has_gate(pod: Mapping[str, Any]) -> bool:
     """The pod still carries quotaplane's scheduling gate."""
-    gates = _mapping(pod.get("spec")).get("schedulingGates")
-    return isinstance(gates, list) and any(_mapping(g).get("name") == GATE for g in gates)
+    gates = mapping(pod.get("spec")).get("schedulingGates")
+    return isinstance(gates, list) and any(mapping(g).get("name") == GATE for g in gates)
 
 
 def is_finished(pod: Mapping[str, Any]) -> bool:
     """The pod ran to an end (``Succeeded`` or ``Failed``): its resources are free again."""
-    return _mapping(pod.get("status")).get("phase") in _FINISHED
+    return mapping(pod.get("status")).get("phase") in _FINISHED
 
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:
@@ -95,7 +92,7 @@ def pod_user(pod: Mapping[str, Any]) -> UserGroup:
 
     An unreadable annotation counts as absent: the webhook refuses such pods at creation, so one here
     was set around it (the user is not trusted)."""
-    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_USER_INFO)
+    raw = mapping(_meta(pod).get("annotations")).get(ANNOTATION_USER_INFO)
     if isinstance(raw, str):
         try:
             info = json.loads(raw)
@@ -117,7 +114,7 @@ def pod_app_id(pod: Mapping[str, Any]) -> str:
     owner (``<namespace>/<kind>/<name>``: the pods of one Job or ReplicaSet are one application),
     else the pod itself (``<namespace>/<name>``)."""
     meta = _meta(pod)
-    labels, annotations = _mapping(meta.get("labels")), _mapping(meta.get("annotations"))
+    labels, annotations = mapping(meta.get("labels")), mapping(meta.get("annotations"))
     for key in _APP_ID_KEYS:
         for source in (labels, annotations):
             value = source.get(key)
@@ -135,13 +132,13 @@ def pod_app_id(pod: Mapping[str, Any]) -> str:
 
 def pod_priority(pod: Mapping[str, Any]) -> int:
     """``spec.priority`` (resolved from the PriorityClass by the apiserver), else 0."""
-    value = _mapping(pod.get("spec")).get("priority")
+    value = mapping(pod.get("spec")).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def pod_node(pod: Mapping[str, Any]) -> str | None:
     """``spec.nodeName``: the node the scheduler bound the pod to, None before it is bound."""
-    value = _mapping(pod.get("spec")).get("nodeName")
+    value = mapping(pod.get("spec")).get("nodeName")
     return value if isinstance(value, str) and value else None
 
 
@@ -156,7 +153,7 @@ class TaskGroup:
 
 def task_group_name(pod: Mapping[str, Any]) -> str | None:
     """The task group the pod belongs to (``yunikorn.apache.org/task-group-name``), or None."""
-    value = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUP_NAME)
+    value = mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUP_NAME)
     return value if isinstance(value, str) and value else None
 
 
@@ -164,7 +161,7 @@ def task_groups(pod: Mapping[str, Any]) -> list[TaskGroup]:
     """The gang's task groups (``yunikorn.apache.org/task-groups``), validated as the k8shim does
     (``pkg/cache/utils.go``): a name, a ``minResource``, ``minMember`` > 0. ValueError names the
     problem; no annotation: ``[]``. Keys match case-insensitively, as Go's JSON decoding does."""
-    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUPS)
+    raw = mapping(_meta(pod).get("annotations")).get(ANNOTATION_TASK_GROUPS)
     if raw is None:
         return []
     try:
@@ -198,7 +195,7 @@ def gang_parameters(pod: Mapping[str, Any]) -> tuple[str, float | None]:
     """(gang style ``soft``/``hard``, placeholder timeout in seconds or None) from
     ``yunikorn.apache.org/schedulingPolicyParameters`` (``placeholderTimeoutInSeconds=60
     gangSchedulingStyle=Hard``); unknown or bad values keep the defaults, as the k8shim does."""
-    raw = _mapping(_meta(pod).get("annotations")).get(ANNOTATION_SCHEDULING_PARAMETERS)
+    raw = mapping(_meta(pod).get("annotations")).get(ANNOTATION_SCHEDULING_PARAMETERS)
     style, timeout = "soft", None
     if isinstance(raw, str):
         for part in raw.split():
@@ -214,9 +211,9 @@ def ungate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The JSON patch that removes only quotaplane's gate, guarded by a ``test`` of its position so a
     concurrent change of the gate list fails the patch instead of removing another controller's gate
     (reference §1.3, way 1). ``[]`` when the pod carries no such gate."""
-    gates: Sequence[Any] = _mapping(pod.get("spec")).get("schedulingGates") or []
+    gates: Sequence[Any] = mapping(pod.get("spec")).get("schedulingGates") or []
     for i, gate in enumerate(gates):
-        if _mapping(gate).get("name") == GATE:
+        if mapping(gate).get("name") == GATE:
             return [{"op": "test", "path": f"/spec/schedulingGates/{i}/name", "value": GATE},
                     {"op": "remove", "path": f"/spec/schedulingGates/{i}"}]
     return []

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.config.files import validate_conf
+from quotaplane.kube.objects import mapping
 from quotaplane.kube.pods import ANNOTATION_USER_INFO, GATE
 
 __all__ = [
@@ -82,10 +83,6 @@ class WebhookOptions:
     namespace: NamespaceLookup = field(default=_no_namespace, compare=False)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _answer(request: Mapping[str, Any], allowed: bool, *, message: str | None = None,
             patch: list[dict[str, Any]] | None = None, code: int = 403) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": allowed}
@@ -102,7 +99,7 @@ def _answer(request: Mapping[str, Any], allowed: bool, *, message: str | None = 
 
 def review_error(review: Any, message: str) -> dict[str, Any]:
     """The answer to a review that cannot be read: refused, naming what is wrong (400)."""
-    request = _mapping(_mapping(review).get("request"))
+    request = mapping(mapping(review).get("request"))
     return _answer(request, False, message=message, code=400)
 
 
@@ -148,7 +145,7 @@ def managed_namespace(options: WebhookOptions, namespace: str) -> bool:
     """The pods of ``namespace`` are gated: its ``enableYuniKorn`` annotation when set, else it matches
     ``process_namespaces`` (or that is empty) and not ``bypass_namespaces`` (``shouldProcessNamespace``)."""
     ns = options.namespace(namespace)
-    flag = _mapping(_mapping(_mapping(ns).get("metadata")).get("annotations")).get(ANNOTATION_ENABLE)
+    flag = mapping(mapping(mapping(ns).get("metadata")).get("annotations")).get(ANNOTATION_ENABLE)
     if isinstance(flag, str) and flag.lower() in ("true", "false"):
         return flag.lower() == "true"
     if options.process_namespaces and not _matches(options.process_namespaces, namespace):
@@ -157,7 +154,7 @@ def managed_namespace(options: WebhookOptions, namespace: str) -> bool:
 
 
 def _user_info(request: Mapping[str, Any]) -> tuple[str, list[str]]:
-    info = _mapping(request.get("userInfo"))
+    info = mapping(request.get("userInfo"))
     user = info.get("username")
     groups = info.get("groups")
     return (user if isinstance(user, str) else "",
@@ -169,8 +166,8 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
     AdmissionReview (the route answers 400 with :func:`review_error`)."""
     options = options or WebhookOptions()
     request = _request(review)
-    resource = _mapping(request.get("resource")).get("resource")
-    kind = _mapping(request.get("kind")).get("kind")
+    resource = mapping(request.get("resource")).get("resource")
+    kind = mapping(request.get("kind")).get("kind")
     if resource not in (None, "pods") or kind not in (None, "Pod"):
         return _answer(request, True)               # only pods are gated
     operation = request.get("operation")
@@ -181,8 +178,8 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
         return _answer(request, True)
     if not isinstance(pod, Mapping):
         return _answer(request, False, message="pod CREATE without an object", code=400)
-    meta = _mapping(pod.get("metadata"))
-    annotations = _mapping(meta.get("annotations"))
+    meta = mapping(pod.get("metadata"))
+    annotations = mapping(meta.get("annotations"))
     user, groups = _user_info(request)
     patch: list[dict[str, Any]] = []
     new_annotations: dict[str, Any] | None = None
@@ -201,23 +198,23 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
                                ANNOTATION_USER_INFO: json.dumps({"user": user, "groups": groups},
                                                                 separators=(",", ":"))}
     namespace = request.get("namespace") or meta.get("namespace") or "default"
-    if _mapping(meta.get("labels")).get("app") == "quotaplane" or \
+    if mapping(meta.get("labels")).get("app") == "quotaplane" or \
             not managed_namespace(options, str(namespace)):
         return _answer(request, True)               # bypassed: the user-info patch is dropped too
     if new_annotations is not None:
         patch.append({"op": "add", "path": "/metadata/annotations", "value": new_annotations})
-    gates = _mapping(pod.get("spec")).get("schedulingGates")
+    gates = mapping(pod.get("spec")).get("schedulingGates")
     if not isinstance(gates, list) or not gates:
         patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
-    elif not any(_mapping(g).get("name") == GATE for g in gates):
+    elif not any(mapping(g).get("name") == GATE for g in gates):
         patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
     return _answer(request, True, patch=patch)
 
 
 def _update(request: Mapping[str, Any], pod: Any) -> dict[str, Any]:
-    old = _mapping(request.get("oldObject"))
-    before = _mapping(_mapping(old.get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
-    after = _mapping(_mapping(_mapping(pod).get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
+    old = mapping(request.get("oldObject"))
+    before = mapping(mapping(old.get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
+    after = mapping(mapping(mapping(pod).get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
     if before != after:
         return _answer(request, False, message="user info annotation change is not allowed")
     return _answer(request, True)
@@ -231,14 +228,14 @@ def validate_config_map(review: Any, options: WebhookOptions | None = None,
     request = _request(review)
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return _answer(request, True)
-    obj = _mapping(request.get("object"))
-    meta = _mapping(obj.get("metadata"))
+    obj = mapping(request.get("object"))
+    meta = mapping(obj.get("metadata"))
     namespace = request.get("namespace") or meta.get("namespace")
     name = request.get("name") or meta.get("name")
     if obj.get("kind") not in (None, "ConfigMap") or namespace != options.config_namespace or \
             name != CONFIG_MAP:
         return _answer(request, True)
-    text = _mapping(obj.get("data")).get(CONFIG_MAP_KEY, "")
+    text = mapping(obj.get("data")).get(CONFIG_MAP_KEY, "")
     if not isinstance(text, str):
         return _answer(request, False, message=f"{CONFIG_MAP}: {CONFIG_MAP_KEY} must be a string")
     verdict = check(text)
