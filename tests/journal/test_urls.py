@@ -62,6 +62,24 @@ def test_postgres_url_keeps_libpq_params_and_strips_schema() -> None:
     assert parse_store_url("postgres://u@h/db").kind == "postgresql"
 
 
+@pytest.mark.parametrize(("query", "key", "value"), [
+    ("options=-c%20search_path%3Dtour", "options", "-c search_path=tour"),
+    ("application_name=qp%26co", "application_name", "qp&co"),
+    ("application_name=a+b", "application_name", "a+b"),          # libpq keeps '+' (no form decoding)
+    ("sslrootcert=%2Fetc%2Fcerts%2Fmy%20ca.pem", "sslrootcert", "/etc/certs/my ca.pem"),
+])
+def test_postgres_url_passes_escaped_libpq_params_on_as_they_were_meant(query: str, key: str,
+                                                                        value: str) -> None:
+    """A libpq URI's query values are percent-encoded ('=', '&', spaces): libpq must read the same
+    value from the DSN the schema option is stripped from (once decoded, ``options=-c search_path=x``
+    made libpq refuse the URL with "extra key/value separator")."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    p = parse_store_url(f"postgresql://u@db.example/qp?schema=blue&{query}")
+    assert p.options == {"schema": "blue"}
+    assert conninfo_to_dict(p.dsn)[key] == value
+
+
 @pytest.mark.parametrize(("url", "needle"), [
     ("mysql://u@h/db", "'mysql'"),
     ("redis://localhost", "'redis'"),

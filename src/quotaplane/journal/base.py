@@ -404,17 +404,23 @@ def _parse_postgres(url: str) -> StoreURL:
     if parts.fragment:
         raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: unexpected fragment")
     options: dict[str, str] = {}
-    passthrough: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key == "schema":
+    passthrough: list[str] = []
+    # libpq's parameters pass on exactly as written: they are percent-encoded ('=', '&', spaces in
+    # ``options=-c%20search_path%3Dx``) and libpq decodes them itself ('+' stays '+' there)
+    for item in parts.query.split("&"):
+        if not item:
+            continue
+        raw_key, _, raw_value = item.partition("=")
+        if unquote(raw_key) == "schema":
+            value = unquote(raw_value)
             if not _SCHEMA_RE.match(value):
                 raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: schema must be an identifier "
                                  f"(letters, digits, _), got {value!r}")
             options["schema"] = value
         else:
-            passthrough.append((key, value))
+            passthrough.append(item)
     # rebuild the DSN without our own options; libpq rejects parameters it does not know
-    query = "&".join(f"{k}={v}" for k, v in passthrough)
+    query = "&".join(passthrough)
     dsn = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
     return StoreURL(kind="postgresql", url=url, dsn=dsn, options=options)
 
