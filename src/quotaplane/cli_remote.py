@@ -28,13 +28,16 @@ Output = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
 
 @contextmanager
 def _client(server: str | None, token: str | None) -> Iterator[Any]:
-    from quotaplane.client import Client, ServiceError
+    from quotaplane.client import Client, ServiceError, UnreachableError
 
     try:
         with Client(server, token=token) as c:
             yield c
     except ServiceError as exc:
         typer.echo(f"quotaplane: {exc.status} {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    except UnreachableError as exc:
+        typer.echo(f"quotaplane: {exc}", err=True)
         raise typer.Exit(1) from None
     except OSError as exc:
         typer.echo(f"quotaplane: cannot reach the service: {exc}", err=True)

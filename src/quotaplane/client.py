@@ -7,7 +7,8 @@ library uses where they overlap: ``allocate`` answers a :class:`~quotaplane.poli
 (``{status_code, message, description}``): 404 raises :class:`~quotaplane.errors.NotFoundError`, 409
 :class:`~quotaplane.errors.ConflictError`, 400 :class:`BadRequestError` (a ``ValueError``), 401/403
 :class:`AccessDeniedError`, 503 :class:`UnavailableError`, other 5xx :class:`ServerError` — each also a
-:class:`ServiceError` carrying ``status`` and ``description``.
+:class:`ServiceError` carrying ``status`` and ``description``. No answer at all (nothing listens at the
+URL, the connection dropped, a timeout) raises :class:`UnreachableError`, a ``ConnectionError``.
 
 A 503 is retried (``retries`` times, waiting ``Retry-After`` capped at 5 s); when it names the
 ``leader`` (a follower of a PostgreSQL fail-over pair), the client moves there and retries at once.
@@ -43,6 +44,7 @@ __all__ = [
     "ServerError",
     "ServiceError",
     "UnavailableError",
+    "UnreachableError",
 ]
 
 #: where the client goes without ``server`` nor ``QUOTAPLANE_SERVER`` (``make run``'s address)
@@ -76,6 +78,30 @@ class UnavailableError(ServiceError):
 
 class ServerError(ServiceError):
     """Another 5xx: a fault of the server (its log has the detail)."""
+
+
+class UnreachableError(QuotaplaneError, ConnectionError):
+    """No answer from the service: nothing listens at ``server``, the connection dropped, or it
+    timed out. ``sent`` is False when the request certainly did not reach it (nothing changed);
+    otherwise a change it asked for may or may not have been applied."""
+
+    def __init__(self, server: str, method: str, cause: httpx.TransportError) -> None:
+        self.server = server
+        self.sent = not isinstance(cause, _NOT_SENT)
+        detail = str(cause) or type(cause).__name__
+        message = f"cannot reach the service at {server}: {detail}"
+        if self.sent and method not in ("GET", "HEAD"):
+            message += ("; the request may have reached it, so its change may or may not have been "
+                        "applied (read it back, or retry: an allocation key makes a retry safe)")
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+#: transport failures before any byte of the request left: the service changed nothing
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
+             httpx.LocalProtocolError, httpx.ProxyError)
 
 
 class _NotFound(ServiceError, NotFoundError):
@@ -230,8 +256,12 @@ class Client:
         """One call with the retries; a status outside ``ok`` raises the typed error."""
         attempt = 0
         while True:
-            response = self._http.request(method, self._calls.server + path, json=json_body, content=content,
-                                          params=params, headers={**self._calls.headers, **(headers or {})})
+            try:
+                response = self._http.request(method, self._calls.server + path, json=json_body,
+                                              content=content, params=params,
+                                              headers={**self._calls.headers, **(headers or {})})
+            except httpx.TransportError as exc:
+                raise UnreachableError(self._calls.server, method, exc) from exc
             if response.status_code in ok:
                 return response
             wait = self._calls.retry_after(response, attempt)
@@ -384,8 +414,8 @@ class Client:
                             last, failures = int(notice.get("seq", last or 0)), 0
                             yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
-            except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
-                error = exc
+            except httpx.TransportError as exc:       # dropped or refused: reconnect, then give up
+                error = UnreachableError(self._calls.server, "GET", exc)
             failures += 1
             wait = _reconnect_wait(failures, reconnect, error)
             if wait is None:
@@ -451,9 +481,12 @@ class AsyncClient:
         """One call with the retries; a status outside ``ok`` raises the typed error."""
         attempt = 0
         while True:
-            response = await self._http.request(method, self._calls.server + path, json=json_body,
-                                                content=content, params=params,
-                                                headers={**self._calls.headers, **(headers or {})})
+            try:
+                response = await self._http.request(method, self._calls.server + path, json=json_body,
+                                                    content=content, params=params,
+                                                    headers={**self._calls.headers, **(headers or {})})
+            except httpx.TransportError as exc:
+                raise UnreachableError(self._calls.server, method, exc) from exc
             if response.status_code in ok:
                 return response
             wait = self._calls.retry_after(response, attempt)
@@ -518,8 +551,8 @@ class AsyncClient:
                             last, failures = int(notice.get("seq", last or 0)), 0
                             yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
-            except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
-                error = exc
+            except httpx.TransportError as exc:       # dropped or refused: reconnect, then give up
+                error = UnreachableError(self._calls.server, "GET", exc)
             failures += 1
             wait = _reconnect_wait(failures, reconnect, error)
             if wait is None:

@@ -93,6 +93,23 @@ def test_errors_are_one_line(service: tuple[_Server, qp.Scheduler]) -> None:
     assert out.returncode == 1 and out.stderr.startswith("quotaplane: 401")
 
 
+def test_a_service_that_is_not_there_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Nothing listens at --server: one line naming the URL, exit 1 (it printed httpx's traceback)."""
+    import socket
+
+    with socket.socket() as s:          # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("QUOTAPLANE_SERVER", "QUOTAPLANE_TOKEN")}
+    for args in (["apps"], ["queues"], ["config", "show"]):
+        out = subprocess.run([EXE, *args, "--server", f"http://127.0.0.1:{port}"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, (args, out.stderr)
+        assert out.stderr.startswith(f"quotaplane: cannot reach the service at http://127.0.0.1:{port}"), \
+            (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
 def test_events_follow_the_stream(service: tuple[_Server, qp.Scheduler]) -> None:
     srv, _ = service
     env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "QUOTAPLANE_TOKEN": "adm"}

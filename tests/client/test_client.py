@@ -14,7 +14,14 @@ import httpx
 import pytest
 
 import quotaplane as qp
-from quotaplane.client import AccessDeniedError, AsyncClient, BadRequestError, Client, UnavailableError
+from quotaplane.client import (
+    AccessDeniedError,
+    AsyncClient,
+    BadRequestError,
+    Client,
+    UnavailableError,
+    UnreachableError,
+)
 from quotaplane.server.app import create_app
 from quotaplane.server.auth import Tokens
 from tests.live_server import LiveServer
@@ -130,6 +137,38 @@ def test_503_is_retried_and_the_named_leader_followed() -> None:
     with Client("http://x", retries=2, transport=httpx.MockTransport(down)) as c, \
             pytest.raises(UnavailableError, match="down"):
         c.partitions()
+
+
+def test_a_service_that_cannot_be_reached_is_a_typed_error_naming_it() -> None:
+    """No answer at all (nothing listening, the connection dropped, a timeout) raises the library's
+    UnreachableError — a ConnectionError naming the service — not httpx's internals; a request that
+    may have reached the service says its change may or may not have been applied."""
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    with Client("http://nowhere:9", transport=httpx.MockTransport(refused)) as c, \
+            pytest.raises(UnreachableError, match=r"cannot reach the service at http://nowhere:9") as info:
+        c.partitions()
+    assert isinstance(info.value, ConnectionError) and "Connection refused" in str(info.value)
+    assert not info.value.sent and "may or may not" not in str(info.value)   # nothing changed
+
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    with Client("http://slow:9", transport=httpx.MockTransport(silent)) as c, \
+            pytest.raises(UnreachableError, match="may or may not have been applied") as info:
+        c.allocate("app-1", "k1", {"vcore": 1})
+    assert info.value.sent and info.value.server == "http://slow:9"
+
+    async def run() -> None:
+        async def refused_async(request: httpx.Request) -> httpx.Response:
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+        async with AsyncClient("http://nowhere:9", transport=httpx.MockTransport(refused_async)) as ac:
+            with pytest.raises(UnreachableError, match="cannot reach the service at http://nowhere:9"):
+                await ac.queues()
+
+    asyncio.run(run())
 
 
 def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Any) -> None:
