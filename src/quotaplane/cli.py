@@ -54,7 +54,8 @@ def serve(
     store: Annotated[str | None, typer.Option(help="sqlite:///path.db or postgresql://user@host/db.",
                                               envvar="QUOTAPLANE_STORE")] = None,
     host: Annotated[str, typer.Option(help="Address to bind.", envvar="QUOTAPLANE_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.", envvar="QUOTAPLANE_PORT")] = 9080,
+    port: Annotated[int, typer.Option(help="Port to bind.", envvar="QUOTAPLANE_PORT", min=0, max=65535)
+                    ] = 9080,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.",
                                            envvar="QUOTAPLANE_LOG_LEVEL")] = "warning",
     log_format: Annotated[str, typer.Option(help="text, or json (one object per line).",
@@ -90,7 +91,7 @@ def kube(
                       ] = None,
     store: Annotated[str | None, typer.Option(help="sqlite:///path.db or postgresql://user@host/db.")] = None,
     host: Annotated[str, typer.Option(help="Address to bind (webhooks and REST).")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="Port to bind.")] = 9443,
+    port: Annotated[int, typer.Option(help="Port to bind.", min=0, max=65535)] = 9443,
     tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate for HTTPS (webhooks need it).")
                         ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key for HTTPS.")] = None,

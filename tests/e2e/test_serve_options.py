@@ -64,3 +64,17 @@ def test_a_bad_log_format_is_refused(tmp_path: Path) -> None:
     out = subprocess.run([EXE, "serve", "--log-format", "xml", "--store", f"sqlite:///{tmp_path}/s.db"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "log format must be one of text, json" in out.stderr
+
+
+def test_a_port_out_of_range_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """``--port 99999`` (or ``QUOTAPLANE_PORT``): exit 2 naming the range. It used to start and hang
+    with nothing listening (uvicorn does not survive the OverflowError of such a bind)."""
+    for args, env_port in ((["--port", "99999"], None), ([], "70000"), (["--port", "-1"], None)):
+        env = {**os.environ, **({"QUOTAPLANE_PORT": env_port} if env_port else {})}
+        out = subprocess.run([EXE, "serve", "--store", f"sqlite:///{tmp_path}/s.db", *args], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (args, env_port, out.stderr)
+        assert "Invalid value for '--port'" in out.stderr, out.stderr
+        assert ("65535" if env_port or args[1] != "-1" else "greater than or equal to 0") in out.stderr
+    out = subprocess.run([EXE, "kube", "--port", "65536"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Invalid value for '--port'" in out.stderr, out.stderr
