@@ -44,6 +44,18 @@ def _client(server: str | None, token: str | None) -> Iterator[Any]:
         raise typer.Exit(1) from None
 
 
+def _read(file: Path) -> str:
+    """The text of a configuration file, or one line naming it and exit 1."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        typer.echo(f"quotaplane: cannot read {file}: not UTF-8 text", err=True)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        typer.echo(f"quotaplane: cannot read {file}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _res(r: Mapping[str, int] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted((r or {}).items())) or "-"
 
@@ -255,9 +267,10 @@ def register(app: typer.Typer) -> None:
     def config_diff(file: Annotated[Path, typer.Argument(help="A queue configuration file.")],
                     server: Server = None, token: Token = None) -> None:
         """The unified diff from the running configuration to FILE (exit 0 even when they differ)."""
+        text = _read(file)
         with _client(server, token) as c:
             running = c.config()
-        typer.echo("".join(difflib.unified_diff(running.splitlines(True), file.read_text().splitlines(True),
+        typer.echo("".join(difflib.unified_diff(running.splitlines(True), text.splitlines(True),
                                                 "running", str(file))), nl=False)
 
     @config_app.command("apply")
@@ -265,7 +278,7 @@ def register(app: typer.Typer) -> None:
                      yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply without asking.")] = False,
                      server: Server = None, token: Token = None) -> None:
         """Show the diff and the validation result, then apply FILE (all or nothing)."""
-        text = file.read_text()
+        text = _read(file)
         with _client(server, token) as c:
             running = c.config()
             typer.echo("".join(difflib.unified_diff(running.splitlines(True), text.splitlines(True),

@@ -110,6 +110,24 @@ def test_a_service_that_is_not_there_is_one_line_not_a_traceback(tmp_path: Path)
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
+def test_a_config_file_that_cannot_be_read_is_one_line(service: tuple[_Server, qp.Scheduler],
+                                                       tmp_path: Path) -> None:
+    """``config diff|apply FILE`` with FILE missing or not text: one line naming it, exit 1, nothing
+    applied (a missing file printed a Python traceback)."""
+    srv, s = service
+    before = s.config_text
+    binary = tmp_path / "q.yaml"
+    binary.write_bytes(b"\xff\xfe\x00partitions")
+    for path, why in ((tmp_path / "nope.yaml", "No such file or directory"), (binary, "not UTF-8 text")):
+        for args in (["config", "diff", str(path)], ["config", "apply", "--yes", str(path)]):
+            out = _run(srv, *args)
+            assert out.returncode == 1, (args, out.stderr)
+            assert out.stderr.startswith(f"quotaplane: cannot read {path}: "), out.stderr
+            assert why in out.stderr, out.stderr
+            assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert s.config_text == before
+
+
 def test_events_follow_the_stream(service: tuple[_Server, qp.Scheduler]) -> None:
     srv, _ = service
     env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "QUOTAPLANE_TOKEN": "adm"}
