@@ -106,10 +106,11 @@ def register(app: typer.Typer) -> None:
             typer.echo("quotaplane: usage users|groups [NAME]", err=True)
             raise typer.Exit(2)
         with _client(server, token) as c:
-            data = c.users_usage(partition) if kind == "users" else c.groups_usage(partition)
+            if name is None:
+                data = c.users_usage(partition) if kind == "users" else c.groups_usage(partition)
+            else:       # one name: the service's own answer, 404 when it tracks no such user or group
+                data = [c.user_usage(name, partition) if kind == "users" else c.group_usage(name, partition)]
         key = "userName" if kind == "users" else "groupName"
-        if name is not None:
-            data = [d for d in data if d.get(key) == name]
 
         def rows(items: list[dict[str, Any]]) -> list[Sequence[str]]:
             out: list[Sequence[str]] = []

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -321,6 +322,14 @@ class Client:
     def groups_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked group's usage."""
         return list(self._get(f"/partition/{partition}/usage/groups"))
+
+    def user_usage(self, user: str, partition: str = "default") -> dict[str, Any]:
+        """One user's usage; :class:`~quotaplane.errors.NotFoundError` when the user is not tracked."""
+        return dict(self._get(f"/partition/{partition}/usage/user/{quote(user, safe='')}"))
+
+    def group_usage(self, group: str, partition: str = "default") -> dict[str, Any]:
+        """One group's usage; :class:`~quotaplane.errors.NotFoundError` when the group is not tracked."""
+        return dict(self._get(f"/partition/{partition}/usage/group/{quote(group, safe='')}"))
 
     def config(self) -> str:
         """The running configuration (YAML)."""

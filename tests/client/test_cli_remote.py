@@ -56,6 +56,11 @@ def test_usage_apps_asks_and_whatif(service: tuple[_Server, qp.Scheduler]) -> No
     srv, _ = service
     users = json.loads(_run(srv, "usage", "users", "sue", "-o", "json").stdout)
     assert [u["userName"] for u in users] == ["sue"]
+    # a name the service does not track is its 404, not an empty table (as GET …/usage/user/NAME)
+    for kind, name, message in (("users", "nobody", "User not found"),
+                                ("groups", "nogroup", "Group not found")):
+        out = _run(srv, "usage", kind, name)
+        assert out.returncode == 1 and out.stderr.strip() == f"quotaplane: 404 {message}", out.stderr
     assert "root.engineering.sandbox" in _run(srv, "usage", "groups").stdout
     assert "app-1" in _run(srv, "apps").stdout
     asks = _run(srv, "asks", "app-1")
