@@ -26,7 +26,7 @@ PARTS: dict[str, tuple[str, ...]] = {
              "state_asks", "state_views",
              "notices", "state", "partition", "scheduler"),
     "server": ("server",),
-    "client": ("client",),
+    "client": ("client", "_client_api"),
     "kube": ("kube",),
     "sim": ("sim",),
     "cli": ("cli", "cli_remote", "console"),

@@ -27,13 +27,24 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
+from quotaplane._client_api import (
+    AccessDeniedError,
+    BadRequestError,
+    ServerError,
+    ServiceError,
+    T,
+    UnavailableError,
+    UnreachableError,
+    _api,
+    _Call,
+    _error,
+    decision_of,
+)
 from quotaplane.config.identity import UserGroup
-from quotaplane.errors import ConflictError, NotFoundError, QuotaplaneError
-from quotaplane.policy import Decision, Violation
+from quotaplane.policy import Decision
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -46,144 +57,12 @@ __all__ = [
     "ServiceError",
     "UnavailableError",
     "UnreachableError",
+    "decision_of",
 ]
 
 #: where the client goes without ``server`` nor ``QUOTAPLANE_SERVER`` (``make run``'s address)
 DEFAULT_SERVER = "http://127.0.0.1:9080"
 _WS = "/ws/v1"
-
-
-class ServiceError(QuotaplaneError):
-    """An error answer of the service: ``status``, ``message`` and ``description`` of its body."""
-
-    def __init__(self, status: int, message: str, description: str = "",
-                 body: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.description = description or message
-        self.body: dict[str, Any] = dict(body or {})
-
-
-class BadRequestError(ServiceError, ValueError):
-    """400: the request was refused as malformed (its description says what and where)."""
-
-
-class AccessDeniedError(ServiceError, PermissionError):
-    """401 or 403: no token, an unknown one, a role too weak, or an ACL that refuses the user."""
-
-
-class UnavailableError(ServiceError):
-    """503 after the retries: the store is unavailable, or no leader could be reached."""
-
-
-class ServerError(ServiceError):
-    """Another 5xx: a fault of the server (its log has the detail)."""
-
-
-class UnreachableError(QuotaplaneError, ConnectionError):
-    """No answer from the service: nothing listens at ``server``, the connection dropped, or it
-    timed out. ``sent`` is False when the request certainly did not reach it (nothing changed);
-    otherwise a change it asked for may or may not have been applied."""
-
-    def __init__(self, server: str, method: str, cause: httpx.TransportError) -> None:
-        self.server = server
-        self.sent = not isinstance(cause, _NOT_SENT)
-        detail = str(cause) or type(cause).__name__
-        message = f"cannot reach the service at {server}: {detail}"
-        if self.sent and method not in ("GET", "HEAD"):
-            message += ("; the request may have reached it, so its change may or may not have been "
-                        "applied (read it back, or retry: an allocation key makes a retry safe)")
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-#: transport failures before any byte of the request left: the service changed nothing
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
-             httpx.LocalProtocolError, httpx.ProxyError)
-
-
-class _NotFound(ServiceError, NotFoundError):
-    def __str__(self) -> str:
-        return self.message
-
-
-class _Conflict(ServiceError, ConflictError):
-    pass
-
-
-def _error(response: httpx.Response) -> ServiceError:
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"message": response.text.strip() or response.reason_phrase}
-    if not isinstance(body, dict):
-        body = {"message": str(body)}
-    message = str(body.get("message") or response.reason_phrase)
-    description = str(body.get("description") or "")
-    status = response.status_code
-    cls: type[ServiceError]
-    if status == 404:
-        cls = _NotFound
-    elif status == 409:
-        cls = _Conflict
-    elif status == 400:
-        cls = BadRequestError
-    elif status in (401, 403):
-        cls = AccessDeniedError
-    elif status == 503:
-        cls = UnavailableError
-    elif status >= 500:
-        cls = ServerError
-    else:
-        cls = ServiceError
-    return cls(status, message, description, body)
-
-
-def decision_of(body: Mapping[str, Any]) -> Decision:
-    """The library's :class:`Decision` of a decision body (allocate, what-if, a batch entry)."""
-    reasons = [Violation(str(v.get("policy", "")), str(v.get("code", "")), str(v.get("path", "")),
-                         str(v.get("message", "")), Resource.of(dict(v["resource"])) if v.get("resource")
-                         else None) for v in body.get("reasons") or ()]
-    return Decision(bool(body.get("allocated")), reasons, list(body.get("preempted") or ()),
-                    queue=str(body.get("queueName", "")), allocation_key=str(body.get("allocationKey", "")))
-
-
-def _resource(resource: Mapping[str, int] | Resource) -> dict[str, int]:
-    return {str(k): int(v) for k, v in resource.items()}
-
-
-def _app_body(application_id: str, user: UserGroup, queue: str | None,
-              tags: Mapping[str, str] | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"applicationID": application_id, "user": user.user, "groups": list(user.groups)}
-    if queue is not None:
-        body["queue"] = queue
-    if tags:
-        body["tags"] = dict(tags)
-    return body
-
-
-def _alloc_body(application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
-                priority: int, preemptible: bool, node: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"applicationID": application_id, "allocationKey": allocation_key,
-                            "resource": _resource(resource), "priority": priority,
-                            "preemptible": preemptible}
-    if node is not None:
-        body["nodeID"] = node
-    return body
-
-
-def _node_body(capacity: Mapping[str, int] | Resource, schedulable: bool) -> dict[str, Any]:
-    return {"capacity": _resource(capacity), "schedulable": schedulable}
-
-
-def _decision(response: httpx.Response) -> Decision:
-    data = response.json()
-    if response.status_code == 409 and "allocated" not in data:
-        raise _error(response)              # a duplicate key, not a refusal
-    return decision_of(data)
 
 
 def _stream_params(last: int | None, types: Sequence[str], application_id: str | None) -> dict[str, Any]:
@@ -271,133 +150,115 @@ class Client:
             attempt += 1
             time.sleep(wait)
 
-    def _get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", _WS + path, params=params or None).json()
+    def _run(self, call: _Call[T]) -> T:
+        return call.read(self.request(call.method, _WS + call.path, json_body=call.json_body,
+                                      content=call.content, params=call.params, headers=call.headers,
+                                      ok=call.ok))
 
-    # -- reading -------------------------------------------------------------------------------------
+
     def partitions(self) -> list[dict[str, Any]]:
         """``GET /ws/v1/partitions``."""
-        return list(self._get("/partitions"))
+        return self._run(_api.partitions())
 
     def queues(self, partition: str = "default") -> dict[str, Any]:
         """The queue tree of ``partition`` (YuniKorn's ``PartitionQueueDAOInfo``)."""
-        return dict(self._get(f"/partition/{partition}/queues"))
+        return self._run(_api.queues(partition))
 
     def queue(self, path: str, partition: str = "default") -> dict[str, Any]:
         """One queue by its full path."""
-        return dict(self._get(f"/partition/{partition}/queue/{path}"))
+        return self._run(_api.queue(path, partition))
 
     def nodes(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every node with its allocations (``NodeDAOInfo``)."""
-        return list(self._get(f"/partition/{partition}/nodes"))
+        return self._run(_api.nodes(partition))
 
     def application(self, application_id: str, partition: str = "default") -> dict[str, Any]:
-        """One application (``ApplicationDAOInfo``: allocations, waiting asks, state log)."""
-        return dict(self._get(f"/partition/{partition}/application/{application_id}"))
+        """One application (``ApplicationDAOInfo``)."""
+        return self._run(_api.application(application_id, partition))
 
     def applications(self, partition: str = "default") -> list[dict[str, Any]]:
-        """Every application (short form)."""
-        return list(self._get(f"/partition/{partition}/applications"))
+        """Every application of the partition."""
+        return self._run(_api.applications(partition))
 
     def pending(self, application_id: str | None = None, partition: str = "default") -> list[dict[str, Any]]:
-        """The waiting asks (of one application) with their reasons, in scheduling order."""
-        if application_id is None:
-            return list(self._get(f"/partition/{partition}/asks"))
-        return list(self._get(f"/partition/{partition}/application/{application_id}/asks"))
+        """The waiting asks (of one application, or of the partition in scheduling order)."""
+        return self._run(_api.pending(application_id, partition))
 
     def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
                  quota: str | None = None, partition: str = "default") -> dict[str, Any]:
-        """Where one queue, user, group or elastic quota stands (``Partition.standing``)."""
-        asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
-                 if v is not None]
-        if len(asked) != 1:
-            raise ValueError("name exactly one of queue, user, group or quota")
-        (kind, name), = asked
-        return dict(self._get(f"/partition/{partition}/standing", kind=kind, name=name))
+        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
+        return self._run(_api.standing(queue, user, group, quota, partition))
 
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
-        return list(self._get(f"/partition/{partition}/usage/users"))
+        return self._run(_api.usage("user", None, partition))
 
     def groups_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked group's usage."""
-        return list(self._get(f"/partition/{partition}/usage/groups"))
+        return self._run(_api.usage("group", None, partition))
 
     def user_usage(self, user: str, partition: str = "default") -> dict[str, Any]:
         """One user's usage; :class:`~quotaplane.errors.NotFoundError` when the user is not tracked."""
-        return dict(self._get(f"/partition/{partition}/usage/user/{quote(user, safe='')}"))
+        return self._run(_api.usage("user", user, partition))
 
     def group_usage(self, group: str, partition: str = "default") -> dict[str, Any]:
         """One group's usage; :class:`~quotaplane.errors.NotFoundError` when the group is not tracked."""
-        return dict(self._get(f"/partition/{partition}/usage/group/{quote(group, safe='')}"))
+        return self._run(_api.usage("group", group, partition))
 
     def config(self) -> str:
-        """The running configuration (YAML)."""
-        return self.request("GET", _WS + "/config").text
+        """The running configuration (YAML text)."""
+        return self._run(_api.config())
 
     def validate_config(self, text: str) -> tuple[bool, str]:
-        """``(allowed, reason)`` of a configuration, changing nothing."""
-        body = self.request("POST", _WS + "/validate-conf", content=text).json()
-        return bool(body["allowed"]), str(body.get("reason", ""))
+        """``(allowed, reason)`` of a configuration text (changes nothing)."""
+        return self._run(_api.validate_config(text))
 
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
                 partition: str = "default") -> Decision:
-        """Would this allocation be admitted now? Changes nothing."""
-        r = self.request("POST", _WS + f"/partition/{partition}/whatif",
-                         json_body={"applicationID": application_id, "resource": _resource(resource),
-                                    "priority": priority})
-        return decision_of(r.json())
+        """The decision ``allocate`` would give now, with every reason; changes nothing."""
+        return self._run(_api.what_if(application_id, resource, priority, partition))
 
-    # -- changing ------------------------------------------------------------------------------------
     def update_config(self, text: str) -> dict[str, Any]:
-        """Apply a configuration (all or nothing; :class:`BadRequestError` names the problem)."""
-        return dict(self.request("PUT", _WS + "/config", content=text,
-                                 headers={"Content-Type": "application/x-yaml"}).json())
+        """Apply a configuration text (all or nothing); ``{applied, checksum}``."""
+        return self._run(_api.update_config(text))
 
     def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *, schedulable: bool = True,
                  partition: str = "default") -> dict[str, Any]:
-        """Register (or update) a node."""
-        return dict(self.request("PUT", _WS + f"/partition/{partition}/node/{node_id}",
-                                 json_body=_node_body(capacity, schedulable)).json())
+        """Register (or update) a node with its capacity."""
+        return self._run(_api.add_node(node_id, capacity, schedulable, partition))
 
     def remove_node(self, node_id: str, partition: str = "default") -> None:
-        """Remove a node; the allocations on it are released."""
-        self.request("DELETE", _WS + f"/partition/{partition}/node/{node_id}")
+        """Remove a node (releasing what runs on it)."""
+        return self._run(_api.remove_node(node_id, partition))
 
     def add_application(self, application_id: str, user: UserGroup, *, queue: str | None = None,
                         tags: Mapping[str, str] | None = None, partition: str = "default") -> str:
-        """Submit an application; the queue placement chose."""
-        body = _app_body(application_id, user, queue, tags)
-        return str(self.request("POST", _WS + f"/partition/{partition}/applications", json_body=body)
-                   .json()["queueName"])
+        """Submit an application; the queue it was placed in."""
+        return self._run(_api.add_application(application_id, user, queue, tags, partition))
 
     def remove_application(self, application_id: str, partition: str = "default") -> None:
-        """Remove an application with its allocations and asks."""
-        self.request("DELETE", _WS + f"/partition/{partition}/application/{application_id}")
+        """Remove an application, releasing its allocations."""
+        return self._run(_api.remove_application(application_id, partition))
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, node: str | None = None,
                  partition: str = "default") -> Decision:
         """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason)."""
-        body = _alloc_body(application_id, allocation_key, resource, priority, preemptible, node)
-        return _decision(self.request("POST", _WS + f"/partition/{partition}/allocations", json_body=body,
-                                      ok=(201, 409)))
+        return self._run(_api.allocate(application_id, allocation_key, resource, priority, preemptible, node,
+                                       partition))
 
     def release(self, allocation_key: str, partition: str = "default") -> None:
         """Release an allocation."""
-        self.request("DELETE", _WS + f"/partition/{partition}/allocation/{allocation_key}")
+        return self._run(_api.release(allocation_key, partition))
 
     def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                 priority: int = 0, partition: str = "default") -> dict[str, Any]:
-        """Queue an ask: allocated at once when it fits, else it waits (the answer says why)."""
-        return dict(self.request("POST", _WS + f"/partition/{partition}/application/{application_id}/asks",
-                                 json_body={"allocationKey": allocation_key, "resource": _resource(resource),
-                                            "priority": priority}).json())
+        """Queue an ask: it waits (with its reasons) and is allocated once it fits."""
+        return self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition))
 
     def remove_ask(self, application_id: str, allocation_key: str, partition: str = "default") -> None:
         """Withdraw a waiting ask."""
-        self.request("DELETE", _WS + f"/partition/{partition}/application/{application_id}"
-                               f"/ask/{allocation_key}")
+        return self._run(_api.remove_ask(application_id, allocation_key, partition))
 
     # -- the event stream ----------------------------------------------------------------------------
     def events(self, partition: str = "default", *, after: int | None = None, types: Sequence[str] = (),
@@ -461,7 +322,7 @@ def _reconnect_wait(failures: int, reconnect: int, error: Exception | None) -> f
 
 
 class AsyncClient:
-    """The asynchronous twin of :class:`Client` (the same methods, awaited)."""
+    """The asynchronous twin of :class:`Client`: the same methods, awaited."""
 
     def __init__(self, server: str | None = None, *, token: str | None = None, timeout: float = 30.0,
                  retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -504,40 +365,119 @@ class AsyncClient:
             attempt += 1
             await asyncio.sleep(wait)
 
+    async def _run(self, call: _Call[T]) -> T:
+        return call.read(await self.request(call.method, _WS + call.path, json_body=call.json_body,
+                                            content=call.content, params=call.params, headers=call.headers,
+                                            ok=call.ok))
+
+
+    async def partitions(self) -> list[dict[str, Any]]:
+        """``GET /ws/v1/partitions``."""
+        return await self._run(_api.partitions())
+
     async def queues(self, partition: str = "default") -> dict[str, Any]:
-        """The queue tree of ``partition``."""
-        return dict((await self.request("GET", _WS + f"/partition/{partition}/queues")).json())
+        """The queue tree of ``partition`` (YuniKorn's ``PartitionQueueDAOInfo``)."""
+        return await self._run(_api.queues(partition))
+
+    async def queue(self, path: str, partition: str = "default") -> dict[str, Any]:
+        """One queue by its full path."""
+        return await self._run(_api.queue(path, partition))
+
+    async def nodes(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every node with its allocations (``NodeDAOInfo``)."""
+        return await self._run(_api.nodes(partition))
 
     async def application(self, application_id: str, partition: str = "default") -> dict[str, Any]:
         """One application (``ApplicationDAOInfo``)."""
-        return dict((await self.request("GET", _WS + f"/partition/{partition}/application/{application_id}"))
-                    .json())
+        return await self._run(_api.application(application_id, partition))
+
+    async def applications(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every application of the partition."""
+        return await self._run(_api.applications(partition))
+
+    async def pending(self, application_id: str | None = None, partition: str = "default"
+                      ) -> list[dict[str, Any]]:
+        """The waiting asks (of one application, or of the partition in scheduling order)."""
+        return await self._run(_api.pending(application_id, partition))
+
+    async def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
+                       quota: str | None = None, partition: str = "default") -> dict[str, Any]:
+        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
+        return await self._run(_api.standing(queue, user, group, quota, partition))
+
+    async def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
+        return await self._run(_api.usage("user", None, partition))
+
+    async def groups_usage(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every tracked group's usage."""
+        return await self._run(_api.usage("group", None, partition))
+
+    async def user_usage(self, user: str, partition: str = "default") -> dict[str, Any]:
+        """One user's usage; :class:`~quotaplane.errors.NotFoundError` when the user is not tracked."""
+        return await self._run(_api.usage("user", user, partition))
+
+    async def group_usage(self, group: str, partition: str = "default") -> dict[str, Any]:
+        """One group's usage; :class:`~quotaplane.errors.NotFoundError` when the group is not tracked."""
+        return await self._run(_api.usage("group", group, partition))
+
+    async def config(self) -> str:
+        """The running configuration (YAML text)."""
+        return await self._run(_api.config())
+
+    async def validate_config(self, text: str) -> tuple[bool, str]:
+        """``(allowed, reason)`` of a configuration text (changes nothing)."""
+        return await self._run(_api.validate_config(text))
+
+    async def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
+                      partition: str = "default") -> Decision:
+        """The decision ``allocate`` would give now, with every reason; changes nothing."""
+        return await self._run(_api.what_if(application_id, resource, priority, partition))
+
+    async def update_config(self, text: str) -> dict[str, Any]:
+        """Apply a configuration text (all or nothing); ``{applied, checksum}``."""
+        return await self._run(_api.update_config(text))
 
     async def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *,
-                       schedulable: bool = True, partition: str = "default") -> dict[str, Any]:
-        """Register (or update) a node."""
-        r = await self.request("PUT", _WS + f"/partition/{partition}/node/{node_id}",
-                               json_body=_node_body(capacity, schedulable))
-        return dict(r.json())
+                       schedulable: bool = True,
+                       partition: str = "default") -> dict[str, Any]:
+        """Register (or update) a node with its capacity."""
+        return await self._run(_api.add_node(node_id, capacity, schedulable, partition))
+
+    async def remove_node(self, node_id: str, partition: str = "default") -> None:
+        """Remove a node (releasing what runs on it)."""
+        return await self._run(_api.remove_node(node_id, partition))
 
     async def add_application(self, application_id: str, user: UserGroup, *, queue: str | None = None,
                               tags: Mapping[str, str] | None = None, partition: str = "default") -> str:
-        """Submit an application; the queue placement chose."""
-        body = _app_body(application_id, user, queue, tags)
-        r = await self.request("POST", _WS + f"/partition/{partition}/applications", json_body=body)
-        return str(r.json()["queueName"])
+        """Submit an application; the queue it was placed in."""
+        return await self._run(_api.add_application(application_id, user, queue, tags, partition))
+
+    async def remove_application(self, application_id: str, partition: str = "default") -> None:
+        """Remove an application, releasing its allocations."""
+        return await self._run(_api.remove_application(application_id, partition))
 
     async def allocate(self, application_id: str, allocation_key: str,
-                       resource: Mapping[str, int] | Resource, *, priority: int = 0, preemptible: bool = True,
-                       node: str | None = None, partition: str = "default") -> Decision:
-        """Ask for an allocation: the :class:`Decision`."""
-        body = _alloc_body(application_id, allocation_key, resource, priority, preemptible, node)
-        return _decision(await self.request("POST", _WS + f"/partition/{partition}/allocations",
-                                            json_body=body, ok=(201, 409)))
+                       resource: Mapping[str, int] | Resource, *,
+                       priority: int = 0, preemptible: bool = True, node: str | None = None,
+                       partition: str = "default") -> Decision:
+        """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason)."""
+        return await self._run(_api.allocate(application_id, allocation_key, resource, priority, preemptible,
+                                             node, partition))
 
     async def release(self, allocation_key: str, partition: str = "default") -> None:
         """Release an allocation."""
-        await self.request("DELETE", _WS + f"/partition/{partition}/allocation/{allocation_key}")
+        return await self._run(_api.release(allocation_key, partition))
+
+    async def add_ask(self, application_id: str, allocation_key: str,
+                      resource: Mapping[str, int] | Resource, *,
+                      priority: int = 0, partition: str = "default") -> dict[str, Any]:
+        """Queue an ask: it waits (with its reasons) and is allocated once it fits."""
+        return await self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition))
+
+    async def remove_ask(self, application_id: str, allocation_key: str, partition: str = "default") -> None:
+        """Withdraw a waiting ask."""
+        return await self._run(_api.remove_ask(application_id, allocation_key, partition))
 
     async def events(self, partition: str = "default", *, after: int | None = None, types: Sequence[str] = (),
                      application_id: str | None = None, reconnect: int = 10) -> AsyncIterator[dict[str, Any]]:

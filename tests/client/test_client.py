@@ -260,3 +260,44 @@ def test_every_remaining_call(service: tuple[_Server, qp.Scheduler]) -> None:
         assert c.update_config(CONFIG.replace("vcore: 4", "vcore: 5"))["applied"] is True
         assert "vcore: 5" in c.config() and len(c.partitions()) == 1
     assert s.partition("default").queues.queue("root.a") is not None
+
+
+def test_the_async_client_has_every_call_of_the_sync_one(service: tuple[_Server, qp.Scheduler]) -> None:
+    """``AsyncClient`` is the twin of ``Client``: the same public calls (it lacked 18 of them), each
+    answering what the sync one answers, against a real service."""
+    def public(cls: type) -> set[str]:
+        return {n for n in dir(cls) if not n.startswith("_")} - {"close", "aclose"}
+
+    assert public(Client) == public(AsyncClient)
+    srv, _ = service
+
+    async def main() -> None:
+        async with AsyncClient(srv.url) as c:
+            await c.add_node("n1", {"vcore": 8000, "pods": 10})
+            await c.add_node("n2", {"vcore": 1000, "pods": 10}, schedulable=False)
+            assert [n["schedulable"] for n in await c.nodes()] == [True, False]
+            assert await c.add_application("app", SUE, queue="root.a", tags={"namespace": "team"}) == "root.a"
+            assert (await c.allocate("app", "k1", {"vcore": 1000, "pods": 1})).allocated
+            assert (await c.queue("root.a"))["allocatedResource"]["vcore"] == 1000
+            assert [u["userName"] for u in await c.users_usage()] == ["sue"]
+            assert (await c.user_usage("sue"))["userName"] == "sue"
+            assert await c.groups_usage() == []
+            with pytest.raises(qp.NotFoundError):
+                await c.group_usage("engineering")
+            assert [a["applicationID"] for a in await c.applications()] == ["app"]
+            assert (await c.standing(user="sue"))["waiting"] == []
+            refused = await c.what_if("app", {"vcore": 9000})
+            assert not refused.allocated and refused.reasons
+            await c.add_ask("app", "w1", {"vcore": 9000, "pods": 1})
+            assert [a["allocationKey"] for a in await c.pending("app")] == ["w1"]
+            await c.remove_ask("app", "w1")
+            assert await c.pending() == []
+            await c.remove_node("n2")
+            assert [n["nodeID"] for n in await c.nodes()] == ["n1"]
+            await c.remove_application("app")
+            assert await c.applications() == []
+            invalid = await c.validate_config("partitions: [{name: x}]")
+            assert invalid == (False, "line 1: queue config is not set")
+            assert (await c.update_config(CONFIG.replace("vcore: 4", "vcore: 5")))["applied"] is True
+            assert "vcore: 5" in await c.config() and len(await c.partitions()) == 1
+    asyncio.run(main())
