@@ -60,9 +60,6 @@ class UnreachableError(QuotaplaneError, ConnectionError):
                         "applied (read it back, or retry: an allocation key makes a retry safe)")
         super().__init__(message)
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 #: transport failures before any byte of the request left: the service changed nothing
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,

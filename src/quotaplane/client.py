@@ -80,8 +80,10 @@ def _stream_params(last: int | None, types: Sequence[str], application_id: str |
 _STREAM_TIMEOUT = httpx.Timeout(10.0, read=None)
 
 
-class _Calls:
-    """What a call sends and how its answer reads, shared by both clients (no I/O here)."""
+class _Session:
+    """Where both clients send their calls and how they retry: the server (a leader it was sent to,
+    after a fail-over), the token's header, the 503 rule (no I/O here; each call itself is a
+    :class:`~quotaplane._client_api._Call`)."""
 
     def __init__(self, server: str | None, token: str | None, retries: int) -> None:
         self.server = (server or os.environ.get("QUOTAPLANE_SERVER") or DEFAULT_SERVER).rstrip("/")
@@ -112,13 +114,13 @@ class Client:
 
     def __init__(self, server: str | None = None, *, token: str | None = None, timeout: float = 30.0,
                  retries: int = 3, transport: httpx.BaseTransport | None = None) -> None:
-        self._calls = _Calls(server, token, retries)
+        self._session = _Session(server, token, retries)
         self._http = httpx.Client(timeout=timeout, transport=transport)
 
     @property
     def server(self) -> str:
         """The service this client talks to now (a leader it was sent to, after a fail-over)."""
-        return self._calls.server
+        return self._session.server
 
     def close(self) -> None:
         """Close the connections."""
@@ -137,14 +139,14 @@ class Client:
         attempt = 0
         while True:
             try:
-                response = self._http.request(method, self._calls.server + path, json=json_body,
+                response = self._http.request(method, self._session.server + path, json=json_body,
                                               content=content, params=params,
-                                              headers={**self._calls.headers, **(headers or {})})
+                                              headers={**self._session.headers, **(headers or {})})
             except httpx.TransportError as exc:
-                raise UnreachableError(self._calls.server, method, exc) from exc
+                raise UnreachableError(self._session.server, method, exc) from exc
             if response.status_code in ok:
                 return response
-            wait = self._calls.retry_after(response, attempt)
+            wait = self._session.retry_after(response, attempt)
             if wait is None:
                 raise _error(response)
             attempt += 1
@@ -270,9 +272,9 @@ class Client:
         failures = 0
         while True:
             params = _stream_params(last, types, application_id)
-            url = self._calls.server + _WS + f"/partition/{partition}/events/stream"
+            url = self._session.server + _WS + f"/partition/{partition}/events/stream"
             try:
-                with self._http.stream("GET", url, params=params, headers=self._calls.headers,
+                with self._http.stream("GET", url, params=params, headers=self._session.headers,
                                        timeout=_STREAM_TIMEOUT) as response:
                     if response.status_code != 200:
                         response.read()
@@ -285,7 +287,7 @@ class Client:
                             yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
             except httpx.TransportError as exc:       # dropped or refused: reconnect, then give up
-                error = UnreachableError(self._calls.server, "GET", exc)
+                error = UnreachableError(self._session.server, "GET", exc)
             failures += 1
             wait = _reconnect_wait(failures, reconnect, error)
             if wait is None:
@@ -326,13 +328,13 @@ class AsyncClient:
 
     def __init__(self, server: str | None = None, *, token: str | None = None, timeout: float = 30.0,
                  retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._calls = _Calls(server, token, retries)
+        self._session = _Session(server, token, retries)
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
 
     @property
     def server(self) -> str:
         """The service this client talks to now."""
-        return self._calls.server
+        return self._session.server
 
     async def aclose(self) -> None:
         """Close the connections."""
@@ -352,14 +354,14 @@ class AsyncClient:
         attempt = 0
         while True:
             try:
-                response = await self._http.request(method, self._calls.server + path, json=json_body,
+                response = await self._http.request(method, self._session.server + path, json=json_body,
                                                     content=content, params=params,
-                                                    headers={**self._calls.headers, **(headers or {})})
+                                                    headers={**self._session.headers, **(headers or {})})
             except httpx.TransportError as exc:
-                raise UnreachableError(self._calls.server, method, exc) from exc
+                raise UnreachableError(self._session.server, method, exc) from exc
             if response.status_code in ok:
                 return response
-            wait = self._calls.retry_after(response, attempt)
+            wait = self._session.retry_after(response, attempt)
             if wait is None:
                 raise _error(response)
             attempt += 1
@@ -486,9 +488,9 @@ class AsyncClient:
         failures = 0
         while True:
             params = _stream_params(last, types, application_id)
-            url = self._calls.server + _WS + f"/partition/{partition}/events/stream"
+            url = self._session.server + _WS + f"/partition/{partition}/events/stream"
             try:
-                async with self._http.stream("GET", url, params=params, headers=self._calls.headers,
+                async with self._http.stream("GET", url, params=params, headers=self._session.headers,
                                              timeout=_STREAM_TIMEOUT) as response:
                     if response.status_code != 200:
                         await response.aread()
@@ -501,7 +503,7 @@ class AsyncClient:
                             yield notice
                 error: Exception | None = None          # the server ended the stream: reconnect
             except httpx.TransportError as exc:       # dropped or refused: reconnect, then give up
-                error = UnreachableError(self._calls.server, "GET", exc)
+                error = UnreachableError(self._session.server, "GET", exc)
             failures += 1
             wait = _reconnect_wait(failures, reconnect, error)
             if wait is None:
