@@ -268,6 +268,11 @@ class GroupCommit:
         # off the owner thread, without the partition lock (deciding goes on meanwhile); the mutex
         # keeps appends in order, and the outcome is kept for a flush that takes the mutex next
         with self._mutex:
+            if self._inflight is not group:
+                # a flush took the mutex before this append began and committed the group itself
+                # (issue 32 #1); ``_inflight`` only leaves this group under the mutex or after this
+                # returns, so the test is exact. ``_landed`` ignores what is returned.
+                return -1
             try:
                 seq = self._append(events)
             except BaseException as exc:
@@ -295,19 +300,26 @@ class GroupCommit:
 
     def flush(self) -> None:
         """Commit everything queued, in groups of at most :attr:`max_events` events, stopping at a
-        failure (which fails everything queued). Waits for a commit in flight first."""
+        failure (which fails everything queued). Settles the commit in flight first: with its
+        outcome when its append is over, else by appending its group here (its worker, when it
+        runs, then appends nothing)."""
         with self._lock:
             while (self._buffer or self._inflight is not None) and self.failure is None:
                 with self._mutex:
                     inflight = self._inflight
                     if inflight is not None:
-                        # its append is over (we hold the mutex): settle it before anything later
+                        # holding the mutex, the offloaded append of ``inflight`` is either over or
+                        # not begun (its worker may not have been scheduled yet): settle it with its
+                        # outcome, or claim it — its worker then finds it gone and appends nothing —
+                        # and append it here, before anything later (issue 32 #1)
                         self._inflight = None
                         landed, outcome = self._outcome
-                        assert landed is inflight
-                        self._settle(inflight, outcome)
-                        continue
-                    group = self._take()
+                        if landed is inflight:
+                            self._settle(inflight, outcome)
+                            continue
+                        group = inflight
+                    else:
+                        group = self._take()
                     try:
                         seq = self._append([ev for entry in group for ev in entry.events])
                     except BaseException as exc:

@@ -424,3 +424,88 @@ def test_whatever_fails_the_journal_holds_every_acknowledged_change_and_nothing_
     restored = {a.allocation_key for a in _restored(j).partition("default").allocations()}
     assert restored == live
     s.stop_group_commit()
+
+
+class HeldOffload:
+    """An offload that runs nothing until told: the commit is handed over, but its append has not
+    begun (the worker thread is not scheduled yet) — the interleaving of issue 32 #1, injected."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Callable[[], int], Callable[[int | BaseException], None]]] = []
+
+    def __call__(self, append: Callable[[], int], landed: Callable[[int | BaseException], None]) -> None:
+        self.pending.append((append, landed))
+
+    def run(self) -> None:
+        """The worker finally runs its append, then the loop hears of its outcome."""
+        while self.pending:
+            append, landed = self.pending.pop(0)
+            try:
+                outcome: int | BaseException = append()
+            except BaseException as exc:      # handed to landed, as the service's executor does
+                outcome = exc
+            landed(outcome)
+
+
+def test_a_flush_that_takes_the_mutex_before_the_offloaded_append_begins_commits_it_once_in_order() -> None:
+    # issue 32 #1: flush() took holding its mutex to mean the append in flight was over; when that
+    # append had not begun, an AssertionError orphaned the group, a later commit marked its waiters
+    # durable, and the orphan was appended after it (or never, once fenced)
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    scheduled: list[Callable[[], None]] = []
+    held = HeldOffload()
+    group = p.start_group_commit(schedule=scheduled.append, owner=threading.get_ident(), offload=held)
+    assert group is not None
+    told: dict[str, BaseException | None] = {}
+    p.allocate("app1", "first", VCORE)
+    group.notify(group.submitted, lambda outcome: told.setdefault("first", outcome))
+    scheduled.pop()()                             # the loop's flush hands the group to a worker …
+    assert len(held.pending) == 1 and group.durable == 0
+    errors: list[BaseException] = []
+
+    def scheduling_cycle() -> None:               # … and a worker thread commits a change meanwhile
+        try:
+            p.allocate("app1", "second", VCORE)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=scheduling_cycle)
+    worker.start()
+    worker.join()
+    assert errors == []
+    assert group.durable == group.submitted and told == {"first": None}
+    keys = [ev["key"] for _, ev in j.read("default") if ev.get("type") == "allocated"]
+    assert keys == ["first", "second"]
+    held.run()                                    # the worker's append runs at last: nothing more
+    keys = [ev["key"] for _, ev in j.read("default") if ev.get("type") == "allocated"]
+    assert keys == ["first", "second"]
+    assert not p.recovering and group.failure is None
+    assert _restored(j).partition("default").dump_state() == p.dump_state()
+    s.stop_group_commit()
+
+
+def test_an_offloaded_append_that_fails_after_a_flush_settled_its_group_changes_nothing() -> None:
+    # the other order: the worker's append begins only after a flush committed its group; whatever
+    # that late append would meet (here: the store refuses), the outcome already told stands
+    j = GatedJournal()
+    s = _scheduler(j)
+    p = s.partition("default")
+    scheduled: list[Callable[[], None]] = []
+    held = HeldOffload()
+    group = p.start_group_commit(schedule=scheduled.append, owner=threading.get_ident(), offload=held)
+    assert group is not None
+    p.allocate("app1", "first", VCORE)
+    scheduled.pop()()
+    p.flush()
+    assert group.durable == group.submitted
+    j.fail = True
+    held.run()
+    assert not p.recovering and group.failure is None and group.epoch == 0
+    j.fail = False
+    p.allocate("app1", "second", VCORE)
+    p.flush()
+    keys = [ev["key"] for _, ev in j.read("default") if ev.get("type") == "allocated"]
+    assert keys == ["first", "second"]
+    s.stop_group_commit()
