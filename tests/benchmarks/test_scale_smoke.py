@@ -1,0 +1,31 @@
+"""``benchmarks/scale.py`` at a tiny size (issue 38: the suite runs it as a smoke test; no timing is
+asserted): every section runs, its bookkeeping holds (a release frees exactly one waiting ask, a restart
+restores the same state, every Kueue-shaped workload is admitted), and the results file is written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _bench
+        import scale
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setattr(_bench, "RESULTS", tmp_path)  # type: ignore[attr-defined]
+    out = scale.main(["--scale", "0.002", "--samples", "12", "--out", "scale-smoke"])
+    steps = out["waiting"]["steps"]
+    assert [s["pending"] for s in steps] == sorted(s["pending"] for s in steps)
+    assert steps[-1]["pending"] > steps[0]["pending"]
+    assert {"1x", "10x", "100x", "growth_1x_to_100x"} <= set(out["decisions"])
+    assert out["restart"]["tail_events"] > 0
+    for shape in out["kueue"].values():
+        assert shape["workloads"] > 0
+    written = json.loads((tmp_path / "scale-smoke.json").read_text())
+    assert written["results"]["scale"] == 0.002
