@@ -31,7 +31,7 @@ from typing import Any
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
 from quotaplane.group_commit import Background, Offload
-from quotaplane.journal.base import Journal, JournalError
+from quotaplane.journal.base import Journal, JournalError, StoreUnavailableError
 from quotaplane.partition import Partition, PartitionOptions
 
 DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
@@ -398,6 +398,14 @@ class Scheduler:
         with gate:
             stream = _stream_of(name)
             p = self._partitions.get(name)
+            if p is not None and p.recovering:
+                # memory may hold changes the journal refused (a failed commit): rebuild it from
+                # the journal, never replay onto it (issue 32 #2); not readable yet: unavailable
+                before = p.last_seq
+                if not p.recover():
+                    raise StoreUnavailableError(f"partition {name!r} is recovering from a store failure "
+                                                "and its journal cannot be read yet")
+                return max(0, p.last_seq - before)
             if p is not None:
                 head = self.journal.last_seq(stream)
                 if head <= p.last_seq:
