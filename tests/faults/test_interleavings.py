@@ -8,7 +8,7 @@ The whole-service counterparts run several ``quotaplane serve`` instances under 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -19,8 +19,17 @@ from quotaplane.group_commit import CommitFailedError
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
 from quotaplane.scheduler import Scheduler
+from quotaplane.server.ha_partitions import PartitionLeadership
+from quotaplane.server.main import journalled_config
 from tests.partition.helpers import CONFIG, Clock
 
+TWO = """
+partitions:
+- name: default
+  queues: [{name: root, submitacl: '*', queues: [{name: a}]}]
+- name: second
+  queues: [{name: root, submitacl: '*', queues: [{name: a}]}]
+"""
 BOB = UserGroup("bob", ["ops"])
 VCORE = Resource({"vcore": 1})
 
@@ -119,3 +128,34 @@ def test_a_poisoned_partition_that_cannot_read_its_journal_yet_is_unavailable_no
     a.refresh("default")
     assert _keys(a) == {"ghost", "real"}
 
+
+def _leadership(journal: MemoryJournal, url: str, partitions: list[str]) -> tuple[PartitionLeadership,
+                                                                                   Scheduler]:
+    def build(holder: str, leads: Callable[[str], bool], config_leader: bool) -> Scheduler:
+        text = TWO if config_leader else journalled_config(journal)
+        assert text is not None
+        return Scheduler.from_yaml(text, store=journal, holder=holder, leads=leads)
+
+    lead = PartitionLeadership(journal, advertise=url, partitions=partitions, build=build, ttl=5.0,
+                               interval=1.0)
+    return lead, lead.initial()
+
+
+def test_a_partition_that_cannot_be_taken_is_not_held_and_the_others_are() -> None:
+    # issue 32 #2: a take-over whose catch-up raised failed the whole round with the lease held, so
+    # nobody led the partition — round after round
+    journal = MemoryJournal(clock=lambda: 1000.0)
+    lead, sched = _leadership(journal, "http://a:1", [])
+    assert lead.led() == frozenset()      # initial() leads nothing it has not adopted yet …
+
+    def broken(name: str) -> None:
+        if name == "second":
+            raise JournalError("the stream cannot be read")
+
+    sched.adopt = broken                  # type: ignore[method-assign]
+    lead.step(sched)
+    assert lead.led() == {"default"}
+    assert journal.lease_holder("second") is None      # free for another instance (or the next round)
+    del sched.adopt
+    lead.step(sched)
+    assert lead.led() == {"default", "second"}

@@ -225,7 +225,16 @@ class PartitionLeadership(LeaseRounds):
             if journal.acquire_lease(_stream(name), holder, self.ttl):
                 got.add(name)
         for name in sorted(got - self._led):
-            scheduler.adopt(name)          # replay to the end before the first write here
+            try:
+                scheduler.adopt(name)      # replay to the end before the first write here
+            except Exception:
+                # it cannot be brought to the end of its stream now: holding its lease anyway would
+                # leave it without a leader until the lease expires, round after round (issue 32 #2)
+                _log.exception("quotaplane: could not take partition %s; releasing its lease", name)
+                got.discard(name)
+                with contextlib.suppress(Exception):
+                    journal.release_lease(_stream(name), holder)
+                continue
             _log.warning("quotaplane: this instance (%s) now leads partition %s", self.advertise, name)
             self.took_over_at = time.time()
         for name in sorted(self._led - got):
