@@ -16,17 +16,19 @@ import socketserver
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from starlette.types import Scope
 
 import quotaplane as qp
 from quotaplane.journal import MemoryJournal
 from quotaplane.server.app import create_app
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config
+from quotaplane.server.write_routing import WriteRouter
 from tests.kube.emulator import free_port
 from tests.live_server import LiveServer
 
@@ -521,24 +523,50 @@ def test_the_relay_reuses_its_connection_and_reads_chunked_answers() -> None:
     assert len(leader.requests) == 3 and leader.connections == 1      # one kept-alive connection
 
 
-def test_a_write_for_a_leader_that_is_not_listening_yet_waits_for_it() -> None:
+def test_a_write_for_a_leader_that_is_not_listening_yet_waits_for_it(monkeypatch: pytest.MonkeyPatch
+                                                                      ) -> None:
     """The leader holds the lease but does not listen yet (it is starting: the claim and the lease
     come before the port is bound). Nothing was sent, so the relay tries again after the next
-    rounds, within ``hold``, and the write lands there."""
+    rounds, within ``hold``, and the write lands there.
+
+    The order is made, not timed (issue 32 #13: a 0.4 s timer raced ``hold`` on a loaded machine):
+    the leader starts listening once the relay found nobody there, and ``hold`` only bounds the
+    wait."""
     port = free_port()
     (lead_a, sched_a), (lead_b, sched_b) = _two(f"http://127.0.0.1:{port}")
+    lead_a.hold = 120.0
     servers: list[LiveServer] = []
-    starter = threading.Timer(0.4, lambda: servers.append(
-        LiveServer(create_app(sched_b, leadership=lead_b, timeouts_interval=3600), port, lifespan="off")))
+    refused: list[str] = []
+
+    def start_b() -> None:
+        server = LiveServer(create_app(sched_b, leadership=lead_b, timeouts_interval=3600), port,
+                            lifespan="off")
+        servers.append(server)
+        while not server.server.started:
+            time.sleep(0.01)
+
+    rerouter = WriteRouter.rerouter
+
+    def starting_on_refusal(self: WriteRouter, scope: Scope) -> Callable[[str], Awaitable[str | None]]:
+        reroute = rerouter(self, scope)
+
+        async def refused_then_listening(unreachable: str) -> str | None:
+            refused.append(unreachable)
+            if not servers:
+                await asyncio.to_thread(start_b)
+            return await reroute(unreachable)
+
+        return refused_then_listening
+
+    monkeypatch.setattr(WriteRouter, "rerouter", starting_on_refusal)
     try:
         with TestClient(create_app(sched_a, leadership=lead_a, timeouts_interval=3600),
                         raise_server_exceptions=False) as c:
-            starter.start()
             r = c.put("/ws/v1/partition/second/node/n1", json={"capacity": {"vcore": 10}})
     finally:
-        starter.join()
         for server in servers:
             server.stop()
+    assert refused == [f"http://127.0.0.1:{port}"]          # the first try found nobody listening
     assert r.status_code == 201, r.text
     assert list(sched_b.partition("second").nodes()) == ["n1"]
 
