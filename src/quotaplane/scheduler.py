@@ -30,8 +30,8 @@ from typing import Any
 
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
-from quotaplane.group_commit import Background, Offload
 from quotaplane.journal.base import Journal, JournalError, StoreUnavailableError
+from quotaplane.journal.group_commit import Background, Offload
 from quotaplane.partition import Partition, PartitionOptions
 
 DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
@@ -482,7 +482,7 @@ class Scheduler:
                            owner: int | None = None, offload: Offload | None = None,
                            background: Background | None = None) -> None:
         """Journal every partition this instance leads (:attr:`leads`) by group commit
-        (:mod:`quotaplane.group_commit`), also those a later config adds: see
+        (:mod:`quotaplane.journal.group_commit`), also those a later config adds: see
         :meth:`Partition.start_group_commit`."""
         self._group_commit = functools.partial(_start_group_commit, schedule=schedule, owner=owner,
                                                offload=offload, background=background)

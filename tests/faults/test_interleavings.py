@@ -15,9 +15,9 @@ import pytest
 
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
-from quotaplane.group_commit import CommitFailedError
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
+from quotaplane.journal.group_commit import CommitFailedError
 from quotaplane.scheduler import Scheduler
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config

@@ -1,4 +1,4 @@
-"""Group commit (issue 18, :mod:`quotaplane.group_commit`): many changes, one transaction; a change is
+"""Group commit (issue 18, :mod:`quotaplane.journal.group_commit`): many changes, one transaction; a change is
 durable only after the commit that holds it; a failed group is undone in memory with everything
 decided after it; notices and snapshots follow the commits.
 
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.group_commit import CommitFailedError, Offload
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
+from quotaplane.journal.group_commit import CommitFailedError, Offload
 from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 

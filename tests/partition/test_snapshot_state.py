@@ -1,4 +1,4 @@
-"""A snapshot state taken now and read later is the state at its instant (quotaplane.snapshot_state).
+"""A snapshot state taken now and read later is the state at its instant (quotaplane.state.snapshot).
 
 Under group commit a snapshot is captured when it falls due and written later, on a worker thread,
 while the partition keeps changing: binding an allocation to another node, releasing it, admitting

@@ -10,8 +10,8 @@ import asyncio
 import threading
 
 import quotaplane as qp
-from quotaplane.group_commit import CommitFailedError, GroupCommit, reset_marks
 from quotaplane.journal import MemoryJournal
+from quotaplane.journal.group_commit import CommitFailedError, GroupCommit, reset_marks
 from quotaplane.server.durability import CommitBarrier, partition_of_path
 from tests.partition.helpers import CONFIG, Clock
 from tests.partition.test_group_commit import GatedJournal

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
-    from quotaplane.state import PartitionState
+    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["QUEUE_CODES", "Preemptor", "admitted_without", "find_victims", "may_preempt_for_guarantee"]
 

@@ -123,10 +123,11 @@ class Service:
 
     # -- group commit -----------------------------------------------------------------------------
     def start_group_commit(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Journal every partition this instance leads by group commit (:mod:`quotaplane.group_commit`):
-        changes decided in one turn of ``loop`` share a transaction. Every answer then waits for the
-        commit of what it saw (:mod:`quotaplane.server.durability`). Also applied to a scheduler
-        taken over. Call it on the loop's thread."""
+        """Journal every partition this instance leads by group commit
+        (:mod:`quotaplane.journal.group_commit`): changes decided in one turn of ``loop`` share a
+        transaction. Every answer then waits for the commit of what it saw
+        (:mod:`quotaplane.server.durability`). Also applied to a scheduler taken over. Call it on the
+        loop's thread."""
         self._group_loop = loop
         self._group_owner = threading.get_ident()        # the loop's thread: calls made on it don't wait
         self.sync_group_commit()
@@ -374,7 +375,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     ``timeouts_interval``: seconds between the leader's ``Partition.check_timeouts`` rounds.
     ``history_interval``: seconds between two samples of ``/ws/v1/history`` (YuniKorn: a minute).
     ``group_commit``: journal concurrent changes of a partition in one transaction while the app
-    runs (:mod:`quotaplane.group_commit`); every answer still waits for its commit (S1).
+    runs (:mod:`quotaplane.journal.group_commit`); every answer still waits for its commit (S1).
     """
     from quotaplane.server import (
         routes_asks,

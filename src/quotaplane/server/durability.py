@@ -1,6 +1,6 @@
 """Answers wait for the store (decision S1 under group commit, issue 18).
 
-With group commit (:mod:`quotaplane.group_commit`) a partition call returns once the change is decided
+With group commit (:mod:`quotaplane.journal.group_commit`) a partition call returns once the change is decided
 and queued for the next commit. The service therefore holds back **every** answer — a change's, but
 also a read's or a refusal's, which may rest on a change not yet durable — until everything its
 partition decided before the answer was formed is committed. The request handlers stay as they are:
@@ -8,7 +8,7 @@ the outer middleware calls :meth:`CommitBarrier.settle` just before the response
 
 A request that changed a partition waits for the exact mark of its last change (the committer notes
 it in the request's context): 201 if that commit held, 503 if it failed
-(:class:`~quotaplane.group_commit.CommitFailedError`) — the partition is then rebuilt from the
+(:class:`~quotaplane.journal.group_commit.CommitFailedError`) — the partition is then rebuilt from the
 journal before it serves anything again, so a refused change is never seen. A request that changed
 nothing there (a read, a refusal) waits for everything decided so far; if a commit failed while it
 was served (the partition's failure ``epoch`` moved between its start and its answer) it answers 503
@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from quotaplane.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
+from quotaplane.journal.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler

@@ -209,7 +209,7 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
 
     ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
     writes one line per request (:mod:`quotaplane.server.logs`); ``group_commit`` False journals each
-    change in a transaction of its own (:mod:`quotaplane.group_commit`); ``partitions`` (PostgreSQL)
+    change in a transaction of its own (:mod:`quotaplane.journal.group_commit`); ``partitions`` (PostgreSQL)
     makes this instance lead only those partitions (empty list: every free one) and follow the rest
     (:mod:`quotaplane.server.ha_partitions`).
     """

@@ -1,4 +1,4 @@
-"""A partition's group commit (issue 18, :mod:`quotaplane.group_commit`): start and stop it, and flush
+"""A partition's group commit (issue 18, :mod:`quotaplane.journal.group_commit`): start and stop it, and flush
 what it holds. Mixed into :class:`~quotaplane.partition.Partition` (its lock and journal stream) so
 the partition module keeps one concern per part."""
 
@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from quotaplane.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
+from quotaplane.journal.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.journalling import PartitionLog
+    from quotaplane.journal.log import PartitionLog
 
 __all__ = ["PartitionCommits"]
 
@@ -64,7 +64,7 @@ class PartitionCommits:
                 self.recover()
 
     def flush(self: _Host) -> None:
-        """Commit every change made so far now; :class:`~quotaplane.group_commit.CommitFailedError`
+        """Commit every change made so far now; :class:`~quotaplane.journal.group_commit.CommitFailedError`
         if that failed (the changes were undone). Without group commit every change is durable when
         its call returns: nothing to do."""
         group = self._log.group

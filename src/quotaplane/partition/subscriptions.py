@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.journalling import PartitionLog
+    from quotaplane.journal.log import PartitionLog
     from quotaplane.notices import EventListener, Notifier
-    from quotaplane.state import PartitionState
+    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["PartitionNotices"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import quotaplane.events as E
 from quotaplane.admission import validate_spec
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.partition_nodes import PartitionHost, check_int64_sum
+from quotaplane.partition.nodes import PartitionHost, check_int64_sum
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 

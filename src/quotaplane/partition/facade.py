@@ -9,14 +9,14 @@ then answers (rule S1). Replaying the events through the same handlers rebuilds 
 (:meth:`Partition.dump_state`).
 
 Responsibilities live beside this module: admission in :mod:`quotaplane.admission`, the lifecycle
-table in :mod:`quotaplane.application`, gang placeholder replacement in :mod:`quotaplane.gang`,
-timeouts in :mod:`quotaplane.timeouts`, snapshot rebuilds in :mod:`quotaplane.rebuild`, and the
+table in :mod:`quotaplane.application`, gang placeholder replacement in :mod:`quotaplane.state.gang`,
+timeouts in :mod:`quotaplane.state.timeouts`, snapshot rebuilds in :mod:`quotaplane.state.rebuild`, and the
 pending-ask scheduler in :mod:`quotaplane.scheduling` (composed, seen through a narrow host). The
-application operations (:mod:`quotaplane.partition_apps`), the node operations
-(:mod:`quotaplane.partition_nodes`), the waiting-ask operations (:mod:`quotaplane.partition_asks`),
-the store side — journalling, recovery, snapshots, replay (:mod:`quotaplane.partition_store`) and
-group commit (:mod:`quotaplane.partition_commits`) — and the notices
-(:mod:`quotaplane.partition_notices`) are mixed in from their own modules; this one keeps the
+application operations (:mod:`quotaplane.partition.apps`), the node operations
+(:mod:`quotaplane.partition.nodes`), the waiting-ask operations (:mod:`quotaplane.partition.asks`),
+the store side — journalling, recovery, snapshots, replay (:mod:`quotaplane.partition.recovery`) and
+group commit (:mod:`quotaplane.partition.commits`) — and the notices
+(:mod:`quotaplane.partition.subscriptions`) are mixed in from their own modules; this one keeps the
 allocation path (allocate, release, placeholders, timeouts) and the configuration.
 """
 
@@ -47,14 +47,14 @@ from quotaplane.errors import (
     NotLeaderError,
 )
 from quotaplane.journal.base import Journal
-from quotaplane.journalling import PartitionLog
+from quotaplane.journal.log import PartitionLog
 from quotaplane.notices import Notifier
-from quotaplane.partition_apps import PartitionApps
-from quotaplane.partition_asks import PartitionAsks
-from quotaplane.partition_commits import PartitionCommits
-from quotaplane.partition_nodes import PartitionNodes
-from quotaplane.partition_notices import PartitionNotices
-from quotaplane.partition_store import PartitionStore
+from quotaplane.partition.apps import PartitionApps
+from quotaplane.partition.asks import PartitionAsks
+from quotaplane.partition.commits import PartitionCommits
+from quotaplane.partition.nodes import PartitionNodes
+from quotaplane.partition.recovery import PartitionStore
+from quotaplane.partition.subscriptions import PartitionNotices
 from quotaplane.placement import PlacementManager
 from quotaplane.policy import Decision, QuotaPolicy
 from quotaplane.queues import QueueTree
@@ -62,8 +62,8 @@ from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.preemption import Preemptor
 from quotaplane.scheduling.runner import CycleHost, PendingAsks
-from quotaplane.state import PartitionState
-from quotaplane.timeouts import PartitionOptions, timeouts_due
+from quotaplane.state.handlers import PartitionState
+from quotaplane.state.timeouts import PartitionOptions, timeouts_due
 from quotaplane.ugm import Manager
 
 __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "PartitionOptions"]
@@ -397,7 +397,7 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
                             resource: Mapping[str, int] | Resource) -> Decision:
         """Replace a gang placeholder by the real allocation (seed 001, YUNIKORN-982).
 
-        The real allocation may differ in size (:mod:`quotaplane.gang`); a larger one is admitted only
+        The real allocation may differ in size (:mod:`quotaplane.state.gang`); a larger one is admitted only
         if the increase fits. It inherits the placeholder's application, priority, preemptibility and
         task group. A refusal changes nothing.
         """
@@ -427,7 +427,7 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
     def check_timeouts(self, now: float | None = None) -> list[str]:
         """Apply every timeout due at ``now`` (default: the clock); return what happened, in order.
 
-        See :mod:`quotaplane.timeouts`: placeholders, Completing, Starting, Completed/Failed expiry,
+        See :mod:`quotaplane.state.timeouts`: placeholders, Completing, Starting, Completed/Failed expiry,
         and the elastic reclaim tick.
         """
         with self.lock:
@@ -498,11 +498,11 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
             self._s.pending.freed(full=True)      # any limit, order or placement may have changed
 
     def standing(self, kind: str, name: str) -> dict[str, Any]:
-        """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.standing`):
+        """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.state.standing`):
         guaranteed or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime,
         running applications against their limits, the waiting asks with their reasons and position.
         ``kind``: ``queue``, ``user``, ``group`` or ``quota``. Unknown: NotFoundError."""
-        from quotaplane.standing import standing
+        from quotaplane.state.standing import standing
 
         with self.lock:
             out = standing(self._s, kind, name)

@@ -15,9 +15,9 @@ from quotaplane.admission import check_id
 from quotaplane.application import ACTIVE_STATES, GANG_HARD, GANG_SOFT, Application
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.partition_nodes import PartitionHost
+from quotaplane.partition.nodes import PartitionHost
+from quotaplane.partition.submission import Submission
 from quotaplane.policy import Decision
-from quotaplane.submission import Submission
 
 __all__ = ["PartitionApps"]
 

@@ -17,11 +17,11 @@ import quotaplane.events as E
 from quotaplane.admission import as_resource, check_id
 from quotaplane.application import Allocation
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.nodes import NodeIndex
 from quotaplane.resources import INT64_MAX, Resource
+from quotaplane.state.nodes import NodeIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.state import PartitionState
+    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["PartitionHost", "PartitionNodes", "check_int64_sum"]
 

@@ -1,8 +1,8 @@
 """A partition's store side: journalling a change (rule S1), its health, the rebuild from the journal
 after a failure left memory ahead of it (issue 14 #2), snapshots, and replay. Mixed into
-:class:`~quotaplane.partition.Partition` (its lock, state and :class:`~quotaplane.journalling.PartitionLog`)
+:class:`~quotaplane.partition.Partition` (its lock, state and :class:`~quotaplane.journal.log.PartitionLog`)
 so the partition module keeps one concern per part; group commit is beside it
-(:mod:`quotaplane.partition_commits`)."""
+(:mod:`quotaplane.partition.commits`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from quotaplane.errors import JournalReplayError, NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.journal.base import Journal
-    from quotaplane.journalling import PartitionLog
-    from quotaplane.state import PartitionState
+    from quotaplane.journal.log import PartitionLog
+    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["PartitionStore"]
 

@@ -2,7 +2,7 @@
 the event loop).
 
 A snapshot holds the partition's state at one sequence number: ``rebuild``, the events that rebuild
-it (:mod:`quotaplane.rebuild`), ``dump``, the full state a restore checks the rebuilt partition
+it (:mod:`quotaplane.state.rebuild`), ``dump``, the full state a restore checks the rebuilt partition
 against, and ``config_seq``. With 50,000 live allocations, building those as plain data took a
 fifth of a second, all on the caller's thread — under group commit, the service's event loop, which
 decided nothing meanwhile.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from quotaplane.rebuild import AllocationAt, RebuildCapture
+from quotaplane.state.rebuild import AllocationAt, RebuildCapture
 
 __all__ = ["SnapshotState"]
 

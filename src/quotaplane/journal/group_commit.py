@@ -48,7 +48,7 @@ from quotaplane.journal.base import JournalError, StoreUnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
-    from quotaplane.journalling import PartitionLog
+    from quotaplane.journal.log import PartitionLog
 
 __all__ = ["DEFAULT_MAX_EVENTS", "Background", "CommitFailedError", "GroupCommit", "Offload",
            "marks_in_context", "reset_marks"]

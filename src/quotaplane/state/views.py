@@ -1,5 +1,5 @@
 """A partition's state as data: its ``GET /ws/v1/partitions`` entry, the deterministic dump that replay
-must reproduce (rule S1), and the snapshot state (:mod:`quotaplane.snapshot_state`). Mixed into
+must reproduce (rule S1), and the snapshot state (:mod:`quotaplane.state.snapshot`). Mixed into
 :class:`~quotaplane.state.PartitionState`."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quotaplane.application import Allocation, Application
-from quotaplane.rebuild import RebuildCapture
 from quotaplane.resources import Resource
-from quotaplane.snapshot_state import SnapshotState
+from quotaplane.state.rebuild import RebuildCapture
+from quotaplane.state.snapshot import SnapshotState
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.admission import PolicySet
-    from quotaplane.nodes import NodeIndex
     from quotaplane.queues import QueueTree
     from quotaplane.scheduling.runner import PendingAsks
+    from quotaplane.state.nodes import NodeIndex
     from quotaplane.ugm import Manager
 
 __all__ = ["StateViews"]
@@ -84,7 +84,7 @@ class StateViews:
         }
 
     def snapshot(self: _Host) -> SnapshotState:
-        """The snapshot state now (:mod:`quotaplane.snapshot_state`): a few milliseconds here, the
+        """The snapshot state now (:mod:`quotaplane.state.snapshot`): a few milliseconds here, the
         allocation listing and events made when it is written. The parts other than the
         allocations go through JSON now, so they share nothing with the state."""
         small: dict[str, Any] = json.loads(json.dumps(self._dump_parts()))

@@ -20,7 +20,7 @@ from quotaplane.scheduling.order import candidates
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduling.asks import Ask
-    from quotaplane.state import PartitionState
+    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["KINDS", "standing"]
 

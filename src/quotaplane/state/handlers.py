@@ -5,8 +5,8 @@ asks. Its methods apply a journalled event — the same methods run live (after 
 and before it journals) and on replay (:meth:`PartitionState.apply`), so replay reproduces the state
 (rule S1). Deciding (admission checks), locking and journalling are the partition's
 (:class:`~quotaplane.partition.Partition`), not this module's. What the waiting-ask scheduler and the
-preemptors ask of the state is in :mod:`quotaplane.state_asks`, and the state as data (the REST
-entry, the dump replay must reproduce, the snapshot) in :mod:`quotaplane.state_views`.
+preemptors ask of the state is in :mod:`quotaplane.state.questions`, and the state as data (the REST
+entry, the dump replay must reproduce, the snapshot) in :mod:`quotaplane.state.views`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from quotaplane.application import (
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import JournalReplayError
-from quotaplane.gang import Replacement
-from quotaplane.nodes import NodeIndex
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -43,9 +41,11 @@ from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.reservations import Reservations, place_path, reservation_settings
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.scheduling.wake import RUNNING_COUNT, chain_places, release_keys
-from quotaplane.state_asks import StateAskQueries
-from quotaplane.state_views import StateViews
-from quotaplane.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
+from quotaplane.state.gang import Replacement
+from quotaplane.state.nodes import NodeIndex
+from quotaplane.state.questions import StateAskQueries
+from quotaplane.state.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
+from quotaplane.state.views import StateViews
 from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState"]

@@ -17,7 +17,7 @@ from quotaplane.events import Event
 from quotaplane.journal.base import Journal, StoreUnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.group_commit import GroupCommit
+    from quotaplane.journal.group_commit import GroupCommit
 
 __all__ = ["PartitionLog"]
 
