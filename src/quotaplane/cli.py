@@ -124,49 +124,13 @@ def kube(
         controller=ControllerOptions(partition=partition, config_namespace=namespace), webhook=webhook)))
 
 
-@app.command()
-def simulate(
-    config: Annotated[Path, typer.Option(help="Queue configuration YAML file.")],
-    trace: Annotated[Path, typer.Option(help="Trace file: JSON lines, or CSV when it ends in .csv.")],
-    out: Annotated[Path | None, typer.Option(help="Directory for summary.json, timeline.csv, usage.png.")
-                   ] = None,
-    partition: Annotated[str, typer.Option(help="The partition the trace drives.")] = "default",
-    sample_interval: Annotated[float | None, typer.Option(help="Timeline step in simulated seconds.")] = None,
-    cycle_interval: Annotated[float, typer.Option(
-        help="Seconds between scheduling cycles for waiting asks (0: after every change).")] = 0.0,
-    plot: Annotated[bool, typer.Option(help="Write usage.png (needs matplotlib).")] = True,
-) -> None:
-    """Replay a trace through the quota engines on simulated time (capacity planning)."""
-    import sys
+def _register_simulate() -> None:
+    from quotaplane.sim.command import register
 
-    from rich.console import Console
-    from rich.progress import Progress
+    register(app)
 
-    from quotaplane.errors import ConfigError
-    from quotaplane.sim import TraceError, run_simulation
-    from quotaplane.sim.report import render_summary
 
-    # a progress bar on a terminal only (stderr), gone when the run ends
-    with Progress(console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task("replaying", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        try:
-            result = run_simulation(config, trace, out, partition=partition, sample_interval=sample_interval,
-                                    cycle_interval=cycle_interval, plot=plot, progress=progress)
-        except ConfigError as exc:
-            where = f"{config}:{exc.line}" if getattr(exc, "line", None) else str(config)
-            typer.echo(f"{where}: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except (TraceError, ValueError, OSError) as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(1) from None
-    render_summary(result.summary)
-    if out is not None:
-        names = ["summary.json", "timeline.csv", *(["usage.png"] if plot else [])]
-        typer.echo("wrote " + ", ".join(str(out / n) for n in names))
+_register_simulate()
 
 
 def _register_client_commands() -> None:

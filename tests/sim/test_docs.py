@@ -41,7 +41,7 @@ def test_the_example_output_is_what_the_cli_prints(tmp_path: Path, monkeypatch: 
         "--trace", str(ROOT / "examples" / "trace.jsonl"), "--out", "sim-out", "--sample-interval", "10"],
         env={"COLUMNS": "120"})
     assert res.exit_code == 0, res.output
-    printed = [line.rstrip() for line in res.output.splitlines()]
+    printed = [line.rstrip() for line in res.stdout.splitlines()]
     assert printed == [line.rstrip() for line in shown.splitlines()]
     timeline = next(b for b in BLOCKS if b.startswith("t,capacity"))
     assert (tmp_path / "sim-out" / "timeline.csv").read_text().startswith(timeline)

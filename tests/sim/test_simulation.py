@@ -69,6 +69,8 @@ def test_example_trace_hand_computed() -> None:
     series = {p["t"]: p["utilisation"] for p in s["utilisation"]["series"]}
     assert series[30.0]["vcore"] == 1.5
     assert series[122.0] == {"vcore": 0.0, "memory": 0.0}
+    # weighted by time (docs/simulator.md works it out): 118.5625 core-ratio-seconds over 122 s
+    assert s["utilisation"]["resources"]["vcore"] == {"mean": round(118.5625 / 122, 6), "peak": 1.5}
 
 
 def test_waiting_ask_is_allocated_after_a_release() -> None:
@@ -243,12 +245,20 @@ def test_timeline_keeps_large_times_exact() -> None:
     assert rows[1].startswith("123456.789,") and rows[-1].startswith("123457.5,")
 
 
-def test_progress_is_reported_every_n_events_and_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_is_reported_every_percent_and_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
     import quotaplane.sim.engine as engine
 
-    monkeypatch.setattr(engine, "PROGRESS_EVERY", 2)
     events = parse_events(enumerate([_node(), {"t": 1, "op": "submit", "app": "x", "user": "u"},
                                      {"t": 2, "op": "finish", "app": "x"}], start=1))
     seen: list[tuple[int, int]] = []
     Simulator(SMALL).run(events, progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(2, 3), (3, 3)]
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    big = parse_events(enumerate(generate_trace(1, 100, queues=["root.b"]), start=1))
+    seen.clear()
+    Simulator(SMALL).run(big, progress=lambda done, total: seen.append((done, total)))
+    step = len(big) // 100
+    assert seen[:2] == [(step, len(big)), (2 * step, len(big))] and seen[-1] == (len(big), len(big))
+    monkeypatch.setattr(engine, "PROGRESS_EVERY", 2)      # the cap: never fewer events than that apart
+    seen.clear()
+    Simulator(SMALL).run(big, progress=lambda done, total: seen.append((done, total)))
+    assert seen[:2] == [(2, len(big)), (4, len(big))]

@@ -15,9 +15,19 @@ from typing import Any
 
 from quotaplane.sim.engine import SimulationResult, Simulator
 from quotaplane.sim.generate import generate_trace, leaf_queues, trace_to_jsonl
-from quotaplane.sim.trace import TraceError, TraceEvent, load_trace, parse_csv, parse_events, parse_jsonl
+from quotaplane.sim.trace import (
+    InputError,
+    TraceError,
+    TraceEvent,
+    load_trace,
+    parse_csv,
+    parse_events,
+    parse_jsonl,
+    read_input,
+)
 
 __all__ = [
+    "InputError",
     "SimulationResult",
     "Simulator",
     "TraceError",
@@ -28,6 +38,7 @@ __all__ = [
     "parse_csv",
     "parse_events",
     "parse_jsonl",
+    "read_input",
     "run_simulation",
     "simulate",
     "trace_to_jsonl",
@@ -57,11 +68,12 @@ def run_simulation(config: str | Path, trace: str | Path, out: str | Path | None
     The whole trace is validated before anything runs (:class:`TraceError` names every problem's line
     and field); an invalid configuration raises :class:`~quotaplane.errors.ConfigError`. With ``out``,
     writes ``summary.json``, ``timeline.csv`` and (with ``plot``) ``usage.png``. ``progress(done, total)``
-    is called every 10,000 trace events while the replay runs.
+    is called every 1 % of the trace (at most every 10,000 events) while the replay runs. A file that
+    cannot be read raises :class:`InputError` (one line naming it).
     """
     from quotaplane.sim.report import write_outputs
 
-    config_text = Path(config).read_text(encoding="utf-8")
+    config_text = read_input(config, "configuration file")
     events = load_trace(trace)
     result = Simulator(config_text, partition=partition, sample_interval=sample_interval,
                        cycle_interval=cycle_interval).run(events, progress)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError, RejectedError
+from quotaplane.placement.manager import DEFAULT_QUEUE
 from quotaplane.resources import Resource
 from quotaplane.scheduling import SORT_POLICY_PROPERTY
 from quotaplane.sim.trace import OPS, TraceEvent
@@ -32,18 +33,20 @@ __all__ = ["DEFAULT_SAMPLES", "PROGRESS_EVERY", "SimulationResult", "Simulator"]
 
 #: Samples over the expected span of the trace when no interval is given.
 DEFAULT_SAMPLES = 200
-#: Trace events between two progress reports.
+#: Trace events between two progress reports at most (and at least every 1 % of the trace).
 PROGRESS_EVERY = 10_000
 _MAX_LISTED = 100          # rejections listed one by one in the summary
 
 
 class _App:
-    __slots__ = ("app_id", "cells", "chain", "direct", "live", "queue", "user")
+    __slots__ = ("app_id", "cells", "chain", "direct", "live", "moved", "queue", "user")
 
-    def __init__(self, app_id: str, user: str, queue: str, direct: bool) -> None:
+    def __init__(self, app_id: str, user: str, queue: str, direct: bool, moved: bool = False) -> None:
         self.app_id = app_id
         self.user = user
         self.queue = queue
+        #: placement put it somewhere else than the queue it asked for (counted apart: issue 36)
+        self.moved = moved
         # an ask may be tried at once when no other ask waits, unless the leaf is ``stateaware``
         # (there a New application may wait for another one that is Starting)
         self.direct = direct
@@ -69,6 +72,14 @@ def _percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of sorted ``values`` (deterministic, no interpolation)."""
     rank = max(1, math.ceil(q * len(values)))
     return values[rank - 1]
+
+
+def _qualified(queue: str | None) -> str | None:
+    """The full lower-case path a requested queue name stands for (a bare name is under ``root``)."""
+    if queue is None:
+        return None
+    q = queue.strip().lower()
+    return q if q == "root" or q.startswith("root.") else f"root.{q}"
 
 
 def _round(x: float) -> float:
@@ -182,7 +193,19 @@ class Simulator:
         self._asks_withdrawn = 0
         self._rejections: list[dict[str, Any]] = []
         self._accepted = 0
+        self._moved: list[dict[str, Any]] = []
+        self._moved_count = 0
+        self._moved_to_default = 0
+        self._moved_admitted = 0
+        self._moved_refused = 0
         self._finished = 0
+        # time-weighted utilisation of the cluster: integrals of used/capacity between changes, so
+        # the mean does not depend on the sample interval (issue 36)
+        self._cap: dict[str, int] = {}
+        self._m_last = 0.0
+        self._m_area: dict[str, float] = {}
+        self._m_time: dict[str, float] = {}
+        self._m_peak: dict[str, float] = {}
         self._timer_events = 0
         self._t0 = 0.0
         self._interval = 1.0
@@ -205,7 +228,26 @@ class Simulator:
             cells.append((usage[path], peak[path]))
         return tuple(cells)
 
+    def _meter(self) -> None:
+        """Add the cluster utilisation since the last change (called before every change of usage or
+        capacity): piecewise constant between changes, so the integral is exact."""
+        now = self.now
+        dt = now - self._m_last
+        if dt <= 0:
+            return
+        self._m_last = now
+        used = self._qusage.get("root")
+        area, span, peak = self._m_area, self._m_time, self._m_peak
+        for r, c in self._cap.items():
+            if c > 0:
+                ratio = (used.get(r, 0) if used else 0) / c
+                area[r] = area.get(r, 0.0) + ratio * dt
+                span[r] = span.get(r, 0.0) + dt
+                if ratio > peak.get(r, -1.0):
+                    peak[r] = ratio
+
     def _admit(self, app: _App, key: str, resource: Resource) -> None:
+        self._meter()
         items = tuple(resource.items())
         self._live[key] = (app, items)
         app.live[key] = None
@@ -228,6 +270,7 @@ class Simulator:
             self._timer(key, duration)
 
     def _unadmit(self, key: str) -> None:
+        self._meter()
         app, items = self._live.pop(key)
         del app.live[key]
         for u, _ in app.cells:
@@ -330,14 +373,15 @@ class Simulator:
         """Replay ``events`` (validated, in time order: :func:`~quotaplane.sim.trace.parse_events`).
 
         A simulator runs once (its partition holds the end state, for inspection). ``progress`` is
-        called as ``progress(done, total)`` every :data:`PROGRESS_EVERY` trace events and at the end.
+        called as ``progress(done, total)`` every 1 % of the trace (at most every
+        :data:`PROGRESS_EVERY` events) and once with ``done == total`` at the end.
         """
         if self._ran:
             raise RuntimeError("a Simulator runs once; make a new one for another run")
         self._ran = True
         t0 = self._start(events)
         total = len(events)
-        tick = PROGRESS_EVERY if progress is not None else total + 1
+        tick = max(1, min(PROGRESS_EVERY, total // 100)) if progress is not None else total + 1
         by_op = self._by_op
         for i, ev in enumerate(events, start=1):
             if i % tick == 0 and progress is not None:
@@ -346,7 +390,7 @@ class Simulator:
             by_op[ev.op] += 1
             self._HANDLERS[ev.op](self, ev)
         end = self._drain(t0)
-        if progress is not None:
+        if progress is not None and (total == 0 or total % tick):
             progress(total, total)
         return self._result(events, t0, end)
 
@@ -361,6 +405,7 @@ class Simulator:
         self._cycle_no = 0
         self._next_cycle = t0 if self.cycle_interval > 0 else math.inf
         self.now = t0
+        self._m_last = t0
         for ev in events:
             for res in (ev.resource, ev.capacity):
                 if res is not None:
@@ -393,6 +438,7 @@ class Simulator:
                 self._until(nc)
                 self._cycle(nc)
         end = self.now
+        self._meter()
         while self._next_sample <= end:
             self._sample(self._next_sample)
             self._sample_no += 1
@@ -417,9 +463,11 @@ class Simulator:
         app, key, res = found
         d = self.partition.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
         if d.allocated:
+            self._moved_admitted += app.moved
             self._admitted_now(app, key, res, d.preempted, ev.duration)
             return
         self._refused += 1
+        self._moved_refused += app.moved
         for code in sorted({v.code for v in d.reasons}):
             _inc(self._refused_code, code)
         _inc(self._refused_queue, app.queue)
@@ -462,11 +510,15 @@ class Simulator:
 
     def _on_node(self, ev: TraceEvent) -> None:
         assert ev.node is not None and ev.capacity is not None
+        self._meter()
         self.partition.add_node(ev.node, ev.capacity)
+        self._cap = dict(self.partition.total_capacity().items())
 
     def _on_remove_node(self, ev: TraceEvent) -> None:
         assert ev.node is not None
+        self._meter()
         self.partition.remove_node(ev.node)
+        self._cap = dict(self.partition.total_capacity().items())
 
     def _submit(self, ev: TraceEvent) -> None:
         assert ev.app is not None and ev.user is not None
@@ -479,10 +531,21 @@ class Simulator:
                 self._rejections.append({"line": ev.line, "app": ev.app, "user": ev.user,
                                          "queue": ev.queue or "", "reason": str(exc)})
             return
-        self._accepted += 1
+        requested = _qualified(ev.queue)
+        moved = requested is not None and path != requested
+        if moved:
+            # placement put it elsewhere (a rule, or the root.default fallback of P-6): not an
+            # acceptance of what was asked, and its refusals are told apart (issue 36)
+            self._moved_count += 1
+            self._moved_to_default += path == DEFAULT_QUEUE
+            if len(self._moved) < _MAX_LISTED:
+                self._moved.append({"line": ev.line, "app": ev.app, "user": ev.user,
+                                    "requested": ev.queue, "placed": path})
+        else:
+            self._accepted += 1
         leaf = self.partition.queues.queue(path)
         policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() if leaf is not None else ""
-        app = _App(ev.app, ev.user, path, policy != "stateaware")
+        app = _App(ev.app, ev.user, path, policy != "stateaware", moved)
         app.cells = self._cells(app)
         self._apps[ev.app] = app
 
@@ -521,7 +584,8 @@ class Simulator:
         for key in self._pending:
             for code in sorted({v.code for v in self.partition.pending_reasons(key) or []}):
                 _inc(pending_codes, code)
-        util = _utilisation(resources, self._samples)
+        util = {r: {"mean": _round(self._m_area[r] / span), "peak": _round(self._m_peak[r])}
+                for r in sorted(self._m_time) if (span := self._m_time[r]) > 0}
         series = [{"t": s["t"],
                    "utilisation": {r: _round(s["used"].get(r, 0) / s["capacity"][r])
                                    for r in resources if s["capacity"].get(r, 0) > 0}}
@@ -537,7 +601,10 @@ class Simulator:
                        "skipped": _sorted(self._skipped)},
             "applications": {"submitted": self._by_op["submit"], "accepted": self._accepted,
                              "rejected": len(self._rejected), "finished": self._finished,
-                             "rejections": self._rejections},
+                             "rejections": self._rejections,
+                             "moved_by_placement": {"count": self._moved_count,
+                                                    "to_default": self._moved_to_default,
+                                                    "moves": self._moved}},
             "allocations": {
                 "requested": self._by_op["allocate"] - self._skipped.get("allocate", 0),
                 "admitted": self._admitted - self._asks_allocated,
@@ -548,6 +615,7 @@ class Simulator:
                 "released": self._released, "auto_released": self._auto_released,
                 "preempted": self._preempted, "release_noop": self._release_noop,
                 "live_at_end": len(self._live),
+                "of_moved_applications": {"admitted": self._moved_admitted, "refused": self._moved_refused},
             },
             "asks": {"submitted": asks_total, "allocated": self._asks_allocated,
                      "withdrawn": self._asks_withdrawn, "pending_at_end": len(self._pending),
@@ -574,13 +642,3 @@ def _wait_summary(waits_in: list[float]) -> dict[str, Any]:
         wait.update(p50=_round(_percentile(waits, 0.5)), p95=_round(_percentile(waits, 0.95)),
                     max=_round(waits[-1]), mean=_round(sum(waits) / len(waits)))
     return wait
-
-
-def _utilisation(resources: list[str], samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean and peak used/capacity per resource over the samples that had capacity for it."""
-    util: dict[str, Any] = {}
-    for r in resources:
-        ratios = [s["used"].get(r, 0) / s["capacity"][r] for s in samples if s["capacity"].get(r, 0) > 0]
-        if ratios:
-            util[r] = {"mean": _round(sum(ratios) / len(ratios)), "peak": _round(max(ratios))}
-    return util

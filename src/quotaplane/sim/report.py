@@ -112,8 +112,13 @@ def render_summary(summary: dict[str, Any], console: Any = None) -> None:
     t.add_column("value", justify="right")
     t.add_row("trace events", str(summary["events"]["trace"]))
     t.add_row("simulated seconds", f"{tm['simulated_seconds']:g}")
-    t.add_row("applications accepted / rejected", f"{apps['accepted']} / {apps['rejected']}")
+    moved = apps["moved_by_placement"]
+    t.add_row("applications accepted / moved / rejected",
+              f"{apps['accepted']} / {moved['count']} / {apps['rejected']}")
     t.add_row("allocations admitted / refused", f"{a['admitted']} / {a['refused']}")
+    if moved["count"]:
+        m = a["of_moved_applications"]
+        t.add_row("  of moved applications", f"{m['admitted']} / {m['refused']}")
     for code, n in a["refused_by_code"].items():
         t.add_row(f"  refused: {code}", str(n))
     t.add_row("asks allocated / pending at end", f"{k['allocated']} / {k['pending_at_end']}")

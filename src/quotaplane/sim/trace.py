@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 
 from quotaplane.resources import Resource
 
-__all__ = ["OPS", "TraceError", "TraceEvent", "load_trace", "parse_csv", "parse_events", "parse_jsonl"]
+__all__ = ["OPS", "InputError", "TraceError", "TraceEvent", "load_trace", "parse_csv", "parse_events",
+           "parse_jsonl", "read_input"]
 
 #: Every operation a trace event may name.
 OPS: tuple[str, ...] = ("node", "remove_node", "submit", "allocate", "ask", "release", "finish")
@@ -472,10 +473,33 @@ def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
     return parse_events(raws, source)
 
 
-def load_trace(path: str | Path) -> list[TraceEvent]:
-    """Read a trace file: CSV when its name ends in ``.csv``, JSON lines otherwise."""
+class InputError(ValueError):
+    """An input file that cannot be read; the message is one line naming the file and why."""
+
+
+def read_input(path: str | Path, what: str) -> str:
+    """The text of the input file ``path`` (``what`` it is, e.g. ``"trace file"``), or :class:`InputError`
+    with one line naming it: missing, a directory, unreadable, or not UTF-8."""
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such {what}") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: the {what} is a directory") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: the {what} is not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+
+
+def load_trace(path: str | Path) -> list[TraceEvent]:
+    """Read a trace file: CSV when its name ends in ``.csv``, JSON lines otherwise.
+
+    :class:`InputError` when the file cannot be read, :class:`TraceError` when it is not a valid trace.
+    """
+    p = Path(path)
+    text = read_input(p, "trace file")
     if p.suffix.lower() == ".csv":
         return parse_csv(text, str(p))
     return parse_jsonl(text, str(p))
