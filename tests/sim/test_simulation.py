@@ -52,7 +52,7 @@ def test_example_trace_hand_computed() -> None:
     k = s["asks"]
     # d2-b fits at once (wait 0); p1-c waits from t=7 until p1-a ends at t=102; d2-d never fits carol's cap
     assert (k["submitted"], k["allocated"], k["pending_at_end"], k["withdrawn"]) == (3, 2, 1, 0)
-    assert k["wait_seconds"] == {"count": 2, "p50": 0.0, "p95": 95.0, "max": 95.0, "mean": 47.5}
+    assert k["wait_seconds"] == {"count": 2, "p50": 0.0, "p90": 95.0, "p95": 95.0, "max": 95.0, "mean": 47.5}
     assert k["pending_by_code"] == {"user.maxresources": 1}
     peaks = s["peak_usage"]
     assert peaks["queues"]["root.prod"] == {"vcore": 8000, "memory": 16 * GI}
@@ -145,8 +145,8 @@ def test_deterministic_outputs(tmp_path: Path) -> None:
     assert one["usage.png"].startswith(b"\x89PNG")
     assert b"Software" not in one["usage.png"]
     header = one["timeline.csv"].decode().splitlines()[0]
-    assert header == ("t,capacity:memory,capacity:vcore,used:memory,used:vcore,root.dev:memory,"
-                      "root.dev:vcore,root.prod:memory,root.prod:vcore,allocations,pending_asks")
+    assert header == ("t,capacity:memory,capacity:vcore,used:memory,used:vcore,waiting:memory,waiting:vcore,"
+                      "root.dev:memory,root.dev:vcore,root.prod:memory,root.prod:vcore,allocations,pending_asks")
 
 
 def test_generated_trace_is_deterministic_and_valid() -> None:
@@ -162,6 +162,12 @@ def test_generated_trace_is_deterministic_and_valid() -> None:
     assert r1 == r2
 
 
+def _walk(q: Any) -> Any:
+    yield q
+    for c in q.sorted_children():
+        yield from _walk(c)
+
+
 class _CheckingSimulator(Simulator):
     """Compares the simulator's usage ledger with the library's queue usage at every sample."""
 
@@ -170,10 +176,9 @@ class _CheckingSimulator(Simulator):
     def _sample(self, t: float) -> None:
         super()._sample(t)
         queues = self.partition.queues
-        for path, usage in self._qusage.items():
-            q = queues.queue(path)
-            lib = dict(q.allocated.items()) if q is not None else {}
-            assert {r: v for r, v in usage.items() if v} == lib, (t, path)
+        for q in _walk(queues.root):
+            assert self.recorder.usage(q.path) == dict(q.allocated.items()), (t, q.path)
+            assert self.recorder.demand(q.path) == dict(q.pending.items()), (t, q.path)
         assert len(self._live) == len(self.partition.allocations())
         assert sorted(self._pending) == sorted(a.allocation_key for a in self.partition.pending())
         _CheckingSimulator.checked += 1

@@ -2,29 +2,42 @@
 
 Replays a trace of timed events (nodes, submissions, allocations, asks, releases) through a real
 partition of a queue configuration on simulated time, and reports what was admitted and refused and
-why, how long asks waited, peak usage per queue and per user, and cluster utilisation over time.
+why, how long asks waited, usage per queue and per user, and cluster utilisation over time.
 
 ``quotaplane simulate --config FILE --trace FILE [--out DIR]`` calls :func:`run_simulation`.
+
+The names below are imported on first use, so the command line can register ``simulate``
+(:mod:`quotaplane.sim.command`) without loading the engines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from quotaplane.sim.engine import SimulationResult, Simulator
-from quotaplane.sim.generate import generate_trace, leaf_queues, trace_to_jsonl
-from quotaplane.sim.trace import (
-    InputError,
-    TraceError,
-    TraceEvent,
-    load_trace,
-    parse_csv,
-    parse_events,
-    parse_jsonl,
-    read_input,
-)
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.sim.engine import SimulationResult, Simulator
+    from quotaplane.sim.generate import generate_trace, leaf_queues, trace_to_jsonl
+    from quotaplane.sim.run import run_simulation, simulate
+    from quotaplane.sim.trace import (
+        InputError,
+        TraceError,
+        TraceEvent,
+        load_trace,
+        parse_csv,
+        parse_events,
+        parse_jsonl,
+        read_input,
+    )
+
+#: where each public name lives
+_WHERE = {
+    "SimulationResult": "engine", "Simulator": "engine",
+    "generate_trace": "generate", "leaf_queues": "generate", "trace_to_jsonl": "generate",
+    "run_simulation": "run", "simulate": "run",
+    "InputError": "trace", "TraceError": "trace", "TraceEvent": "trace", "load_trace": "trace",
+    "parse_csv": "trace", "parse_events": "trace", "parse_jsonl": "trace", "read_input": "trace",
+}
 
 __all__ = [
     "InputError",
@@ -45,38 +58,11 @@ __all__ = [
 ]
 
 
-def simulate(config_text: str, events: list[TraceEvent] | list[dict[str, Any]], *,
-             partition: str = "default", sample_interval: float | None = None,
-             cycle_interval: float = 0.0) -> SimulationResult:
-    """Replay ``events`` (validated :class:`TraceEvent` objects, or raw event dicts that are validated
-    here as a whole first) through ``partition`` of the YAML ``config_text``; return the result."""
-    evs: list[TraceEvent]
-    if events and not isinstance(events[0], TraceEvent):
-        evs = parse_events(enumerate(events, start=1))
-    else:
-        evs = events  # type: ignore[assignment]
-    return Simulator(config_text, partition=partition, sample_interval=sample_interval,
-                     cycle_interval=cycle_interval).run(evs)
-
-
-def run_simulation(config: str | Path, trace: str | Path, out: str | Path | None = None, *,
-                   partition: str = "default", sample_interval: float | None = None,
-                   cycle_interval: float = 0.0, plot: bool = True,
-                   progress: Callable[[int, int], None] | None = None) -> SimulationResult:
-    """Read a queue configuration file and a trace file, replay, and write the outputs to ``out``.
-
-    The whole trace is validated before anything runs (:class:`TraceError` names every problem's line
-    and field); an invalid configuration raises :class:`~quotaplane.errors.ConfigError`. With ``out``,
-    writes ``summary.json``, ``timeline.csv`` and (with ``plot``) ``usage.png``. ``progress(done, total)``
-    is called every 1 % of the trace (at most every 10,000 events) while the replay runs. A file that
-    cannot be read raises :class:`InputError` (one line naming it).
-    """
-    from quotaplane.sim.report import write_outputs
-
-    config_text = read_input(config, "configuration file")
-    events = load_trace(trace)
-    result = Simulator(config_text, partition=partition, sample_interval=sample_interval,
-                       cycle_interval=cycle_interval).run(events, progress)
-    if out is not None:
-        write_outputs(result, Path(out), plot=plot)
-    return result
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"quotaplane.sim.{where}"), name)
+    globals()[name] = value
+    return value

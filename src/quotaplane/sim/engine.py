@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
@@ -27,6 +27,7 @@ from quotaplane.errors import QuotaplaneError, RejectedError
 from quotaplane.placement.manager import DEFAULT_QUEUE
 from quotaplane.resources import Resource
 from quotaplane.scheduling import SORT_POLICY_PROPERTY
+from quotaplane.sim.metrics import AppCells, Recorder
 from quotaplane.sim.trace import OPS, TraceEvent
 
 __all__ = ["DEFAULT_SAMPLES", "PROGRESS_EVERY", "SimulationResult", "Simulator"]
@@ -39,39 +40,34 @@ _MAX_LISTED = 100          # rejections listed one by one in the summary
 
 
 class _App:
-    __slots__ = ("app_id", "cells", "chain", "direct", "live", "moved", "queue", "user")
+    __slots__ = ("app_id", "asks", "cells", "direct", "finishing", "live", "moved", "queue", "user")
 
-    def __init__(self, app_id: str, user: str, queue: str, direct: bool, moved: bool = False) -> None:
+    def __init__(self, app_id: str, user: str, queue: str, direct: bool, cells: AppCells,
+                 moved: bool = False) -> None:
         self.app_id = app_id
         self.user = user
         self.queue = queue
-        #: placement put it somewhere else than the queue it asked for (counted apart: issue 36)
-        self.moved = moved
         # an ask may be tried at once when no other ask waits, unless the leaf is ``stateaware``
         # (there a New application may wait for another one that is Starting)
         self.direct = direct
-        parts = queue.split(".")
-        # root, root.a, root.a.b: every level whose usage the allocation adds to (seed 004 M-2)
-        self.chain = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+        #: placement put it somewhere else than the queue it asked for (counted apart: issue 36)
+        self.moved = moved
+        #: the measures its allocations count in: every queue level (seed 004 M-2) and the user
+        self.cells = cells
         self.live: dict[str, None] = {}      # live allocation keys, in admission order
-        #: (usage, peak) dicts of every queue level and of the user, resolved once (hot path)
-        self.cells: tuple[tuple[dict[str, int], dict[str, int]], ...] = ()
+        self.asks: dict[str, None] = {}      # waiting asks
+        #: a ``when_done`` finish waiting for the application's work to end
+        self.finishing: TraceEvent | None = None
 
 
 class _Ask:
-    __slots__ = ("app", "created", "duration", "resource")
+    __slots__ = ("app", "ev", "items", "resource")
 
-    def __init__(self, app: _App, created: float, duration: float | None, resource: Resource) -> None:
+    def __init__(self, app: _App, ev: TraceEvent, resource: Resource) -> None:
         self.app = app
-        self.created = created
-        self.duration = duration
+        self.ev = ev
         self.resource = resource
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of sorted ``values`` (deterministic, no interpolation)."""
-    rank = max(1, math.ceil(q * len(values)))
-    return values[rank - 1]
+        self.items = tuple(resource.items())
 
 
 def _qualified(queue: str | None) -> str | None:
@@ -96,19 +92,22 @@ def _sorted(d: Mapping[str, Any]) -> dict[str, Any]:
 
 class SimulationResult:
     """What a run produced: the ``summary`` (summary.json), the timeline ``columns`` and ``rows``
-    (timeline.csv) and the ``samples`` behind them (for the plot)."""
+    (timeline.csv), the ``samples`` behind them (for the plots) and the ``decisions`` when the run
+    kept them (``Simulator(record_decisions=True)``: what happened to every allocation key)."""
 
-    __slots__ = ("columns", "resources", "rows", "samples", "summary", "top_queues")
+    __slots__ = ("columns", "decisions", "resources", "rows", "samples", "summary", "top_queues")
 
     def __init__(self, summary: dict[str, Any], samples: list[dict[str, Any]], resources: list[str],
-                 top_queues: list[str]) -> None:
+                 top_queues: list[str], decisions: list[tuple[float, str, str, str]] | None = None) -> None:
         self.summary = summary
         self.samples = samples
         self.resources = resources
         self.top_queues = top_queues
+        self.decisions = decisions
         cols = ["t"]
         cols += [f"capacity:{r}" for r in resources]
         cols += [f"used:{r}" for r in resources]
+        cols += [f"waiting:{r}" for r in resources]
         cols += [f"{q}:{r}" for q in top_queues for r in resources]
         cols += ["allocations", "pending_asks"]
         self.columns: list[str] = cols
@@ -117,6 +116,7 @@ class SimulationResult:
             row: list[Any] = [s["t"]]
             row += [s["capacity"].get(r, 0) for r in resources]
             row += [s["used"].get(r, 0) for r in resources]
+            row += [s["demand"].get(r, 0) for r in resources]
             for q in top_queues:
                 usage = s["queues"].get(q, {})
                 row += [usage.get(r, 0) for r in resources]
@@ -134,10 +134,13 @@ class Simulator:
     ``cycle_interval``: 0 (default) runs a scheduling cycle for the pending asks after every change,
     as the library does on its own; a positive value runs cycles only every that many simulated
     seconds (a periodic scheduler: an ask waits for the next cycle even when it fits).
+    ``window``: ``(start, end)`` of the measures (default: from the first event to the last timer);
+    ``record_decisions`` keeps every decision (``SimulationResult.decisions``) for comparisons.
     """
 
     def __init__(self, config_text: str, *, partition: str = "default",
-                 sample_interval: float | None = None, cycle_interval: float = 0.0) -> None:
+                 sample_interval: float | None = None, cycle_interval: float = 0.0,
+                 window: tuple[float, float] | None = None, record_decisions: bool = False) -> None:
         from quotaplane.config import load_config
         from quotaplane.partition import Partition
 
@@ -150,7 +153,7 @@ class Simulator:
             raise ValueError(f"sample interval must be a positive number of seconds, got {sample_interval!r}")
         self.now = 0.0
         self.partition = Partition(config.partition(partition.lower()), journal=None, clock=self._clock)
-        self.partition.subscribe(self._on_allocated)
+        self.partition.subscribe(self._on_notice)
         self.sample_interval = sample_interval
         if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
             raise ValueError(f"cycle interval must be a non-negative number of seconds, "
@@ -160,21 +163,21 @@ class Simulator:
             # periodic scheduling cycles (like YuniKorn's scheduling loop) instead of a cycle after
             # every change: asks wait for the next cycle even when they fit
             self.partition.auto_schedule = False
+        self.window = window
         self._cycle_no = 0
         self._next_cycle = math.inf
         self._cycles = 0
         self._ran = False
         self._apps: dict[str, _App] = {}
         self._rejected: dict[str, str] = {}
-        self._live: dict[str, tuple[_App, tuple[tuple[str, int], ...]]] = {}
+        self._live: dict[str, _App] = {}
         self._pending: dict[str, _Ask] = {}
         self._timers: list[tuple[float, int, str]] = []
+        self._timed: set[str] = set()          # live keys whose end is on the timer heap
+        self._recheck: list[_App] = []          # applications whose work the partition ended
         self._timer_seq = 0
-        self._qusage: dict[str, dict[str, int]] = {}
-        self._qpeak: dict[str, dict[str, int]] = {}
-        self._uusage: dict[str, dict[str, int]] = {}
-        self._upeak: dict[str, dict[str, int]] = {}
-        self._waits: list[float] = []
+        self.recorder: Recorder = Recorder([], _no_limits, 0.0)
+        self._decisions: list[tuple[float, str, str, str]] | None = [] if record_decisions else None
         self._samples: list[dict[str, Any]] = []
         self._resources: set[str] = set()
         # counters
@@ -199,13 +202,7 @@ class Simulator:
         self._moved_admitted = 0
         self._moved_refused = 0
         self._finished = 0
-        # time-weighted utilisation of the cluster: integrals of used/capacity between changes, so
-        # the mean does not depend on the sample interval (issue 36)
-        self._cap: dict[str, int] = {}
-        self._m_last = 0.0
-        self._m_area: dict[str, float] = {}
-        self._m_time: dict[str, float] = {}
-        self._m_peak: dict[str, float] = {}
+        self._deferred_finishes = 0
         self._timer_events = 0
         self._t0 = 0.0
         self._interval = 1.0
@@ -215,93 +212,92 @@ class Simulator:
     def _clock(self) -> float:
         return self.now
 
+    def _limits(self, path: str) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+        """A queue's guaranteed and max (the root's max is the cluster: measured as capacity)."""
+        q = self.partition.queues.queue(path)
+        if q is None:
+            return None, None
+        g = dict(q.guaranteed.items()) if q.guaranteed is not None else None
+        m = dict(q.max.items()) if q.max is not None and not q.is_root else None
+        return g, m
+
+    def _decide(self, what: str, key: str, detail: str = "") -> None:
+        if self._decisions is not None:
+            self._decisions.append((self.now, what, key, detail))
+
     # ------------------------------------------------------------------------------------------------
-    # ledger: usage per queue level and per user, for the peaks (the library keeps no history)
+    # the ledger: every admission and release goes to the recorder (the measures)
 
-    def _cells(self, app: _App) -> tuple[tuple[dict[str, int], dict[str, int]], ...]:
-        cells = []
-        for path, usage, peak in [*((p, self._qusage, self._qpeak) for p in app.chain),
-                                  (app.user, self._uusage, self._upeak)]:
-            if path not in usage:
-                usage[path] = {}
-                peak[path] = {}
-            cells.append((usage[path], peak[path]))
-        return tuple(cells)
-
-    def _meter(self) -> None:
-        """Add the cluster utilisation since the last change (called before every change of usage or
-        capacity): piecewise constant between changes, so the integral is exact."""
-        now = self.now
-        dt = now - self._m_last
-        if dt <= 0:
-            return
-        self._m_last = now
-        used = self._qusage.get("root")
-        area, span, peak = self._m_area, self._m_time, self._m_peak
-        for r, c in self._cap.items():
-            if c > 0:
-                ratio = (used.get(r, 0) if used else 0) / c
-                area[r] = area.get(r, 0.0) + ratio * dt
-                span[r] = span.get(r, 0.0) + dt
-                if ratio > peak.get(r, -1.0):
-                    peak[r] = ratio
-
-    def _admit(self, app: _App, key: str, resource: Resource) -> None:
-        self._meter()
-        items = tuple(resource.items())
-        self._live[key] = (app, items)
+    def _admit(self, app: _App, key: str, resource: Resource, ask: bool) -> None:
+        self._live[key] = app
         app.live[key] = None
-        self._admitted += 1
-        for u, pk in app.cells:
-            for r, v in items:
-                nv = u.get(r, 0) + v
-                u[r] = nv
-                if nv > pk.get(r, 0):
-                    pk[r] = nv
+        if ask:
+            self.recorder.ask_allocated(self.now, key)
+        else:
+            self.recorder.admit(self.now, key, app.cells, tuple(resource.items()))
+        self._decide("allocated", key)
 
-    def _admitted_now(self, app: _App, key: str, resource: Resource, preempted: list[str],
-                      duration: float | None) -> None:
-        self._admit(app, key, resource)
-        for k in preempted:                 # released by the partition for this one (quota forests)
-            if k in self._live:
-                self._unadmit(k)
-                self._preempted += 1
-        if duration is not None:
-            self._timer(key, duration)
-
-    def _unadmit(self, key: str) -> None:
-        self._meter()
-        app, items = self._live.pop(key)
-        del app.live[key]
-        for u, _ in app.cells:
-            for r, v in items:
-                u[r] -= v
-
-    def _timer(self, key: str, duration: float) -> None:
+    def _start_timer(self, key: str, ev: TraceEvent) -> None:
+        duration = ev.duration
+        if duration is None:
+            return
+        at = ev.end if ev.end is not None and self.now == ev.started else self.now + duration
         self._timer_seq += 1
-        heapq.heappush(self._timers, (self.now + duration, self._timer_seq, key))
+        self._timed.add(key)
+        heapq.heappush(self._timers, (at, self._timer_seq, key))
 
-    def _on_allocated(self, event: dict[str, Any]) -> None:
-        """A scheduling cycle allocated a pending ask (runs under the partition lock)."""
-        if event["type"] != "allocated":
-            return
-        key = event["allocationKey"]
-        ask = self._pending.pop(key, None)
-        if ask is None:           # not one of ours (cannot happen: the partition is private)
-            return
-        self._asks_allocated += 1
-        self._waits.append(self.now - ask.created)
-        self._admit(ask.app, key, ask.resource)
-        if ask.duration is not None:
-            self._timer(key, ask.duration)
+    def _unadmit(self, key: str, how: str = "released", detail: str = "") -> _App:
+        app = self._live.pop(key)
+        del app.live[key]
+        self._timed.discard(key)
+        if how == "preempted":
+            self.recorder.preempt(self.now, [key], detail)
+        else:
+            self.recorder.release(self.now, key)
+        self._decide(how, key, detail)
+        return app
 
-    def _gone(self, key: str) -> bool:
-        """True when a live key was released by the library behind our back (preemption in a cycle)."""
-        if self.partition.allocation(key) is None:
-            self._unadmit(key)
-            self._preempted += 1
-            return True
-        return False
+    def _on_notice(self, event: dict[str, Any]) -> None:
+        """What the partition did on its own (runs under the partition lock): a cycle allocated a
+        waiting ask, or a policy preempted allocations (for an allocation or in a cycle)."""
+        kind = event["type"]
+        if kind == "allocated":
+            key = event["allocationKey"]
+            ask = self._pending.pop(key, None)
+            if ask is None:           # a direct allocation: admitted by its caller
+                return
+            del ask.app.asks[key]
+            self._asks_allocated += 1
+            self._admit(ask.app, key, ask.resource, True)
+            self._start_timer(key, ask.ev)
+        elif kind == "preempted":
+            reason = str(event.get("reason", {}).get("code", "preempted"))
+            for a in event["allocations"]:
+                key = a["allocationKey"]
+                if key in self._live:
+                    self._preempted += 1
+                    self._recheck.append(self._unadmit(key, "preempted", reason))
+        elif kind == "released":
+            key = event["allocationKey"]
+            if key in self._live:        # released by the library on its own (ours are gone first)
+                self._recheck.append(self._unadmit(key))
+
+    def _rechecks(self) -> None:
+        """Finishes that waited for work the partition ended on its own (outside its lock)."""
+        while self._recheck:
+            app = self._recheck.pop()
+            if app.app_id in self._apps:
+                self._after_end(app)
+
+    def _after_end(self, app: _App) -> None:
+        """An allocation or ask of ``app`` ended: a finish waiting for its work may run now."""
+        if app.finishing is not None and not self._busy(app):
+            self._finish_now(app)
+
+    def _busy(self, app: _App) -> bool:
+        """Work of ``app`` still to end: allocations with a known end, asks that ran when recorded."""
+        return (any(k in self._timed for k in app.live)
+                or any(self._pending[k].ev.duration is not None for k in app.asks))
 
     # ------------------------------------------------------------------------------------------------
     # time and samples
@@ -340,10 +336,13 @@ class Simulator:
         self.now = at
         _, _, key = heapq.heappop(self._timers)
         self._timer_events += 1
-        if key in self._live and not self._gone(key):
-            self._unadmit(key)      # first: the release runs a cycle that may admit asks
+        if key in self._live:
+            app = self._unadmit(key)      # first: the release runs a cycle that may admit asks
             self.partition.release(key)
             self._auto_released += 1
+            self._after_end(app)
+            if self._recheck:
+                self._rechecks()
 
     def _skip_cycles_to(self, x: float) -> None:
         ci = self.cycle_interval
@@ -359,11 +358,7 @@ class Simulator:
         self._next_cycle = self._t0 + self._cycle_no * self.cycle_interval
 
     def _sample(self, t: float) -> None:
-        root = self.partition.queues.root
-        queues = {q.path: dict(sorted(q.allocated.items())) for q in root.sorted_children()}
-        self._samples.append({"t": _round(t), "capacity": dict(self.partition.total_capacity().items()),
-                              "used": dict(sorted(root.allocated.items())), "queues": queues,
-                              "allocations": len(self._live), "pending_asks": len(self._pending)})
+        self._samples.append(self.recorder.sample(t))
 
     # ------------------------------------------------------------------------------------------------
     # the run
@@ -383,20 +378,25 @@ class Simulator:
         total = len(events)
         tick = max(1, min(PROGRESS_EVERY, total // 100)) if progress is not None else total + 1
         by_op = self._by_op
+        handlers = self._HANDLERS
         for i, ev in enumerate(events, start=1):
             if i % tick == 0 and progress is not None:
                 progress(i, total)
             self._advance(ev.t)
             by_op[ev.op] += 1
-            self._HANDLERS[ev.op](self, ev)
+            handlers[ev.op](self, ev)
+            if self._recheck:
+                self._rechecks()
         end = self._drain(t0)
         if progress is not None and (total == 0 or total % tick):
             progress(total, total)
         return self._result(events, t0, end)
 
     def _start(self, events: Sequence[TraceEvent]) -> float:
-        """Set the clock, the sampling interval and the resource names; return the trace's start."""
+        """Set the clock, the sampling interval, the measures and the resource names; return the start."""
         t0 = events[0].t if events else 0.0
+        if self.window is not None:
+            t0 = min(t0, self.window[0])
         span = max((ev.t + (ev.duration or 0.0) for ev in events), default=t0) - t0
         self._t0 = t0
         self._interval = self.sample_interval or (span / DEFAULT_SAMPLES if span > 0 else 1.0)
@@ -405,7 +405,9 @@ class Simulator:
         self._cycle_no = 0
         self._next_cycle = t0 if self.cycle_interval > 0 else math.inf
         self.now = t0
-        self._m_last = t0
+        paths = [q.path for q in _walk(self.partition.queues.root)]
+        start, end = self.window if self.window is not None else (t0, None)
+        self.recorder = Recorder(paths, self._limits, start, end)
         for ev in events:
             for res in (ev.resource, ev.capacity):
                 if res is not None:
@@ -438,7 +440,7 @@ class Simulator:
                 self._until(nc)
                 self._cycle(nc)
         end = self.now
-        self._meter()
+        self.recorder.close(end)
         while self._next_sample <= end:
             self._sample(self._next_sample)
             self._sample_no += 1
@@ -463,15 +465,20 @@ class Simulator:
         app, key, res = found
         d = self.partition.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
         if d.allocated:
+            self._admitted += 1
             self._moved_admitted += app.moved
-            self._admitted_now(app, key, res, d.preempted, ev.duration)
+            self._admit(app, key, res, False)
+            self._start_timer(key, ev)
             return
         self._refused += 1
         self._moved_refused += app.moved
-        for code in sorted({v.code for v in d.reasons}):
+        codes = sorted({v.code for v in d.reasons})
+        for code in codes:
             _inc(self._refused_code, code)
         _inc(self._refused_queue, app.queue)
         _inc(self._refused_user, app.user)
+        self.recorder.refuse(self.now, app.cells, [(v.code, v.path) for v in d.reasons])
+        self._decide("refused", key, ",".join(codes))
 
     def _on_ask(self, ev: TraceEvent) -> None:
         found = self._request_of(ev)
@@ -479,46 +486,54 @@ class Simulator:
             return
         app, key, res = found
         p = self.partition
-        if not self._pending and app.direct and self.cycle_interval == 0:
+        ask = _Ask(app, ev, res)
+        # registered first: the partition's cycle (inside add_ask or allocate) may allocate it at once
+        self._pending[key] = ask
+        app.asks[key] = None
+        self.recorder.ask(self.now, key, app.cells, ask.items, ev.asked)
+        self._decide("asked", key)
+        if len(self._pending) == 1 and app.direct and self.cycle_interval == 0:
             # No other ask waits: the cycle add_ask runs would try this ask alone, through the same
             # admission path as allocate — so allocate directly (a cycle walks every application of
             # the tree; this is the simulator's hot path).
             d = p.allocate(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
             if d.allocated:
-                self._asks_allocated += 1
-                self._waits.append(0.0)
-                self._admitted_now(app, key, res, d.preempted, ev.duration)
+                # the partition's notice admitted it as an ask (waited 0 s)
+                assert key not in self._pending
                 return
-        # registered first: a cycle inside add_ask may allocate it at once
-        self._pending[key] = _Ask(app, ev.t, ev.duration, res)
         p.add_ask(app.app_id, key, res, priority=ev.priority, preemptible=ev.preemptible)
+
+    def _withdraw(self, key: str) -> _App:
+        ask = self._pending.pop(key)
+        del ask.app.asks[key]
+        self.recorder.withdraw(self.now, key)
+        self._asks_withdrawn += 1
+        self._decide("withdrawn", key)
+        return ask.app
 
     def _on_release(self, ev: TraceEvent) -> None:
         key = ev.key
         assert key is not None
         if key in self._live:
-            if not self._gone(key):
-                self._unadmit(key)
-                self.partition.release(key)
-                self._released += 1
+            app = self._unadmit(key)
+            self.partition.release(key)
+            self._released += 1
+            self._after_end(app)
         elif key in self._pending:
             self.partition.remove_ask(key)
-            del self._pending[key]
-            self._asks_withdrawn += 1
+            self._after_end(self._withdraw(key))
         else:
             self._release_noop += 1      # refused, already auto-released, or skipped
 
     def _on_node(self, ev: TraceEvent) -> None:
         assert ev.node is not None and ev.capacity is not None
-        self._meter()
         self.partition.add_node(ev.node, ev.capacity)
-        self._cap = dict(self.partition.total_capacity().items())
+        self.recorder.capacity(self.now, dict(self.partition.total_capacity().items()))
 
     def _on_remove_node(self, ev: TraceEvent) -> None:
         assert ev.node is not None
-        self._meter()
         self.partition.remove_node(ev.node)
-        self._cap = dict(self.partition.total_capacity().items())
+        self.recorder.capacity(self.now, dict(self.partition.total_capacity().items()))
 
     def _submit(self, ev: TraceEvent) -> None:
         assert ev.app is not None and ev.user is not None
@@ -530,6 +545,7 @@ class Simulator:
             if len(self._rejections) < _MAX_LISTED:
                 self._rejections.append({"line": ev.line, "app": ev.app, "user": ev.user,
                                          "queue": ev.queue or "", "reason": str(exc)})
+            self._decide("rejected", ev.app)
             return
         requested = _qualified(ev.queue)
         moved = requested is not None and path != requested
@@ -545,23 +561,35 @@ class Simulator:
             self._accepted += 1
         leaf = self.partition.queues.queue(path)
         policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() if leaf is not None else ""
-        app = _App(ev.app, ev.user, path, policy != "stateaware", moved)
-        app.cells = self._cells(app)
-        self._apps[ev.app] = app
+        self._apps[ev.app] = _App(ev.app, ev.user, path, policy != "stateaware",
+                                  self.recorder.app(path, ev.user), moved)
+        self._decide("placed", ev.app, path)
 
     def _finish(self, ev: TraceEvent) -> None:
-        app = self._apps.pop(ev.app, None)  # type: ignore[arg-type]
+        app = self._apps.get(ev.app)  # type: ignore[arg-type]
         if app is None:
             _inc(self._skipped, "finish")
             return
-        withdrawn = [k for k, a in self._pending.items() if a.app is app]
-        for key in withdrawn:       # before the removal: its cycle must not admit them
-            del self._pending[key]
-        for key in list(app.live):  # before the removal: its cycle may admit other asks
+        if ev.when_done:
+            # what never ran when recorded is withdrawn now, as the recorded finish withdrew it
+            for key in [k for k in app.asks if self._pending[k].ev.duration is None]:
+                self.partition.remove_ask(key)
+                self._withdraw(key)
+            if self._busy(app):
+                app.finishing = ev
+                self._deferred_finishes += 1
+                return
+        self._finish_now(app)
+
+    def _finish_now(self, app: _App) -> None:
+        del self._apps[app.app_id]
+        app.finishing = None
+        for key in list(app.asks):    # before the removal: its cycle must not admit them
+            self._withdraw(key)
+        for key in list(app.live):    # before the removal: its cycle may admit other asks
             self._unadmit(key)
             self._released += 1
         self.partition.remove_application(app.app_id)
-        self._asks_withdrawn += len(withdrawn)
         self._finished += 1
 
     #: the handler of each trace operation
@@ -579,18 +607,17 @@ class Simulator:
         for s in self._samples:
             top.update(s["queues"])
         top_queues = sorted(top)
-        wait = _wait_summary(self._waits)
+        metrics = self.recorder.summary()
         pending_codes: dict[str, int] = {}
         for key in self._pending:
             for code in sorted({v.code for v in self.partition.pending_reasons(key) or []}):
                 _inc(pending_codes, code)
-        util = {r: {"mean": _round(self._m_area[r] / span), "peak": _round(self._m_peak[r])}
-                for r in sorted(self._m_time) if (span := self._m_time[r]) > 0}
         series = [{"t": s["t"],
                    "utilisation": {r: _round(s["used"].get(r, 0) / s["capacity"][r])
                                    for r in resources if s["capacity"].get(r, 0) > 0}}
                   for s in self._samples]
         asks_total = self._by_op["ask"] - self._skipped.get("ask", 0)
+        queues, users = metrics["queues"], metrics["users"]
         summary: dict[str, Any] = {
             "units": "internal: vcore in milli-cores, memory in bytes, other resources as given",
             "partition": self.partition.name,
@@ -607,7 +634,7 @@ class Simulator:
                                                     "moves": self._moved}},
             "allocations": {
                 "requested": self._by_op["allocate"] - self._skipped.get("allocate", 0),
-                "admitted": self._admitted - self._asks_allocated,
+                "admitted": self._admitted,
                 "refused": self._refused,
                 "refused_by_code": _sorted(self._refused_code),
                 "refused_by_queue": _sorted(self._refused_queue),
@@ -619,26 +646,28 @@ class Simulator:
             },
             "asks": {"submitted": asks_total, "allocated": self._asks_allocated,
                      "withdrawn": self._asks_withdrawn, "pending_at_end": len(self._pending),
-                     "pending_by_code": _sorted(pending_codes), "wait_seconds": wait},
+                     "pending_by_code": _sorted(pending_codes), "wait_seconds": metrics["wait"]},
             "peak_usage": {
-                "queues": {q: _sorted(self._qpeak[q]) for q in sorted(self._qpeak)},
-                "users": {u: _sorted(self._upeak[u]) for u in sorted(self._upeak)},
+                "queues": {q: queues[q]["usage_peak"] for q in queues if queues[q]["usage_peak"]},
+                "users": {u: users[u]["usage_peak"] for u in users if users[u]["usage_peak"]},
             },
             "capacity": {"peak": self._peak_capacity(resources),
                          "final": dict(sorted(self.partition.total_capacity().items()))},
-            "utilisation": {"resources": util, "series": series},
+            "utilisation": {"resources": metrics["utilisation"], "series": series},
+            "metrics": metrics,
         }
-        return SimulationResult(summary, self._samples, resources, top_queues)
+        return SimulationResult(summary, self._samples, resources, top_queues, self._decisions)
 
     def _peak_capacity(self, resources: list[str]) -> dict[str, int]:
         return {r: max((s["capacity"].get(r, 0) for s in self._samples), default=0) for r in resources}
 
 
-def _wait_summary(waits_in: list[float]) -> dict[str, Any]:
-    """Count, median, 95th percentile, max and mean of the asks' waiting times."""
-    waits = sorted(waits_in)
-    wait: dict[str, Any] = {"count": len(waits)}
-    if waits:
-        wait.update(p50=_round(_percentile(waits, 0.5)), p95=_round(_percentile(waits, 0.95)),
-                    max=_round(waits[-1]), mean=_round(sum(waits) / len(waits)))
-    return wait
+def _walk(q: Any) -> Iterator[Any]:
+    """A queue and every queue under it, parents first."""
+    yield q
+    for child in q.sorted_children():
+        yield from _walk(child)
+
+
+def _no_limits(path: str) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+    return None, None

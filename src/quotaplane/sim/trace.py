@@ -70,8 +70,8 @@ class TraceEvent:
     (``"<app>@<line>"`` when the trace gives none).
     """
 
-    __slots__ = ("app", "capacity", "duration", "groups", "key", "line", "node", "op", "preemptible",
-                 "priority", "queue", "resource", "t", "tags", "user")
+    __slots__ = ("app", "asked", "capacity", "duration", "end", "groups", "key", "line", "node", "op",
+                 "preemptible", "priority", "queue", "resource", "started", "t", "tags", "user", "when_done")
 
     def __init__(self, t: float, op: str, line: int) -> None:
         self.t = t
@@ -89,6 +89,15 @@ class TraceEvent:
         self.priority: int = 0
         self.preemptible: bool = True
         self.duration: float | None = None
+        # set only for workloads taken from a journal (quotaplane.sim.recorded), never by a trace file:
+        #: the recorded start and end of the allocation: when it starts exactly at ``started``, its
+        #: timer fires at ``end`` (not ``started + duration``, which floating point may move)
+        self.started: float | None = None
+        self.end: float | None = None
+        #: when a waiting ask was first made, if before ``t`` (it was already waiting at the window's start)
+        self.asked: float | None = None
+        #: a ``finish`` that waits for the application's running work to end (the work did not end early)
+        self.when_done = False
 
     def __repr__(self) -> str:
         return f"TraceEvent(t={self.t}, op={self.op!r}, line={self.line})"
