@@ -292,9 +292,12 @@ class Recorder:
     # -- cells ----------------------------------------------------------------------------------------
 
     def _rel(self, now: float) -> float:
-        """``now`` in seconds since the window start, clipped to the window's end."""
+        """``now`` in seconds since the window start, clipped to the window (a change before the
+        start counts as the state the window starts with)."""
         end = self.end
         t = (now if end is None or now < end else end) - self.start
+        if t < 0:
+            t = 0.0
         if t > self._t:
             self._t = t
         return t
@@ -359,17 +362,21 @@ class Recorder:
                 if ratio > peak.get(r, -1.0):
                     peak[r] = ratio
 
+    def _in(self, now: float) -> bool:
+        """Whether ``now`` is inside the window (what happens there is counted)."""
+        return self.start <= now and (self.end is None or now <= self.end)
+
     def capacity(self, now: float, cap: Mapping[str, int]) -> None:
         """The cluster's capacity is ``cap`` from ``now`` on."""
         t = self._rel(now)
         self._close_segment(t)
         self._cap = dict(cap)
-        if self.end is None or now <= self.end:
+        if self._in(now):
             self._peak_ratio()
 
     def _use(self, now: float, app: AppCells, items: Items, sign: int) -> None:
         t = self._rel(now)
-        measured = self.end is None or now <= self.end
+        measured = self._in(now)
         for cell in app.cells:
             fam = cell.family
             if fam is not None:
@@ -440,7 +447,7 @@ class Recorder:
         app, items, asked = found
         self._demand(now, app, items, -1)
         wait = now - asked
-        if self.end is None or now <= self.end:
+        if self._in(now):
             self._waits.append(wait)
             for cell in app.cells:
                 cell.waits.append(wait)
@@ -458,7 +465,7 @@ class Recorder:
 
     def refuse(self, now: float, app: AppCells, violations: Iterable[tuple[str, str]]) -> None:
         """An allocation request of ``app`` was refused at ``now``; ``violations``: (code, path) pairs."""
-        if self.end is not None and now > self.end:
+        if not self._in(now):
             return
         pairs = sorted(set(violations))
         codes = sorted({c for c, _ in pairs})
@@ -478,7 +485,7 @@ class Recorder:
             found = self._live.get(key)
             if found is None:
                 continue
-            if self.end is None or now <= self.end:
+            if self._in(now):
                 self._preempted += 1
                 for cell in found[0].cells:
                     cell.preempted[reason] = cell.preempted.get(reason, 0) + 1
