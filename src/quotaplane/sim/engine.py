@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError, RejectedError
-from quotaplane.placement.manager import DEFAULT_QUEUE
 from quotaplane.resources import Resource
 from quotaplane.scheduling import SORT_POLICY_PROPERTY
 from quotaplane.sim.metrics import AppCells, Recorder
@@ -37,6 +36,8 @@ DEFAULT_SAMPLES = 200
 #: Trace events between two progress reports at most (and at least every 1 % of the trace).
 PROGRESS_EVERY = 10_000
 _MAX_LISTED = 100          # rejections listed one by one in the summary
+#: placement's fallback queue (P-6: used when no rule gives a usable queue)
+DEFAULT_QUEUE = "root.default"
 
 
 class _App:
