@@ -194,7 +194,12 @@ def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Any) -> N
     p.add_application("app", SUE, queue="root.a")
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
-    time.sleep(0.5)
+    # the stream is open once it has subscribed (a fixed 0.5 s sleep was too short on a loaded machine:
+    # k1 and k2 went out before anyone listened and the reader had no seq to resume from)
+    deadline = time.monotonic() + 30
+    while p.subscriber_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert p.subscriber_count() == 1
     p.allocate("app", "k1", qp.Resource({"vcore": 1}))
     p.allocate("app", "k2", qp.Resource({"vcore": 1}))
     deadline = time.monotonic() + 10
