@@ -129,8 +129,10 @@ def main() -> int:
                       headers={"Content-Type": "application/merge-patch+json"})
         wait("train-2 admitted", lambda: not gated("train-2"))
         print("5. train-0 succeeds: its quota is released and train-2 is ungated.")
-        kubectl.patch("/api/v1/namespaces/team-a/pods/train-1", json={"spec": {"nodeName": "node-1"}},
-                      headers={"Content-Type": "application/merge-patch+json"})
+        # the scheduler's binding (a pod's node is set only through its binding subresource)
+        kubectl.post("/api/v1/namespaces/team-a/pods/train-1/binding",
+                     json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "train-1"},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}})
 
         def on_node() -> list[str]:
             nodes = http.get("/ws/v1/partition/default/nodes").json()

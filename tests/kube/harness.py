@@ -142,6 +142,13 @@ class Front:
                                headers={"Content-Type": "application/merge-patch+json"})
         assert r.status_code == 200, r.text
 
+    def bind(self, name: str, node: str, ns: str = "team-a") -> None:
+        """What the scheduler does: the pod's ``binding`` subresource names its node."""
+        r = self.kubectl.post(f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+                              json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        assert r.status_code == 201, r.text
+
     def delete_pod(self, name: str, ns: str = "team-a") -> None:
         r = self.kubectl.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
         assert r.status_code == 200, r.text

@@ -182,8 +182,8 @@ def test_bound_pods_name_their_node_cordon_keeps_them_and_node_deletion_releases
     for i in range(3):
         front.submit(pod(f"p{i}"))
     front.wait(lambda: not front.gated("p0") and not front.gated("p1"))
-    _patch(front, "/api/v1/namespaces/team-a/pods/p0", {"spec": {"nodeName": "n1"}})
-    _patch(front, "/api/v1/namespaces/team-a/pods/p1", {"spec": {"nodeName": "n2"}})
+    front.bind("p0", "n1")
+    front.bind("p1", "n2")
     front.wait(lambda: [a.allocation_key for a in p.node_allocations("n2")] == ["uid-team-a-p1"])
     front.wait(lambda: [a.allocation_key for a in p.node_allocations("n1")] == ["uid-team-a-p0"])
     _patch(front, "/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
