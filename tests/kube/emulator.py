@@ -310,6 +310,8 @@ class ApiState:
         self.evictions: list[tuple[str, str]] = []
         self.refused_evictions: list[tuple[str, str]] = []
         self.calls: Counter[str] = Counter()
+        #: (call type, plural, namespace, query) of the latest requests
+        self.log: list[tuple[str, str, str | None, dict[str, str]]] = []
         self._uids = itertools.count(1)
 
     # ---------------------------------------------------------------------------------------- store
@@ -690,6 +692,8 @@ class _Server(kmock.KubernetesEmulator):  # type: ignore[misc]
         watch = raw.method == "GET" and raw.query.get("watch") in ("true", "1")
         call = call_type(raw.method, plural, sub, watch, name)
         s.calls[f"{call} {plural}"] += 1
+        s.log.append((call, plural, ns, dict(raw.query)))
+        del s.log[:-2000]
         delay = s.delays.get((call, plural))
         if delay:
             await asyncio.sleep(delay)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import jsonpatch
 
-from quotaplane.kube.api import KubeApi, client_config
+from quotaplane.kube.api import KubeApi, RetryPolicy, client_config
 from quotaplane.kube.controller import Controller, ControllerOptions
 from quotaplane.kube.webhook import WebhookOptions, mutate
 from quotaplane.scheduler import Scheduler
@@ -50,8 +50,9 @@ class Front:
     """Emulator + scheduler + controller (in a thread); ``stop()`` ends the controller only."""
 
     def __init__(self, scheduler: Scheduler, emulator: Emulator | None = None,
-                 options: ControllerOptions | None = None) -> None:
+                 options: ControllerOptions | None = None, retry: RetryPolicy | None = None) -> None:
         self.emulator = emulator or Emulator().start()
+        self.retry = retry
         self.scheduler = scheduler
         self.options = options or ControllerOptions(reasons_every=0.05)
         self.kubectl = httpx.Client(base_url=self.emulator.url, timeout=10)
@@ -68,7 +69,7 @@ class Front:
         started = threading.Event()
 
         async def main() -> None:
-            api = KubeApi(client_config(server=self.emulator.url))
+            api = KubeApi(client_config(server=self.emulator.url), retry=self.retry)
             self.controller = Controller(self.scheduler, api, self.options)
             self._task = asyncio.current_task()
             started.set()

@@ -32,7 +32,10 @@ def _lines(c: httpx.Client, path: str, **params: Any) -> list[dict[str, Any]]:
         return [json.loads(line) for line in r.iter_lines() if line]
 
 
-def test_a_watch_resumes_after_a_version_and_an_expired_one_is_410(api: tuple[Emulator, httpx.Client]) -> None:
+Api = tuple[Emulator, httpx.Client]
+
+
+def test_a_watch_resumes_after_a_version_and_an_expired_one_is_410(api: Api) -> None:
     e, c = api
     c.post(PODS, json=pod("a"))
     version = c.get(PODS).json()["metadata"]["resourceVersion"]
@@ -114,10 +117,13 @@ def test_an_eviction_honours_the_budget_and_rewrites_disruption_target(api: tupl
         c.post(f"{PODS}/{name}/binding", json={"target": {"kind": "Node", "name": "n1"}})
         c.patch(f"{PODS}/{name}/status", json={"status": {"phase": "Running"}}, headers=MERGE)
     c.post("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets", json={
-        "metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
     c.patch(f"{PODS}/a/status", json={"status": {"conditions": [
-        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByQuotaplane"}]}}, headers=STRATEGIC)
-    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": "team-a"}}
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByQuotaplane"}]}},
+        headers=STRATEGIC)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "a", "namespace": "team-a"}}
     r = c.post(f"{PODS}/a/eviction", json=eviction)
     assert r.status_code == 429
     assert r.json()["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
@@ -128,7 +134,8 @@ def test_an_eviction_honours_the_budget_and_rewrites_disruption_target(api: tupl
     a = c.get(f"{PODS}/a").json()                       # bound: terminating until the kubelet is done
     assert a["metadata"]["deletionTimestamp"]
     target = [x for x in a["status"]["conditions"] if x["type"] == "DisruptionTarget"]
-    assert [(x["reason"], x["message"]) for x in target] == [("EvictionByEvictionAPI", "Eviction API: evicting")]
+    assert [(x["reason"], x["message"]) for x in target] == [
+        ("EvictionByEvictionAPI", "Eviction API: evicting")]
     e.finish("team-a", "a")
     assert c.get(f"{PODS}/a").status_code == 404
     uid = c.get(f"{PODS}/b").json()["metadata"]["uid"]

@@ -101,7 +101,9 @@ def test_seed_002_reclaim_evicts_the_borrowers_pod_and_admits_the_other_team() -
         assert len(evicted) == 4, f.emulator.evictions    # team-a's runtime is 3 of its 7
         # the emulator records an eviction before its DELETE of the pod completes
         f.wait(lambda: all(f.get_pod(name, "team-a") is None for name in evicted))
-        events = [e for e in f.events("team-a") if e["reason"] == "Preempted"]
+        # the Preempted Event is said once the Eviction API took the eviction
+        events = f.wait(lambda: [e for e in f.events("team-a") if e["reason"] == "Preempted"] if len(
+            [e for e in f.events("team-a") if e["reason"] == "Preempted"]) == 4 else None)
         assert {e["involvedObject"]["name"] for e in events} == set(evicted)
         assert all("elastic.revoked" in e["message"] for e in events)
         p = f.scheduler.partition("default")

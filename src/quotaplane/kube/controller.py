@@ -1,31 +1,38 @@
 """The controller: gated pods become asks; allocated asks ungate their pods; preempted pods are evicted.
 
-One asyncio task per watched kind feeds one queue; one worker applies the events to the partition in
-order (the partition's own lock makes each change atomic and journalled). What the partition then
-says — its notices (``allocated``, ``preempted``) — becomes API calls (ungate, evict, conditions,
-Events), run by a small pool so that a slow API server does not hold the engine.
+One asyncio task per watched kind (:class:`~quotaplane.kube.informer.Informer`: list, then watch with
+bookmarks, relist only on ``410``) feeds one queue; one worker applies the events to the partition in
+order (the partition's own lock makes each change atomic and journalled). What a pod should look like
+then follows from the partition's decision, and a pool of reconcile workers makes it so, one pod at a
+time (a pod is never reconciled by two workers at once), so that a slow API server does not hold the
+engine.
 
-The mapping (reference ``kubernetes-front.md`` §8):
+Reconciling a pod (reference ``kubernetes-front.md`` §8) compares what it should be with what the API
+server last showed:
 
-* a pod carrying the gate ``quotaplane.io/admission`` is an ask, keyed by its UID, of its application
-  (:func:`~quotaplane.kube.pods.pod_app_id`), submitted by the user the webhook recorded; its namespace's
-  annotations are the application's tags (seed 004), so the placement rules place it;
-* a gang (YuniKorn task groups) asks for its placeholders first; its real pods replace them and are
-  ungated only once the whole minimum was admitted (all or nothing);
-* the ask allocated: the gate is removed (only ours, guarded by a JSON-patch ``test``), an Event
-  ``Admitted`` recorded;
-* still waiting: a pod condition ``QuotaAdmitted=False`` and a Warning Event carry the reasons (codes,
-  paths, shortfalls), rewritten when they change;
-* a ``preempted`` notice: a ``DisruptionTarget`` condition and a Warning Event with the reason, then
-  the Eviction API;
-* a pod that succeeded, failed or was deleted: its allocation is released, or its ask withdrawn;
-* nodes (allocatable of schedulable, Ready nodes) are the partition's nodes; namespaces' annotations
-  are cached for tags; the ``yunikorn-configs`` ConfigMap's ``queues.yaml`` is applied all or nothing.
+* its ask allocated (and, for a gang, the whole minimum admitted): the gate ``quotaplane.io/admission``
+  removed (only ours, guarded by a JSON-patch ``test``), the condition ``QuotaAdmitted=True`` (reason
+  ``Admitted``, the queue), an Event ``Admitted``;
+* still waiting: ``QuotaAdmitted=False`` (reason ``QuotaWaiting``) and a Warning Event carrying the
+  reasons (codes, paths, shortfalls), rewritten when they change;
+* preempted: ``QuotaAdmitted=False`` (reason ``Preempted``, the engine's reason — the condition the
+  Eviction API leaves alone, unlike ``DisruptionTarget``, which it rewrites to
+  ``EvictionByEvictionAPI``), then the Eviction API, then a Warning Event ``Preempted``. An eviction a
+  PodDisruptionBudget refuses is retried with backoff and reported (a Warning Event
+  ``EvictionBlocked``, the ``quotaplane_kube_evictions_blocked`` gauge); after
+  ``eviction_timeout`` the preemption is given up (Event ``PreemptionAbandoned``);
+* a pod that succeeded, failed or was deleted: its allocation is released, or its ask withdrawn. A pod
+  being deleted while it runs on a node keeps its quota until it is gone: its containers still run.
+
+Every API call goes through the retry policy of :class:`~quotaplane.kube.api.KubeApi`; a call that
+still fails is logged, counted, said in a Warning Event ``QuotaplaneRetrying`` when the API takes it,
+and the pod is reconciled again after a per-pod backoff. A periodic resync (``resync_every``) compares
+every managed pod's gate and condition with the partition's decision and reconciles any that differ,
+so no lost call leaves a pod wrong for ever.
 
 Restart: before watching, everything is listed; ungated live pods whose allocation the journal holds
 stay counted, ungated pods the journal lacks but that carry the admitted mark are adopted, allocations
-and asks of managed applications whose pods are gone are released. Every handler is idempotent: list
-and watch (and kmock's watch replay) deliver the same object more than once.
+and asks of managed applications whose pods are gone are released. Every handler is idempotent.
 """
 
 from __future__ import annotations
@@ -34,17 +41,21 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
-from quotaplane.kube.api import KubeApi, status_code
+from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
+from quotaplane.kube.informer import Informer
 from quotaplane.kube.nodes import node_capacity, node_counts
 from quotaplane.kube.objects import mapping, name_of
 from quotaplane.kube.pods import (
+    GATE,
     gang_parameters,
     has_gate,
     is_finished,
@@ -58,13 +69,14 @@ from quotaplane.kube.pods import (
     task_groups,
     ungate_patch,
 )
+from quotaplane.kube.webhook import CONFIG_MAP
 from quotaplane.partition import Partition
 from quotaplane.policy import Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduler import Scheduler
 
 __all__ = ["ADMITTED_ANNOTATION", "CONDITION_ADMITTED", "MANAGED_TAG", "Controller", "ControllerOptions",
-           "waiting_message"]
+           "FrontStats", "waiting_message"]
 
 log = logging.getLogger("quotaplane.kube")
 
@@ -76,6 +88,8 @@ CONDITION_ADMITTED = "QuotaAdmitted"
 MANAGED_TAG = "quotaplane.io/kube"
 _PLACEHOLDER = "placeholder"
 _RESYNC = "RESYNC"
+#: the condition the Eviction API writes (and rewrites): quotaplane's reason goes in QuotaAdmitted
+_DISRUPTION_TARGET = "DisruptionTarget"
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,39 @@ class ControllerOptions:
     #: seconds between rounds of the partition's timeouts (elastic reclaim, placeholders, states);
     #: None when something else runs them (``quotaplane kube``: the REST service's timeouts loop)
     timeouts_every: float | None = 2.0
+    #: seconds between resyncs: every managed pod whose gate or condition differs from the partition's
+    #: decision is reconciled again
+    resync_every: float = 30.0
+    #: seconds a preemption waits for its victim's eviction (refused by a PodDisruptionBudget, failing)
+    #: before it is given up
+    eviction_timeout: float = 300.0
+    #: a pod whose reconcile failed is tried again after this backoff (doubling, capped)
+    retry_base: float = 0.5
+    retry_max: float = 30.0
+
+
+@dataclass
+class FrontStats:
+    """What the controller did that an operator watches (the ``quotaplane_kube_*`` metrics)."""
+
+    #: pods reconciled again by the periodic resync because they differed from the decision
+    repaired: int = 0
+    #: reconciles that failed (an API call failed for good), by call
+    failed: Counter[str] = field(default_factory=Counter)
+    #: evictions by outcome: ``evicted``, ``blocked`` (refused, retried), ``abandoned``
+    evictions: Counter[str] = field(default_factory=Counter)
+    #: victims whose eviction is refused right now
+    blocked: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Eviction:
+    """A preempted pod being evicted: why, since when (monotonic), whether the API accepted it."""
+
+    reason: Mapping[str, Any]
+    since: float
+    done: bool = False
+    blocked: str = ""
 
 
 def waiting_message(reasons: list[Violation]) -> str:
@@ -124,26 +171,37 @@ class Controller:
         self.namespaces: dict[str, dict[str, Any]] = {}
         #: node name → the capacity registered for it
         self.nodes: dict[str, Resource] = {}
-        #: allocation key → the waiting message last written on the pod
+        #: allocation key → the (reason, message) of the last Event said about the pod
+        self._said: dict[str, tuple[str, str]] = {}
+        #: allocation key → the waiting message the reasons loop last saw (reconcile when it changes)
         self._reported: dict[str, str] = {}
-        #: keys ungated (or being ungated) by this process
+        #: keys ungated by this process (their Admitted Event is owed until said)
         self._ungated: set[str] = set()
         #: gang applications whose whole minimum was admitted once
         self._gang_whole: set[str] = set()
         #: gang application → its minimum (Σ minMember of its task groups)
         self._gang_min: dict[str, int] = {}
         #: keys of pods preempted and being evicted (never adopted again)
-        self._evicting: set[str] = set()
+        self._evicting: dict[str, _Eviction] = {}
         #: the start-up listing is being applied (the only time running pods are adopted)
         self._syncing = False
         self._events: asyncio.Queue[tuple[str, str, dict[str, Any]]] | None = None
         self._actions: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
+        #: pods to reconcile (each key once in the queue at a time)
+        self._queue: asyncio.Queue[str] | None = None
+        self._queued: set[str] = set()
+        #: keys a worker is reconciling, and those touched meanwhile (reconciled again after)
+        self._busy: set[str] = set()
+        self._again: set[str] = set()
+        #: key → failures in a row (the per-pod backoff)
+        self._failures: dict[str, int] = {}
+        self._rng = random.Random()
+        self.stats = FrontStats()
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: Callable[[], None] | None = None
-        #: kind → the resourceVersion its watch resumes from (None: list again first)
-        self._versions: dict[str, str | None] = {}
-        #: kinds whose watch has started once (a later start without a version lists again)
-        self._listed: set[str] = set()
+        #: kind → its informer (the ConfigMap's narrowed to its namespace and name)
+        self.informers: dict[str, Informer] = {
+            kind: Informer(api, kind, error=self._error, **self._narrowed(kind)) for kind in api.KINDS}
         #: the partition's configuration from the cluster: the ConfigMap and the custom quota objects
         self.configuration = ClusterConfiguration(scheduler, api, self.options.partition,
                                                   self.options.config_namespace, self._enqueue, self._error)
@@ -161,13 +219,17 @@ class Controller:
         """List everything, reconcile, then follow the watches until cancelled."""
         self._events = asyncio.Queue()
         self._actions = asyncio.Queue()
+        self._queue = asyncio.Queue()
         self._unsubscribe = self.partition.subscribe(self._notice)
         try:
-            self._tasks = [asyncio.create_task(self._act()) for _ in range(max(1, self.options.workers))]
+            workers = max(1, self.options.workers)
+            self._tasks = [asyncio.create_task(self._act()) for _ in range(max(1, workers // 4))]
+            self._tasks += [asyncio.create_task(self._reconcile_worker()) for _ in range(workers)]
             await self.sync()
             self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS
                             if kind not in self._absent]
             self._tasks.append(asyncio.create_task(self._report_loop()))
+            self._tasks.append(asyncio.create_task(self._resync_loop(self.options.resync_every)))
             if self.options.timeouts_every is not None:
                 self._tasks.append(asyncio.create_task(self._timeouts_loop(self.options.timeouts_every)))
             await self._apply_events()
@@ -189,20 +251,15 @@ class Controller:
             for kind in self.api.KINDS:
                 if kind == "pods":
                     continue
-                try:
-                    items, self._versions[kind] = await self.api.list_versioned(kind)
-                except Exception as exc:
-                    if kind in self.api.OPTIONAL and status_code(exc) == 404:
-                        self._absent.add(kind)      # the CRD is not installed: nothing to read
-                        log.info("%s: not served by the API server (CRD not installed)", kind)
-                        continue
-                    raise
-                for obj in items:
+                listed = await self._first_list(kind)
+                if listed is None:
+                    continue
+                for obj in listed:
                     self._apply(kind, "ADDED", obj)
         finally:
             configuration.batching = False
         configuration.flush()
-        items, self._versions["pods"] = await self.api.list_versioned("pods")
+        items = await self._first_list("pods") or []
         self._syncing = True
         try:
             for pod in items:
@@ -211,6 +268,30 @@ class Controller:
             self._syncing = False
         self._release_missing({pod_key(pod) for pod in items})
         self.synced.set()
+
+    def _narrowed(self, kind: str) -> dict[str, Any]:
+        """The one ConfigMap the front reads is listed and watched alone (namespace, field selector)."""
+        if kind == "configmaps":
+            return {"namespace": self.options.config_namespace, "fields": {"metadata.name": CONFIG_MAP}}
+        return {}
+
+    async def _first_list(self, kind: str) -> list[dict[str, Any]] | None:
+        """The start-up listing of ``kind``, tried until it works: a kind whose storage initialises
+        answers 429 for a while (a CRD just installed, an apiserver restart), the API server may be
+        restarting. None: the kind is not served (its CRD is not installed)."""
+        failures = 0
+        while True:
+            try:
+                return await self.informers[kind].list()
+            except ApiCallError as exc:
+                if kind in self.api.OPTIONAL and exc.code == 404:
+                    self._absent.add(kind)      # the CRD is not installed: nothing to read
+                    log.info("%s: not served by the API server (CRD not installed)", kind)
+                    return None
+                failures += 1
+                self._error(f"listing {kind}: {exc}; trying again")
+                await asyncio.sleep(min(self.options.retry_max,
+                                        self.options.retry_base * 2 ** min(failures, 10)))
 
     def resync(self, kind: str, items: list[dict[str, Any]]) -> None:
         """A fresh listing of ``kind`` after a watch was lost: what the listing lacks is gone (its
@@ -246,27 +327,17 @@ class Controller:
             self._forget_app_if_idle(app.application_id)
 
     async def _watch(self, kind: str) -> None:
-        """Follow ``kind`` from the version of its last listing; when the watch breaks (a dropped
-        connection, 410 Gone: the version expired), list again and resume from there."""
+        """Follow ``kind`` from its listing's version (:class:`Informer`): events, and a relisting
+        after ``410``, go to the one queue the partition's writer reads."""
         assert self._events is not None
-        while True:
-            try:
-                version = self._versions.get(kind)
-                if version is None and self.synced.is_set() and kind in self._listed:
-                    items, version = await self.api.list_versioned(kind)
-                    await self._events.put((kind, _RESYNC, {"items": items}))
-                self._listed.add(kind)
-                async for event_type, obj in self.api.watch(kind, version):
-                    await self._events.put((kind, event_type, obj))
-                    meta_version = mapping(obj.get("metadata")).get("resourceVersion")
-                    if isinstance(meta_version, str) and meta_version:
-                        self._versions[kind] = meta_version
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:        # relisted next round (the handlers are idempotent)
-                self._error(f"watch {kind}: {exc}")
-                self._versions[kind] = None
-                await asyncio.sleep(1.0)
+        events = self._events
+
+        async def handle(event_type: str, obj: dict[str, Any]) -> None:
+            await events.put((kind, event_type, obj))
+
+        async def resync(items: list[dict[str, Any]]) -> None:
+            await events.put((kind, _RESYNC, {"items": items}))
+        await self.informers[kind].run(handle, resync)
 
     async def _apply_events(self) -> None:
         assert self._events is not None
@@ -303,21 +374,25 @@ class Controller:
         """One pod ADDED / MODIFIED / DELETED (idempotent)."""
         key = pod_key(pod)
         p = self.partition
-        if event_type == "DELETED" or is_finished(pod) or is_terminating(pod):
+        if event_type == "DELETED" or is_finished(pod) or (is_terminating(pod) and pod_node(pod) is None):
             if key in self.pods or p.allocation(key) is not None or p.get_ask(key) is not None:
                 self._pod_gone(key, pod)
             return
+        if is_terminating(pod):         # being deleted on its node: it runs until the kubelet is done
+            if p.allocation(key) is not None:
+                self.pods[key] = pod
+            return
         if has_gate(pod):
             self.pods[key] = pod
-            if p.allocation(key) is not None:
-                self._maybe_ungate(key)
-            elif p.get_ask(key) is None:
+            if p.allocation(key) is None and p.get_ask(key) is None:
                 self._ask_for(key, pod)
+            self._touch(key)
             return
         # ungated and running
         if p.allocation(key) is not None:
             self.pods[key] = pod
             self._bind(key, pod)
+            self._touch(key)
         elif self._syncing and key not in self._evicting and \
                 _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
             self.pods[key] = pod
@@ -372,8 +447,11 @@ class Controller:
         p = self.partition
         self.pods.pop(key, None)
         self._reported.pop(key, None)
+        self._said.pop(key, None)
+        self._failures.pop(key, None)
         self._ungated.discard(key)
-        self._evicting.discard(key)
+        self._evicting.pop(key, None)
+        self.stats.blocked.discard(key)
         app_id = pod_app_id(pod)
         if p.allocation(key) is not None:
             p.release(key)
@@ -405,16 +483,15 @@ class Controller:
         if kind == "allocated":
             for key in _keys(notice):
                 if key in self.pods:
-                    self._maybe_ungate(key)
+                    self._touch(key)
                 else:
                     self._gang_progress_key(key)
         elif kind == "preempted":
             reason = notice.get("reason") or {}
             for key in _keys(notice):
-                pod = self.pods.get(key)
-                if pod is not None:
-                    self._evicting.add(key)
-                    self._enqueue(functools.partial(self._evict, key, pod, reason))
+                if key in self.pods and key not in self._evicting:
+                    self._evicting[key] = _Eviction(reason, time.monotonic())
+                    self._touch(key)
 
     def _gang_progress_key(self, key: str) -> None:
         alloc = self.partition.allocation(key)
@@ -433,29 +510,27 @@ class Controller:
         self._gang_whole.add(app_id)
         for alloc in list(app.allocations.values()):
             if not alloc.placeholder and alloc.allocation_key in self.pods:
-                self._maybe_ungate(alloc.allocation_key)
+                self._touch(alloc.allocation_key)
 
-    def _maybe_ungate(self, key: str) -> None:
-        pod = self.pods.get(key)
-        if pod is None or key in self._ungated or not has_gate(pod):
-            return
+    def _admitted(self, key: str) -> Any:
+        """The pod's allocation when it may run: allocated and, for a gang, the whole minimum admitted
+        once (all or nothing); else None."""
         alloc = self.partition.allocation(key)
         if alloc is None:
-            return
+            return None
         if alloc.task_group is not None and alloc.application_id not in self._gang_whole:
             self._gang_progress(alloc.application_id)
             if alloc.application_id not in self._gang_whole:
-                return          # all or nothing: the rest of the gang's minimum is not admitted yet
-        self._ungated.add(key)
-        queue = self.partition.application(alloc.application_id)
-        path = queue.queue_path if queue is not None else ""
-        self._enqueue(functools.partial(self._ungate, key, pod, path))
+                return None
+        return alloc
 
     def _enqueue(self, action: Callable[[], Awaitable[None]]) -> None:
         if self._actions is not None:
             self._actions.put_nowait(action)
 
     async def _act(self) -> None:
+        """One-off calls (the configuration's Events and status writes, failure Events): retried by the
+        API's policy; what still fails is reported (the quota status is written again next round)."""
         assert self._actions is not None
         while True:
             action = await self._actions.get()
@@ -466,31 +541,234 @@ class Controller:
             except Exception as exc:
                 self._error(f"API call failed: {type(exc).__name__}: {exc}")
 
-    async def _ungate(self, key: str, pod: Mapping[str, Any], queue: str) -> None:
-        patch = ungate_patch(pod)
-        if not patch:
+    # ------------------------------------------------------------------------------------------------
+    # reconciling pods
+    # ------------------------------------------------------------------------------------------------
+    def _touch(self, key: str) -> None:
+        """Reconcile the pod ``key`` soon (once, however often it is touched)."""
+        if self._queue is None:
             return
-        if "annotations" in mapping(pod.get("metadata")):
-            path = "/metadata/annotations/" + ADMITTED_ANNOTATION.replace("/", "~1")
-            patch.append({"op": "add", "path": path, "value": key})
-        else:
-            patch.append({"op": "add", "path": "/metadata/annotations", "value": {ADMITTED_ANNOTATION: key}})
-        try:
-            await self.api.patch_json("pods", pod, patch)
-        except Exception:
-            self._ungated.discard(key)      # the next event of the pod tries again
-            raise
-        self._reported.pop(key, None)
-        await self.api.event(pod, "Normal", "Admitted", f"admitted by quotaplane to queue {queue}")
+        if key in self._busy:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
 
-    async def _evict(self, key: str, pod: Mapping[str, Any], reason: Mapping[str, Any]) -> None:
+    def _touch_later(self, key: str, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self._touch, key)
+
+    async def _reconcile_worker(self) -> None:
+        assert self._queue is not None
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._busy.add(key)
+            try:
+                await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except ApiCallError as exc:
+                self._failed(key, exc)
+            except Exception as exc:     # a bug must not stop the worker: reported, tried again later
+                self._error(f"reconcile {key}: {type(exc).__name__}: {exc}")
+                self._retry_later(key)
+            else:
+                self._failures.pop(key, None)
+            finally:
+                self._busy.discard(key)
+                if key in self._again:
+                    self._again.discard(key)
+                    self._touch(key)
+
+    def _retry_later(self, key: str) -> None:
+        n = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = min(self.options.retry_max, self.options.retry_base * 2 ** min(n - 1, 10))
+        self._touch_later(key, delay * self._rng.uniform(0.5, 1.0))
+
+    def _failed(self, key: str, exc: ApiCallError) -> None:
+        """An API call for pod ``key`` failed for good: logged, counted, said in an Event when the API
+        takes it, and the pod is reconciled again after its backoff."""
+        self.stats.failed[exc.call] += 1
+        pod = self.pods.get(key)
+        self._error(f"pod {name_of(pod) if pod else key}: {exc}; trying again")
+        if pod is not None and exc.call != "event":
+            self._enqueue(functools.partial(self._quiet_event, pod, "Warning", "QuotaplaneRetrying",
+                                            f"{exc}; quotaplane tries again"))
+        self._retry_later(key)
+
+    async def _quiet_event(self, pod: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        with contextlib.suppress(ApiCallError):
+            await self.api.event(pod, event_type, reason, message)
+
+    def differs(self, key: str) -> bool:
+        """The pod ``key`` as last seen differs from the partition's decision (its gate, its
+        ``QuotaAdmitted`` condition, a pending eviction, an Event still owed)."""
+        pod = self.pods.get(key)
+        if pod is None:
+            return False
+        if key in self._evicting:
+            return not self._evicting[key].done
+        if self._admitted(key) is not None:
+            if has_gate(pod) or _condition(pod)[:2] != ("True", "Admitted"):
+                return True
+            return key in self._ungated and self._said.get(key, ("",))[0] != "Admitted"
+        ask = self.partition.get_ask(key)
+        if (ask is not None and ask.reasons) or self.partition.allocation(key) is not None:
+            message = waiting_message(list(ask.reasons or [])) if ask is not None else _GANG_WAITING
+            return _condition(pod) != ("False", "QuotaWaiting", message)
+        return False
+
+    async def reconcile(self, key: str) -> None:
+        """Make the pod ``key`` what the partition decided (see the module docstring)."""
+        pod = self.pods.get(key)
+        if pod is None:
+            return
+        if key in self._evicting:
+            await self._evict(key, pod, self._evicting[key])
+            return
+        alloc = self._admitted(key)
+        if alloc is not None:
+            await self._admit(key, pod, alloc)
+            return
+        ask = self.partition.get_ask(key)
+        if ask is None and self.partition.allocation(key) is None:
+            return
+        if ask is not None and not ask.reasons:
+            return          # not through a cycle yet: its reasons come with the cycle (report_waiting)
+        message = waiting_message(list(ask.reasons or [])) if ask is not None else _GANG_WAITING
+        if _condition(pod) != ("False", "QuotaWaiting", message):
+            await self._condition(pod, "False", "QuotaWaiting", message)
+        self._reported[key] = message
+        if self._said.get(key) != ("QuotaWaiting", message):
+            await self.api.event(pod, "Warning", "QuotaWaiting", message)
+            self._said[key] = ("QuotaWaiting", message)
+
+    async def _admit(self, key: str, pod: dict[str, Any], alloc: Any) -> None:
+        app = self.partition.application(alloc.application_id)
+        queue = app.queue_path if app is not None else ""
+        if has_gate(pod):
+            fresh = await self._ungate(key, pod)
+            if fresh is None:
+                return                      # gone meanwhile
+            pod = fresh
+        message = f"admitted by quotaplane to queue {queue}"
+        if _condition(pod)[:2] != ("True", "Admitted"):
+            await self._condition(pod, "True", "Admitted", message)
+        if key in self._ungated and self._said.get(key, ("",))[0] != "Admitted":
+            await self.api.event(pod, "Normal", "Admitted", message)
+            self._said[key] = ("Admitted", message)
+
+    async def _ungate(self, key: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Remove quotaplane's gate (and mark the pod admitted). A failed ``test`` (another controller
+        changed the gates meanwhile, or an earlier try's answer was lost) reads the pod again and
+        patches the gate where it now is."""
+        for _ in range(3):
+            patch = ungate_patch(pod)
+            if not patch:
+                return pod
+            if "annotations" in mapping(pod.get("metadata")):
+                path = "/metadata/annotations/" + ADMITTED_ANNOTATION.replace("/", "~1")
+                patch.append({"op": "add", "path": path, "value": key})
+            else:
+                patch.append({"op": "add", "path": "/metadata/annotations",
+                              "value": {ADMITTED_ANNOTATION: key}})
+            try:
+                await self.api.patch_json("pods", pod, patch)
+            except ApiCallError as exc:
+                if exc.code not in (404, 422):
+                    raise
+                fresh = await self._fresh(pod)
+                if fresh is None:
+                    return None
+                pod = fresh
+                continue
+            self._ungated.add(key)
+            gates = [g for g in mapping(pod.get("spec")).get("schedulingGates") or []
+                     if mapping(g).get("name") != GATE]
+            pod = {**pod, "spec": {**mapping(pod.get("spec")), "schedulingGates": gates}}
+            self.pods[key] = pod
+            return pod
+        raise ApiCallError("patch", 422, "the pod's gates kept changing", 3, True)
+
+    async def _fresh(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The pod as the API server has it now (None: gone)."""
+        meta = mapping(pod.get("metadata"))
+        try:
+            fresh = await self.api.get("pods", str(meta.get("name", "")), meta.get("namespace"))
+        except ApiCallError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        if mapping(fresh.get("metadata")).get("uid") != meta.get("uid"):
+            return None                 # another pod of the same name
+        if pod_key(fresh) in self.pods:
+            self.pods[pod_key(fresh)] = fresh
+        return fresh
+
+    async def _condition(self, pod: Mapping[str, Any], status: str, reason: str, message: str) -> None:
+        """Write ``QuotaAdmitted``; its transition time moves only when its status does."""
+        before, when = _condition(pod), _condition_time(pod)
+        stamp = when if before[0] == status and when else _now()
+        condition = {"type": CONDITION_ADMITTED, "status": status, "reason": reason, "message": message,
+                     "lastTransitionTime": stamp}
+        await self.api.patch_status_condition(pod, condition)
+        conditions = [c for c in mapping(pod.get("status")).get("conditions") or []
+                      if mapping(c).get("type") != CONDITION_ADMITTED]
+        key = pod_key(pod)
+        if key in self.pods:
+            status_now = {**mapping(pod.get("status")), "conditions": [*conditions, condition]}
+            self.pods[key] = {**pod, "status": status_now}
+
+    async def _evict(self, key: str, pod: dict[str, Any], eviction: _Eviction) -> None:
+        """Evict a preempted pod: the reason in ``QuotaAdmitted`` first (the pod may go at once, and
+        the Eviction API rewrites ``DisruptionTarget``), then the Eviction API; a refusal is retried
+        with backoff, reported, and given up after ``eviction_timeout``."""
+        if eviction.done or is_terminating(pod):
+            eviction.done = True
+            return
+        reason = eviction.reason
         message = f"preempted by quotaplane: {reason.get('code', '')} at {reason.get('path', '')}: " \
                   f"{reason.get('message', '')}".strip()
-        await self.api.patch_status_condition(pod, {
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByQuotaplane",
-            "message": message, "lastTransitionTime": _now()})
-        await self.api.event(pod, "Warning", "Preempted", message)
-        await self.api.evict(pod, self.options.eviction_grace_seconds)
+        if _condition(pod) != ("False", "Preempted", message):
+            await self._condition(pod, "False", "Preempted", message)
+        try:
+            await self.api.evict(pod, self.options.eviction_grace_seconds)
+        except ApiCallError as exc:
+            if not exc.transient:
+                raise
+            self._blocked(key, pod, eviction, exc)
+            return
+        eviction.done = True
+        self.stats.blocked.discard(key)
+        self.stats.evictions["evicted"] += 1
+        self._said[key] = ("Preempted", message)
+        self._enqueue(functools.partial(self._quiet_event, pod, "Warning", "Preempted", message))
+
+    def _blocked(self, key: str, pod: dict[str, Any], eviction: _Eviction, exc: ApiCallError) -> None:
+        """A refused eviction (a PodDisruptionBudget, or the API failing): reported, retried, and after
+        ``eviction_timeout`` given up."""
+        why = "; ".join(exc.causes) or exc.message
+        self.stats.evictions["blocked"] += 1
+        limit = self.options.eviction_timeout
+        if time.monotonic() - eviction.since >= limit:
+            self._evicting.pop(key, None)
+            self.stats.blocked.discard(key)
+            self.stats.evictions["abandoned"] += 1
+            self._error(f"pod {name_of(pod)}: eviction refused for {limit:g}s ({why}); the preemption is "
+                        "given up")
+            self._enqueue(functools.partial(self._quiet_event, pod, "Warning", "PreemptionAbandoned",
+                                            f"the eviction was refused for {limit:g}s ({why}); the "
+                                            "preemption is given up"))
+            self._touch(key)
+            return
+        self.stats.blocked.add(key)
+        if eviction.blocked != why:
+            eviction.blocked = why
+            log.warning("pod %s: eviction refused (%s); retrying", name_of(pod), why)
+            self._enqueue(functools.partial(self._quiet_event, pod, "Warning", "EvictionBlocked",
+                                            f"the eviction for quotaplane's preemption was refused: {why}; "
+                                            "retrying"))
+        self._retry_later(key)
 
     # ------------------------------------------------------------------------------------------------
     # why pods wait
@@ -514,23 +792,30 @@ class Controller:
                 self.configuration.write_quota_status()
 
     def report_waiting(self) -> None:
-        """Write the reasons of every waiting pod whose reasons changed since they were last written."""
+        """Reconcile every waiting pod whose reasons changed since they were last written."""
         for ask in self.partition.pending():
             key = ask.allocation_key
-            pod = self.pods.get(key)
-            if pod is None or key in self._ungated:
+            if key not in self.pods:
                 continue
-            message = waiting_message(list(ask.reasons or []))
-            if self._reported.get(key) == message:
-                continue
-            self._reported[key] = message
-            self._enqueue(functools.partial(self._say_waiting, pod, message))
+            if self._reported.get(key) != waiting_message(list(ask.reasons or [])):
+                self._touch(key)
 
-    async def _say_waiting(self, pod: Mapping[str, Any], message: str) -> None:
-        await self.api.patch_status_condition(pod, {
-            "type": CONDITION_ADMITTED, "status": "False", "reason": "QuotaWaiting", "message": message,
-            "lastTransitionTime": _now()})
-        await self.api.event(pod, "Warning", "QuotaWaiting", message)
+    async def _resync_loop(self, every: float) -> None:
+        """Every ``every`` seconds, reconcile each managed pod that differs from the decision."""
+        while True:
+            await asyncio.sleep(every)
+            self.resync_pods()
+
+    def resync_pods(self) -> int:
+        """Touch every managed pod whose gate or condition differs from the partition's decision; how
+        many."""
+        repaired = 0
+        for key in sorted(self.pods):
+            if key not in self._queued and key not in self._busy and self.differs(key):
+                repaired += 1
+                self._touch(key)
+        self.stats.repaired += repaired
+        return repaired
 
     # ------------------------------------------------------------------------------------------------
     # inputs: nodes and namespaces (the ConfigMap and the custom quotas: kube/configuration.py)
@@ -572,6 +857,26 @@ class Controller:
             self.namespaces.pop(name, None)
         else:
             self.namespaces[name] = ns
+
+
+_GANG_WAITING = "waiting for the rest of its gang's minimum to be admitted"
+
+
+def _condition(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(status, reason, message) of the pod's ``QuotaAdmitted`` condition ("" when absent)."""
+    for c in mapping(pod.get("status")).get("conditions") or []:
+        c = mapping(c)
+        if c.get("type") == CONDITION_ADMITTED:
+            return str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", ""))
+    return "", "", ""
+
+
+def _condition_time(pod: Mapping[str, Any]) -> str:
+    for c in mapping(pod.get("status")).get("conditions") or []:
+        c = mapping(c)
+        if c.get("type") == CONDITION_ADMITTED:
+            return str(c.get("lastTransitionTime") or "")
+    return ""
 
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:

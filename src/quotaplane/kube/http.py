@@ -23,7 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from quotaplane.kube.api import KubeApi
+from quotaplane.kube.api import ApiCallError, KubeApi
+from quotaplane.kube.informer import Informer
+from quotaplane.kube.objects import mapping
 from quotaplane.kube.webhook import WebhookOptions, mutate, review_error, validate_config_map
 
 __all__ = ["WEBHOOK_PATHS", "NamespaceCache", "webhook_app"]
@@ -37,13 +39,16 @@ _MAX_BODY = 8 * 1024 * 1024
 
 
 class NamespaceCache:
-    """Every namespace's object, listed then watched (the webhook reads ``enableYuniKorn`` from it)."""
+    """Every namespace's object, listed then watched (the webhook reads ``enableYuniKorn`` from it);
+    the watch resumes from its bookmarks (:mod:`quotaplane.kube.informer`), so a quiet cluster's
+    watch timeouts cost one request each, not a relisting."""
 
     def __init__(self, api: KubeApi) -> None:
         self.api = api
         self._items: dict[str, dict[str, Any]] = {}
         #: set once the first listing is in
         self.synced = asyncio.Event()
+        self.informer = Informer(api, "namespaces")
 
     def get(self, name: str) -> Mapping[str, Any] | None:
         """The namespace ``name`` as last seen (None: unknown)."""
@@ -61,19 +66,30 @@ class NamespaceCache:
             self._items[name] = dict(obj)
 
     async def run(self) -> None:
-        """List, then follow the watch for ever (a dropped watch is started again)."""
+        """List (until it works), then follow the watch for ever."""
+        failures = 0
         while True:
             try:
-                for obj in await self.api.list_all("namespaces"):
-                    self.apply("ADDED", obj)
-                self.synced.set()
-                async for event_type, obj in self.api.watch("namespaces"):
-                    self.apply(event_type, obj)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("namespace watch: %s", exc)
-                await asyncio.sleep(1.0)
+                items = await self.informer.list()
+                break
+            except ApiCallError as exc:
+                failures += 1
+                log.warning("namespaces: %s", exc)
+                await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
+        await self._resync(items)
+        self.synced.set()
+        await self.informer.run(self._event, self._resync)
+
+    async def _event(self, event_type: str, obj: dict[str, Any]) -> None:
+        self.apply(event_type, obj)
+
+    async def _resync(self, items: list[dict[str, Any]]) -> None:
+        fresh: dict[str, dict[str, Any]] = {}
+        for obj in items:
+            name = mapping(obj.get("metadata")).get("name")
+            if isinstance(name, str):
+                fresh[name] = dict(obj)
+        self._items = fresh
 
 
 Review = Callable[[Any, WebhookOptions], dict[str, Any]]

@@ -18,6 +18,7 @@ client-go's algorithm (reference ``kubernetes-front.md`` §6.4), with one change
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -61,6 +62,10 @@ class LeaseElector:
         self._observed: dict[str, Any] | None = None
         self._observed_at = 0.0
         self._renewed_at = 0.0
+        #: the holder last read from the Lease ("" when free or not read yet)
+        self.holder = ""
+        #: set once a first round has read the Lease (or failed to): ``holder`` is then known
+        self.observed = asyncio.Event()
         #: set while this process holds the Lease
         self.leading = asyncio.Event()
         #: set when leadership was held and then lost (the caller must stop acting)
@@ -89,8 +94,10 @@ class LeaseElector:
                 log.info("lease %s/%s: create lost: %s", self.namespace, self.name, create_exc)
                 return False
             self._observe(self._record(stamp, 0, None), now)
+            self.holder = self.identity
             return True
         spec = dict(mapping(lease.get("spec")))
+        self.holder = str(spec.get("holderIdentity") or "")
         if spec != self._observed:
             self._observe(spec, now)
         holder = spec.get("holderIdentity") or ""
@@ -110,6 +117,7 @@ class LeaseElector:
             log.info("lease %s/%s: update lost: %s", self.namespace, self.name, exc)
             return False
         self._observe(new, now)
+        self.holder = self.identity
         return True
 
     def _observe(self, spec: Mapping[str, Any], now: float) -> None:
@@ -141,6 +149,16 @@ class LeaseElector:
         except Exception as exc:
             log.info("lease %s/%s: %s", self.namespace, self.name, exc)
             return False
+        finally:
+            self.observed.set()
+
+    async def known_holder(self, wait: float) -> str:
+        """The Lease's holder, waiting up to ``wait`` seconds for the first round to read it (so a
+        follower asked right after it started names the leader instead of nobody)."""
+        if not self.observed.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.observed.wait(), wait)
+        return self.holder
 
     async def release(self) -> None:
         """Give the Lease up (if held): empty holder, 1 s duration, so a successor need not wait."""

@@ -73,14 +73,15 @@ class FrontOptions:
 
 
 class _Leading:
-    """What the leader serves besides the webhooks (None until this replica leads)."""
+    """What the leader serves besides the webhooks (None until this replica leads), and the election
+    (for the leader's name in a follower's answers)."""
 
-    __slots__ = ("controller", "holder", "rest")
+    __slots__ = ("controller", "elector", "rest")
 
-    def __init__(self) -> None:
+    def __init__(self, elector: LeaseElector) -> None:
         self.rest: Any = None
         self.controller: Controller | None = None
-        self.holder = ""
+        self.elector = elector
 
 
 class _Dispatch:
@@ -102,7 +103,11 @@ class _Dispatch:
             return
         from starlette.responses import JSONResponse
 
-        holder = f" (the leader is {self.leading.holder})" if self.leading.holder else ""
+        elector = self.leading.elector
+        # a replica asked before its first look at the Lease waits for it (bounded): the answer names
+        # the leader whenever there is one, however soon after start the question comes
+        name = await elector.known_holder(elector.renew_deadline)
+        holder = f" (the leader is {name})" if name and name != elector.identity else ""
         await JSONResponse({"status_code": 503, "message": f"not the leader{holder}",
                             "description": "this replica serves the admission webhooks only; the REST "
                                            "service runs on the replica holding the Lease"},
@@ -117,15 +122,15 @@ async def run_front(options: FrontOptions, *, started: asyncio.Event | None = No
     namespaces = NamespaceCache(api)
     webhook = dataclasses.replace(options.webhook, config_namespace=options.namespace,
                                   namespace=namespaces.get)
-    leading = _Leading()
+    elector = LeaseElector(api, name=options.lease_name, namespace=options.namespace,
+                           identity=options.identity, lease_duration=options.lease_duration,
+                           renew_deadline=options.renew_deadline, retry_period=options.retry_period)
+    leading = _Leading(elector)
     app = _Dispatch(webhook_app(webhook, ready=namespaces.synced.is_set), leading)
     server = uvicorn.Server(uvicorn.Config(
         app, host=options.host, port=options.port, lifespan="off", log_level="warning", access_log=False,
         ssl_certfile=str(options.tls_cert) if options.tls_cert else None,
         ssl_keyfile=str(options.tls_key) if options.tls_key else None, timeout_graceful_shutdown=5))
-    elector = LeaseElector(api, name=options.lease_name, namespace=options.namespace,
-                           identity=options.identity, lease_duration=options.lease_duration,
-                           renew_deadline=options.renew_deadline, retry_period=options.retry_period)
     code = 0
     tasks = [asyncio.create_task(namespaces.run()), asyncio.create_task(elector.run())]
     serving = asyncio.create_task(server.serve())
@@ -163,19 +168,16 @@ async def _lead(options: FrontOptions, api: KubeApi, elector: LeaseElector, lead
     from quotaplane.server.auth import load_tokens
     from quotaplane.server.main import build_scheduler
 
-    while not elector.leading.is_set():
-        with contextlib.suppress(Exception):
-            lease = await api.get("leases", options.lease_name, options.namespace)
-            spec = lease.get("spec")
-            leading.holder = str(spec.get("holderIdentity") or "") if isinstance(spec, dict) else ""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(elector.leading.wait(), options.retry_period)
-    leading.holder = options.identity
+    await elector.leading.wait()
     text = options.config.read_text(encoding="utf-8") if options.config is not None else None
     scheduler = await asyncio.to_thread(build_scheduler, text, options.store or "sqlite:///quotaplane.db")
     try:
         tokens = load_tokens()
         rest = create_app(scheduler, tokens=tokens, loopback_only=not tokens)
+        from quotaplane.kube.metrics import FrontCollector
+
+        rest.state.service.metrics.registry.register(FrontCollector(
+            api.stats, lambda: leading.controller.stats if leading.controller is not None else None))
         controller_options = dataclasses.replace(options.controller, timeouts_every=None)
         async with rest.router.lifespan_context(rest):   # the scheduling and timeouts loops
             leading.rest = rest
