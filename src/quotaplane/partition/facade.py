@@ -445,6 +445,11 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
                 events.append(ev)
             for found in [*state.due_reclaims, *quota_cuts]:
                 keys = tuple(k for k in found.keys if k in state.allocs)
+                if state.hold_preempted:            # issue 31 #3: charged until released
+                    held = state.hold(keys, found.reason.reason(), None, t)
+                    out.extend(f"{k}: held for preemption by {found.reason.policy} ({found.reason.path})"
+                               for k in held)
+                    continue
                 if not keys:
                     continue
                 taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
@@ -454,13 +459,37 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
                 verb = "revoked" if found.reason.code == "elastic.revoked" else "preempted"
                 out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
             state.due_reclaims = []
-            if not events:
+            if not events and not state.notes:
                 return []
             self._record(events)
             # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"); a timeout
             # also moves applications between states, which no wake key tells
             self._s.pending.freed(full=bool(out))
             return out
+
+    @property
+    def hold_preempted(self) -> bool:
+        """Preempted allocations stay charged until released (see :mod:`quotaplane.scheduling.preemption`);
+        set by a front that removes victims itself (``quotaplane kube``)."""
+        return self._s.hold_preempted
+
+    @hold_preempted.setter
+    def hold_preempted(self, value: bool) -> None:
+        with self.lock:
+            self._s.hold_preempted = bool(value)
+
+    def preempting(self) -> dict[str, dict[str, Any]]:
+        """Allocations preempted and held (not yet released): key → ``{reason, preemptor, t}``."""
+        with self.lock:
+            return {k: dict(v) for k, v in sorted(self._s.preempting.items())}
+
+    def cancel_preemption(self, keys: Sequence[str]) -> None:
+        """Give held preemptions up (their victims could not be removed): the allocations stay, and may be
+        chosen again later."""
+        with self.lock:
+            for key in keys:
+                self._s.preempting.pop(key, None)
+            self._s.pending.freed(full=True)
 
     def validate_update(self, config: PartitionConfig) -> None:
         """Refuse (``ValueError``), before it is journalled, a config a policy's live state cannot take."""

@@ -112,7 +112,9 @@ class PartitionStore:
             if fresh is None:
                 return False
             auto, incremental = self._s.pending.auto_schedule, self._s.pending.incremental
+            hold = self._s.hold_preempted
             self._s = fresh._s
+            self._s.hold_preempted = hold
             self._bind()
             self._s.pending.auto_schedule = auto
             self._s.pending.incremental = incremental

@@ -135,11 +135,15 @@ class Preemptor:
                              allocations_of=state.allocations_of)
         if found is None:
             return None
-        # PR-S3 / item 7: never a non-preemptible victim
-        keys = tuple(k for k in found.keys if k in state.allocs and state.allocs[k].preemptible)
+        # PR-S3 / item 7: never a non-preemptible victim (nor one already being preempted)
+        keys = tuple(k for k in found.keys if k in state.allocs and state.allocs[k].preemptible
+                     and k not in state.preempting)
         if not keys or len(keys) != len(found.keys) or \
                 admitted_without(state.policies, req, state.victims_of(keys)):
             return None
+        held = [k for k in state.preempting if k in state.allocs]
+        if held and not admitted_without(state.policies, req, state.victims_of(held)):
+            return None         # the allocations already going make the room: preempt nothing more
         return keys, found
 
     def preempt_for(self, spec: AllocationSpec, refused: Decision, ask: Ask | None,
@@ -154,6 +158,8 @@ class Preemptor:
         """
         state = self.state
         now = self.clock()
+        if state.hold_preempted and ask is None:
+            return refused      # held victims go later: only a waiting ask can wait for them
         plan = self.plan(state.apps[spec.application_id], spec.allocation_key, spec.resource, spec.priority,
                          spec.preemptible, refused, ask, now)
         if plan is None:
@@ -161,6 +167,11 @@ class Preemptor:
         keys, found = plan
         if before is not None:
             before()
+        if state.hold_preempted:
+            # issue 31 #3: the victims stay charged until released; the ask waits for their room
+            state.hold(keys, found.reason.reason(), spec.allocation_key, now)
+            self.record([])     # the noted decision
+            return refused
         taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
                             reason=found.reason.reason(), preemptor=spec.allocation_key, t=now)
         state.preempted(taken)

@@ -89,6 +89,11 @@ class PartitionState(StateAskQueries, StateViews):
         #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
         self.due_reclaims: list[Eviction] = []
         self.notes: list[dict[str, Any]] = []
+        #: hold preempted allocations until they are released (a front that evicts: issue 31 #3)
+        self.hold_preempted = False
+        #: allocation key → {reason, preemptor, t} of allocations preempted and not yet released (held
+        #: preemptions only; in memory: a restart forgets them and the preemptor decides again)
+        self.preempting: dict[str, dict[str, Any]] = {}
         #: the pending asks and their scheduler (set by the partition, which is its host)
         self.pending: PendingAsks
         self.build_extensions(config)
@@ -317,6 +322,23 @@ class PartitionState(StateAskQueries, StateViews):
         for policy, key in gone:
             self.release_one(key, t, skip=policy)
 
+    def hold(self, keys: Sequence[str], reason: dict[str, str], preemptor: str | None, t: float) -> list[str]:
+        """Held preemption (issue 31 #3): mark ``keys`` preempted without releasing them — they stay
+        charged until released — and note the decision (the subscribers' ``preempted`` notice, with
+        ``held: true``). The keys already held or gone are skipped; the ones marked are returned."""
+        keys = [k for k in keys if k in self.allocs and k not in self.preempting]
+        if not keys:
+            return []
+        for k in keys:
+            self.preempting[k] = {"reason": dict(reason), "preemptor": preemptor, "t": t}
+        allocations = [{"allocationKey": k, "applicationID": self.allocs[k].application_id} for k in keys]
+        note: dict[str, Any] = {"type": "preempted", "held": True, "reason": dict(reason),
+                                "allocations": allocations}
+        if preemptor is not None:
+            note["preemptor"] = preemptor
+        self.notes.append(note)
+        return keys
+
     def undo_allocated(self, ev: E.Allocated, undo: AllocationUndo) -> None:
         """Reverse an allocation that could not be journalled (the caller re-raises).
 
@@ -393,6 +415,7 @@ class PartitionState(StateAskQueries, StateViews):
     def release_one(self, key: str, t: float, *, terminal: bool = False, keep_counted: bool = False,
                     skip: Any = None, noted: bool = False) -> None:
         alloc = self.allocs.pop(key)
+        self.preempting.pop(key, None)
         app = self.apps[alloc.application_id]
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, key)

@@ -1,0 +1,91 @@
+"""A preemption that holds its victims until they are gone (``Partition.hold_preempted``, issue 31 #3):
+the Kubernetes front evicts a victim through the Eviction API, which a PodDisruptionBudget may refuse;
+until the pod is really gone its quota stays charged, so the preemptor waits and the cluster's admitted
+pods never exceed what it holds."""
+
+from __future__ import annotations
+
+from quotaplane.journal import MemoryJournal
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import Clock
+from tests.preemption.helpers import ALICE, Recorder, cpu, seed_002_config
+
+
+def _world() -> tuple[Scheduler, Clock, MemoryJournal]:
+    clock, journal = Clock(), MemoryJournal()
+    s = Scheduler.from_yaml(seed_002_config(revoke_delay=1), store=journal, clock=clock)
+    p = s.partition("default")
+    p.hold_preempted = True
+    p.add_node("n1", cpu(8))
+    p.add_application("a", ALICE, queue="root.q", tags={"namespace": "team-a"})
+    p.add_application("b", ALICE, queue="root.q", tags={"namespace": "team-b"})
+    return s, clock, journal
+
+
+def _used(s: Scheduler) -> int:
+    return int(s.partition("default").queues.queue("root").allocated.get("vcore"))
+
+
+def test_a_held_reclaim_keeps_the_victims_charged_until_they_are_released() -> None:
+    s, clock, journal = _world()
+    p = s.partition("default")
+    rec = Recorder(p)
+    p.check_timeouts()
+    for i in range(7):
+        assert p.allocate("a", f"a{i}", cpu(1))
+    assert p.allocate("b", "b0", cpu(1))
+    for i in range(1, 5):
+        p.add_ask("b", f"b{i}", cpu(1))
+    for _ in range(3):
+        clock.advance(1)
+        p.check_timeouts()
+    (taken,) = rec.of("preempted")
+    victims = [a["allocationKey"] for a in taken["allocations"]]
+    assert victims == ["a0", "a1", "a2", "a3"] and taken["held"] is True
+    assert taken["reason"]["code"] == "elastic.revoked"
+    # nothing was freed: the victims still count, the waiting asks still wait, the cluster is not over
+    assert all(p.allocation(k) is not None for k in victims)
+    assert sorted(p.preempting()) == victims
+    assert len(p.pending()) == 4 and _used(s) == 8000
+    for _ in range(5):                      # later rounds take nothing more while the victims go
+        clock.advance(1)
+        p.check_timeouts()
+    assert len(rec.of("preempted")) == 1 and _used(s) == 8000
+    p.release("a0")                          # the first victim is gone: one waiting ask takes its room
+    assert p.allocation("b1") is not None and len(p.pending()) == 3 and _used(s) == 8000
+    assert sorted(p.preempting()) == victims[1:]
+    p.release_batch(victims[1:])
+    assert p.pending() == [] and _used(s) == 8000 and p.preempting() == {}
+    # the decision is journalled (a noted event) and replay frees nothing on its own
+    types = [ev["type"] for _, ev in journal.read(p.stream, after=0)]
+    assert "preempted" not in types and types.count("noted") >= 1
+    again = Scheduler.from_yaml(seed_002_config(revoke_delay=1), store=journal, clock=clock)
+    assert again.dump_state() == s.dump_state()
+
+
+def test_a_held_preemption_given_up_may_be_decided_again() -> None:
+    s, clock, _ = _world()
+    p = s.partition("default")
+    p.check_timeouts()
+    for i in range(7):
+        assert p.allocate("a", f"a{i}", cpu(1))
+    assert p.allocate("b", "b0", cpu(1))
+    p.add_ask("b", "b1", cpu(1))
+    for _ in range(3):
+        clock.advance(1)
+        p.check_timeouts()
+    held = sorted(p.preempting())
+    assert held and all(p.allocation(k) is not None for k in held)
+    p.cancel_preemption(held)
+    assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
+
+
+def test_a_synchronous_request_never_preempts_while_victims_are_held() -> None:
+    """A synchronous allocate cannot wait for a victim to go: in hold mode it is refused instead of
+    preempting (the asks of the Kubernetes front wait and preempt)."""
+    s, _, _ = _world()
+    p = s.partition("default")
+    for i in range(8):
+        assert p.allocate("a", f"a{i}", cpu(1), priority=0)
+    assert not p.allocate("b", "b0", cpu(1), priority=10)
+    assert p.preempting() == {} and _used(s) == 8000
