@@ -208,3 +208,133 @@ def test_a_pod_whose_condition_was_changed_behind_the_fronts_back_is_put_back(fr
                             headers={"Content-Type": "application/strategic-merge-patch+json"})
     assert r.status_code == 200
     front.wait(lambda: condition(front, "p0").get("reason") == "Admitted")
+
+
+def _seed_002_front(eviction_timeout: float = 300.0) -> Front:
+    from tests.preemption.helpers import seed_002_config
+
+    config = seed_002_config(revoke_delay=1).replace(
+        "  queues:\n  - name: root", "  placementrules:\n  - name: tag\n    value: namespace\n"
+        "    create: true\n  queues:\n  - name: root")
+    e = Emulator(kubelet=True, graceful=True).start()
+    f = Front(Scheduler.from_yaml(config), emulator=e, retry=FAST,
+              options=ControllerOptions(reasons_every=0.05, timeouts_every=0.2, retry_base=0.02,
+                                        retry_max=0.1, resync_every=0.2, eviction_timeout=eviction_timeout))
+    f.namespace("team-a")
+    f.namespace("team-b")
+    f.node(node("n1", cpu="8"))
+    f.start()
+    for i in range(7):
+        f.submit(pod(f"a{i}", "team-a", labels={"app": "web"}))
+    f.submit(pod("b0", "team-b"))
+    f.wait(lambda: _running(f) == 8)
+    # a budget that allows no disruption of team-a's pods
+    f.create("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+        "spec": {"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}})
+    return f
+
+
+def _pods(f: Front) -> list[dict[str, Any]]:
+    return [p for ns in ("team-a", "team-b")
+            for p in f.kubectl.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]]
+
+
+def _running(f: Front) -> int:
+    """Cores of the pods that run or may start: ungated and not ended (1 core each)."""
+    return sum(1 for p in _pods(f) if not p["spec"].get("schedulingGates")
+               and p["status"].get("phase") not in ("Succeeded", "Failed"))
+
+
+def _charged(f: Front) -> int:
+    q = f.scheduler.partition("default").queues.queue("root")
+    return int(q.allocated.get("vcore")) // 1000
+
+
+class _Watchdog:
+    """Samples the cluster while a test runs: the cores of pods that run or may start never exceed the
+    node's 8, and the engine never charges less than what runs."""
+
+    def __init__(self, f: Front) -> None:
+        self.f = f
+        self.seen: list[tuple[int, int]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            running = _running(self.f)
+            charged = _charged(self.f)
+            self.seen.append((running, charged))
+            self.stop.wait(0.02)
+
+    def close(self) -> list[tuple[int, int]]:
+        self.stop.set()
+        self.thread.join(5)
+        return [s for s in self.seen if s[0] > 8 or s[1] < s[0]]
+
+
+def test_3_an_eviction_a_budget_refuses_never_over_commits_the_cluster() -> None:
+    """Seed 002 with a PodDisruptionBudget on the borrower: the reclaim's evictions are refused (429),
+    retried and reported; the victims stay charged, so team-b waits and the running pods never exceed
+    the node. Once the budget allows it, the victims are evicted, stay charged while they terminate,
+    and team-b's pods start only when they are gone."""
+    f = _seed_002_front()
+    dog = _Watchdog(f)
+    try:
+        for i in range(1, 5):
+            f.submit(pod(f"b{i}", "team-b"))
+        controller = f.controller
+        assert controller is not None
+        f.wait(lambda: len(controller.stats.blocked) == 4, timeout=20)
+        f.wait(lambda: controller.stats.evictions["blocked"] >= 12)           # retried, still refused
+        assert f.emulator.evictions == []
+        assert len(f.emulator.call(lambda: f.emulator.state.refused_evictions)) >= 12
+        assert all(f.gated(f"b{i}", "team-b") for i in range(1, 5))
+        assert _charged(f) == 8 and _running(f) == 8                          # 7 of team-a counted as 7
+        blocked = [e for e in f.events("team-a") if e["reason"] == "EvictionBlocked"]
+        assert len({e["involvedObject"]["name"] for e in blocked}) == 4
+        assert "The disruption budget web needs 7 healthy pods and has 7 currently" in blocked[0]["message"]
+        assert not [e for e in f.events("team-a") if e["reason"] == "Preempted"]    # nothing was evicted
+        held = sorted(f.scheduler.partition("default").preempting())
+        assert len(held) == 4
+        # the budget allows it now: evicted, terminating, still charged until the kubelet is done
+        r = f.kubectl.patch("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/web",
+                            json={"spec": {"minAvailable": 3}},
+                            headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200
+        f.wait(lambda: len(f.emulator.evictions) == 4)
+        evicted = [name for _, name in f.emulator.evictions]
+        f.wait(lambda: all((f.get_pod(n, "team-a") or {}).get("metadata", {}).get("deletionTimestamp")
+                           for n in evicted))
+        assert _charged(f) == 8 and all(f.gated(f"b{i}", "team-b") for i in range(1, 5))
+        for name in evicted:
+            f.emulator.finish("team-a", name)
+        f.wait(lambda: not any(f.gated(f"b{i}", "team-b") for i in range(1, 5)))
+        f.wait(lambda: _running(f) == 8 and _charged(f) == 8)
+        f.wait(lambda: len([e for e in f.events("team-a") if e["reason"] == "Preempted"]) == 4)
+        assert len(controller.stats.blocked) == 0
+    finally:
+        bad = dog.close()
+        f.close()
+    assert bad == [], bad[:5]
+
+
+def test_3_a_preemption_refused_for_too_long_is_given_up() -> None:
+    f = _seed_002_front(eviction_timeout=0.5)
+    try:
+        for i in range(1, 5):
+            f.submit(pod(f"b{i}", "team-b"))
+        controller = f.controller
+        assert controller is not None
+        f.wait(lambda: controller.stats.evictions["abandoned"] >= 1, timeout=20)
+        f.wait(lambda: any(e["reason"] == "PreemptionAbandoned" for e in f.events("team-a")))
+        assert f.emulator.evictions == [] and _running(f) <= 8
+        given_up = {e["involvedObject"]["name"] for e in f.events("team-a")
+                    if e["reason"] == "PreemptionAbandoned"}
+        # a pod whose preemption was given up says it is admitted again
+        name = sorted(given_up)[0]
+        f.wait(lambda: condition(f, name, ns="team-a").get("reason") in ("Admitted", "Preempted"))
+    finally:
+        f.close()

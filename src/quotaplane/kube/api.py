@@ -167,10 +167,22 @@ def _label(code: int | None) -> str:
 
 
 def _message(exc: BaseException) -> tuple[str, list[str]]:
+    """The server's message and its causes' messages: from lightkube's decoded ``Status``, else from
+    the answer's body (a subresource's error comes back undecoded)."""
     status = getattr(exc, "status", None)
     message = getattr(status, "message", None)
     details = getattr(status, "details", None)
     causes = [c.message for c in getattr(details, "causes", None) or [] if getattr(c, "message", None)]
+    if not (isinstance(message, str) and message):
+        try:
+            body = exc.response.json()  # type: ignore[attr-defined]
+        except Exception:
+            body = None
+        if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+            message = body["message"]
+            found = mapping(body.get("details")).get("causes")
+            causes = [str(mapping(c).get("message")) for c in found if mapping(c).get("message")] \
+                if isinstance(found, list) else []
     return (message if isinstance(message, str) and message else f"{type(exc).__name__}: {exc}"), causes
 
 

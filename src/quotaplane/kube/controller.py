@@ -165,6 +165,9 @@ class Controller:
         self.api = api
         self.options = options or ControllerOptions()
         self.partition: Partition = scheduler.partition(self.options.partition)
+        # a victim's quota stays charged until its pod is gone: the Eviction API may refuse it (a
+        # PodDisruptionBudget), and a terminating pod still runs (issue 31 #3)
+        self.partition.hold_preempted = True
         #: allocation key → the latest pod object of every pod the controller manages
         self.pods: dict[str, dict[str, Any]] = {}
         #: namespace name → its object (for tags and the webhook's enableYuniKorn)
@@ -267,6 +270,10 @@ class Controller:
         finally:
             self._syncing = False
         self._release_missing({pod_key(pod) for pod in items})
+        for key, held in self.partition.preempting().items():     # held before this controller ran
+            if key in self.pods and key not in self._evicting:
+                self._evicting[key] = _Eviction(held.get("reason") or {}, time.monotonic())
+                self._touch(key)
         self.synced.set()
 
     def _narrowed(self, kind: str) -> dict[str, Any]:
@@ -753,6 +760,7 @@ class Controller:
         if time.monotonic() - eviction.since >= limit:
             self._evicting.pop(key, None)
             self.stats.blocked.discard(key)
+            self.partition.cancel_preemption([key])     # the engine may decide again (other victims)
             self.stats.evictions["abandoned"] += 1
             self._error(f"pod {name_of(pod)}: eviction refused for {limit:g}s ({why}); the preemption is "
                         "given up")
