@@ -248,17 +248,24 @@ class Faults:
                                        "delete"})
     kinds: tuple[str, ...] = ("429", "500", "503", "lost")
     retry_after: int = 1
+    #: the first call of each type is refused whatever the draw (every type is exercised)
+    first: bool = False
     #: how many calls of each type were refused (test reports)
     refused: Counter[str] = field(default_factory=Counter)
+    seen: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
     def draw(self, call: str) -> str | None:
-        if call not in self.calls or self.rng.random() >= self.rate:
+        if call not in self.calls:
+            return None
+        self.seen[call] += 1
+        if not (self.first and self.seen[call] == 1) and self.rng.random() >= self.rate:
             return None
         self.refused[call] += 1
-        kinds = [k for k in self.kinds if k != "lost" or call not in ("get", "list", "watch")]
+        # an answer lost after the change was made (reads change nothing; a watch is dropped mid-way)
+        kinds = [k for k in self.kinds if k != "lost" or call not in ("get", "list")]
         return self.rng.choice(kinds)
 
 
@@ -705,6 +712,8 @@ class _Server(kmock.KubernetesEmulator):  # type: ignore[misc]
         if fault == "429":
             raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
                            retry_after=s.faults.retry_after if s.faults else 1)
+        if fault == "lost" and raw.method == "DELETE" and name is None:
+            fault = None
         if fault == "500":
             raise ApiError(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
         if fault == "503":

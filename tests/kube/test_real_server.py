@@ -236,8 +236,7 @@ def _seed_002_front(eviction_timeout: float = 300.0) -> Front:
 
 
 def _pods(f: Front) -> list[dict[str, Any]]:
-    return [p for ns in ("team-a", "team-b")
-            for p in f.kubectl.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]]
+    return list(f.emulator.objects("pods"))         # the store itself: no injected fault in the way
 
 
 def _running(f: Front) -> int:
@@ -337,4 +336,95 @@ def test_3_a_preemption_refused_for_too_long_is_given_up() -> None:
         name = sorted(given_up)[0]
         f.wait(lambda: condition(f, name, ns="team-a").get("reason") in ("Admitted", "Preempted"))
     finally:
+        f.close()
+
+
+def _put_pod(f: Front, obj: dict[str, Any]) -> None:
+    """Create a pod as the apiserver would (the webhook's patch applied), past the injected faults
+    (they are for the front's calls, not the test's)."""
+    import base64
+    import json
+
+    import jsonpatch
+
+    from quotaplane.kube.webhook import mutate
+    from tests.kube.harness import ALICE
+
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "r", "operation": "CREATE",
+                          "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                          "resource": {"group": "", "version": "v1", "resource": "pods"},
+                          "namespace": obj["metadata"]["namespace"], "userInfo": ALICE, "object": obj}}
+    answer = mutate(review, f.webhook)["response"]
+    obj = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(answer["patch"])))
+    f.emulator.call(lambda: f.emulator.state.put("pods", obj))
+
+
+def _converged(f: Front) -> str:
+    """"" when every pod is as the engine decided and the engine charges exactly the running pods;
+    else what differs."""
+    p = f.scheduler.partition("default")
+    pods = list(f.emulator.objects("pods"))
+    running = 0
+    for obj in pods:
+        uid, name = obj["metadata"]["uid"], obj["metadata"]["name"]
+        gated = bool(obj["spec"].get("schedulingGates"))
+        ended = obj["status"].get("phase") in ("Succeeded", "Failed")
+        if ended:
+            continue
+        cond = next((c for c in obj["status"].get("conditions", []) if c["type"] == "QuotaAdmitted"), {})
+        if p.allocation(uid) is not None:
+            if gated or cond.get("reason") != "Admitted":
+                return f"{name}: allocated but gated={gated} condition={cond.get('reason')}"
+            running += 1
+        elif p.get_ask(uid) is not None:
+            if not gated or cond.get("reason") != "QuotaWaiting":
+                return f"{name}: waiting but gated={gated} condition={cond.get('reason')}"
+        else:
+            return f"{name}: unknown to the engine"
+    charged = int(p.queues.queue("root").allocated.get("vcore")) // 1000
+    return "" if charged == running else f"charged {charged} != running {running}"
+
+
+def test_with_one_call_in_five_refused_every_pod_ends_as_decided_and_usage_is_what_runs() -> None:
+    """Fault injection: 1 in 5 calls of every type (list, watch, get, create, patch, status, Event,
+    eviction, delete) refused at random — 429, 500, 503, or applied with the answer lost (a watch
+    dropped mid-way) — from the start-up listing on, through admissions, a reclaim with evictions and
+    pods ending: every pod ends in the state the engine decided, and the engine charges exactly the
+    pods that run."""
+    from tests.preemption.helpers import seed_002_config
+
+    config = seed_002_config(revoke_delay=1).replace(
+        "  queues:\n  - name: root", "  placementrules:\n  - name: tag\n    value: namespace\n"
+        "    create: true\n  queues:\n  - name: root")
+    e = Emulator(kubelet=True).start()
+    faults = Faults(rate=0.2, seed=31, retry_after=0, first=True)
+    f = Front(Scheduler.from_yaml(config), emulator=e, retry=FAST,
+              options=ControllerOptions(reasons_every=0.05, timeouts_every=0.2, retry_base=0.02,
+                                        retry_max=0.2, resync_every=0.3))
+    try:
+        f.namespace("team-a")
+        f.namespace("team-b")
+        f.node(node("n1", cpu="8"))
+        e.faults(faults)
+        f.start()
+        for i in range(7):
+            _put_pod(f, pod(f"a{i}", "team-a"))
+        _put_pod(f, pod("b0", "team-b"))
+        f.wait(lambda: _converged(f) == "" and _running(f) == 8, timeout=60)
+        for i in range(1, 5):
+            _put_pod(f, pod(f"b{i}", "team-b"))
+        f.wait(lambda: len(e.evictions) >= 4, timeout=60)
+        for name in ("b0", "a0"):
+            e.call(lambda n=name: e.state.finish("team-b" if n.startswith("b") else "team-a", n, "Succeeded"))
+        for i in range(5, 8):
+            _put_pod(f, pod(f"b{i}", "team-b"))
+        f.wait(lambda: _converged(f) == "", timeout=60)
+        refused = e.call(lambda: dict(faults.refused))
+        for call in ("list", "watch", "patch", "status", "event", "evict"):
+            assert refused.get(call, 0) >= 1, refused
+        assert _converged(f) == ""
+        assert _running(f) <= 8
+    finally:
+        e.faults(None)
         f.close()
