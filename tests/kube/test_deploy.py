@@ -92,6 +92,38 @@ def test_the_crds_are_what_the_front_reads() -> None:
         assert crd["spec"]["scope"] == "Namespaced"
 
 
+def test_only_creates_and_identity_changes_wait_on_the_front() -> None:
+    """Issue 31 #4: what fails closed while the front is down. The mutating webhooks see CREATE only
+    (every pod gated, every workload template stamped); UPDATE reaches the front only through the
+    validating identity webhooks, whose matchConditions call it only when the identity annotation
+    changes; nothing a user can set on an object (an objectSelector label) skips a webhook."""
+    from quotaplane.kube.webhook import WORKLOADS
+
+    (mutating,) = _kind("MutatingWebhookConfiguration")
+    (validating,) = _kind("ValidatingWebhookConfiguration")
+    covered: set[str] = set()
+    for hook in mutating["webhooks"]:
+        assert hook["failurePolicy"] == "Fail" and "objectSelector" not in hook
+        for rule in hook["rules"]:
+            assert rule["operations"] == ["CREATE"]
+            covered |= set(rule["resources"])
+    assert covered == {"pods", "deployments", "daemonsets", "statefulsets", "replicasets", "jobs",
+                       "cronjobs"}
+    assert len(WORKLOADS) == len(covered) - 1
+    identity = [h for h in validating["webhooks"]
+                if h["clientConfig"]["service"]["path"] == "/validate-identity"]
+    updated: set[str] = set()
+    for hook in identity:
+        assert hook["failurePolicy"] == "Fail" and "objectSelector" not in hook
+        (condition,) = hook["matchConditions"]
+        assert "yunikorn.apache.org/user.info" in condition["expression"]
+        assert "oldObject" in condition["expression"]
+        for rule in hook["rules"]:
+            assert rule["operations"] == ["UPDATE"]
+            updated |= set(rule["resources"])
+    assert updated == covered
+
+
 def test_webhooks_service_deployment_and_tls_agree() -> None:
     (service,) = _kind("Service")
     (deployment,) = _kind("Deployment")
@@ -102,16 +134,19 @@ def test_webhooks_service_deployment_and_tls_agree() -> None:
     assert container["ports"][0]["containerPort"] == port
     assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
     (svc_port,) = service["spec"]["ports"]
-    paths = {}
+    paths: dict[str, set[str]] = {}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in _kind(kind)[0]["webhooks"]:
             ref = hook["clientConfig"]["service"]
             assert (ref["name"], ref["namespace"], ref["port"]) == (
                 service["metadata"]["name"], service["metadata"]["namespace"], svc_port["port"])
-            paths[kind] = ref["path"]
+            paths.setdefault(kind, set()).add(ref["path"])
             assert hook["sideEffects"] == "None"      # the webhooks write nothing
-    assert paths == {"MutatingWebhookConfiguration": "/mutate",
-                     "ValidatingWebhookConfiguration": "/validate-conf"}
+    assert paths == {"MutatingWebhookConfiguration": {"/mutate"},
+                     "ValidatingWebhookConfiguration": {"/validate-conf", "/validate-identity"}}
+    from quotaplane.kube.http import WEBHOOK_PATHS
+    assert paths["MutatingWebhookConfiguration"] | paths["ValidatingWebhookConfiguration"] <= \
+        set(WEBHOOK_PATHS)
     (cert,) = [d for d in _kind("Certificate")]
     tls = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
     assert tls["secret"]["secretName"] == cert["spec"]["secretName"]

@@ -1,11 +1,12 @@
 """The webhooks over HTTP(S), as the apiserver calls them, and the namespace cache they read.
 
-Routes (YuniKorn's ``Serve``, reference ``kubernetes-front.md`` §2.2): ``POST /mutate`` and
-``POST /validate-conf`` take an ``admission.k8s.io/v1`` AdmissionReview and answer one (200). Before the
-review is read: an empty body is 400 and a ``Content-Type`` other than ``application/json`` is 415, as
-in YuniKorn; a body that is not an AdmissionReview is answered with a refusal naming what is wrong (the
-apiserver shows it to the client). ``GET /healthz`` answers while the process lives; ``GET /readyz``
-once the namespace cache is filled (before that, a pod's ``enableYuniKorn`` annotation is unknown).
+Routes (YuniKorn's ``Serve``, reference ``kubernetes-front.md`` §2.2): ``POST /mutate``,
+``POST /validate-conf`` and ``POST /validate-identity`` take an ``admission.k8s.io/v1``
+AdmissionReview and answer one (200). Before the review is read: an empty body is 400 and a
+``Content-Type`` other than ``application/json`` is 415, as in YuniKorn; a body that is not an
+AdmissionReview is answered with a refusal naming what is wrong (the apiserver shows it to the
+client). ``GET /healthz`` answers while the process lives; ``GET /readyz`` once the namespace cache is
+filled (before that, a pod's ``enableYuniKorn`` annotation is unknown).
 
 Every replica serves the webhooks, leader or not: they only compute a patch (reference §6.4).
 """
@@ -26,14 +27,20 @@ from starlette.routing import Route
 from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.informer import Informer
 from quotaplane.kube.objects import mapping
-from quotaplane.kube.webhook import WebhookOptions, mutate, review_error, validate_config_map
+from quotaplane.kube.webhook import (
+    WebhookOptions,
+    mutate,
+    review_error,
+    validate_config_map,
+    validate_identity,
+)
 
 __all__ = ["WEBHOOK_PATHS", "NamespaceCache", "webhook_app"]
 
 log = logging.getLogger("quotaplane.kube.http")
 
 #: the paths this module serves (the process sends every other path to the REST service)
-WEBHOOK_PATHS = ("/mutate", "/validate-conf", "/healthz", "/readyz")
+WEBHOOK_PATHS = ("/mutate", "/validate-conf", "/validate-identity", "/healthz", "/readyz")
 #: largest AdmissionReview read (the apiserver sends at most a few MB: one object and its old copy)
 _MAX_BODY = 8 * 1024 * 1024
 
@@ -129,6 +136,7 @@ def webhook_app(options: WebhookOptions, ready: Callable[[], bool] = lambda: Tru
     return Starlette(routes=[
         Route("/mutate", _endpoint(mutate, options), methods=["POST"]),
         Route("/validate-conf", _endpoint(validate_config_map, options), methods=["POST"]),
+        Route("/validate-identity", _endpoint(validate_identity, options), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ])

@@ -16,7 +16,23 @@ request is made by the controller when it sees the gated pod.
 4. the scheduling gate ``quotaplane.io/admission`` is appended (existing gates are kept; a pod that has
    it already is not patched twice).
 
-On pod UPDATE a change of the user-info annotation is refused (§2.3 step 9).
+Workloads (YuniKorn's ``processWorkload``: Deployment, DaemonSet, StatefulSet, ReplicaSet, Job, CronJob)
+get the same treatment on CREATE for their pod template (``spec.template``, a CronJob's
+``spec.jobTemplate.spec.template``): an identity annotation already in the template is kept only when
+the submitter may set it and it parses, else it is set from ``request.userInfo``. The controllers that
+create the pods from the template (trusted service accounts of ``kube-system``) then carry the
+workload's creator, so a user cannot choose who is charged by putting the annotation in a template. A
+ReplicaSet created by a trusted controller (a Deployment's) is left as it is: its template came from the
+Deployment, already stamped.
+
+Nothing a user can set on an object skips the gate: which pods are gated is configuration only
+(``process_namespaces``/``bypass_namespaces``, the namespace annotation ``enableYuniKorn`` that only
+whoever may edit namespaces can set, and the webhook configurations' namespace selectors).
+
+``/validate-identity`` on UPDATE of a pod or a workload refuses any change of the identity annotation
+(the pod's, or the template's) — YuniKorn's rule for pods (§2.3 step 9), extended to templates. The
+webhook configurations call it only when that annotation changes (``matchConditions``), so while the
+front is down every other update goes through (docs/kubernetes.md "Which webhook rules fail closed").
 
 ``/validate-conf`` on ConfigMap CREATE/UPDATE: the ``yunikorn-configs`` map of the front's namespace
 must hold a valid ``queues.yaml``; the refusal names the line. Unlike YuniKorn, which asks the scheduler
@@ -41,10 +57,13 @@ __all__ = [
     "ANNOTATION_ENABLE",
     "CONFIG_MAP",
     "CONFIG_MAP_KEY",
+    "WORKLOADS",
     "WebhookOptions",
+    "identity_of",
     "mutate",
     "review_error",
     "validate_config_map",
+    "validate_identity",
 ]
 
 #: namespace annotation: ``"true"``/``"false"`` overrides the namespace patterns (YuniKorn)
@@ -54,6 +73,12 @@ CONFIG_MAP = "yunikorn-configs"
 CONFIG_MAP_KEY = "queues.yaml"
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+#: workload kind → the path of its pod template (YuniKorn ``metadata/extract.go``)
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"), "DaemonSet": ("spec", "template"),
+    "StatefulSet": ("spec", "template"), "ReplicaSet": ("spec", "template"), "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
 
 
 def _no_namespace(_name: str) -> Mapping[str, Any] | None:
@@ -168,9 +193,11 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
     request = _request(review)
     resource = mapping(request.get("resource")).get("resource")
     kind = mapping(request.get("kind")).get("kind")
+    operation = request.get("operation")
+    if kind in WORKLOADS:
+        return _workload(request, str(kind), options) if operation == "CREATE" else _answer(request, True)
     if resource not in (None, "pods") or kind not in (None, "Pod"):
         return _answer(request, True)               # only pods are gated
-    operation = request.get("operation")
     pod = request.get("object")
     if operation == "UPDATE":
         return _update(request, pod)
@@ -198,8 +225,7 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
                                ANNOTATION_USER_INFO: json.dumps({"user": user, "groups": groups},
                                                                 separators=(",", ":"))}
     namespace = request.get("namespace") or meta.get("namespace") or "default"
-    if mapping(meta.get("labels")).get("app") == "quotaplane" or \
-            not managed_namespace(options, str(namespace)):
+    if not managed_namespace(options, str(namespace)):
         return _answer(request, True)               # bypassed: the user-info patch is dropped too
     if new_annotations is not None:
         patch.append({"op": "add", "path": "/metadata/annotations", "value": new_annotations})
@@ -213,10 +239,69 @@ def mutate(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]
 
 def _update(request: Mapping[str, Any], pod: Any) -> dict[str, Any]:
     old = mapping(request.get("oldObject"))
-    before = mapping(mapping(old.get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
-    after = mapping(mapping(mapping(pod).get("metadata")).get("annotations")).get(ANNOTATION_USER_INFO)
-    if before != after:
+    if identity_of(old, "Pod") != identity_of(mapping(pod), "Pod"):
         return _answer(request, False, message="user info annotation change is not allowed")
+    return _answer(request, True)
+
+
+def _template(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    node: Mapping[str, Any] = obj
+    for part in WORKLOADS[kind]:
+        node = mapping(node.get(part))
+    return node
+
+
+def identity_of(obj: Mapping[str, Any], kind: str) -> Any:
+    """The identity annotation of a pod (``kind`` ``Pod``) or of a workload's pod template (None when
+    absent) — what ``/validate-identity`` compares and its ``matchConditions`` test."""
+    meta = mapping(obj.get("metadata")) if kind == "Pod" else mapping(_template(obj, kind).get("metadata"))
+    return mapping(meta.get("annotations")).get(ANNOTATION_USER_INFO)
+
+
+def _workload(request: Mapping[str, Any], kind: str, options: WebhookOptions) -> dict[str, Any]:
+    """YuniKorn ``processWorkload`` on CREATE: the pod template carries the workload's creator."""
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        return _answer(request, False, message=f"{kind} CREATE without an object", code=400)
+    user, groups = _user_info(request)
+    if kind == "ReplicaSet" and _matches(options.system_users, user):
+        return _answer(request, True)       # a Deployment's ReplicaSet: its template is the Deployment's
+    namespace = request.get("namespace") or mapping(obj.get("metadata")).get("namespace") or "default"
+    if options.bypass_auth or not managed_namespace(options, str(namespace)):
+        return _answer(request, True)
+    template = _template(obj, kind)
+    annotations = mapping(mapping(template.get("metadata")).get("annotations"))
+    if ANNOTATION_USER_INFO in annotations:
+        if not _may_set_user_info(options, user, groups):
+            return _answer(request, False, message=(
+                f"user {user} with groups [{','.join(groups)}] is not allowed to set user annotation"))
+        if not _valid_user_info(annotations[ANNOTATION_USER_INFO]):
+            return _answer(request, False, message=(
+                f"invalid user info annotation {ANNOTATION_USER_INFO}: expected JSON "
+                '{"user": "...", "groups": [...]}'))
+        return _answer(request, True)
+    stamped = {**annotations,
+               ANNOTATION_USER_INFO: json.dumps({"user": user, "groups": groups}, separators=(",", ":"))}
+    path = "/" + "/".join(WORKLOADS[kind])
+    # a template without metadata gets it whole (adding to a missing parent would fail the patch)
+    patch = [{"op": "add", "path": f"{path}/metadata/annotations", "value": stamped}] \
+        if isinstance(template.get("metadata"), Mapping) else \
+        [{"op": "add", "path": f"{path}/metadata", "value": {"annotations": stamped}}]
+    return _answer(request, True, patch=patch)
+
+
+def validate_identity(review: Any, options: WebhookOptions | None = None) -> dict[str, Any]:
+    """The ``/validate-identity`` answer: an UPDATE of a pod or a workload that changes the identity
+    annotation (the pod's, or its template's) is refused; anything else passes. ValueError: not a
+    readable AdmissionReview."""
+    request = _request(review)
+    kind = str(mapping(request.get("kind")).get("kind") or "")
+    if request.get("operation") != "UPDATE" or (kind != "Pod" and kind not in WORKLOADS):
+        return _answer(request, True)
+    old, new = mapping(request.get("oldObject")), mapping(request.get("object"))
+    if identity_of(old, kind) != identity_of(new, kind):
+        what = "user info annotation" if kind == "Pod" else "user info annotation of the pod template"
+        return _answer(request, False, message=f"{what} change is not allowed")
     return _answer(request, True)
 
 
