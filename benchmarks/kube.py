@@ -3,7 +3,8 @@
 * ``front``: 1,000 pods carrying the gate (as the webhook leaves them) wait in the kmock emulator over
   loopback HTTP, one application per pod, all within quota. The controller starts and is timed until
   every pod is ungated on the API server: it lists the pods, makes 1,000 asks, admits them in a cycle,
-  and for each pod sends the ungate patch and an ``Admitted`` Event (2,000 API calls, 16 in flight).
+  and for each pod sends the ungate patch, the ``QuotaAdmitted=True`` condition and an ``Admitted``
+  Event (3,000 API calls, 16 reconcile workers).
 * baseline ``rest``: the same 1,000 admissions through quotaplane's own REST service (uvicorn on
   loopback, same process, one keep-alive client): an application and an ask per pod, each ask admitted
   at once. ``front_vs_rest`` is the front's rate over the REST rate, measured in the same run.
