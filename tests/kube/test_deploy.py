@@ -183,3 +183,6 @@ def test_rbac_grants_no_more_than_needed() -> None:
     assert not _allowed("", "pods", "delete")          # evictions go through the Eviction API
     assert not _allowed("", "secrets", "get")
     assert not _allowed("", "configmaps", "update")
+    # the one ConfigMap is read in the front's namespace: no ConfigMap of the cluster is granted
+    cluster = [r for role in _kind("ClusterRole") for r in role["rules"]]
+    assert not any("configmaps" in r["resources"] for r in cluster)
