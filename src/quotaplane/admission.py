@@ -147,6 +147,8 @@ class AllocationSpec:
     task_group: str | None = None
     #: the node it runs on, when the caller knows it (issue 15 #2)
     node: str | None = None
+    #: YuniKorn's ``allocationTags`` (string to string), None: none
+    tags: dict[str, str] | None = None
 
 
 class AllocationUndo(NamedTuple):
@@ -189,7 +191,7 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
 
 def validate_spec(application_id: Any, allocation_key: Any, resource: Any, priority: Any = 0,
                   preemptible: Any = True, placeholder: Any = False, task_group: Any = None,
-                  node: Any = None) -> AllocationSpec:
+                  node: Any = None, tags: Any = None) -> AllocationSpec:
     """Check the arguments of ``Partition.allocate`` (``ValueError`` naming the first bad one)."""
     check_id(application_id, "application id")
     check_id(allocation_key, "allocation key")
@@ -200,7 +202,22 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     if node is not None:
         check_id(node, "node id")
     return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None, node)
+                          task_group or None, node, check_tags(tags))
+
+
+def check_tags(tags: Any) -> dict[str, str] | None:
+    """Allocation tags: an object of strings (``ValueError`` naming the first bad entry); None or
+    empty: none."""
+    if tags is None:
+        return None
+    if not isinstance(tags, Mapping):
+        raise ValueError("allocation tags must be an object of strings")
+    for k, v in tags.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError(f"allocation tag name {k!r}: must be a non-empty string")
+        if not isinstance(v, str):
+            raise ValueError(f"allocation tag {k!r}: value must be a string, not {type(v).__name__}")
+    return dict(tags) or None
 
 
 def _check_flags(priority: Any, preemptible: Any, placeholder: Any, task_group: Any) -> None:

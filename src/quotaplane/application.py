@@ -139,7 +139,7 @@ class Allocation:
     """
 
     __slots__ = ("allocation_key", "application_id", "config_seq", "node", "placeholder", "preemptible",
-                 "priority", "resource", "task_group", "time")
+                 "priority", "resource", "tags", "task_group", "time")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -154,6 +154,8 @@ class Allocation:
         self.time = time
         self.config_seq = 0           # the config in force when it was admitted (snapshot rebuild)
         self.node: str | None = None
+        #: YuniKorn's ``allocationTags`` (e.g. the pod it is), None when none were given
+        self.tags: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""
@@ -175,6 +177,8 @@ class Allocation:
             out["taskGroupName"] = self.task_group
         if node is not None:
             out["nodeID"] = node
+        if self.tags:
+            out["allocationTags"] = dict(sorted(self.tags.items()))
         return out
 
     def __repr__(self) -> str:

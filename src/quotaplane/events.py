@@ -288,15 +288,16 @@ class Allocated(Event):
     """An allocation admitted by every policy; ``preempted``: what a policy let go for it.
 
     ``preempted`` is ``None`` in a snapshot's rebuild list (the preemptions happened before it).
-    ``node``: the node it runs on, when the caller named one (written only then).
+    ``node``: the node it runs on, when the caller named one (written only then). ``tags``: the
+    allocation's tags (YuniKorn's ``allocationTags``, e.g. the pod it is), written only when given.
     """
 
     TYPE: ClassVar[str] = "allocated"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "key": _str, "resource": _res, "priority": _int, "preemptible": _bool,
         "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs),
-        "node": _opt(_str)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node"})
+        "node": _opt(_str), "tags": _opt(_tags)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node", "tags"})
     app: str
     key: str
     resource: Resource
@@ -307,6 +308,7 @@ class Allocated(Event):
     t: float
     preempted: tuple[str, ...] | None = None
     node: str | None = None
+    tags: dict[str, str] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
@@ -318,6 +320,8 @@ class Allocated(Event):
             task_group, preempted, node = data["task_group"], data.get("preempted"), data.get("node")
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
+        if "tags" in data:
+            return _generic_from_json(cls, data)        # rare: the written-out path stays the common one
         if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
                 and type(placeholder) is bool and (task_group is None or type(task_group) is str)
                 and ((type(t) is float and math.isfinite(t)) or type(t) is int)
@@ -342,6 +346,8 @@ class Allocated(Event):
             out["preempted"] = list(self.preempted)
         if self.node is not None:
             out["node"] = self.node
+        if self.tags is not None:
+            out["tags"] = dict(self.tags)
         return out
 
 
@@ -405,8 +411,8 @@ class AskAdded(Event):
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "key": _str, "app": _str, "resource": _res, "priority": _int, "preemptible": _bool, "seq": _int,
         "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str), "places": _opt(_strs),
-        "overtaken": _opt(_int)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken"})
+        "overtaken": _opt(_int), "tags": _opt(_tags)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken", "tags"})
     key: str
     app: str
     resource: Resource
@@ -420,6 +426,8 @@ class AskAdded(Event):
     #: places that held it back when it arrived and how often it was overtaken there
     places: tuple[str, ...] | None = None
     overtaken: int | None = None
+    #: the ask's tags (YuniKorn's ``allocationTags``), written only when given
+    tags: dict[str, str] | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -72,14 +72,15 @@ class PartitionAsks:
 
     def add_ask(self: _Host, application_id: str, allocation_key: str,
                 resource: Mapping[str, int] | Resource, *, priority: int = 0, preemptible: bool = True,
-                placeholder: bool = False, task_group: str | None = None) -> Ask:
+                placeholder: bool = False, task_group: str | None = None,
+                tags: Mapping[str, str] | None = None) -> Ask:
         """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
 
         Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
         :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group)
+                             task_group, tags=tags)
         with self.lock:
             self._usable()
             asks = self._s.pending.asks       # after a recovery: the rebuilt state's
@@ -94,7 +95,7 @@ class PartitionAsks:
             ev = E.AskAdded(key=allocation_key, app=application_id, resource=spec.resource,
                             priority=spec.priority, preemptible=spec.preemptible, seq=asks.next_seq(),
                             t=self.clock(), placeholder=True if placeholder else None,
-                            task_group=spec.task_group)
+                            task_group=spec.task_group, tags=spec.tags)
             prev_state, prev_since, prev_log = app.state, app.state_since, app.log_mark()
             was_dirty = asks.dirty
             self._s.ask_added(ev)

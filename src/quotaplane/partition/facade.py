@@ -236,15 +236,17 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
-                 task_group: str | None = None, node: str | None = None) -> Decision:
+                 task_group: str | None = None, node: str | None = None,
+                 tags: Mapping[str, str] | None = None) -> Decision:
         """Admit one allocation through every policy (Q2), journal it, then answer (S1).
 
         ``placeholder=True`` marks a gang placeholder (``task_group`` required); ``node`` names the
-        registered node it runs on, when known (quota is decided without it). Unknown application or
-        node: NotFoundError; existing ``allocation_key``: ConflictError (nothing counted twice).
+        registered node it runs on, when known (quota is decided without it); ``tags`` are YuniKorn's
+        ``allocationTags``, kept with it. Unknown application or node: NotFoundError; existing
+        ``allocation_key``: ConflictError (nothing counted twice).
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group, node)
+                             task_group, node, tags)
         with self.lock:              # allocate_specs for one entry, without the batch bookkeeping
             self._usable()
             self._s.pending.asks.cycle_freed = False
@@ -283,7 +285,8 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
                 item.get("application_id", item.get("applicationID")),
                 item.get("allocation_key", item.get("allocationKey")), item.get("resource"),
                 item.get("priority", 0), item.get("preemptible", True), item.get("placeholder", False),
-                item.get("task_group", item.get("taskGroupName")), item.get("node", item.get("nodeID"))))
+                item.get("task_group", item.get("taskGroupName")), item.get("node", item.get("nodeID")),
+                item.get("tags", item.get("allocationTags"))))
         return self.allocate_specs(specs)
 
     def allocate_specs(self, specs: Sequence[AllocationSpec]) -> list[Decision]:
@@ -355,14 +358,15 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                          preemptible=spec.preemptible, placeholder=spec.placeholder,
                          task_group=spec.task_group, t=t,
-                         preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node)
+                         preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node,
+                         tags=spec.tags)
         self._s.after_allocated(app, ev, preempted)
         return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
                 undo)
 
     def _admit_ask(self, ask: Ask) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
         return self._admit(AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
-                                          ask.preemptible, ask.placeholder, ask.task_group))
+                                          ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags))
 
     def release(self, allocation_key: str) -> None:
         """Release an allocation; the last one moves the application to Completing (seed 001)."""

@@ -43,6 +43,7 @@ class Ask:
         "reserve_at",
         "resource",
         "seq",
+        "tags",
         "task_group",
     )
 
@@ -70,6 +71,8 @@ class Ask:
         self.overtaken = 0
         self.bound = 0
         self.reserve_at = float("inf")
+        #: YuniKorn's ``allocationTags`` of the request (the allocation inherits them), None: none
+        self.tags: dict[str, str] | None = None
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -90,6 +93,8 @@ class Ask:
             out["placeholder"] = True
         if self.task_group is not None:
             out["taskGroupName"] = self.task_group
+        if self.tags:
+            out["allocationTags"] = dict(sorted(self.tags.items()))
         if self.places:
             out["overtaken"] = self.overtaken
             out["reservedQueues"] = list(self.place_paths) if self.overtaken >= self.bound else []
@@ -100,7 +105,8 @@ class Ask:
         return AskAdded(key=self.allocation_key, app=self.application_id, resource=self.resource,
                         priority=self.priority, preemptible=self.preemptible, seq=self.seq, t=self.created,
                         placeholder=True if self.placeholder else None, task_group=self.task_group,
-                        places=self.places or None, overtaken=self.overtaken or None)
+                        places=self.places or None, overtaken=self.overtaken or None,
+                        tags=dict(self.tags) if self.tags else None)
 
     @classmethod
     def from_event(cls, ev: AskAdded) -> Ask:
@@ -108,6 +114,7 @@ class Ask:
         ask = cls(ev.key, ev.app, ev.resource, priority=ev.priority, preemptible=ev.preemptible,
                   placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
         ask.overtaken = ev.overtaken or 0
+        ask.tags = dict(ev.tags) if ev.tags else None
         return ask
 
     def __repr__(self) -> str:

@@ -184,5 +184,5 @@ class Preemptor:
     def preempt_ask(self, ask: Ask, refused: Decision, before: Callable[[], None]) -> Decision:
         """:meth:`preempt_for` of a pending ask (in a cycle)."""
         spec = AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
-                              ask.preemptible, ask.placeholder, ask.task_group)
+                              ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags)
         return self.preempt_for(spec, refused, ask, before)

@@ -285,6 +285,8 @@ class PartitionState(StateAskQueries, StateViews):
                            preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
                            time=ev.t)
         alloc.config_seq = self.config_seq
+        if ev.tags:
+            alloc.tags = dict(ev.tags)
         if ev.node is not None:
             alloc.node = ev.node
             self.node_index.place(ev.node, ev.key)
