@@ -258,3 +258,25 @@ def test_ask_body_is_json_whatever_the_content_type(client: TestClient) -> None:
                     headers={**SUBMIT, "Content-Type": "application/x-www-form-urlencoded"})
     assert r.status_code == 201, r.text
     assert r.json()["allocationKey"] == "form-1" and r.json()["allocated"] is True
+
+
+def test_allocation_tags_go_through_rest_into_yunikorns_daos(client: TestClient) -> None:
+    """Issue 30 (YuniKorn's clients, bullet 3): allocationTags on an ask and on an allocation are kept
+    and shown where YuniKorn's web UI reads them (AllocationDAOInfo, AllocationAskDAOInfo), so it shows
+    the pod's name."""
+    add_node(client, vcore=2000)
+    add_app(client, "a1")
+    pod = {"kubernetes.io/meta/namespace": "team-a", "kubernetes.io/meta/podName": "train-0"}
+    r = client.post(f"{BASE}/allocations", headers=SUBMIT, json={
+        "applicationID": "a1", "allocationKey": "k0", "resource": {"vcore": 1000}, "allocationTags": pod})
+    assert r.status_code == 201, r.text
+    assert client.get(f"{BASE}/allocation/k0").json()["allocationTags"] == pod
+    waiting = {"kubernetes.io/meta/podName": "train-1"}
+    r = post_ask(client, "a1", "k1", 5000, allocationTags=waiting)
+    assert r.status_code == 201 and r.json()["allocationTags"] == waiting
+    app = client.get(f"{BASE}/application/a1", headers=READ).json()
+    assert app["allocations"][0]["allocationTags"] == pod
+    assert app["requests"][0]["allocationTags"] == waiting
+    bad = client.post(f"{BASE}/allocations", headers=SUBMIT, json={
+        "applicationID": "a1", "allocationKey": "k2", "resource": {"vcore": 1}, "allocationTags": {"x": 1}})
+    assert bad.status_code in (400, 422) and "allocationTags" in bad.text

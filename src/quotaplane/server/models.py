@@ -62,6 +62,9 @@ Name = Annotated[StrictStr, Field(min_length=1, max_length=1024, json_schema_ext
 #: a resource name (a map key: the schema cannot say more than its length)
 ResourceName = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 ResourceMap = dict[ResourceName, Amount]
+#: YuniKorn's ``allocationTags``: ``{name: value}`` strings (``kubernetes.io/meta/podName`` …)
+TagName = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+AllocationTags = dict[TagName, Annotated[StrictStr, Field(max_length=65536)]]
 #: A response resource map (may hold negative amounts, e.g. headroom).
 ResourceOut = dict[str, int]
 
@@ -97,6 +100,8 @@ class AllocationBody(_Body):
     priority: Priority = 0
     preemptible: StrictBool = True
     nodeID: Name | None = Field(default=None, description="the registered node it runs on, when known")
+    allocationTags: AllocationTags | None = Field(default=None, description=(
+        "YuniKorn's allocation tags, kept with the allocation (e.g. kubernetes.io/meta/podName)"))
 
 
 class AllocationNodeBody(_Body):
@@ -197,6 +202,7 @@ class AllocationDaoOut(BaseModel):
     applicationId: str | None = None
     placeholder: bool | None = None
     taskGroupName: str | None = None
+    allocationTags: dict[str, str] | None = None
 
 
 class NodeOut(BaseModel):

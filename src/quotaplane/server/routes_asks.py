@@ -23,7 +23,7 @@ from pydantic import Field, StrictBool
 from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
-from quotaplane.server.models import Name, Priority, ResourceMap, _Body
+from quotaplane.server.models import AllocationTags, Name, Priority, ResourceMap, _Body
 
 __all__ = ["AskBody", "router", "scheduling_loop"]
 
@@ -40,6 +40,8 @@ class AskBody(_Body):
     preemptible: StrictBool = True
     placeholder: StrictBool = False
     taskGroupName: Name | None = Field(default=None, description="gang task group (placeholders)")
+    allocationTags: AllocationTags | None = Field(default=None, description=(
+        "YuniKorn's allocation tags, passed to the allocation (e.g. kubernetes.io/meta/podName)"))
 
 
 def ask_json(ask: Any) -> dict[str, Any]:
@@ -68,7 +70,7 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
                         preemptible=body.preemptible, placeholder=body.placeholder,
-                        task_group=body.taskGroupName)
+                        task_group=body.taskGroupName, tags=body.allocationTags)
         with p.lock:
             allocated = p.allocation(body.allocationKey) is not None
             out = ask_json(ask)

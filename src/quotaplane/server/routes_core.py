@@ -81,6 +81,7 @@ def allocation_json(a: Any) -> dict[str, Any]:
         "preemptible": bool(a.preemptible),
         "placeholder": bool(getattr(a, "placeholder", False)),
         **({"nodeID": a.node} if getattr(a, "node", None) is not None else {}),
+        **({"allocationTags": dict(sorted(a.tags.items()))} if getattr(a, "tags", None) else {}),
     }
 
 
@@ -113,7 +114,8 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     p = service.partition(partition)
     start = time.perf_counter()
     decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
-                          priority=body.priority, preemptible=body.preemptible, node=body.nodeID)
+                          priority=body.priority, preemptible=body.preemptible, node=body.nodeID,
+                          tags=body.allocationTags)
     service.metrics.admission.observe(time.perf_counter() - start)
     service.metrics.observe_decision(decision)
     out = decision.to_dict()
@@ -356,7 +358,8 @@ def router(service: Any) -> APIRouter:
         # fresh dicts: build the validated specs directly instead of validating each entry a second
         # time, and adopt the amounts without Resource's per-amount checks.
         entries = [AllocationSpec(a.applicationID, a.allocationKey, Resource.of(a.resource), a.priority,
-                                  a.preemptible, node=a.nodeID) for a in body.allocations]
+                                  a.preemptible, node=a.nodeID, tags=a.allocationTags or None)
+                   for a in body.allocations]
         start = time.perf_counter()
         decisions = p.allocate_specs(entries)
         if decisions:                       # the batch's time, shared by its decisions

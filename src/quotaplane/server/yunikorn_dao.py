@@ -67,9 +67,10 @@ def allocation_dao(alloc: Allocation) -> dict[str, Any]:
         "applicationId": alloc.application_id,
         "placeholder": alloc.placeholder,
         "taskGroupName": alloc.task_group or "",
+        "allocationTags": dict(sorted((alloc.tags or {}).items())),
     }
     return prune(out, "allocationTime", "resource", "priority", "nodeId", "applicationId", "placeholder",
-                 "taskGroupName")
+                 "taskGroupName", "allocationTags")
 
 
 def _sum(allocs: Iterable[Allocation]) -> dict[str, int]:
@@ -115,6 +116,7 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
     log = [{"message": f"{v.code} at {v.path}: {v.message}"} for v in (reasons or ())]
     out: dict[str, Any] = {
         "allocationKey": ask.allocation_key,
+        "allocationTags": dict(sorted((ask.tags or {}).items())),
         "requestTime": nanos(ask.created),
         "resource": dict(sorted(ask.resource.items())),
         "priority": str(ask.priority),
@@ -124,8 +126,8 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
         "allocationLog": log,
         "schedulingAttempted": ask.reasons is not None,
     }
-    return prune(out, "requestTime", "resource", "priority", "applicationId", "placeholder", "taskGroupName",
-                 "allocationLog", "schedulingAttempted")
+    return prune(out, "allocationTags", "requestTime", "resource", "priority", "applicationId", "placeholder",
+                 "taskGroupName", "allocationLog", "schedulingAttempted")
 
 
 def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]]
