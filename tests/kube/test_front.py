@@ -50,6 +50,10 @@ def test_pods_are_gated_admitted_in_quota_order_and_ungated(front: Front) -> Non
     assert '"user":"alice"' in p0["metadata"]["annotations"]["yunikorn.apache.org/user.info"]
     app = front.scheduler.partition("default").application("team-a/p0")
     assert app is not None and app.queue_path == "root.team-a" and app.user.user == "alice"
+    # YuniKorn's allocation tags (the shim's CreateTagsForTask): yunikorn-web shows the pod's name
+    alloc = front.scheduler.partition("default").allocation("uid-team-a-p0")
+    assert alloc is not None and alloc.tags == {"kubernetes.io/meta/namespace": "team-a",
+                                                "kubernetes.io/meta/podName": "p0"}
 
 
 def test_a_waiting_pod_says_why_and_a_finished_pod_admits_the_next(front: Front) -> None:

@@ -64,6 +64,7 @@ from quotaplane.kube.pods import (
     pod_key,
     pod_node,
     pod_priority,
+    pod_tags,
     pod_user,
     task_group_name,
     task_groups,
@@ -429,7 +430,7 @@ class Controller:
             if new:         # YuniKorn: the placeholders are created once, when the gang is first seen
                 self._placeholders(app_id, groups)
         self.partition.add_ask(app_id, key, pod_resource(pod), priority=pod_priority(pod),
-                               task_group=group if groups else None)
+                               task_group=group if groups else None, tags=pod_tags(pod))
 
     def _placeholders(self, app_id: str, groups: list[Any]) -> None:
         """The gang's placeholders (once per application): minMember asks of minResource per group."""
@@ -445,7 +446,8 @@ class Controller:
         app_id = self._app_for(pod)
         node = pod_node(pod)
         decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
-                                           node=node if node in self.partition.nodes() else None)
+                                           node=node if node in self.partition.nodes() else None,
+                                           tags=pod_tags(pod))
         if not decision.allocated:
             self._error(f"adopting running pod {name_of(pod)}: not within quota now "
                         f"({waiting_message(list(decision.reasons))}); it is not counted")

@@ -35,6 +35,7 @@ __all__ = [
     "pod_name",
     "pod_node",
     "pod_priority",
+    "pod_tags",
     "pod_user",
     "task_group_name",
     "task_groups",
@@ -128,6 +129,19 @@ def pod_app_id(pod: Mapping[str, Any]) -> str:
             kind = str(chosen[0].get("kind", "owner")).lower()
             return _ID_UNSAFE.sub("-", f"{pod_namespace(pod)}/{kind}/{chosen[0]['name']}")
     return pod_name(pod)
+
+
+def pod_tags(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The allocation tags of the pod's ask, as YuniKorn's shim sets them (``CreateTagsForTask``):
+    ``kubernetes.io/meta/namespace``, ``kubernetes.io/meta/podName`` and ``kubernetes.io/label/<key>``
+    per label — what yunikorn-web shows for an allocation."""
+    meta = _meta(pod)
+    tags = {"kubernetes.io/meta/namespace": pod_namespace(pod),
+            "kubernetes.io/meta/podName": str(meta.get("name", ""))}
+    for key, value in sorted(mapping(meta.get("labels")).items()):
+        if isinstance(key, str) and isinstance(value, str):
+            tags[f"kubernetes.io/label/{key}"] = value
+    return tags
 
 
 def pod_priority(pod: Mapping[str, Any]) -> int:
