@@ -5,21 +5,20 @@ one in force when it was recorded) with the same measures and sample grid as the
 :func:`reproduction` checks a replay under the configuration in force against the recorded
 decisions — every application placed, ask queued, allocation admitted, released, preempted or
 withdrawn, at its time — and either says it reproduced them exactly or lists the first differences
-with the reasons the history cannot be replayed exactly (:attr:`Recorded.caveats`).
-:func:`comparison` is the table of measures: recorded against each replayed variant.
+with the reasons the history cannot be replayed exactly (:attr:`Recorded.caveats`). The table of
+measures, recorded against each replayed variant, is :func:`quotaplane.sim.results.table`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.sim.engine import DEFAULT_SAMPLES, SimulationResult, Simulator
-from quotaplane.sim.metrics import flat_metrics
 from quotaplane.sim.recorded import Recorded
 
-__all__ = ["Reproduction", "comparison", "replay", "reproduction", "sample_interval_of"]
+__all__ = ["Reproduction", "replay", "reproduction", "sample_interval_of"]
 
 _MAX_DIFFERENCES = 20
 
@@ -91,37 +90,3 @@ def reproduction(recorded: Recorded, result: SimulationResult) -> Reproduction:
     exact = a == b
     reasons = [] if exact else list(recorded.caveats)
     return Reproduction(exact, matched, len(want_r), len(rounded), diffs, reasons)
-
-
-def comparison(recorded: Mapping[str, Any] | None, variants: Mapping[str, Mapping[str, Any]],
-               *, refusals_known: bool = False) -> tuple[list[str], list[dict[str, Any]]]:
-    """The table of measures: one row per metric, one column per run (``recorded`` first).
-
-    ``recorded``/``variants`` are metrics sections (``summary["metrics"]``). Refusals of the recorded
-    column are unknown (not journalled) unless ``refusals_known``: shown as ``None``.
-    """
-    columns: dict[str, dict[str, float]] = {}
-    if recorded is not None:
-        flat = flat_metrics(recorded)
-        if not refusals_known:
-            for k in list(flat):
-                if k.startswith("refused"):
-                    flat[k] = float("nan")
-        columns["recorded"] = flat
-    for name, m in variants.items():
-        columns[name] = flat_metrics(m)
-    names: list[str] = []
-    seen: set[str] = set()
-    for flat in columns.values():
-        for k in flat:
-            if k not in seen:
-                seen.add(k)
-                names.append(k)
-    rows = []
-    for k in names:
-        row: dict[str, Any] = {"metric": k}
-        for col, flat in columns.items():
-            v = flat.get(k)
-            row[col] = None if v is None or v != v else v      # NaN (unknown) -> None
-        rows.append(row)
-    return ["metric", *columns], rows

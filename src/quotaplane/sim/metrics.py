@@ -184,17 +184,20 @@ class Cell:
 
     def summary(self, span: float) -> dict[str, Any]:
         """The cell's measures over a window of ``span`` seconds (means are time-weighted)."""
-        def mean(area: Mapping[str, float]) -> dict[str, float]:
-            out = {r: _r(area[r] / span) for r in sorted(area)} if span > 0 else {}
-            return {r: v for r, v in out.items() if v}
+        def mean(area: Mapping[str, float], names: Iterable[str] = ()) -> dict[str, float]:
+            """Means of ``area``; ``names`` are listed even when 0 (a measured zero, not unknown)."""
+            keys = sorted({*area, *names})
+            out = {r: _r(area.get(r, 0.0) / span) for r in keys} if span > 0 else {}
+            return {r: v for r, v in out.items() if v or r in names}
 
         area = self.area(span)
+        used = [r for r, v in self.peak.items() if v]
         usage_mean = mean(area)
         out: dict[str, Any] = {
             "usage_mean": usage_mean,
             "usage_peak": {r: self.peak[r] for r in sorted(self.peak) if self.peak[r]},
             # without a guaranteed, all usage is borrowed (from the parent's or the cluster's spare)
-            "borrowed_mean": mean(self.over if self.guaranteed is not None else area),
+            "borrowed_mean": mean(self.over if self.guaranteed is not None else area, used),
             "demand_mean": mean(self.demand_area(span)),
             "wait": _pct(self.waits),
             "refused": {c: self.refused[c] for c in sorted(self.refused)},
@@ -202,13 +205,18 @@ class Cell:
         }
         if self.guaranteed is not None:
             out["guaranteed"] = dict(sorted(self.guaranteed.items()))
-            out["lent_mean"] = mean(self.lent)
+            out["lent_mean"] = mean(self.lent, self.guaranteed)
             out["of_guaranteed"] = {r: _r(usage_mean.get(r, 0.0) / g)
                                     for r, g in sorted(self.guaranteed.items()) if g > 0}
         if self.max is not None:
             out["max"] = dict(sorted(self.max.items()))
             out["of_max"] = {r: _r(usage_mean.get(r, 0.0) / m) for r, m in sorted(self.max.items()) if m > 0}
         return out
+
+
+def _quantiles(waits_in: list[float]) -> list[float]:
+    waits = sorted(waits_in)
+    return [_r(percentile(waits, q / 100)) if q else _r(waits[0]) for q in range(101)] if waits else []
 
 
 def _pct(waits: list[float]) -> dict[str, Any]:
@@ -526,6 +534,7 @@ class Recorder:
                 "demand": {r: v for r, v in sorted(root.demand.items()) if v} if root is not None else {},
                 "queues": {q: dict(sorted(self.usage(q).items())) for q in top},
                 "queue_demand": {q: dict(sorted(self.demand(q).items())) for q in top},
+                "refused": dict(sorted(root.refused.items())) if root is not None else {},
                 "allocations": len(self._live), "pending_asks": len(self._pending)}
 
     def close(self, now: float) -> None:
@@ -552,6 +561,8 @@ class Recorder:
             "window": {"start": _r(start), "end": _r(end), "seconds": _r(span)},
             "utilisation": util,
             "wait": wait_stats(self._waits),
+            # the distribution of the waits, for plots: the 0th, 1st, …, 100th percentile
+            "wait_quantiles": _quantiles(self._waits),
             "refused": self._refused,
             "refused_by_quota": {k: self._refused_by_quota[k] for k in sorted(self._refused_by_quota)},
             "preempted": self._preempted,

@@ -306,9 +306,8 @@ def read_history(journal: Any, partition: str = "default") -> History:
         seq, state = snap
         h.snapshot_seq = seq
         rebuild = list(state.get("rebuild") or [])
-        times = [float(e["t"]) for e in rebuild if isinstance(e.get("t"), int | float)]
         # the snapshot's instant is not stored: the last time its state names bounds it from below
-        h.snapshot_t = max(times) if times else None
+        h.snapshot_t = max(_times(rebuild), default=None)
         # rebuild lists are grouped by kind (applications, then allocations): apply them in time order
         order = sorted(range(len(rebuild)), key=lambda i: (float(rebuild[i].get("t", -math.inf))
                                                           if isinstance(rebuild[i].get("t"), int | float)
@@ -340,6 +339,18 @@ def _preemptions_at_their_allocation(h: History) -> None:
                     0 <= p.start - r.end <= CYCLE_SNAP:
                 r.end = p.start
                 break
+
+
+def _times(rebuild: Iterable[Mapping[str, Any]]) -> Iterator[float]:
+    """Every time a snapshot's rebuild list names (event times, application state changes)."""
+    for e in rebuild:
+        for k in ("t", "state_since", "started", "placeholder_since"):
+            v = e.get(k)
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                yield float(v)
+        for entry in e.get("state_log") or ():
+            if isinstance(entry, list | tuple) and entry and isinstance(entry[0], int | float):
+                yield float(entry[0])
 
 
 @dataclass
@@ -474,9 +485,9 @@ def _workload(h: History, since: float, until: float
             else:
                 state.pop(n.node, None)
     for name in state:
-        ev = _trace_event(since, "node", -1)
+        ev = _trace_event(since, "node", -4)
         ev.node, ev.capacity = name, state[name]
-        put(since, -1, ev)
+        put(since, -4, ev)
     present = set(state)
     for n in h.nodes:
         if since <= n.t <= until:
@@ -502,7 +513,7 @@ def _workload(h: History, since: float, until: float
         at = max(a.added, since)
         ev = _trace_event(at, "submit", a.added_seq)
         ev.app, ev.user, ev.groups, ev.queue, ev.tags = a.app, a.user, a.groups, a.queue, a.tags or None
-        put(at, a.added_seq if a.added >= since else -1, ev)
+        put(at, a.added_seq if a.added >= since else -3, ev)
         decisions.append((at, "placed", a.app, a.queue))
         live_apps.add(a.app)
         counts["applications"] += 1
@@ -520,7 +531,10 @@ def _workload(h: History, since: float, until: float
         if r.end is not None and r.end == since and r.start is not None and r.start < since:
             continue
         counts["requests"] += 1
-        is_ask = r.asked is not None and (r.start is None or r.start >= since)
+        # running at since: started before it, or at it when the snapshot the history starts from holds it
+        prior = r.start is not None and (r.start < since
+                                         or (r.start == since and r.start_seq <= h.snapshot_seq))
+        is_ask = r.asked is not None and not prior
         at = max(first, since)
         ev = _trace_event(at, "ask" if is_ask else "allocate", r.asked_seq if is_ask else r.start_seq)
         ev.app, ev.key, ev.resource = r.app, r.uid, r.resource
@@ -530,13 +544,19 @@ def _workload(h: History, since: float, until: float
         ran = r.start is not None
         if r.start is not None and r.end is not None and r.end <= until:
             started = max(r.start, since)
-            if r.end > started:           # (one that ended at the instant it began has no timer)
+            if r.end > started:
                 ev.started, ev.end, ev.duration = started, r.end, r.end - started
+            else:                         # it ended at the instant it began: no timer, a release
+                rel = _trace_event(r.end, "release", r.end_seq)
+                rel.key = r.uid
+                put(r.end, r.end_seq, rel)
         elif ran and r.how != "withdrawn":
             counts["unknown_duration"] += 1
         elif not ran and r.end is None:
             counts["never_ran"] += 1
-        seq = (r.asked_seq if is_ask else r.start_seq) if first >= since else -1
+        # the state at since, in this order: nodes, applications, running allocations, waiting asks
+        seq = (r.asked_seq if is_ask else r.start_seq) if first >= since and not prior else \
+            (-1 if is_ask else -2)
         put(at, seq, ev)
         if is_ask:
             decisions.append((at, "asked", r.uid, ""))
