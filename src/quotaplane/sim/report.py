@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -57,34 +58,87 @@ def _plot_unit(resource: str) -> tuple[float, str]:
     return 1.0, ""
 
 
+#: top-level queues drawn in usage.png at most (one row each)
+MAX_QUEUE_ROWS = 6
+
+
 def write_plot(result: SimulationResult, path: Path) -> None:
-    """usage.png: per resource, usage stacked by top-level queue over time and the cluster capacity."""
+    """usage.png, one column per resource:
+
+    - the cluster: usage stacked by top-level queue, the capacity, and usage plus waiting demand;
+    - each top-level queue (at most :data:`MAX_QUEUE_ROWS`): its usage against its guaranteed
+      (dashed) and max (dotted), and its usage plus its waiting demand;
+    - refusals per sample interval, stacked by reason.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     resources = result.resources or ["vcore"]
-    times = [s["t"] for s in result.samples]
-    fig, axes = plt.subplots(len(resources), 1, figsize=(9, 2.8 * len(resources) + 0.6), sharex=True,
-                             squeeze=False)
-    for ax, r in zip(axes[:, 0], resources, strict=True):
+    samples = result.samples
+    times = [s["t"] for s in samples]
+    queues = result.top_queues[:MAX_QUEUE_ROWS]
+    cells = result.summary.get("metrics", {}).get("queues", {})
+    nrows = 2 + len(queues)
+    fig, axes = plt.subplots(nrows, len(resources), figsize=(6.5 * len(resources) + 1, 2.3 * nrows + 0.6),
+                             sharex=True, squeeze=False)
+    for col, r in enumerate(resources):
         scale, unit = _plot_unit(r)
-        stacks = [[s["queues"].get(q, {}).get(r, 0) / scale for s in result.samples]
-                  for q in result.top_queues]
+        label = f"{r} ({unit})" if unit else r
+        ax = axes[0, col]
+        stacks = [[s["queues"].get(q, {}).get(r, 0) / scale for s in samples] for q in result.top_queues]
         if stacks:
             ax.stackplot(times, stacks, labels=result.top_queues, step="post", alpha=0.85)
-        ax.step(times, [s["capacity"].get(r, 0) / scale for s in result.samples], where="post",
-                color="black", linewidth=1.2, label="capacity")
-        ax.set_ylabel(f"{r} ({unit})" if unit else r)
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", fontsize="small", ncol=2)
-    axes[-1, 0].set_xlabel("simulated time (s)")
-    fig.suptitle("quotaplane simulation: usage per top-level queue")
+        ax.step(times, [s["capacity"].get(r, 0) / scale for s in samples], where="post", color="black",
+                linewidth=1.2, label="capacity")
+        ax.step(times, [(s["used"].get(r, 0) + s.get("demand", {}).get(r, 0)) / scale for s in samples],
+                where="post", color="crimson", linestyle="-.", linewidth=1.0, label="used + waiting")
+        ax.set_title(f"cluster: {label}", fontsize="medium", loc="left")
+        ax.legend(loc="upper left", fontsize="x-small", ncol=2)
+        for row, q in enumerate(queues, start=1):
+            ax = axes[row, col]
+            used = [s["queues"].get(q, {}).get(r, 0) / scale for s in samples]
+            ax.step(times, used, where="post", color="tab:blue", linewidth=1.3, label="usage")
+            ax.step(times, [u + s.get("queue_demand", {}).get(q, {}).get(r, 0) / scale
+                            for u, s in zip(used, samples, strict=True)],
+                    where="post", color="crimson", linestyle="-.", linewidth=1.0, label="usage + waiting")
+            g = cells.get(q, {}).get("guaranteed", {}).get(r)
+            m = cells.get(q, {}).get("max", {}).get(r)
+            if g is not None:
+                ax.axhline(g / scale, color="tab:green", linestyle="--", linewidth=1.1, label="guaranteed")
+            if m is not None:
+                ax.axhline(m / scale, color="tab:orange", linestyle=":", linewidth=1.4, label="max")
+            ax.set_title(f"{q}: {label}", fontsize="medium", loc="left")
+            ax.legend(loc="upper left", fontsize="x-small", ncol=4)
+        ax = axes[-1, col]
+        _refusal_bars(ax, samples, times)
+        for a in axes[:, col]:
+            a.grid(True, alpha=0.3)
+        axes[-1, col].set_xlabel("simulated time (s)")
+    fig.suptitle("quotaplane simulation: usage, guaranteed, max, waiting demand and refusals")
     fig.tight_layout()
     # no Software/creation metadata: the file depends on the trace only
     fig.savefig(path, format="png", dpi=80, metadata={"Software": None})
     plt.close(fig)
+
+
+def _refusal_bars(ax: Any, samples: list[dict[str, Any]], times: list[float]) -> None:
+    """Refusals in each sample interval (the samples hold running totals), stacked by reason."""
+    codes = sorted({c for s in samples for c in s.get("refused", {})})
+    widths = [b - a for a, b in pairwise(times)] or [1.0]
+    bottom = [0] * max(0, len(samples) - 1)
+    for code in codes:
+        counts = [s2.get("refused", {}).get(code, 0) - s1.get("refused", {}).get(code, 0)
+                  for s1, s2 in pairwise(samples)]
+        if counts:
+            ax.bar(times[:-1], counts, width=widths, bottom=bottom, align="edge", label=code)
+            bottom = [x + y for x, y in zip(bottom, counts, strict=True)]
+    ax.set_title("refusals per interval, by reason", fontsize="medium", loc="left")
+    if codes:
+        ax.legend(loc="upper left", fontsize="x-small", ncol=3)
+    else:
+        ax.text(0.5, 0.5, "no refusals", ha="center", va="center", transform=ax.transAxes)
 
 
 def write_outputs(result: SimulationResult, out: Path, *, plot: bool = True) -> list[Path]:
