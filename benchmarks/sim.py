@@ -12,6 +12,15 @@ Baseline, same process: the same number of bare ``Partition.allocate`` + ``Parti
 (no journal) as the replay made allocations and releases, so ``ratio_vs_bare_partition`` is the cost
 of the simulator around the library (trace dispatch, timers, ledger, samples, asks).
 Trace parsing/validation is timed separately (``parse_events_per_s``).
+
+Sweep (issue 36): 16 variants (a 4 × 4 grid of ``--vary`` settings) of one trace, run one after the
+other (``run_local(workers=1)``) and on 2 local processes; ``sweep.ratio_parallel_vs_serial`` must be at
+most 0.6 on 2 cores (ideal 0.5). Each variant's summary equals the serial one's (checked).
+
+Recorded history (issue 36): a workload journalled by the library on a SQLite store is read back
+(``from_store.extract_events_per_s``: journal events per second of :func:`load_recorded`) and replayed
+under the configuration in force (``from_store.replay_events_per_s``), against the bare replay of the
+same workload (``from_store.ratio_vs_bare_replay``); the replay must reproduce every decision.
 """
 
 from __future__ import annotations
@@ -84,6 +93,15 @@ def _loose(config: str) -> str:
             .replace("max: {vcore: 1400}", "max: {vcore: 100000}"))
 
 
+def _end(ev: TraceEvent, start: float) -> float:
+    """When an allocation made at ``start`` ends: its recorded end when it starts on time (a workload
+    from a store, exactly as the simulator does), else after its duration."""
+    if ev.end is not None and ev.started == start:
+        return ev.end
+    assert ev.duration is not None
+    return start + ev.duration
+
+
 def bare_replay(config: str, events: list[TraceEvent]) -> None:
     """Baseline: the same trace as direct partition calls (durations on a heap), nothing else —
     no ledger, samples, wait times or refusal accounting."""
@@ -114,7 +132,7 @@ def bare_replay(config: str, events: list[TraceEvent]) -> None:
                 live.add(ev.key)                                     # type: ignore[arg-type]
                 if ev.duration:
                     n += 1
-                    heapq.heappush(timers, (ev.t + ev.duration, n, ev.key))   # type: ignore[arg-type]
+                    heapq.heappush(timers, (_end(ev, ev.t), n, ev.key))      # type: ignore[arg-type]
         elif op == "ask":
             # the simulator's own shortcut: with no ask waiting, an ask is admitted directly
             if not pending and p.allocate(ev.app, ev.key, ev.resource).allocated:   # type: ignore[arg-type]
@@ -124,7 +142,7 @@ def bare_replay(config: str, events: list[TraceEvent]) -> None:
                 p.add_ask(ev.app, ev.key, ev.resource)               # type: ignore[arg-type]
             if ev.key in live and durations[ev.key]:
                 n += 1
-                heapq.heappush(timers, (ev.t + durations[ev.key], n, ev.key))  # type: ignore[arg-type,operator]
+                heapq.heappush(timers, (_end(ev, ev.t), n, ev.key))          # type: ignore[arg-type]
         elif op == "release":
             if ev.key in live:
                 live.discard(ev.key)                                 # type: ignore[arg-type]
@@ -172,6 +190,99 @@ def figures(seconds: float, summary: dict[str, Any], n_trace: int) -> dict[str, 
         "periodic_cycles": e["periodic_cycles"],
         "utilisation_vcore_mean": summary["utilisation"]["resources"].get("vcore", {}).get("mean"),
     }
+
+
+SWEEP_VARY = ["root.eng.resources.guaranteed.vcore=500,1000,1500,2000",
+              "root.research.resources.max.vcore=700,1000,1400,2000"]
+
+
+def sweep(queues: list[str]) -> dict[str, Any]:
+    """16 variants serially and on 2 processes: the ratio, and that each variant gives the same."""
+    from quotaplane.sim.sweep import Workload, apply_settings, run_local, variants
+
+    events = parse_jsonl(trace_to_jsonl(generate_trace(
+        7, N_APPS // 10, queues=queues, users=200, groups=["ml", "eng", "research"], nodes=60,
+        arrival_rate=2.0, mean_duration=120.0)))
+    configs = [(v.name, apply_settings(CONFIG, "default", v)) for v in variants(SWEEP_VARY)]
+    assert len(configs) == 16
+    workload = Workload(events)
+    t = time.perf_counter()
+    serial = run_local(workload, configs, workers=1)
+    serial_s = time.perf_counter() - t
+    t = time.perf_counter()
+    parallel = run_local(workload, configs, workers=2)
+    parallel_s = time.perf_counter() - t
+    assert [r.summary for r in parallel] == [r.summary for r in serial]
+    waits = [r.summary["metrics"]["wait"].get("p90") for r in serial]
+    return {"variants": 16, "trace_events": len(events), "serial_seconds": round(serial_s, 3),
+            "parallel_2_processes_seconds": round(parallel_s, 3),
+            "ratio_parallel_vs_serial": round(parallel_s / serial_s, 3), "ceiling_ratio": 0.6,
+            "wait_p90_first_last_variant": [waits[0], waits[-1]]}
+
+
+def from_store(queues: list[str]) -> dict[str, Any]:
+    """Journal a workload on SQLite through the library, read it back, replay it under its own config."""
+    import tempfile
+
+    from quotaplane.sim.compare import replay as replay_recorded
+    from quotaplane.sim.compare import reproduction
+    from quotaplane.sim.recorded import load_recorded
+
+    raw = generate_trace(11, N_APPS // 10, queues=queues, users=200, groups=["ml", "eng", "research"],
+                         nodes=100, arrival_rate=2.0, mean_duration=120.0, explicit_release_share=1.0)
+    trace = parse_jsonl(trace_to_jsonl(raw))
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/history.db?synchronous=off"
+        _journal(_loose(CONFIG), trace, url)
+        t = time.perf_counter()
+        rec = load_recorded(url)
+        extract_s = time.perf_counter() - t
+    t = time.perf_counter()
+    result = replay_recorded(rec)
+    replay_s = time.perf_counter() - t
+    assert reproduction(rec, result).exact
+    bare_s = best_of(lambda: bare_replay(rec.config_text, rec.events), repeat=1)
+    n = len(rec.events)
+    return {"journal_events": rec.counts["journal_events"], "workload_events": n,
+            "extract_seconds": round(extract_s, 3),
+            "extract_events_per_s": round(rec.counts["journal_events"] / extract_s),
+            "replay_seconds": round(replay_s, 3), "replay_events_per_s": round(n / replay_s),
+            "bare_replay_seconds": round(bare_s, 3), "ratio_vs_bare_replay": round(replay_s / bare_s, 2),
+            "reproduced_exactly": True}
+
+
+def _journal(config: str, events: list[TraceEvent], url: str) -> None:
+    """Run a trace through a journalled partition (the simulator's time, explicit releases only)."""
+    now = [0.0]
+    sched = qp.Scheduler.from_yaml(config, store=url, clock=lambda: now[0])
+    p = sched.partition("default")
+    timers: list[tuple[float, int, str]] = []
+    live: set[str] = set()
+    n = 0
+    for ev in events:
+        while timers and timers[0][0] <= ev.t:
+            now[0], _, key = heapq.heappop(timers)
+            if key in live:
+                live.discard(key)
+                p.release(key)
+        now[0] = ev.t
+        if ev.op == "submit":
+            p.add_application(ev.app, qp.UserGroup(ev.user, ev.groups), queue=ev.queue)  # type: ignore[arg-type]
+        elif ev.op == "node":
+            p.add_node(ev.node, ev.capacity)                                    # type: ignore[arg-type]
+        elif ev.op == "allocate" and p.allocate(ev.app, ev.key, ev.resource).allocated:  # type: ignore[arg-type]
+            live.add(ev.key)                                                    # type: ignore[arg-type]
+            if ev.duration:
+                n += 1
+                heapq.heappush(timers, (ev.t + ev.duration, n, ev.key))         # type: ignore[arg-type]
+        elif ev.op == "ask":
+            p.add_ask(ev.app, ev.key, ev.resource)                              # type: ignore[arg-type]
+        elif ev.op == "release" and ev.key in live:
+            live.discard(ev.key)                                                # type: ignore[arg-type]
+            p.release(ev.key)                                                   # type: ignore[arg-type]
+        elif ev.op == "finish":
+            p.remove_application(ev.app)                                        # type: ignore[arg-type]
+    sched.close(snapshot=False)
 
 
 def main() -> None:
@@ -222,6 +333,8 @@ def main() -> None:
         "ratio_light_vs_bare_pairs": round(light_s / pairs_s, 2),
         "floor_events_per_s": 50_000,
         "goal_events_per_s": 200_000,
+        "sweep": sweep(queues),
+        "from_store": from_store(queues),
     }
     write_results("sim", results)
 

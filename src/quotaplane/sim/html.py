@@ -76,58 +76,83 @@ def _save(fig: Any, path: Path) -> None:
     _pyplot().close(fig)
 
 
-def _steps(samples: Sequence[Mapping[str, Any]], get: Any, t0: float) -> tuple[list[float], list[float]]:
-    return [float(s["t"]) - t0 for s in samples], [float(get(s)) for s in samples]
+def _time_axis(samples_end: float) -> tuple[float, str]:
+    """Seconds per axis unit and its label: hours for windows over three hours."""
+    if samples_end > 3 * 3600:
+        return 3600.0, "hours since the start of the window"
+    return 1.0, "seconds since the start of the window"
+
+
+def _steps(samples: Sequence[Mapping[str, Any]], get: Any, t0: float, per: float = 1.0
+           ) -> tuple[list[float], list[float]]:
+    return [(float(s["t"]) - t0) / per for s in samples], [float(get(s)) for s in samples]
+
+
+def _span(runs: Sequence[PlotRun], t0: float) -> float:
+    return max((float(r.samples[-1]["t"]) - t0 for r in runs if r.samples), default=0.0)
 
 
 def plot_usage(runs: Sequence[PlotRun], resource: str, path: Path, t0: float) -> None:
     """Per top-level queue: usage of ``resource`` over time per run, with its guaranteed and max."""
+    from matplotlib.lines import Line2D
+
     plt = _pyplot()
     queues = sorted({q for run in runs for q in run.metrics.get("queues", {}) if q.count(".") == 1})
     queues = queues[:8] or ["root"]
     scale, unit = _unit(resource)
-    fig, axes = plt.subplots(len(queues), 1, figsize=(9, 2.4 * len(queues) + 0.8), sharex=True, squeeze=False)
+    per, xlabel = _time_axis(_span(runs, t0))
+    fig, axes = plt.subplots(len(queues), 1, figsize=(9, 2.3 * len(queues) + 1.2), sharex=True, squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = runs[:MAX_LINES]
     for ax, q in zip(axes[:, 0], queues, strict=True):
-        for i, run in enumerate(runs[:MAX_LINES]):
+        for i, run in enumerate(drawn):
             c = colours[i % len(colours)]
-            ts, ys = _steps(run.samples, lambda s, q=q: s["queues"].get(q, {}).get(resource, 0) / scale, t0)
-            ax.step(ts, ys, where="post", color=c, linewidth=1.4, label=f"{run.name} usage")
-            cell = run.metrics.get("queues", {}).get(q, {})
-            g = cell.get("guaranteed", {}).get(resource)
-            m = cell.get("max", {}).get(resource)
-            if g is not None:
-                ax.axhline(g / scale, color=c, linestyle="--", linewidth=1.0, alpha=0.8,
-                           label=f"{run.name} guaranteed")
-            if m is not None:
-                ax.axhline(m / scale, color=c, linestyle=":", linewidth=1.2, alpha=0.9,
-                           label=f"{run.name} max")
+            ts, ys = _steps(run.samples, lambda s, q=q: s["queues"].get(q, {}).get(resource, 0) / scale,
+                            t0, per)
+            ax.step(ts, ys, where="post", color=c, linewidth=1.4)
+
             def demand(s: Mapping[str, Any], q: str = q) -> float:
                 return float(s["queues"].get(q, {}).get(resource, 0)
                              + s.get("queue_demand", {}).get(q, {}).get(resource, 0)) / scale
 
-            ts, ys = _steps(run.samples, demand, t0)
-            ax.step(ts, ys, where="post", color=c, linewidth=0.8, alpha=0.5, linestyle="-.",
-                    label=f"{run.name} usage + waiting")
+            ts, ys = _steps(run.samples, demand, t0, per)
+            ax.step(ts, ys, where="post", color=c, linewidth=0.8, alpha=0.6, linestyle="-.")
+            cell = run.metrics.get("queues", {}).get(q, {})
+            g = cell.get("guaranteed", {}).get(resource)
+            m = cell.get("max", {}).get(resource)
+            if g is not None:
+                ax.axhline(g / scale, color=c, linestyle="--", linewidth=1.0, alpha=0.8)
+            if m is not None:
+                ax.axhline(m / scale, color=c, linestyle=":", linewidth=1.3, alpha=0.9)
         ax.set_title(q, fontsize="medium", loc="left")
-        ax.set_ylabel(f"{resource} ({unit})" if unit else resource)
+        ax.set_ylabel(f"{resource} ({unit})" if unit else resource.rsplit("/", 1)[-1])
         ax.grid(True, alpha=0.3)
-    axes[0, 0].legend(loc="upper right", fontsize="x-small", ncol=2)
-    axes[-1, 0].set_xlabel("seconds since the start of the window")
-    fig.suptitle(f"usage against guaranteed (dashed) and max (dotted): {resource}")
-    _save(fig, path)
+    axes[-1, 0].set_xlabel(xlabel)
+    handles = [Line2D([], [], color=colours[i % len(colours)], linewidth=2, label=run.name)
+               for i, run in enumerate(drawn)]
+    handles += [Line2D([], [], color="grey", linestyle="-", label="usage"),
+                Line2D([], [], color="grey", linestyle="-.", label="usage + waiting"),
+                Line2D([], [], color="grey", linestyle="--", label="guaranteed"),
+                Line2D([], [], color="grey", linestyle=":", label="max")]
+    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize="small",
+               frameon=False)
+    fig.suptitle(f"usage against guaranteed and max: {resource}")
+    fig.tight_layout(rect=(0, 0.05 + 0.015 * (len(handles) // 6), 1, 1))
+    fig.savefig(path, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
 
 
 def plot_waiting(runs: Sequence[PlotRun], resource: str, path: Path, t0: float) -> None:
     """The waiting demand (resources of waiting asks) over time per run."""
     plt = _pyplot()
     scale, unit = _unit(resource)
+    per, xlabel = _time_axis(_span(runs, t0))
     fig, ax = plt.subplots(figsize=(9, 3.2))
     for run in runs[:MAX_LINES]:
-        ts, ys = _steps(run.samples, lambda s: s.get("demand", {}).get(resource, 0) / scale, t0)
+        ts, ys = _steps(run.samples, lambda s: s.get("demand", {}).get(resource, 0) / scale, t0, per)
         ax.step(ts, ys, where="post", linewidth=1.3, label=run.name)
-    ax.set_ylabel(f"waiting {resource} ({unit})" if unit else f"waiting {resource}")
-    ax.set_xlabel("seconds since the start of the window")
+    ax.set_ylabel(f"waiting {resource} ({unit})" if unit else f"waiting {resource.rsplit('/', 1)[-1]}")
+    ax.set_xlabel(xlabel)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
     fig.suptitle("waiting demand")
@@ -215,8 +240,9 @@ def _fmt(v: Any) -> str:
 def write_report(out: Path, *, title: str, source: str, runs: Sequence[PlotRun],
                  columns: Sequence[str], rows: Sequence[Mapping[str, Any]], caveats: Sequence[str] = (),
                  reproduction: Mapping[str, Any] | None = None, resource: str | None = None,
-                 recorded_unknown: bool = False) -> Path:
-    """Write ``report.html`` and ``plots/*.png`` into ``out``; return the report's path."""
+                 recorded_unknown: bool = False, legend: Sequence[str] = ()) -> Path:
+    """Write ``report.html`` and ``plots/*.png`` into ``out``; return the report's path. ``legend``:
+    lines naming the variants the plots label ``#1``, ``#2``…"""
     res = main_resource(runs, resource)
     t0 = min((float(r.samples[0]["t"]) for r in runs if r.samples), default=0.0)
     plots = write_plots(runs, out / "plots", resource=res, t0=t0, recorded_unknown=recorded_unknown)
@@ -236,6 +262,10 @@ def write_report(out: Path, *, title: str, source: str, runs: Sequence[PlotRun],
     if caveats:
         parts.append("<h2>What this replay cannot tell</h2><ul>")
         parts += [f"<li>{e(c)}</li>" for c in caveats]
+        parts.append("</ul>")
+    if legend:
+        parts.append("<h2>Variants</h2><ul>")
+        parts += [f"<li><code>{e(line)}</code></li>" for line in legend]
         parts.append("</ul>")
     parts.append("<h2>Variant × metric</h2><p>Waits in seconds; utilisation as a share of the cluster; "
                  "usage, borrowed and lent as time-weighted means in internal units (vcore in milli-cores, "

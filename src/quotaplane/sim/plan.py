@@ -59,7 +59,7 @@ def run_plan(o: PlanOptions, fail: Callable[[str], NoReturn]) -> None:
     from quotaplane.journal import mask_url
     from quotaplane.sim.compare import replay, reproduction, sample_interval_of
     from quotaplane.sim.recorded import Recorded, RecordedError, load_recorded, parse_when
-    from quotaplane.sim.results import render_table, table, write_results
+    from quotaplane.sim.results import render_table, short_names, table, write_results
     from quotaplane.sim.sweep import SweepError, Workload, apply_settings, run_dask, run_local, variants
     from quotaplane.sim.trace import InputError, TraceError, load_trace, read_input
 
@@ -151,13 +151,16 @@ def run_plan(o: PlanOptions, fail: Callable[[str], NoReturn]) -> None:
     if o.plot:
         from quotaplane.sim.html import PlotRun, write_report
 
+        labels, legend = short_names([str(r["variant"]) for r in rows])
         plot_runs = [PlotRun("recorded", recorded.metrics, recorded.samples)] if recorded is not None else []
         plot_runs += [PlotRun(name, summary["metrics"], samples) for name, summary, samples in runs]
+        for run, label in zip(plot_runs, labels, strict=True):
+            run.name = label
         prefer = next((s.name for v in vs for s, _ in v.values if s.kind == "resources"), None)
         written.insert(0, write_report(o.out, title="quotaplane capacity plan", source=source,
                                        runs=plot_runs, columns=columns, rows=rows,
                                        caveats=recorded.caveats if recorded is not None else (),
-                                       reproduction=check, resource=prefer,
+                                       reproduction=check, resource=prefer, legend=legend,
                                        recorded_unknown=recorded is not None))
     console.print("wrote " + ", ".join(str(p) for p in written), highlight=False)
 

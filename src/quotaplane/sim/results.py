@@ -22,7 +22,7 @@ from typing import Any
 
 from quotaplane.sim.metrics import flat_metrics
 
-__all__ = ["headline", "render_table", "table", "table_csv", "write_results"]
+__all__ = ["headline", "render_table", "short_names", "table", "table_csv", "write_results"]
 
 
 def table(recorded: Mapping[str, Any] | None, runs: Sequence[tuple[str, Mapping[str, Any]]],
@@ -47,6 +47,9 @@ def table(recorded: Mapping[str, Any] | None, runs: Sequence[tuple[str, Mapping[
         row: dict[str, Any] = {"variant": name}
         for k in metrics:
             v = flat.get(k)
+            if v is None and (k.startswith("preempted") or (
+                    k.startswith("refused") and not math.isnan(flat.get("refused", 0)))):
+                v = 0                 # a count another run has: none here (unknown stays unknown)
             row[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else v
         rows.append(row)
     return ["variant", *metrics], rows
@@ -69,22 +72,56 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _short(column: str) -> str:
+    """A terminal header: ``util gpu`` for ``utilisation.nvidia.com/gpu``, ``team-a p90`` for
+    ``queue[root.team-a].wait.p90``."""
+    if column.startswith("utilisation."):
+        return "util " + column.removeprefix("utilisation.").rsplit("/", 1)[-1]
+    if column.startswith("queue[") and column.endswith("].wait.p90"):
+        return column[len("queue["):-len("].wait.p90")].removeprefix("root.") + " p90"
+    return column
+
+
+#: variant names longer than this are numbered in the terminal table, with a legend below it
+_NAME_WIDTH = 18
+
+
+def short_names(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Labels for tables and plots: the names, or ``#1``, ``#2``… (``recorded`` stays) when one is
+    long; and the legend lines ``#1  <name>``."""
+    if all(len(n) <= _NAME_WIDTH for n in names):
+        return list(names), []
+    labels: list[str] = []
+    legend: list[str] = []
+    for n in names:
+        if n == "recorded":
+            labels.append(n)
+        else:
+            labels.append(f"#{len(legend) + 1}")
+            legend.append(f"{labels[-1]}  {n}")
+    return labels, legend
+
+
 def render_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], console: Any = None,
                  title: str = "variant × metric") -> None:
-    """Print the headline columns of the table with rich (waits in seconds, utilisation as a ratio)."""
+    """Print the headline columns of the table with rich (waits in seconds, utilisation as a ratio).
+
+    Long variant names are shown as ``#1``, ``#2``… with a legend under the table."""
     from rich.console import Console
     from rich.table import Table
 
     con = console if console is not None else Console()
     shown = headline(columns)
+    labels, legend = short_names([str(row["variant"]) for row in rows])
     t = Table(title=title)
-    t.add_column("variant")
+    t.add_column("variant", no_wrap=True)
     for c in shown:
-        t.add_column(c.replace("utilisation.", "util ").replace("queue[", "").replace("].wait.p90", " p90"),
-                     justify="right")
-    for row in rows:
-        t.add_row(str(row["variant"]), *(_cell(row.get(c)) for c in shown))
+        t.add_column(_short(c), justify="right")
+    for label, row in zip(labels, rows, strict=True):
+        t.add_row(label, *(_cell(row.get(c)) for c in shown))
     con.print(t)
+    for line in legend:
+        con.print(line, highlight=False)
 
 
 def table_csv(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
