@@ -396,10 +396,16 @@ class Recorder:
                 cell.touch_over(t)
             usage, acc, peak = cell.usage, cell.acc, cell.peak
             for r, v in items:
-                nv = usage.get(r, 0) + sign * v
+                sv = sign * v
+                try:                      # the hot path: the cell has seen this resource before
+                    nv = usage[r] + sv
+                except KeyError:
+                    nv = sv
+                    acc[r] = 0.0
+                    peak[r] = 0
                 usage[r] = nv
-                acc[r] = acc.get(r, 0.0) - sign * v * t
-                if measured and nv > peak.get(r, 0):
+                acc[r] -= sv * t
+                if measured and nv > peak[r]:
                     peak[r] = nv
             if fam is not None:
                 fam.after(cell, names)
