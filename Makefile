@@ -1,28 +1,63 @@
 # quotaplane — the two commands a newcomer needs are `make run` and `make test`.
-PYTHON ?= python3.11
+#
+# The environment (.venv/) is made from any Python >= 3.11 on PATH (PYTHON=… picks one):
+#   * with uv (on PATH or in ~/.local/bin): `uv venv` + `uv pip install`;
+#   * without uv: `python -m venv`, uv installed *inside* that venv with its pip, then as above
+#     (a distribution Python's `pip install --user` is refused by PEP 668; a venv is not);
+#   * a Python without ensurepip (Debian without python3-venv): `venv --without-pip`, and uv put in
+#     .venv/bootstrap with the system pip's --target (which PEP 668 allows);
+#   * if uv cannot be had at all: pip inside the venv installs the project.
+PYTHON ?= $(shell for p in python3 python3.14 python3.13 python3.12 python3.11 python; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
 VENV   := .venv
 BIN    := $(VENV)/bin
-UV     := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 STAMP  := $(VENV)/.installed
+EXTRAS := server,cli,client,sim,postgres,kube,dev
+HOST   ?= 127.0.0.1
+PORT   ?= 9080
+#: extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/server -x"`
+PYTEST_ARGS ?=
 
 .PHONY: run test bench lint env clean
 
-$(UV):
-	$(PYTHON) -m pip install --quiet --user uv || $(PYTHON) -m pip install --quiet uv
-
-$(STAMP): pyproject.toml | $(UV)
-	@command -v uv >/dev/null 2>&1 && UVBIN=uv || UVBIN=$(UV); \
-	if [ ! -x $(BIN)/python ]; then $$UVBIN venv --quiet --python $(PYTHON) $(VENV); fi; \
-	$$UVBIN pip install --quiet --python $(BIN)/python -e ".[server,cli,client,sim,postgres,kube,dev]"
+$(STAMP): pyproject.toml
+	@set -e; \
+	if [ -z "$(PYTHON)" ]; then \
+	  echo "make: no Python >= 3.11 found on PATH (tried python3, python3.14 … python3.11); install one" \
+	       "or name it: make PYTHON=/path/to/python3.12 …" >&2; exit 1; fi; \
+	uv=$$(command -v uv 2>/dev/null || true); \
+	if [ -z "$$uv" ] && [ -x "$(HOME)/.local/bin/uv" ]; then uv="$(HOME)/.local/bin/uv"; fi; \
+	if [ -z "$$uv" ] && [ -x $(BIN)/uv ]; then uv=$(BIN)/uv; fi; \
+	if [ -z "$$uv" ] && [ -x $(VENV)/bootstrap/bin/uv ]; then uv=$(VENV)/bootstrap/bin/uv; fi; \
+	if [ -n "$$uv" ]; then \
+	  [ -x $(BIN)/python ] || "$$uv" venv --quiet --python "$(PYTHON)" $(VENV); \
+	else \
+	  echo "make: uv not found: creating $(VENV) with $(PYTHON) -m venv and installing uv inside it"; \
+	  if [ ! -x $(BIN)/python ]; then \
+	    "$(PYTHON)" -m venv $(VENV) 2>/dev/null || { rm -rf $(VENV); "$(PYTHON)" -m venv --without-pip $(VENV); }; \
+	  fi; \
+	  if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
+	    $(BIN)/python -m pip install --quiet uv && uv=$(BIN)/uv || true; \
+	  else \
+	    "$(PYTHON)" -m pip install --quiet --target $(VENV)/bootstrap uv && uv=$(VENV)/bootstrap/bin/uv || true; \
+	  fi; \
+	fi; \
+	if [ -n "$$uv" ] && [ -x "$$uv" ]; then \
+	  "$$uv" pip install --quiet --python $(BIN)/python -e ".[$(EXTRAS)]"; \
+	else \
+	  echo "make: uv could not be installed; installing with pip (slower)"; \
+	  $(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"; \
+	fi
 	@touch $(STAMP)
 
 env: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/quotaplane serve --config examples/queues.yaml --store sqlite:///quotaplane-state.db --host 127.0.0.1 --port 9080
+	$(BIN)/quotaplane serve --config examples/queues.yaml --store sqlite:///quotaplane-state.db --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@mkdir -p benchmarks/results

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from quotaplane.errors import NotFoundError
 from quotaplane.partition import Partition
@@ -84,6 +84,11 @@ def router(service: Any) -> APIRouter:
     """The page's routes bound to ``service``."""
     r = APIRouter(tags=["ui"], include_in_schema=False)
     read = service.tokens.dependencies("read")
+
+    @r.get("/")
+    async def home() -> RedirectResponse:
+        """The service's root leads to the web page (open: it is only a pointer)."""
+        return RedirectResponse("/ui/", status_code=302)
 
     def part(request: Request) -> Partition:
         p: Partition = service.partition(request.query_params.get("partition", "default"))
