@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	  if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
 	    $(BIN)/python -m pip install --quiet uv && uv=$(BIN)/uv || true; \
 	  else \
-	    "$(PYTHON)" -m pip install --quiet --target $(VENV)/bootstrap uv && uv=$(VENV)/bootstrap/bin/uv || true; \
+	    "$(PYTHON)" -m pip install --quiet --root-user-action=ignore --target $(VENV)/bootstrap uv && uv=$(VENV)/bootstrap/bin/uv || true; \
 	  fi; \
 	fi; \
 	if [ -n "$$uv" ] && [ -x "$$uv" ]; then \
