@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "quotaplane"
 
 #: part -> the modules (dotted, below ``quotaplane``; a package name covers its submodules)
 PARTS: dict[str, tuple[str, ...]] = {
-    "base": ("resources", "config", "errors"),
+    "base": ("resources", "config", "errors", "units"),
     "ugm": ("ugm",), "queues": ("queues",), "elastic": ("elastic",), "forest": ("forest",),
     "k8s": ("k8s", "placement"),
     "policies": ("policy", "policies"),
