@@ -1,0 +1,153 @@
+"""Human units: resource amounts as a person reads them, and quantities as a person types them.
+
+Internal units stay what the engine and the REST API use (``vcore`` in milli-cores, ``memory`` in
+bytes, every other name a count): exact integers. This module only speaks to people:
+
+* :func:`amount` / :func:`resources` print ``2.5 cores``, ``800 Gi``, ``4 GPUs``, ``110 pods`` — and
+  ``unlimited`` for a limit that is not one (``INT64_MAX`` and the ``MaxInt64/5`` default max of
+  Koordinator's system and default quotas, reference §1.4), never the sentinel number;
+* :func:`percent` prints a share of a limit;
+* :func:`parse_resources` reads ``NAME=QUANTITY`` words as the configuration does (``vcore=2``,
+  ``vcore=500m``, ``memory=1Gi``) and as Kubernetes does (``cpu=0.5``, ``memory=1.5Gi``).
+
+The CLI (tables) and the web page (``/ui/``) both use it, so they print the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+
+from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
+
+__all__ = ["UNLIMITED_FROM", "amount", "is_unlimited", "parse_resources", "percent", "resources"]
+
+#: Amounts from here up are "no limit": INT64_MAX // 5 is Koordinator's default max (reference §1.4);
+#: no real cluster comes near 1.8e18 bytes or milli-cores.
+UNLIMITED_FROM = INT64_MAX // 5
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def is_unlimited(value: int) -> bool:
+    """True when ``value`` is a "no limit" sentinel rather than an amount."""
+    return value >= UNLIMITED_FROM
+
+
+def _number(value: Fraction | float, digits: int) -> str:
+    """``value`` with at most ``digits`` decimals, trailing zeros dropped (``2.5``, ``200``, ``0.001``)."""
+    text = f"{float(value):,.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _is_bytes(name: str) -> bool:
+    return name in ("memory", "ephemeral-storage", "storage") or name.startswith("hugepages-") \
+        or name.endswith(("/memory", "-memory", "storage"))
+
+
+def _is_gpu(name: str) -> bool:
+    last = name.rsplit("/", 1)[-1]
+    return last == "gpu" or last.startswith("gpu")
+
+
+def _bytes(value: int) -> str:
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    for suffix, size in _BINARY:
+        if v >= size:
+            # 3 significant figures at most below 100 units, whole units above
+            digits = 0 if v >= 100 * size else (1 if v >= 10 * size else 2)
+            return f"{sign}{_number(Fraction(v, size), digits)} {suffix}"
+    return f"{sign}{v} B"
+
+
+_LABEL = {"vcore": "cores", "memory": "memory", "pods": "pods"}
+
+
+def amount(name: str, value: int, *, named: bool = True) -> str:
+    """One amount in human units: ``vcore`` 2500 → ``2.5 cores``, ``memory`` 2**33 → ``8 Gi``,
+    ``nvidia.com/gpu`` 4 → ``4 GPUs``, ``pods`` 110 → ``110 pods``; any other name → ``name 7``
+    (``named=False``: ``7``). A "no limit" sentinel is ``unlimited``."""
+    if is_unlimited(value):
+        return f"{_LABEL.get(name, 'GPUs' if _is_gpu(name) else name)} unlimited" if named else "unlimited"
+    if name == "vcore":
+        cores = Fraction(value, 1000)
+        return f"{_number(cores, 3)} {'core' if cores == 1 else 'cores'}"
+    if name == "memory":
+        return _bytes(value)
+    if name == "pods":
+        return f"{value:,} {'pod' if value == 1 else 'pods'}"
+    if _is_gpu(name):
+        return f"{value:,} {'GPU' if value == 1 else 'GPUs'}" + ("" if name.endswith("/gpu") or name == "gpu"
+                                                                  or not named else f" ({name})")
+    text = _bytes(value) if _is_bytes(name) else f"{value:,}"
+    return f"{name} {text}" if named else text
+
+
+_ORDER = {"vcore": 0, "memory": 1}
+
+
+def _ordered(r: Mapping[str, int]) -> list[tuple[str, int]]:
+    """cores first, memory second, GPUs next, then the rest by name."""
+    return sorted(r.items(), key=lambda kv: (_ORDER.get(kv[0], 2 if _is_gpu(kv[0]) else 3), kv[0]))
+
+
+def resources(r: Mapping[str, int] | None, *, empty: str = "-", sep: str = ", ") -> str:
+    """A resource vector in human units: ``200 cores, 800 Gi, 8 GPUs, 110 pods``; ``empty`` for none."""
+    if not r:
+        return empty
+    return sep.join(amount(k, v) for k, v in _ordered(r)) or empty
+
+
+def percent(used: int, limit: int | None) -> str:
+    """``used`` as a share of ``limit``: ``50%``, ``<1%``, ``120%``; empty without a finite limit."""
+    if limit is None or limit <= 0 or is_unlimited(limit):
+        return ""
+    share = Fraction(used * 100, limit)
+    if 0 < share < 1:
+        return "<1%"
+    return f"{round(share)}%"
+
+
+def _vcore(text: str) -> int:
+    """``vcore`` as the configuration reads it (cores, or ``500m``), and decimals as Kubernetes does."""
+    try:
+        return Resource.from_config({"vcore": text})["vcore"]
+    except ValueError:
+        value = parse_k8s_quantity(text)
+        if value < 0:
+            raise ValueError(f"negative quantity {text!r}") from None
+        return math.ceil(value * 1000)
+
+
+def parse_resources(words: Iterable[str]) -> dict[str, int]:
+    """``NAME=QUANTITY`` words in internal units, the configuration's way and Kubernetes' way:
+    ``cpu=2`` and ``vcore=2`` are 2000 milli-cores, ``vcore=500m`` 500, ``memory=1Gi`` and
+    ``memory=1.5Gi`` bytes, ``nvidia.com/gpu=1`` a count. Raises :class:`ValueError` naming the word."""
+    out: dict[str, int] = {}
+    for word in words:
+        name, sep, text = word.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name or not text:
+            raise ValueError(f"{word!r}: expected NAME=QUANTITY (for example cpu=2 or memory=4Gi)")
+        try:
+            if name == "vcore":
+                key, value = "vcore", _vcore(text)
+            elif name == "cpu":
+                key, value = "vcore", Resource.from_k8s({"cpu": text})["vcore"]
+            else:
+                try:
+                    key, value = name, Resource.from_config({name: text})[name]
+                except ValueError:
+                    key, value = name, Resource.from_k8s({name: text})[name]
+        except ValueError as exc:
+            raise ValueError(f"{word!r}: not a quantity ({exc})") from None
+        if value > INT64_MAX:
+            raise ValueError(f"{word!r}: too large")
+        if key in out:
+            raise ValueError(f"{word!r}: {key} is given twice" + (" (cpu is vcore)" if key == "vcore" else ""))
+        out[key] = value
+    return out
