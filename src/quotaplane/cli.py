@@ -69,6 +69,10 @@ def serve(
         help="PostgreSQL: lead only these partitions (comma-separated; '' or '*': every free one) and "
              "follow the others, so several instances share the partitions.",
         envvar="QUOTAPLANE_PARTITIONS")] = None,
+    anonymous_read: Annotated[bool, typer.Option(
+        "--anonymous-read", help="With tokens: let requests without a token read (every GET, validate-conf, "
+             "whatif), so YuniKorn's web UI, Prometheus and the admission controller need none. Writes "
+             "still need a token.", envvar="QUOTAPLANE_ANONYMOUS_READ")] = False,
 ) -> None:
     """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/). Every option can also be
     given by its environment variable (QUOTAPLANE_CONFIG, QUOTAPLANE_STORE, …)."""
@@ -76,7 +80,7 @@ def serve(
 
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port, log_level=log_level,
                             log_format=log_format, access_log=access_log, group_commit=group_commit,
-                            partitions=_partition_list(partitions)))
+                            partitions=_partition_list(partitions), anonymous_read=anonymous_read))
 
 
 def _partition_list(text: str | None) -> list[str] | None:

@@ -16,15 +16,17 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import ipaddress
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from quotaplane.errors import ConfigError
 
@@ -133,11 +135,11 @@ class _Refused(Exception):
         self.code = code
 
 
-def _tokens_for(host: str) -> Tokens:
+def _tokens_for(host: str, anonymous_read: bool = False) -> Tokens:
     from quotaplane.server.auth import load_tokens
 
     try:
-        tokens = load_tokens()
+        tokens = load_tokens(anonymous_read=anonymous_read or None)
     except (OSError, ValueError) as exc:
         _err(f"quotaplane: cannot load tokens: {exc}")
         raise _Refused(2) from None
@@ -145,6 +147,9 @@ def _tokens_for(host: str) -> Tokens:
         _err(f"quotaplane: refusing to bind {host}: no tokens are configured (set QUOTAPLANE_TOKENS or "
              "QUOTAPLANE_TOKENS_FILE), so the service only listens on a loopback address")
         raise _Refused(2)
+    if tokens.anonymous_read and not tokens:
+        _err("quotaplane: --anonymous-read changes nothing without tokens: every loopback client may read "
+             "and write")
     return tokens
 
 
@@ -178,10 +183,43 @@ def _scheduler_for(text: str | None, store_url: str, host: str, port: int,
         raise _Refused(1) from None
 
 
-def _run(app: FastAPI, host: str, port: int) -> int:
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind ``host:port`` before anything else (the store is not touched when the port is taken); listen
+    only when serving starts. Bound but not listening, the address still reads as free to the fail-over
+    check of an earlier process of this instance (:func:`_address_free`, Linux SO_REUSEADDR)."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                 flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        _err(f"quotaplane: cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise _Refused(1) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        _refuse_address(host, port, exc)
+    return sock
+
+
+def _refuse_address(host: str, port: int, exc: OSError) -> NoReturn:
+    if exc.errno == errno.EADDRINUSE:
+        _err(f"quotaplane: cannot listen on {host}:{port}: the address is in use (another quotaplane or "
+             "another program listens there); stop it, or choose another --port (make run PORT=…)")
+    else:
+        _err(f"quotaplane: cannot listen on {host}:{port}: {exc.strerror or exc}")
+    raise _Refused(1) from None
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _run(app: FastAPI, sock: socket.socket, started: Callable[[int], None]) -> int:
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=5))
     rc = 0
     # uvicorn re-raises the stop signal after its graceful shutdown; with these no-op handlers in
@@ -189,9 +227,18 @@ def _run(app: FastAPI, host: str, port: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     try:
-        server.run()
+        try:
+            sock.listen(2048)
+        except OSError as exc:        # another process took the address since it was bound
+            name = sock.getsockname()
+            sock.close()
+            _refuse_address(str(name[0]), int(name[1]), exc)
+        started(int(sock.getsockname()[1]))
+        server.run(sockets=[sock])
         if not server.started:
             rc = 1
+    except _Refused as refused:
+        rc = refused.code
     except SystemExit as exc:  # uvicorn exits when it cannot bind
         rc = int(exc.code) if isinstance(exc.code, int) else 1
     finally:
@@ -204,14 +251,18 @@ def _run(app: FastAPI, host: str, port: int) -> int:
 
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
           port: int = 9080, *, log_level: str = "warning", log_format: str = "text",
-          access_log: bool = False, group_commit: bool = True, partitions: list[str] | None = None) -> int:
+          access_log: bool = False, group_commit: bool = True, partitions: list[str] | None = None,
+          anonymous_read: bool = False) -> int:
     """Run the service until interrupted; return the process exit code (non-zero: refused to start).
 
     ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
     writes one line per request (:mod:`quotaplane.server.logs`); ``group_commit`` False journals each
     change in a transaction of its own (:mod:`quotaplane.journal.group_commit`); ``partitions`` (PostgreSQL)
     makes this instance lead only those partitions (empty list: every free one) and follow the rest
-    (:mod:`quotaplane.server.ha_partitions`).
+    (:mod:`quotaplane.server.ha_partitions`). ``anonymous_read``: requests without a token get the
+    ``read`` role (:mod:`quotaplane.server.auth`; writes still need a token). The port is bound first:
+    a taken one refuses to start (exit 1) before the store is touched; the start line comes once it
+    is bound, with the URL of the web page.
     """
     import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
 
@@ -226,9 +277,15 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
 
     store_url = store or DEFAULT_STORE
     try:
-        tokens = _tokens_for(host)
-        leadership, scheduler = _scheduler_for(_config_text(config), store_url, host, port, partitions)
+        tokens = _tokens_for(host, anonymous_read)
+        text = _config_text(config)
+        sock = _bind(host, port)
     except _Refused as refused:
+        return refused.code
+    try:
+        leadership, scheduler = _scheduler_for(text, store_url, host, port, partitions)
+    except _Refused as refused:
+        sock.close()
         return refused.code
     app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens,
                      group_commit=group_commit)
@@ -238,9 +295,14 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
-    _err(f"quotaplane: serving on http://{host}:{port} (store {_mask(store_url)}, "
-         f"{'tokens' if tokens else 'no tokens: loopback only'})")
-    return _run(app, host, port)
+    access = ("tokens, anonymous read" if tokens.anonymous_read else "tokens") if tokens \
+        else "no tokens: loopback only"
+
+    def started(bound: int) -> None:
+        _err(f"quotaplane: serving on {_url(host, bound)} (store {_mask(store_url)}, {access}); "
+             f"web page {_url(host, bound)}/ui/")
+
+    return _run(app, sock, started)
 
 
 def _mask(url: str) -> str:
