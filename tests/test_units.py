@@ -21,6 +21,8 @@ from quotaplane.units import UNLIMITED_FROM, amount, parse_resources, percent, r
     ({"amd.com/gpu": 1}, "1 GPU"),
     ({"ephemeral-storage": 10 * 2**30, "widgets": 12000}, "ephemeral-storage 10 Gi, widgets 12,000"),
     ({"vcore": INT64_MAX // 5, "memory": INT64_MAX}, "cores unlimited, memory unlimited"),
+    ({"memory": 1600 * 2**30}, "1,600 Gi"),                  # a whole number of Gi, not 1.56 Ti
+    ({"memory": 3 * 2**40}, "3 Ti"),
     ({}, "-"),
 ])
 def test_resources_read_as_a_person_reads_them(r: dict[str, int], text: str) -> None:

@@ -56,6 +56,9 @@ def _is_gpu(name: str) -> bool:
 def _bytes(value: int) -> str:
     sign = "-" if value < 0 else ""
     v = abs(value)
+    for suffix, size in _BINARY:         # a whole number of a unit reads best: 1,600 Gi, not 1.56 Ti
+        if v >= size and v % size == 0 and v // size < 10_000:
+            return f"{sign}{v // size:,} {suffix}"
     for suffix, size in _BINARY:
         if v >= size:
             # 3 significant figures at most below 100 units, whole units above
