@@ -66,13 +66,22 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.
              httpx.LocalProtocolError, httpx.ProxyError)
 
 
-class _NotFound(ServiceError, NotFoundError):
+class ServiceNotFoundError(ServiceError, NotFoundError):
+    """404: no such partition, application, node, queue … (also a :class:`quotaplane.NotFoundError`)."""
+
     def __str__(self) -> str:
         return self.message
 
 
-class _Conflict(ServiceError, ConflictError):
-    pass
+class ServiceConflictError(ServiceError, ConflictError):
+    """409 other than a refused allocation: it exists already, or the state forbids the change (also a
+    :class:`quotaplane.ConflictError`)."""
+
+
+# Tracebacks and reprs name the module people import them from, not this private one.
+for _cls in (ServiceError, BadRequestError, AccessDeniedError, UnavailableError, ServerError,
+             UnreachableError, ServiceNotFoundError, ServiceConflictError):
+    _cls.__module__ = "quotaplane.client"
 
 
 def _error(response: httpx.Response) -> ServiceError:
@@ -87,9 +96,9 @@ def _error(response: httpx.Response) -> ServiceError:
     status = response.status_code
     cls: type[ServiceError]
     if status == 404:
-        cls = _NotFound
+        cls = ServiceNotFoundError
     elif status == 409:
-        cls = _Conflict
+        cls = ServiceConflictError
     elif status == 400:
         cls = BadRequestError
     elif status in (401, 403):

@@ -34,7 +34,9 @@ from quotaplane._client_api import (
     AccessDeniedError,
     BadRequestError,
     ServerError,
+    ServiceConflictError,
     ServiceError,
+    ServiceNotFoundError,
     T,
     UnavailableError,
     UnreachableError,
@@ -54,7 +56,9 @@ __all__ = [
     "BadRequestError",
     "Client",
     "ServerError",
+    "ServiceConflictError",
     "ServiceError",
+    "ServiceNotFoundError",
     "UnavailableError",
     "UnreachableError",
     "decision_of",
@@ -86,7 +90,9 @@ class _Session:
     :class:`~quotaplane._client_api._Call`)."""
 
     def __init__(self, server: str | None, token: str | None, retries: int) -> None:
-        self.server = (server or os.environ.get("QUOTAPLANE_SERVER") or DEFAULT_SERVER).rstrip("/")
+        url = (server or os.environ.get("QUOTAPLANE_SERVER") or DEFAULT_SERVER).rstrip("/")
+        # the service's root is meant; a URL naming its API path (YuniKorn's habit) means it too
+        self.server = url[:-len(_WS)] if url.endswith(_WS) else url
         token = token if token is not None else os.environ.get("QUOTAPLANE_TOKEN")
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.retries = retries

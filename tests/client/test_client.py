@@ -306,3 +306,33 @@ def test_the_async_client_has_every_call_of_the_sync_one(service: tuple[_Server,
             assert (await c.update_config(CONFIG.replace("vcore: 4", "vcore: 5")))["applied"] is True
             assert "vcore: 5" in await c.config() and len(await c.partitions()) == 1
     asyncio.run(main())
+
+
+def test_errors_are_named_by_their_public_names(service: tuple[_Server, qp.Scheduler]) -> None:
+    """Issue 30 #7: a traceback showed ``quotaplane._client_api._Conflict``."""
+    import traceback
+
+    from quotaplane.client import ServiceConflictError, ServiceNotFoundError
+
+    srv, _ = service
+    with Client(srv.url) as c:
+        with pytest.raises(ServiceNotFoundError) as missing:
+            c.application("nope")
+        c.add_node("dup-node", {"vcore": 1000})
+        c.add_application("dup", SUE, queue="root.a")
+        with pytest.raises(ServiceConflictError) as conflict:
+            c.add_application("dup", SUE, queue="root.a")
+    for exc in (missing.value, conflict.value):
+        shown = "".join(traceback.format_exception_only(type(exc), exc))
+        assert "_client_api" not in shown and "._" not in shown.split(":")[0], shown
+        assert shown.startswith("quotaplane.client."), shown
+    assert isinstance(missing.value, qp.NotFoundError) and isinstance(conflict.value, qp.ConflictError)
+
+
+@pytest.mark.parametrize("suffix", ["/ws/v1", "/ws/v1/", "/"])
+def test_a_server_url_naming_the_api_path_works_too(service: tuple[_Server, qp.Scheduler], suffix: str) -> None:
+    """Issue 30 #7: ``--server …/ws/v1`` printed ``404 404 page not found``."""
+    srv, _ = service
+    with Client(srv.url + suffix) as c:
+        assert c.queues()["queuename"] == "root"
+        assert c.server == srv.url
