@@ -34,15 +34,16 @@ def test_validate_files_all_good(tmp_path: Path) -> None:
     assert validate_files([str(good)]) == (True, [f"{good}: ok"])
 
 
-def test_unreadable_and_non_utf8_files_are_problem_lines_with_line_zero(tmp_path: Path) -> None:
+def test_unreadable_and_non_utf8_files_are_problem_lines_without_a_line(tmp_path: Path) -> None:
+    """Issue 30 #7: a missing file said "line 0"; a problem of the whole file names no line."""
     missing = tmp_path / "missing.yaml"
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     ok, lines = validate_files([missing, binary, tmp_path])
     assert ok is False
-    assert lines[0].startswith(f"{missing}:0: cannot read file")
-    assert lines[1].startswith(f"{binary}:0: file is not UTF-8")
-    assert lines[2].startswith(f"{tmp_path}:0: cannot read file")
+    assert lines[0] == f"{missing}: cannot read file: No such file or directory"
+    assert lines[1].startswith(f"{binary}: file is not UTF-8")
+    assert lines[2].startswith(f"{tmp_path}: cannot read file")
 
 
 def test_problem_without_line_prints_zero(tmp_path: Path) -> None:

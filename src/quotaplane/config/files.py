@@ -1,7 +1,7 @@
 """Validate configuration files for ``quotaplane validate FILE...``.
 
-Each problem becomes one ``FILE:LINE: reason`` line (``LINE`` is 0 when the problem has no line,
-like a file that cannot be read), and each valid file one ``FILE: ok`` line.
+Each problem becomes one ``FILE:LINE: reason`` line (``FILE: reason`` when the problem is the whole
+file's, like a file that cannot be read), and each valid file one ``FILE: ok`` line.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[bool, list[
         problems = validate_file(path)
         if problems:
             ok = False
-            lines.extend(f"{name}:{line}: {reason}" for line, reason in problems)
+            lines.extend(f"{name}:{line}: {reason}" if line else f"{name}: {reason}"
+                         for line, reason in problems)
         else:
             lines.append(f"{name}: ok")
     return ok, lines

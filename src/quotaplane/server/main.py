@@ -160,7 +160,7 @@ def _config_text(config: Path | None) -> str | None:
         return _read_config(config)
     except ConfigError as exc:
         for line, reason in exc.problems:
-            _err(f"{config}:{line if line is not None else 0}: {reason}")
+            _err(f"{config}:{line}: {reason}" if line else f"{config}: {reason}")
         _err(f"quotaplane: refusing to start: {config} is not a valid configuration")
         raise _Refused(1) from None
 
