@@ -151,6 +151,7 @@ def parse_resources(words: Iterable[str]) -> dict[str, int]:
         if value > INT64_MAX:
             raise ValueError(f"{word!r}: too large")
         if key in out:
-            raise ValueError(f"{word!r}: {key} is given twice" + (" (cpu is vcore)" if key == "vcore" else ""))
+            also = " (cpu is vcore)" if key == "vcore" else ""
+            raise ValueError(f"{word!r}: {key} is given twice{also}")
         out[key] = value
     return out

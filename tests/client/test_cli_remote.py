@@ -47,7 +47,7 @@ def test_queues_table_and_json(service: tuple[_Server, qp.Scheduler]) -> None:
     out = _run(srv, "queues")
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if "root.engineering.sandbox" in ln)
-    assert "vcore=2000" in line and "vcore=4000" in line          # allocated, and the waiting ask
+    assert "2 cores" in line and "4 cores" in line          # allocated, and the waiting ask
     tree = json.loads(_run(srv, "queues", "--output", "json").stdout)
     assert tree["queuename"] == "root"
 
@@ -65,7 +65,7 @@ def test_usage_apps_asks_and_whatif(service: tuple[_Server, qp.Scheduler]) -> No
     assert "app-1" in _run(srv, "apps").stdout
     asks = _run(srv, "asks", "app-1")
     assert "a3" in asks.stdout and "user.maxresources at root.engineering.sandbox" in asks.stdout
-    what = json.loads(_run(srv, "whatif", "app-1", "vcore=9000", "-o", "json").stdout)
+    what = json.loads(_run(srv, "whatif", "app-1", "cpu=9", "-o", "json").stdout)
     assert what["allocated"] is False
     assert {r["code"] for r in what["reasons"]} == {"user.maxresources", "group.maxresources"}
     assert _run(srv, "whatif", "app-1", "vcore").returncode == 2
@@ -87,6 +87,15 @@ def test_config_show_diff_and_apply(service: tuple[_Server, qp.Scheduler], tmp_p
     bad.write_text("partitions: [")
     out = _run(srv, "config", "apply", str(bad), "--yes")
     assert out.returncode == 1 and "not valid" in out.stderr
+    # every problem, as `validate` lists them (it showed the first of 9)
+    invalid = ROOT / "examples" / "invalid-limits.yaml"
+    listed = subprocess.run([EXE, "validate", str(invalid)], capture_output=True, text=True, timeout=60)
+    problems = listed.stderr.strip().splitlines()
+    assert len(problems) > 1
+    out = _run(srv, "config", "apply", str(invalid), "--yes")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[:-1] == problems
+    assert f"not valid ({len(problems)} problems); nothing applied" in out.stderr
+    assert s.config_text == changed.read_text()
 
 
 def test_errors_are_one_line(service: tuple[_Server, qp.Scheduler]) -> None:
@@ -152,7 +161,7 @@ def test_standing_answers_why_sues_job_waits(service: tuple[_Server, qp.Schedule
     srv, _ = service
     table = _run(srv, "standing", "--user", "sue")
     assert table.returncode == 0, table.stderr
-    assert "waiting a3" in table.stdout and "user.maxresources at" in table.stdout
+    assert "#1 a3" in table.stdout and "user.maxresources at" in table.stdout
     data = json.loads(_run(srv, "standing", "--user", "sue", "-o", "json").stdout)
     assert data["kind"] == "user" and data["waiting"][0]["position"] == 1
     sandbox = next(q for q in data["queues"] if q["queue"] == "root.engineering.sandbox")

@@ -330,7 +330,8 @@ def test_errors_are_named_by_their_public_names(service: tuple[_Server, qp.Sched
 
 
 @pytest.mark.parametrize("suffix", ["/ws/v1", "/ws/v1/", "/"])
-def test_a_server_url_naming_the_api_path_works_too(service: tuple[_Server, qp.Scheduler], suffix: str) -> None:
+def test_a_server_url_naming_the_api_path_works_too(service: tuple[_Server, qp.Scheduler],
+                                                    suffix: str) -> None:
     """Issue 30 #7: ``--server …/ws/v1`` printed ``404 404 page not found``."""
     srv, _ = service
     with Client(srv.url + suffix) as c:

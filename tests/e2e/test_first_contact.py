@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("quotaplane"))
 
 
-def _start(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def _start(args: list[str], tmp_path: Path,
+           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start serve; return it and its base URL, read off its start line (so --port 0 works)."""
     proc = subprocess.Popen([EXE, "serve", "--store", f"sqlite:///{tmp_path}/s.db", *args],
                             env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)

@@ -125,8 +125,8 @@ partitions:
         assert r.status_code == 201, r.text
         httpx.post(f"{srv.url}/ws/v1/partition/second/allocations",
                    json={"applicationID": "late", "allocationKey": "k", "resource": {"vcore": 3000}})
-        tab.page.wait_for_function("() => document.querySelector('main').innerText.includes('3 cores / 4 cores')",
-                                   timeout=30_000)
+        tab.page.wait_for_function(
+            "() => document.querySelector('main').innerText.includes('3 cores / 4 cores')", timeout=30_000)
         assert tab.page.evaluate("() => window.__same") == 1            # the same document: no reload
         assert tab.errors == [], tab.errors
         # the choice is kept for the next page

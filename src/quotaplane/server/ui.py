@@ -223,7 +223,8 @@ def _frame(title: str, active: str | None, body: str, *, partition: str = "defau
     page = ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>quotaplane — {_e(title)}</title>"
-            '<link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/static/ui.css"><script src="/ui/static/ui.js" defer></script>'
+            '<link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/static/ui.css">'
+            '<script src="/ui/static/ui.js" defer></script>'
             f'</head><body><header><a class="brand" href="/ui/">quotaplane</a><nav>{nav}</nav>'
             f'<div class="tools">{tools}</div></header>'
             f'<main><h1>{_e(title)}'
