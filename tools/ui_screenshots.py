@@ -91,13 +91,13 @@ def main() -> int:
              "ui-standing": "/ui/standing?kind=user&name=sue"}
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"])
+            browser = pw.chromium.launch(executable_path=args.chromium,
+                                         args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             for name, path in shots.items():
                 page.goto(base + path)
                 page.screenshot(path=str(args.out / f"{name}.png"), full_page=name != "ui-queues")
                 print(f"wrote {args.out / name}.png")
-            page.goto(base + "/ui/")
             browser.close()
     finally:
         server.should_exit = True
