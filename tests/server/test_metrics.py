@@ -70,3 +70,56 @@ def test_preemptions_are_counted_by_reason() -> None:
     assert _samples(text, "quotaplane_preempted_allocations_total") == {
         '{partition="default",reason="elastic.revoked"}': 4.0}
     s.close()
+
+
+#: every family YuniKorn's Grafana dashboard reads (yunikorn-k8shim deployments/grafana-dashboard), with
+#: the per-queue names its queue panels select
+DASHBOARD = ("yunikorn_scheduler_application_total", "yunikorn_scheduler_application_submission_total",
+             "yunikorn_scheduler_container_allocation_attempt_total",
+             "yunikorn_scheduler_scheduling_latency_milliseconds_bucket",
+             "yunikorn_scheduler_vcore_node_usage_total", "yunikorn_scheduler_memory_node_usage_total",
+             "yunikorn_scheduler_pods_node_usage_total", "yunikorn_root_a_queue_app",
+             "yunikorn_root_a_queue_resource")
+
+
+def test_the_yunikorn_families_its_grafana_dashboard_reads() -> None:
+    """Issue 30: YuniKorn's metric families beside quotaplane's own, so its dashboard works."""
+    s = qp.Scheduler.from_yaml(CONFIG)
+    p = s.partition("default")
+    p.add_node("n1", qp.Resource({"vcore": 8000, "memory": 2**34, "pods": 10}))
+    p.add_node("n2", qp.Resource({"vcore": 8000, "memory": 2**34, "pods": 10}))
+    srv = _Server(s)
+    try:
+        assert httpx.post(srv.url + "/ws/v1/partition/default/applications",
+                          json={"applicationID": "a1", "user": "alice", "groups": ["dev"], "queue": "root.a",
+                                "tags": tags("team-a", "A")}).status_code == 201
+        for key, vcore in (("k1", 2500), ("k2", 500), ("k3", 4000)):     # k3 is over alice's 3 cores
+            httpx.post(srv.url + "/ws/v1/partition/default/allocations",
+                       json={"applicationID": "a1", "allocationKey": key, "resource": {"vcore": vcore},
+                             "nodeID": "n1"})
+        httpx.delete(srv.url + "/ws/v1/partition/default/allocation/k2")
+        text = httpx.get(srv.url + "/ws/v1/metrics").text
+    finally:
+        srv.stop()
+        s.close()
+    for family in DASHBOARD:
+        assert any(line.startswith(family) for line in text.splitlines()), family
+    attempts = _samples(text, "yunikorn_scheduler_container_allocation_attempt_total")
+    assert attempts == {'{state="allocated"}': 2, '{state="rejected"}': 1, '{state="released"}': 1}
+    assert _samples(text, "yunikorn_scheduler_application_submission_total")['{result="accepted"}'] == 1
+    assert sum(_samples(text, "yunikorn_scheduler_application_total").values()) == 1
+    assert _samples(text, "yunikorn_scheduler_node")['{state="active"}'] == 2
+    vcore = _samples(text, "yunikorn_scheduler_vcore_node_usage_total")
+    assert vcore['{range="(30%,40%]"}'] == 1 and vcore['{range="[0,10%]"}'] == 1     # 2.5 of 8; 0 of 8
+    assert len(vcore) == 10
+    res = _samples(text, "yunikorn_queue_resource")
+    assert res['{partition="default",queue="root.a",resource="vcore",state="allocated"}'] == 2500
+    assert res['{partition="default",queue="root.a",resource="vcore",state="max"}'] == 6000
+    old = _samples(text, "yunikorn_root_a_queue_resource")
+    assert old['{partition="default",resource="vcore",state="allocated"}'] == 2500
+    assert sum(_samples(text, "yunikorn_root_a_queue_app").values()) == 1
+    count = next(ln for ln in text.splitlines()
+                 if ln.startswith("yunikorn_scheduler_scheduling_latency_milliseconds_count "))
+    assert float(count.rsplit(" ", 1)[1]) == 3                  # one per decision
+    # quotaplane's own families are still there
+    assert "quotaplane_queue_resource{" in text and "quotaplane_admission_duration_seconds_count" in text

@@ -9,6 +9,17 @@ The families follow YuniKorn's and Kueue's conventions: one family per object ki
 label for the quantities (YuniKorn's ``yunikorn_queue_resource{state=…}``), a decision counted once
 with its outcome and first reason (Kueue's ``admission_attempts_total{result}``), an admission
 latency histogram, evictions by reason, build info, and the process and platform collectors.
+
+Beside quotaplane's own families, the ``yunikorn_…`` families that YuniKorn's scheduler serves and
+its Grafana dashboard (yunikorn-k8shim ``deployments/grafana-dashboard``) reads, with YuniKorn's names,
+types, labels and buckets: ``yunikorn_scheduler_application_total{state}``,
+``…_application_submission_total{result}``, ``…_container_allocation_attempt_total{state}``,
+``…_scheduling_latency_milliseconds`` (observed in seconds, as YuniKorn does despite the name),
+``…_node{state}``, ``…_<resource>_node_usage_total{range}`` (nodes per tenth of use), and per queue
+``yunikorn_queue_app{queue,state}`` and ``yunikorn_queue_resource{queue,state,resource}`` — also under
+the per-queue names the dashboard's queue panels select (``yunikorn_root_<queue>_queue_app``,
+``…_queue_resource``). A ``partition`` label is added to the queue families, so two partitions with
+the same queue path stay apart.
 """
 
 from __future__ import annotations
@@ -35,6 +46,11 @@ __all__ = ["Metrics"]
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _ADMISSION_BUCKETS = (0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1)
 _JOURNAL_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+#: YuniKorn's buckets for its scheduler latencies: prometheus.ExponentialBuckets(0.0001, 10, 8)
+_YUNIKORN_BUCKETS = tuple(0.0001 * 10**i for i in range(8))
+#: YuniKorn's node usage ranges (pkg/metrics/scheduler.go), a tenth of use each
+_USAGE_RANGES = ("[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]", "(60%,70%]",
+                 "(70%,80%]", "(80%,90%]", "(90%,100%]")
 
 
 class Metrics:
@@ -49,9 +65,9 @@ class Metrics:
         self.decisions = Counter("quotaplane_admission_decisions",
                                  "admission decisions, each counted once: result and first reason code",
                                  ["result", "reason"], registry=self.registry)
-        self.admission = Histogram("quotaplane_admission_duration_seconds",
-                                   "time to decide one allocation (every policy checked and applied)",
-                                   buckets=_ADMISSION_BUCKETS, registry=self.registry)
+        self.admission_seconds = Histogram("quotaplane_admission_duration_seconds",
+                                           "time to decide one allocation (every policy checked and applied)",
+                                           buckets=_ADMISSION_BUCKETS, registry=self.registry)
         self.preempted = Counter("quotaplane_preempted_allocations",
                                  "allocations taken away, by partition and reason code",
                                  ["partition", "reason"], registry=self.registry)
@@ -66,6 +82,25 @@ class Metrics:
                               registry=self.registry)
         self.journal_write = Histogram("quotaplane_journal_write_seconds", "journal append latency",
                                        buckets=_JOURNAL_BUCKETS, registry=self.registry)
+        # YuniKorn's own families (docs/metrics.md "YuniKorn's families")
+        self.yk_attempts = Counter("yunikorn_scheduler_container_allocation_attempt",
+                                   "Total number of attempts to allocate containers. State of the attempt "
+                                   "includes `allocated`, `rejected`, `error`, `released`",
+                                   ["state"], registry=self.registry)
+        self.yk_submissions = Counter("yunikorn_scheduler_application_submission",
+                                      "Total number of application submissions. State of the attempt "
+                                      "includes `new`, `accepted` and `rejected`.", ["result"],
+                                      registry=self.registry)
+        self.yk_latency = Histogram("yunikorn_scheduler_scheduling_latency_milliseconds",
+                                    "Latency of the main scheduling routine, in seconds.",
+                                    buckets=_YUNIKORN_BUCKETS, registry=self.registry)
+        for state in ("allocated", "rejected", "released"):
+            self.yk_attempts.labels(state)
+        for result in ("new", "accepted", "rejected"):
+            self.yk_submissions.labels(result)
+        self._yk_rejected = self.yk_attempts.labels("rejected")
+        #: one decision's time, observed in quotaplane's histogram and in YuniKorn's
+        self.admission = _Observers(self.admission_seconds, self.yk_latency)
         self._allocated = self.decisions.labels("allocated", "none")
         self._refused: dict[str, Any] = {}
         self._latency_children: dict[tuple[str, str], Any] = {}
@@ -91,6 +126,7 @@ class Metrics:
         if decision.allocated:
             self._allocated.inc()
             return
+        self._yk_rejected.inc()
         code = decision.reasons[0].code if decision.reasons else "unknown"
         child = self._refused.get(code)
         if child is None:
@@ -100,12 +136,27 @@ class Metrics:
     def events(self, partition: str, events: Sequence[E.Event], _t: float) -> None:
         """A partition's journalled events (``Partition.listen``): count what was preempted, by
         reason (elastic reclaim, queue and quota preemption, quota-tree preemption)."""
+        allocated = released = added = 0
         for ev in events:
-            if type(ev) is E.Preempted:
+            kind = type(ev)
+            if kind is E.Allocated:
+                allocated += 1
+            elif kind is E.Released:
+                released += 1
+            elif kind is E.AppAdded:
+                added += 1
+            elif type(ev) is E.Preempted:
                 self.preempted.labels(partition, ev.reason.get("code", "")).inc(len(ev.keys))
             elif type(ev) is E.Noted and ev.notice.get("type") == "preempted":
                 reason = (ev.notice.get("reason") or {}).get("code", "")
                 self.preempted.labels(partition, str(reason)).inc(len(ev.notice.get("allocations") or ()))
+        if allocated:                      # asks a cycle allocated count too, as in YuniKorn
+            self.yk_attempts.labels("allocated").inc(allocated)
+        if released:
+            self.yk_attempts.labels("released").inc(released)
+        if added:                          # an application placed is a submission accepted
+            self.yk_submissions.labels("new").inc(added)
+            self.yk_submissions.labels("accepted").inc(added)
 
     def observe_decisions(self, decisions: Iterable[Decision]) -> int:
         """Count a batch's decisions (one counter step for all the admitted ones); return how many
@@ -123,6 +174,20 @@ class Metrics:
     def observe_whatif(self, decision: Decision) -> None:
         """Count one what-if answer."""
         self.whatif.labels("allocated" if decision.allocated else "refused").inc()
+
+
+class _Observers:
+    """Several histograms observed as one (``observe``)."""
+
+    __slots__ = ("_targets",)
+
+    def __init__(self, *targets: Histogram) -> None:
+        self._targets = targets
+
+    def observe(self, value: float) -> None:
+        """Observe ``value`` in every target."""
+        for t in self._targets:
+            t.observe(value)
 
 
 def _resource_items(r: Mapping[str, int] | None) -> Iterator[tuple[str, int]]:
@@ -220,6 +285,7 @@ class _UsageCollector:
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
         yield from (q_res, q_asks, elastic, tree, users, user_apps, groups, cap, used, apps, leader, commits,
                     committed)
+        yield from _yunikorn_families(served)
 
 
 _QUEUE_STATES = (("guaranteed", "guaranteedResource"), ("max", "maxResource"),
@@ -265,3 +331,87 @@ def _tracker_samples(partition: str, trackers: list[dict[str, Any]], key: str, u
             usage.add_metric([partition, t[key], res], amount)
         if running is not None:
             running.add_metric([partition, t[key]], len(root.get("runningApplications") or ()))
+
+
+# -- YuniKorn's families --------------------------------------------------------------------------------
+def _metric_name(text: str) -> str:
+    """YuniKorn's formatMetricName: every byte outside [a-zA-Z0-9_:] becomes ``_``; a leading digit gets
+    a ``_`` in front."""
+    out = "".join(c if c.isascii() and (c.isalnum() or c in "_:") else "_" for c in text)
+    return "_" + out if out[:1].isdigit() else out
+
+
+def _usage_range(used: int, capacity: int) -> int:
+    """The index of YuniKorn's node usage range for ``used`` of ``capacity``: [0,10%] is 0, (10%,20%] 1 …"""
+    if capacity <= 0 or used <= 0:
+        return 0
+    tenths = -(-used * 10 // capacity)          # ceil(used / capacity * 10)
+    return max(0, min(9, tenths - 1))
+
+
+def _yunikorn_families(partitions: Sequence[Any]) -> Iterator[Metric]:
+    """The quantities of YuniKorn's families, read at scrape time (each partition's lock held briefly)."""
+    app_states: dict[str, int] = {}
+    nodes = GaugeMetricFamily("yunikorn_scheduler_node",
+                              "Total number of nodes. State of the node includes `active` and `failed`.",
+                              labels=["state"])
+    node_states = {"active": 0, "draining": 0}
+    usage: dict[str, list[int]] = {}
+    queue_app = GaugeMetricFamily("yunikorn_queue_app", "Queue application metrics. State of the application "
+                                  "includes `new`, `accepted`, `rejected`, `running`, `failing`, `failed`, "
+                                  "`resuming`, `completing`, `completed`.",
+                                  labels=["queue", "state", "partition"])
+    queue_res = GaugeMetricFamily("yunikorn_queue_resource", "Queue resource metrics. State of the resource "
+                                  "includes `guaranteed`, `max`, `allocated`, `pending`, `preempting`, "
+                                  "`maxRunningApps`.", labels=["queue", "state", "resource", "partition"])
+    per_queue: list[Metric] = []
+    for p in partitions:
+        with p.lock:
+            dao = p.queues.dao(None, subtree=True, partition=p.name)
+            by_queue: dict[str, dict[str, int]] = {}
+            for app in p.applications():
+                state = str(app.state).lower()
+                app_states[state] = app_states.get(state, 0) + 1
+                counts = by_queue.setdefault(app.queue_path, {})
+                counts[state] = counts.get(state, 0) + 1
+            for node_id, capacity in p.nodes().items():
+                node_states["active" if p.node_schedulable(node_id) else "draining"] += 1
+                on: dict[str, int] = {}
+                for a in p.node_allocations(node_id):
+                    for k, v in a.resource.items():
+                        on[k] = on.get(k, 0) + v
+                for res, cap in capacity.items():
+                    usage.setdefault(res, [0] * len(_USAGE_RANGES))[_usage_range(on.get(res, 0), cap)] += 1
+        for q in _walk_queue(dao):
+            path = str(q.get("queuename", ""))
+            name = _metric_name(path)
+            apps = GaugeMetricFamily(f"yunikorn_{name}_queue_app", f"Queue {path} application metrics.",
+                                     labels=["state", "partition"])
+            res = GaugeMetricFamily(f"yunikorn_{name}_queue_resource", f"Queue {path} resource metrics.",
+                                    labels=["state", "resource", "partition"])
+            for state, count in sorted(by_queue.get(path, {}).items()):
+                queue_app.add_metric([path, state, p.name], count)
+                apps.add_metric([state, p.name], count)
+            for state, key in _QUEUE_STATES:
+                for rname, amount in _resource_items(q.get(key)):
+                    queue_res.add_metric([path, state, rname, p.name], amount)
+                    res.add_metric([state, rname, p.name], amount)
+            if q.get("maxRunningApps"):
+                queue_res.add_metric([path, "maxRunningApps", "", p.name], int(q["maxRunningApps"]))
+                res.add_metric(["maxRunningApps", "", p.name], int(q["maxRunningApps"]))
+            per_queue += [apps, res]
+    total = GaugeMetricFamily("yunikorn_scheduler_application_total", "Total number of applications. State "
+                              "of the application includes `running`, `resuming`, `failing`, `completing`, "
+                              "`completed` and `failed`.", labels=["state"])
+    for state, count in sorted(app_states.items()):
+        total.add_metric([state], count)
+    for node_state, n in node_states.items():
+        nodes.add_metric([node_state], n)
+    yield from (total, nodes, queue_app, queue_res)
+    for res_name, in_range in sorted(usage.items()):
+        fam = GaugeMetricFamily(f"yunikorn_scheduler_{_metric_name(res_name)}_node_usage_total",
+                                "Total resource usage of node, by resource name.", labels=["range"])
+        for label, n_nodes in zip(_USAGE_RANGES, in_range, strict=True):
+            fam.add_metric([label], n_nodes)
+        yield fam
+    yield from per_queue
