@@ -13,6 +13,11 @@ What it does:
    Queues, Applications (a queue picked, an application opened), Nodes and Status, and writes a
    screenshot of each to ``--out``.
 
+By default quotaplane runs **secured**, as it would off loopback: tokens are configured
+(``QUOTAPLANE_TOKENS``) and ``--anonymous-read`` is on, so the tour writes with the admin token while the
+UI — which sends no token — reads anonymously (``--open`` runs it without tokens instead). The check
+also confirms that, on the secured instance, a write without a token is refused (401).
+
 It fails when a page reaches the UI's error route, when the browser logs a console error, or when a
 ``/ws/`` call answers 4xx/5xx. This project does not build yunikorn-web: build it from its repository
 with that repository's own instructions and pass the folder. Needs ``pip install playwright`` (its
@@ -51,10 +56,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+#: the admin token of the secured instance (a throwaway: the instance lives for one check)
+ADMIN_TOKEN = "yunikorn-web-check-admin"
+
+
+def _call(base: str, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, json.loads(r.read() or b"null")
@@ -62,7 +73,7 @@ def _call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def readme_tour(base: str) -> None:
+def readme_tour(base: str, token: str | None = None) -> None:
     """The README's "Talk to the service" steps, stopping while ask a3 waits (so it shows as pending)."""
     steps: list[tuple[str, str, Any, int]] = [
         ("PUT", "/ws/v1/partition/default/node/node-1",
@@ -79,7 +90,7 @@ def readme_tour(base: str) -> None:
          {"allocationKey": "a3", "resource": {"vcore": 4000}}, 201),
     ]
     for method, path, body, want in steps:
-        status, answer = _call(base, method, path, body)
+        status, answer = _call(base, method, path, body, token)
         if status != want:
             raise SystemExit(f"tour step {method} {path}: {status} {answer}")
 
@@ -143,12 +154,18 @@ def serve_ui(dist: Path, backend: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def quotaplane_serve(tmp: Path) -> Iterator[str]:
+def quotaplane_serve(tmp: Path, secured: bool = False) -> Iterator[str]:
+    """``quotaplane serve`` on a free port; ``secured``: with an admin token and ``--anonymous-read``."""
     port = _free_port()
     exe = shutil.which("quotaplane", path=str(Path(sys.executable).parent)) or "quotaplane"
+    env = dict(os.environ)
+    extra: list[str] = []
+    if secured:
+        env["QUOTAPLANE_TOKENS"] = f"admin={ADMIN_TOKEN}"
+        extra = ["--anonymous-read"]
     proc = subprocess.Popen([exe, "serve", "--config", str(ROOT / "examples" / "queues.yaml"),
                              "--store", f"sqlite:///{tmp / 'state.db'}", "--host", "127.0.0.1",
-                             "--port", str(port)], cwd=ROOT)
+                             "--port", str(port), *extra], cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -226,17 +243,28 @@ def main() -> int:
     ap.add_argument("--dist", type=Path, required=True, help="yunikorn-web's production build folder")
     ap.add_argument("--out", type=Path, default=Path("yunikorn-web-screenshots"), help="screenshots go here")
     ap.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+    ap.add_argument("--open", action="store_true",
+                    help="run quotaplane without tokens (default: an admin token and --anonymous-read)")
     args = ap.parse_args()
     if not (args.dist / "index.html").is_file():
         raise SystemExit(f"{args.dist}: no index.html (pass the folder of a yunikorn-web production build)")
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, quotaplane_serve(Path(tmp)) as backend:
-        readme_tour(backend)
+    secured = not args.open
+    with tempfile.TemporaryDirectory() as tmp, quotaplane_serve(Path(tmp), secured) as backend:
+        readme_tour(backend, ADMIN_TOKEN if secured else None)
+        problems: list[str] = []
+        if secured:           # the anonymous reader may read, never write
+            status, _ = _call(backend, "PUT", "/ws/v1/partition/default/node/node-2",
+                              {"capacity": {"vcore": 1000}})
+            if status != 401:
+                problems.append(f"a write without a token answered {status}, not 401")
         with serve_ui(args.dist, backend) as ui:
-            problems = drive(ui, args.out, args.chromium)
+            problems += drive(ui, args.out, args.chromium)
     for p in problems:
         print("PROBLEM", p)
-    print(f"screenshots in {args.out}; {'FAILED' if problems else 'passed'}: {len(problems)} problem(s)")
+    mode = "token-protected instance, anonymous read" if secured else "instance without tokens"
+    verdict = "FAILED" if problems else "passed"
+    print(f"{mode}; screenshots in {args.out}; {verdict}: {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -47,3 +47,19 @@ def test_the_tour_and_the_forwarding_server(tmp_path: Path) -> None:
             assert [r["allocationKey"] for r in app["requests"]] == ["a3"]      # shown as pending
             assert app["allocations"][0]["nodeId"] == "node-1"
             assert _get(ui + "/../../etc/passwd")[1] == b"<app-root></app-root>"
+
+
+def test_the_secured_instance_reads_anonymously_and_writes_with_the_token(tmp_path: Path) -> None:
+    """Issue 30: the UI's reads go through without a token (anonymous read); the tour's writes need it."""
+    tool = _tool()
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.html").write_text("<app-root></app-root>")
+    with tool.quotaplane_serve(tmp_path, secured=True) as backend:
+        refused = tool._call(backend, "PUT", "/ws/v1/partition/default/node/n9", {"capacity": {"vcore": 1}})
+        assert refused[0] == 401
+        tool.readme_tour(backend, tool.ADMIN_TOKEN)
+        with tool.serve_ui(dist, backend) as ui:
+            app = json.loads(_get(ui + "/ws/v1/partition/default/application/app-1")[1])
+            assert [r["allocationKey"] for r in app["requests"]] == ["a3"]
+            assert json.loads(_get(ui + "/ws/v1/partition/default/queues")[1])["queuename"] == "root"
