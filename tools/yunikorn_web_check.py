@@ -221,15 +221,38 @@ def drive(ui: str, out: Path, chromium: str) -> list[str]:
         if not (out / "queues-sandbox.png").exists():
             problems.append("queues: could not open root.engineering.sandbox")
         visit("applications", "/#/applications", "app-applications-view")
-        # pick the tour's queue, then open its application
-        with contextlib.suppress(Exception):
-            page.locator("mat-select").nth(1).click()
-            page.get_by_role("option", name="root.engineering.sandbox").click()
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(out / "applications-queue.png"), full_page=True)
-            page.get_by_text("app-1").first.click()
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(out / "applications-app.png"), full_page=True)
+        # pick the tour's queue, then open its application (twice at most: the select's panel may
+        # re-render under the click on a loaded machine; a second try starts from a fresh page)
+        def pick_and_open() -> bool:
+            step = "open the queue select"
+            try:
+                # wait for each element rather than a fixed time: the select's panel animates in
+                page.locator("mat-select").nth(1).click()
+                step = "pick root.engineering.sandbox"
+                option = page.get_by_role("option", name="root.engineering.sandbox")
+                option.wait_for(state="visible", timeout=15_000)
+                page.wait_for_timeout(500)
+                try:
+                    option.click(timeout=5_000)
+                except Exception:          # the panel still moving: the option's own click
+                    option.dispatch_event("click")
+                step = "see app-1 listed"
+                row = page.get_by_role("cell", name="app-1").first
+                row.wait_for(state="visible", timeout=15_000)
+                page.screenshot(path=str(out / "applications-queue.png"), full_page=True)
+                step = "open app-1"
+                row.click()
+                allocation = page.get_by_role("cell", name="a1", exact=True).first
+                allocation.wait_for(state="visible", timeout=15_000)
+                page.screenshot(path=str(out / "applications-app.png"), full_page=True)
+            except Exception as exc:              # say why (the check below names the page)
+                print(f"applications: could not {step}: {str(exc).splitlines()[0]}")
+                return False
+            return True
+
+        if not pick_and_open():
+            visit("applications", "/#/applications", "app-applications-view")
+            pick_and_open()
         if not (out / "applications-app.png").exists():
             problems.append("applications: could not pick root.engineering.sandbox and open app-1")
         visit("nodes", "/#/nodes", "app-nodes-view")
