@@ -57,6 +57,11 @@ _HEADERS = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"
 
 _ASSETS = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 
+#: the body the login and logout forms post: documented, so the service's Content-Type check (a change
+#: must be JSON or YAML unless its operation documents another type) lets a browser's form through
+_FORM_BODY: dict[str, Any] = {"requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": {
+    "type": "object", "properties": {"token": {"type": "string"}, "next": {"type": "string"}}}}}}}
+
 #: the largest login form body read (a token is far shorter)
 _MAX_FORM = 8192
 
@@ -321,7 +326,7 @@ def router(service: Any) -> APIRouter:
             return RedirectResponse("/ui/", status_code=303)
         return _login_page("", 200, _safe_next(request.query_params.get("next")))
 
-    @r.post("/ui/login")
+    @r.post("/ui/login", openapi_extra=_FORM_BODY)
     async def login(request: Request) -> Response:
         """The login form: ``token`` (form-encoded, never in the URL) → a session cookie."""
         if not tokens:
@@ -350,7 +355,7 @@ def router(service: Any) -> APIRouter:
                         samesite="strict", secure=request.url.scheme == "https")
         return resp
 
-    @r.post("/ui/logout")
+    @r.post("/ui/logout", openapi_extra=_FORM_BODY)
     async def logout(request: Request) -> Response:
         """End the session (the cookie is dropped and refused from now on)."""
         if tokens:
