@@ -365,6 +365,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
                leadership: Leadership | PartitionLeadership | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
                timeouts_interval: float = TIMEOUTS_INTERVAL,
+               schedule_interval: float | None = None,
                history_interval: float = HISTORY_INTERVAL, group_commit: bool = True) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
@@ -373,6 +374,9 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     ``loopback_only``: refuse non-loopback clients (``serve`` sets it when no token is configured).
     ``fast_path``: serve ``POST …/allocations`` from the middleware (same behaviour, less overhead).
     ``timeouts_interval``: seconds between the leader's ``Partition.check_timeouts`` rounds.
+    ``schedule_interval``: seconds between two rounds of the timer's scheduling cycle (a partition
+    whose waiting asks may fit now gets a cycle even with ``auto_schedule`` off); None: every half
+    second.
     ``history_interval``: seconds between two samples of ``/ws/v1/history`` (YuniKorn: a minute).
     ``group_commit``: journal concurrent changes of a partition in one transaction while the app
     runs (:mod:`quotaplane.journal.group_commit`); every answer still waits for its commit (S1).
@@ -397,7 +401,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
         if leadership is not None:
             await leadership.start(service)
         # the timer side of the scheduling cycle (queueing): pending asks are retried periodically
-        loop_task = asyncio.create_task(routes_asks.scheduling_loop(service))
+        loop_task = asyncio.create_task(routes_asks.scheduling_loop(
+            service, routes_asks.SCHEDULE_INTERVAL if schedule_interval is None else schedule_interval))
         # the clock of the application lifecycle (seed 001 timeouts) and of elastic reclaim (E5)
         timeouts_task = asyncio.create_task(timeouts_loop(service, timeouts_interval))
         history_task = asyncio.create_task(history_loop(service, history_interval))
