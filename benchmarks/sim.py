@@ -201,7 +201,7 @@ def sweep(queues: list[str]) -> dict[str, Any]:
     from quotaplane.sim.sweep import Workload, apply_settings, run_local, variants
 
     events = parse_jsonl(trace_to_jsonl(generate_trace(
-        7, N_APPS // 10, queues=queues, users=200, groups=["ml", "eng", "research"], nodes=60,
+        7, N_APPS // 20, queues=queues, users=200, groups=["ml", "eng", "research"], nodes=60,
         arrival_rate=2.0, mean_duration=120.0)))
     configs = [(v.name, apply_settings(CONFIG, "default", v)) for v in variants(SWEEP_VARY)]
     assert len(configs) == 16

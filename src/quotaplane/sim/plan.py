@@ -106,7 +106,7 @@ def run_plan(o: PlanOptions, fail: Callable[[str], NoReturn]) -> None:
     check = None
     try:
         if not vs and recorded is not None:
-            label = "replaying" if o.config is None else "replaying under the proposed configuration"
+            label = "the history" if o.config is None else "the history under the proposed configuration"
             result = replay(recorded, base_text, cycle_interval=o.cycle_interval, sample_interval=interval,
                             progress=None if err.isatty() else ProgressLines(label, err))
             runs = [(configs[0][0], result.summary, result.samples)]
