@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from quotaplane.sim import parse_events, simulate
+from quotaplane.cli import app
+from quotaplane.sim import parse_events, simulate, trace_to_jsonl
 from quotaplane.sim.sweep import (
     SweepError,
     Workload,
@@ -121,16 +126,33 @@ def test_each_variant_on_local_processes_equals_a_single_run() -> None:
     assert _waits(runs[1].summary, "root.team-b")["max"] == 8.0
 
 
-def test_each_variant_on_a_local_dask_cluster_equals_a_single_run() -> None:
+@pytest.fixture(scope="module")
+def dask_address() -> Iterator[str]:
+    """A Dask LocalCluster of 2 worker processes (skipped, saying why, without the 'dask' extra)."""
     distributed = pytest.importorskip(
         "distributed", reason="the Dask path needs the 'dask' extra (pip install 'quotaplane[dask]')")
-    workload, configs = _grid()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=40) as cluster:
-        runs = run_dask(cluster.scheduler_address, workload, configs)
+        yield str(cluster.scheduler_address)
+
+
+def test_each_variant_on_a_local_dask_cluster_equals_a_single_run(dask_address: str) -> None:
+    workload, configs = _grid()
+    runs = run_dask(dask_address, workload, configs)
     assert [r.name for r in runs] == [name for name, _ in configs]
     for run, (_, text) in zip(runs, configs, strict=True):
         assert run.summary == simulate(text, TRACE).summary
+
+
+def test_the_command_runs_a_sweep_on_dask(dask_address: str, tmp_path: Path) -> None:
+    cfg, trace = tmp_path / "q.yaml", tmp_path / "t.jsonl"
+    cfg.write_text(CONFIG)
+    trace.write_text(trace_to_jsonl(TRACE))
+    res = CliRunner().invoke(app, ["simulate", "--config", str(cfg), "--trace", str(trace), "--vary", VARY,
+                                   "--dask", dask_address, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "o" / "results.json").read_text())["table"]["rows"]
+    assert [r["queue[root.team-a].wait.p90"] for r in rows] == [19.0, 9.0]
 
 
 def test_an_unreachable_dask_scheduler_is_one_clear_error() -> None:
