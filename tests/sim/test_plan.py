@@ -191,3 +191,15 @@ def test_parse_when_reads_epoch_seconds_and_iso_times() -> None:
     assert parse_when("2026-09-21T14:13:20", "--since") == T0          # no zone: UTC
     with pytest.raises(RecordedError, match="--until"):
         parse_when("nan", "--until")
+
+
+def test_a_damaged_journal_event_is_named(tmp_path: Path) -> None:
+    from quotaplane.journal import open_journal
+
+    url = f"sqlite:///{tmp_path / 'bad.db'}"
+    record(url)
+    j = open_journal(url)
+    seq = j.append("default", [{"type": "allocated", "t": T0 + 40}])        # no key, app, resource
+    j.close()
+    with pytest.raises(RecordedError, match=rf"partition 'default', event #{seq}: cannot read it \(KeyError"):
+        load_recorded(url)

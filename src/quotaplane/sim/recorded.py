@@ -194,7 +194,18 @@ class _Reader:
         last = self.last_input
         return last if last is not None and 0 <= t - last <= CYCLE_SNAP else t
 
+    def read(self, seq: int, ev: Any) -> None:
+        """Fold one journalled event; :class:`RecordedError` naming it when it is not one."""
+        try:
+            if not isinstance(ev, Mapping):
+                raise TypeError(f"expected an object, got {type(ev).__name__}")
+            self.apply(seq, ev)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordedError(f"partition {self.h.partition!r}, event #{seq}: cannot read it "
+                                f"({type(exc).__name__}: {exc})") from None
+
     def apply(self, seq: int, ev: Mapping[str, Any]) -> None:
+        """Fold one journalled event (a mapping with the fields its type needs)."""
         h = self.h
         h.events += 1
         kind = ev.get("type")
@@ -297,7 +308,7 @@ def read_history(journal: Any, partition: str = "default") -> History:
         events = iter(journal.read(stream))
         first = next(events, None)
         if first is not None:
-            reader.apply(*first)
+            reader.read(*first)
     except JournalCompactedError:
         snap = journal.load_snapshot(stream)
         if snap is None:
@@ -313,10 +324,10 @@ def read_history(journal: Any, partition: str = "default") -> History:
                                                           if isinstance(rebuild[i].get("t"), int | float)
                                                           else -math.inf, i))
         for i in order:
-            reader.apply(seq, rebuild[i])
+            reader.read(seq, rebuild[i])
         events = iter(journal.read(stream, after=seq))
     for seq, ev in events:
-        reader.apply(seq, ev)
+        reader.read(seq, ev)
     _preemptions_at_their_allocation(h)
     if h.events == 0:
         raise RecordedError(f"partition {partition!r}: the store holds no events")
