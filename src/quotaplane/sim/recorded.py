@@ -44,11 +44,16 @@ from quotaplane.sim.trace import TraceEvent
 __all__ = ["Recorded", "RecordedError", "load_recorded", "parse_when", "read_history"]
 
 SCHEDULER_STREAM = "scheduler"
-#: an allocation a scheduling cycle made this soon after the change that triggered it is taken to be
-#: at that change's time: the service reads its clock once per allocation, so the allocations of one
-#: cycle carry times a few microseconds apart, where the replay's cycle runs at one instant (half the
-#: service's scheduling timer: anything later was the timer's cycle, kept at its own time)
-CYCLE_SNAP = 0.25
+#: An outcome of a scheduling cycle (an ask allocated, a preemption for one) this soon after the last
+#: change is taken at that change's time: the service runs the cycle right after the change and reads
+#: its clock once per allocation, so the allocations of one cycle carry times microseconds to
+#: milliseconds apart, where the replay's cycle runs at one instant. Just under the service's
+#: scheduling timer (0.5 s): an outcome later than that was the timer's own cycle (a preemption delay
+#: that ran out, a retry), kept at its own time — the recorded waits stay what they were.
+CYCLE_SNAP = 0.45
+#: A direct allocation that preempted others is journalled right after the preemption, each with its
+#: own clock reading; the preemption is taken at the allocation's time when they are this close.
+PREEMPTION_SNAP = 0.25
 
 
 class RecordedError(ValueError):
@@ -79,7 +84,7 @@ def parse_when(text: str, what: str) -> float:
 
 #: events that record a change a caller made (the others are what a cycle or a rule made of it)
 _INPUTS = frozenset({"config", "node_added", "node_updated", "node_removed", "app_added", "app_removed",
-                     "ask_added", "ask_removed", "allocated", "released", "replaced"})
+                     "ask_added", "ask_removed", "allocated", "released", "replaced", "timeouts"})
 
 
 @dataclass(slots=True)
@@ -190,7 +195,9 @@ class _Reader:
         req.end, req.end_seq, req.how, req.reason, req.preemptor = t, seq, how, reason, preemptor
 
     def cycle_time(self, t: float) -> float:
-        """The time of an outcome of a scheduling cycle: the triggering change's, when close (CYCLE_SNAP)."""
+        """The time of an outcome of a scheduling cycle: the last change's, when within
+        :data:`CYCLE_SNAP` of it (nothing else changed the partition in between: every change is
+        journalled)."""
         last = self.last_input
         return last if last is not None and 0 <= t - last <= CYCLE_SNAP else t
 
@@ -347,7 +354,7 @@ def _preemptions_at_their_allocation(h: History) -> None:
             continue
         for p in starts.get(r.preemptor, ()):
             if p.asked is None and p.start is not None and p.start_seq >= r.end_seq and \
-                    0 <= p.start - r.end <= CYCLE_SNAP:
+                    0 <= p.start - r.end <= PREEMPTION_SNAP:
                 r.end = p.start
                 break
 
