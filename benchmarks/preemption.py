@@ -77,7 +77,7 @@ def _victim_search() -> dict[str, Any]:
     clock[0] += 60
     leaf = p.queues.queue("root.asker")
     assert leaf is not None
-    state = p._s
+    state = p._core.state
     found = guarantee_victims(leaf, ask.resource, 0, state.allocations_of)
     assert found is not None and len(found.keys) == 3, found
     search = _best(lambda: guarantee_victims(leaf, ask.resource, 0, state.allocations_of))

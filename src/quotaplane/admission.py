@@ -7,26 +7,23 @@ manager checks and applies in one atomic step (rule U1), so when every other pol
 trackers are walked once, not twice. :func:`apply_all` is the replay path: the recorded outcome,
 without checks.
 
-:class:`AllocationSpec` is a validated allocation request (what ``Partition.allocate`` takes);
-:class:`AllocationUndo` is what reverses an admitted allocation that could not be journalled.
+:class:`AllocationSpec` is a validated allocation request (what ``Partition.allocate`` takes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from quotaplane.application import LogMark
 from quotaplane.config.identity import check_name
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
-from quotaplane.scheduling.asks import Ask
 
-__all__ = ["AllocationSpec", "AllocationUndo", "PolicySet", "admit", "apply_all", "as_resource", "check_all",
-           "check_id", "validate_spec"]
+__all__ = ["AllocationSpec", "PolicySet", "admit", "apply_all", "as_resource", "check_all", "check_id",
+           "validate_spec"]
 
 #: (policy that let it go, allocation key): an allocation a policy preempted while admitting another
 Preempted = tuple[QuotaPolicy, str]
@@ -149,21 +146,6 @@ class AllocationSpec:
     node: str | None = None
     #: YuniKorn's ``allocationTags`` (string to string), None: none
     tags: dict[str, str] | None = None
-
-
-class AllocationUndo(NamedTuple):
-    """What reverses an admitted, not yet journalled allocation: its request and the lifecycle before."""
-
-    request: AdmissionRequest
-    state: str
-    state_since: float
-    counted: bool
-    anchor_seq: int
-    placeholder_since: float | None
-    #: the pending ask the allocation was made for (it waits again when the allocation is undone)
-    ask: Ask | None = None
-    #: the application's state log before (the admission's state changes are taken back with it)
-    log: LogMark | None = None
 
 
 def check_id(value: object, what: str) -> str:

@@ -22,11 +22,13 @@ from typing import Any
 
 import quotaplane.events as E
 
-__all__ = ["EventListener", "Notifier", "Subscriber", "notice_of", "notices_after"]
+__all__ = ["EventListener", "Notifier", "Observer", "Subscriber", "notice_of", "notices_after"]
 
 Subscriber = Callable[[dict[str, Any]], None]
 #: a listener to the journalled events themselves: ``(events, time)``, to turn into notices later
 EventListener = Callable[[Sequence[E.Event], float], None]
+#: an observer of the write path: the events of one commit once durable, and the last one's sequence number
+Observer = Callable[[Sequence[E.Event], int], None]
 #: the queue of an application (``""`` when it is not known)
 QueueOf = Callable[[str], str]
 
@@ -110,7 +112,7 @@ def notices_after(events: Iterator[tuple[int, dict[str, Any]]], partition: str,
 class Notifier:
     """The subscribers of one partition, told of every event once it is journalled."""
 
-    __slots__ = ("clock", "listeners", "partition", "queue_of", "subscribers")
+    __slots__ = ("clock", "listeners", "observers", "partition", "queue_of", "subscribers")
 
     def __init__(self, partition: str, queue_of: QueueOf, clock: Callable[[], float] | None = None) -> None:
         self.partition = partition
@@ -118,6 +120,9 @@ class Notifier:
         self.subscribers: list[Subscriber] = []
         #: listeners to the events as journalled (cheaper than notices: nothing is built for them)
         self.listeners: list[EventListener] = []
+        #: observers of the write path (``observer(events, last_seq)``,
+        #: :class:`~quotaplane.partition.txn.WriteHooks`)
+        self.observers: list[Observer] = []
         self.clock = clock
 
     def subscribe(self, callback: Subscriber) -> None:
@@ -139,6 +144,12 @@ class Notifier:
                     listener(frozen, t)
                 except Exception:  # a broken listener must not break the partition
                     self.listeners.remove(listener)
+        if self.observers:
+            for observer in list(self.observers):
+                try:
+                    observer(events, last_seq)
+                except Exception:  # a broken observer must not break the partition
+                    self.observers.remove(observer)
         if not self.subscribers:
             return
         first = last_seq - len(events) + 1

@@ -140,3 +140,20 @@ def test_follower_restore_between_config_event_and_marker_does_not_write() -> No
     s.partition("default").record_config(j.last_seq("scheduler"))       # the leader catches up
     follower.catch_up()
     assert follower.partition("default").config_seq == j.last_seq("scheduler")
+
+
+def test_failed_append_of_an_ask_takes_its_demand_back() -> None:
+    """An ask the journal refused is not demand: its queue's pending resource, its reservation watch
+    and an elastic quota's request are as before (the undo used to drop the ask alone)."""
+    s, j = _setup()
+    p = s.partition("default")
+    p.auto_schedule = False
+    before = p.dump_state()
+    j.fail = True
+    with pytest.raises(JournalError):
+        p.add_ask("app1", "q1", Resource({"vcore": 70000}))
+    assert p.dump_state() == before
+    assert p.queues.queue("root.b").pending == Resource()
+    j.fail = False
+    assert p.add_ask("app1", "q1", Resource({"vcore": 70000})).allocation_key == "q1"
+    assert Scheduler.from_yaml(CONFIG, store=j).dump_state() == s.dump_state()

@@ -28,8 +28,8 @@ def test_a_snapshot_read_later_is_the_state_at_its_instant() -> None:
     p.add_application("app1", BOB, queue="root.b")
     for i in range(6):
         p.allocate("app1", f"k{i}", Resource({"vcore": 1}), node="n1")
-    later = p._log.snapshot_state()                          # read after the changes below
-    now = json.loads(canonical_json(dict(p._log.snapshot_state())))   # read at once
+    later = p._core.log.snapshot_state()                          # read after the changes below
+    now = json.loads(canonical_json(dict(p._core.log.snapshot_state())))   # read at once
     p.bind("k0", "n2")                                       # the one field that changes in place
     p.release("k1")
     p.allocate("app1", "k9", Resource({"vcore": 2}))

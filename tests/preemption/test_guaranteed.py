@@ -343,15 +343,16 @@ def test_the_every_policy_check_with_victims_withdrawn_changes_nothing() -> None
     and puts them back exactly: victims outside the ask's path leave its queue max refusing, victims on
     it let it in, and the state is the same before and after either way."""
     from quotaplane.scheduling.preemption import admitted_without
+    from quotaplane.scheduling.questions import victims_of
 
     s, _ = _example_1(_on_queue())
     p = s.partition("default")
     p.add_application("other", ALICE, queue="root.parent.child1")
-    state = p._s
+    state = p._core.state
     app = state.apps["app2"]
     req = state.request(app, "ask", cpu(5), first=True)
     before = json.dumps(s.dump_state(), sort_keys=True)
     still = admitted_without(state.policies, req, [])
     assert [v.code for v in still] == ["queue.max"]
-    assert admitted_without(state.policies, req, state.victims_of(["c1-1"])) == []
+    assert admitted_without(state.policies, req, victims_of(state, ["c1-1"])) == []
     assert json.dumps(s.dump_state(), sort_keys=True) == before

@@ -127,12 +127,13 @@ def test_the_trial_puts_quota_tree_consumers_back_in_their_places() -> None:
     for i, prio in enumerate([0, 0, 1]):
         p.allocate("al", f"h{i}", qp.Resource({"vcore": 1000}), priority=prio)
     policies = {pol.name: pol for pol in p.policies()}
-    state = p._s
+    state = p._core.state
     before = canon(s)
     for key in ("h0", "h1"):
         from quotaplane.scheduling.preemption import admitted_without
+        from quotaplane.scheduling.questions import victims_of
 
         admitted_without(state.policies, state.request(state.apps["al"], "", qp.Resource({"vcore": 1})),
-                         state.victims_of([key]))
+                         victims_of(state, [key]))
         assert canon(s) == before, key
     assert "forest" in policies

@@ -263,23 +263,23 @@ def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int,
     assert allocated == {f"k{i}" for i in range(len(asks))}
 
 
-def _count_tries(p: Partition) -> list[str]:
-    """Spy on the admission attempts the partition's scheduler makes (its host's ``admit``)."""
-    import dataclasses
+def _count_tries(p: Partition, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spy on the admission attempts the partition's scheduler makes (through its transaction's
+    ``admit``)."""
+    from quotaplane.partition.txn import Txn
 
     tried: list[str] = []
-    host = p._s.pending.host
-    real = host.admit
+    real = Txn.admit
 
-    def counting(ask: Any) -> Any:
-        tried.append(ask.allocation_key)
-        return real(ask)
+    def counting(tx: Txn, spec: Any) -> Any:
+        tried.append(spec.allocation_key)
+        return real(tx, spec)
 
-    p._s.pending.host = dataclasses.replace(host, admit=counting)
+    monkeypatch.setattr(Txn, "admit", counting)
     return tried
 
 
-def test_adding_an_ask_tries_only_that_ask_when_nothing_was_freed() -> None:
+def test_adding_an_ask_tries_only_that_ask_when_nothing_was_freed(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a cycle no pending ask fits, and until something frees quota that stays true: the
     automatic cycle of add_ask then tries the new ask alone (O(1) per submission), with the same
     outcome a full cycle would have."""
@@ -291,7 +291,7 @@ def test_adding_an_ask_tries_only_that_ask_when_nothing_was_freed() -> None:
         p.add_ask("full", f"w{i}", _v(1))
     p.schedule()
     p.auto_schedule = True
-    tried = _count_tries(p)
+    tried = _count_tries(p, monkeypatch)
     p.add_ask("free", "n1", _v(1))
     assert tried == ["n1"] and p.allocation("n1") is not None
     p.add_ask("free", "n2", _v(10**6))
@@ -302,7 +302,8 @@ def test_adding_an_ask_tries_only_that_ask_when_nothing_was_freed() -> None:
         ["w0", "w1", "w2", "w3"]
 
 
-def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application() -> None:
+def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Within a cycle only consumption happens, so after an application's ask is refused its later
     asks that need at least as much are refused without another attempt; their reasons are still
     exactly what_if's."""
@@ -312,7 +313,7 @@ def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application() -
     p.allocate("a1", "k0", _v(1))                    # the dev group's one running application
     for i in range(5):
         p.add_ask("a2", f"w{i}", _v(1 + i % 2))
-    tried = _count_tries(p)
+    tried = _count_tries(p, monkeypatch)
     assert p.schedule() == []
     assert tried == ["w0"]
     for ask in p.pending():
@@ -320,7 +321,7 @@ def test_a_refused_ask_spares_the_attempts_of_larger_asks_of_its_application() -
         assert [r.code for r in ask.reasons or []] == ["group.maxapplications"]
 
 
-def test_asks_over_a_queue_max_are_refused_without_an_attempt() -> None:
+def test_asks_over_a_queue_max_are_refused_without_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     """M-2 is checked first and alone (the queue policy never preempts): once an attempt in a leaf
     was refused, a later ask of that leaf over a queue max is not tried through the whole admission
     path; its reasons are still exactly what_if's."""
@@ -329,7 +330,7 @@ def test_asks_over_a_queue_max_are_refused_without_an_attempt() -> None:
     p.allocate("full", "k0", _v(3))
     for i in range(4):
         p.add_ask("full", f"w{i}", _v(4 - i))          # each smaller than the one before
-    tried = _count_tries(p)
+    tried = _count_tries(p, monkeypatch)
     assert _keys(p.schedule()) == ["w3"]
     assert tried == ["w0", "w3"]
     for ask in p.pending():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,7 +183,7 @@ partitions:
 """ for i in range(20))
 
 
-def test_a_release_retries_only_the_asks_of_the_queue_it_freed() -> None:
+def test_a_release_retries_only_the_asks_of_the_queue_it_freed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Asks waiting in 19 other full queues are not tried when one queue releases."""
     p = Scheduler.from_yaml(WIDE, clock=Clock()).partition("default")
     p.add_node("n", _v(1000))
@@ -191,7 +192,7 @@ def test_a_release_retries_only_the_asks_of_the_queue_it_freed() -> None:
         assert p.allocate(f"app{i}", f"fill{i}", _v(2)).allocated
         for j in range(3):
             p.add_ask(f"app{i}", f"k{i}-{j}", _v(1))
-    tried = _count_tries(p)
+    tried = _count_tries(p, monkeypatch)
     p.release("fill7")
     assert tried == ["k7-0", "k7-1", "k7-2"]          # two fit, the third is refused; no other queue
     assert [a.allocation_key for a in p.pending()][:3] == ["k0-0", "k0-1", "k0-2"]

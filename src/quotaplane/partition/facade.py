@@ -1,69 +1,64 @@
-"""A partition: nodes, queues, users and groups, applications, and the one admission path.
+"""A partition: nodes, queues, users and groups, applications, and the one write path.
 
 The partition composes the engines (product.md "Architecture"): the queue tree (seed 004), the user
 group manager (seeds 000/001) and, when the partition config switches them on, the elastic and forest
 policies (:mod:`quotaplane.policies.registry`), held by role in a
-:class:`~quotaplane.admission.PolicySet`. Every change happens under :attr:`Partition.lock` and is a
-typed event (:mod:`quotaplane.events`): the partition applies it, appends it to the journal, and only
-then answers (rule S1). Replaying the events through the same handlers rebuilds the identical state
-(:meth:`Partition.dump_state`).
+:class:`~quotaplane.admission.PolicySet`. Its state (:mod:`quotaplane.state`) and its waiting-ask
+scheduler (:mod:`quotaplane.scheduling`) sit side by side in its :class:`~quotaplane.partition.txn.Core`.
 
-Responsibilities live beside this module: admission in :mod:`quotaplane.admission`, the lifecycle
-table in :mod:`quotaplane.application`, gang placeholder replacement in :mod:`quotaplane.state.gang`,
-timeouts in :mod:`quotaplane.state.timeouts`, snapshot rebuilds in :mod:`quotaplane.state.rebuild`, and the
-pending-ask scheduler in :mod:`quotaplane.scheduling` (composed, seen through a narrow host). The
-application operations (:mod:`quotaplane.partition.apps`), the node operations
-(:mod:`quotaplane.partition.nodes`), the waiting-ask operations (:mod:`quotaplane.partition.asks`),
-the store side — journalling, recovery, snapshots, replay (:mod:`quotaplane.partition.recovery`) and
-group commit (:mod:`quotaplane.partition.commits`) — and the notices
-(:mod:`quotaplane.partition.subscriptions`) are mixed in from their own modules; this one keeps the
-allocation path (allocate, release, placeholders, timeouts) and the configuration.
+Every change is one transaction, ``with partition.write() as tx:`` (:mod:`quotaplane.partition.txn`):
+it takes the lock, applies typed events (:mod:`quotaplane.events`) through the state's handlers,
+journals them and only then answers (rule S1), takes back exactly what it applied when anything fails,
+and runs the follow-up scheduling after the commit. Replaying the events through the same handlers
+rebuilds the identical state (:meth:`Partition.dump_state`).
+
+The public methods here are one-line delegations: the operations are functions of the transaction in
+the modules beside this one — :mod:`~quotaplane.partition.allocations`,
+:mod:`~quotaplane.partition.apps`, :mod:`~quotaplane.partition.nodes`,
+:mod:`~quotaplane.partition.asks`, :mod:`~quotaplane.partition.config`,
+:mod:`~quotaplane.partition.timers` — and the store side is :mod:`~quotaplane.partition.recovery`,
+:mod:`~quotaplane.partition.commits` and :mod:`~quotaplane.partition.subscriptions`.
 """
 
 from __future__ import annotations
 
 import threading
 import time as _time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import quotaplane.events as E
-from quotaplane.admission import (
-    AllocationSpec,
-    AllocationUndo,
-    admit,
-    as_resource,
-    check_all,
-    check_id,
-    validate_spec,
-)
-from quotaplane.application import Allocation, Application
+import quotaplane.partition.allocations as allocations
+import quotaplane.partition.apps as apps
+import quotaplane.partition.asks as asks
+import quotaplane.partition.commits as commits
+import quotaplane.partition.config as configuring
+import quotaplane.partition.nodes as nodes
+import quotaplane.partition.recovery as recovery
+import quotaplane.partition.subscriptions as subscriptions
+import quotaplane.partition.timers as timers
+import quotaplane.state.views as views
+from quotaplane.admission import AllocationSpec, as_resource, check_id, validate_spec
+from quotaplane.application import GANG_SOFT, Allocation, Application
+from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
-from quotaplane.errors import (
-    ConflictError,
-    JournalReplayError,
-    NotFoundError,
-    NotLeaderError,
-)
+from quotaplane.errors import JournalReplayError, NotFoundError
 from quotaplane.journal.base import Journal
+from quotaplane.journal.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
 from quotaplane.journal.log import PartitionLog
-from quotaplane.notices import Notifier
-from quotaplane.partition.apps import PartitionApps
-from quotaplane.partition.asks import PartitionAsks
-from quotaplane.partition.commits import PartitionCommits
-from quotaplane.partition.nodes import PartitionNodes
-from quotaplane.partition.recovery import PartitionStore
-from quotaplane.partition.subscriptions import PartitionNotices
+from quotaplane.notices import EventListener, Notifier, Subscriber
+from quotaplane.partition.txn import Core, Txn, WriteHooks
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, QuotaPolicy
+from quotaplane.policy import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
-from quotaplane.scheduling.preemption import Preemptor
-from quotaplane.scheduling.runner import CycleHost, PendingAsks
+from quotaplane.scheduling.questions import reasons_of
+from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.state.handlers import PartitionState
-from quotaplane.state.timeouts import PartitionOptions, timeouts_due
+from quotaplane.state.standing import standing
+from quotaplane.state.timeouts import PartitionOptions
 from quotaplane.ugm import Manager
 
 __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "PartitionOptions"]
@@ -71,13 +66,12 @@ __all__ = ["Allocation", "Application", "JournalReplayError", "Partition", "Part
 _EMPTY = Resource()
 
 
-class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, PartitionCommits,
-                PartitionNotices):
+class Partition:
     """One partition of the scheduler (contract "Scheduler and partitions").
 
-    All changes are serialised by :attr:`lock` (an ``RLock``); reads that need a consistent view can
-    hold it too (``with p.lock: …`` or :meth:`read`). ``clock`` is injectable (seconds, float) and
-    drives placeholder and state timeouts (:meth:`check_timeouts`).
+    All changes are serialised by :attr:`lock` (an ``RLock``) and made by :meth:`write`; reads that
+    need a consistent view can hold the lock too (``with p.lock: …`` or :meth:`read`). ``clock`` is
+    injectable (seconds, float) and drives placeholder and state timeouts (:meth:`check_timeouts`).
     """
 
     def __init__(self, config: PartitionConfig, *, journal: Journal | None = None, stream: str | None = None,
@@ -85,135 +79,201 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
                  config_source: Callable[[int], PartitionConfig] | None = None,
                  options: PartitionOptions | None = None, holder: str | None = None) -> None:
         self.name: str = config.name
-        self.lock = threading.RLock()
         self.clock: Callable[[], float] = clock if clock is not None else _time.time
-        self._s = PartitionState(config, config_seq=config_seq, clock=self.clock,
-                                 options=options if options is not None else PartitionOptions(),
-                                 config_source=config_source)
-        self._log = PartitionLog(journal, stream if stream is not None else config.name, holder=holder,
-                                 snapshot_every=self._s.options.snapshot_every,
-                                 snapshot_state=self._snapshot_state)
-        self._notifier = Notifier(self.name, self._queue_of, self.clock)
-        self._log.on_recorded = self._notifier.recorded
+        state = PartitionState(config, config_seq=config_seq, clock=self.clock,
+                               options=options if options is not None else PartitionOptions(),
+                               config_source=config_source)
+        log = PartitionLog(journal, stream if stream is not None else config.name, holder=holder,
+                           snapshot_every=state.options.snapshot_every, snapshot_state=self._snapshot_state)
+        notifier = Notifier(self.name, self._queue_of, self.clock)
+        self._core = Core(self.name, state, log, self.clock, PendingAsks(), notifier)
+        self._core.rebuild = self._rebuilt
         #: rebuilds this partition from the journal (set by the Scheduler; None: cannot recover)
         self.restorer: Callable[[], Partition | None] | None = None
-        self._preemptor: Preemptor
-        self._bind()
 
-    def _bind(self) -> None:
-        """Wire the preemptor and the pending asks' cycle host to the current state (at start, and
-        after a recovery put a rebuilt state in place)."""
-        state = self._s
-        self._preemptor = Preemptor(state, clock=self.clock, admit=self._admit,
-                                    record=lambda evs: self._record(evs))
-        host = CycleHost(
-            name=self.name, apps=state.apps, allocations=state.allocs, queue=state.queues.queue,
-            admit=self._admit_ask, undo=state.undo_allocated, replace=self.replace_placeholder,
-            preempt=lambda ask, refused, before: self._preemptor.preempt_ask(ask, refused, before),
-            record=lambda evs: self._record(evs, recoverable=True), explain=state.explain_ask,
-            over_queue_max=state.over_queue_max, surely_over=state.surely_over,
-            last_seq=lambda: self._log.head,
-            replaying=lambda: self._log.replaying, may_preempt=state.may_preempt,
-            wait_keys=state.wait_keys, preempt_at=state.preempt_at, now=self.clock)
-        pending = getattr(state, "pending", None)
-        if pending is None:
-            state.pending = PendingAsks(host)
-        else:
-            pending.host = host
+    def _rebuilt(self) -> Core | None:
+        fresh = self.restorer() if self.restorer is not None else None
+        return fresh._core if fresh is not None else None
+
+    def _queue_of(self, application_id: str) -> str:
+        return subscriptions.queue_of(self._core, application_id)
+
+    def _snapshot_state(self) -> Mapping[str, Any]:
+        with self._core.lock:
+            return views.snapshot(self._core.state)
+
+    # -- the write path -----------------------------------------------------------------------------
+    def write(self, *, check_store: bool = True) -> Txn:
+        """One write of this partition, ``with partition.write() as tx:`` (:mod:`quotaplane.partition.txn`):
+        the partition's operations take ``tx``; a step every write must take plugs into :attr:`hooks`."""
+        return Txn(self._core, check_store=check_store)
 
     @property
-    def config(self) -> PartitionConfig:
-        """The partition config in force."""
-        return self._s.config
+    def hooks(self) -> WriteHooks:
+        """What plugs into every write: hooks before the commit, observers after it."""
+        return self._core.hooks
 
     @property
-    def config_seq(self) -> int:
-        """The scheduler-stream sequence number of the config in force."""
-        return self._s.config_seq
-
-    @property
-    def queues(self) -> QueueTree:
-        """The queue tree (seed 004)."""
-        return self._s.queues
-
-    @property
-    def ugm(self) -> Manager:
-        """The user group manager (seeds 000, 001)."""
-        return self._s.ugm
-
-    @property
-    def placement(self) -> PlacementManager:
-        """The placement rules (seed 004)."""
-        return self._s.placement
-
-    @property
-    def options(self) -> PartitionOptions:
-        """Timeouts and the snapshot interval."""
-        return self._s.options
-
-    def policies(self) -> list[QuotaPolicy]:
-        """The admission policies in order (queue, user/group, then configured extensions)."""
-        return list(self._s.policies.all)
+    def lock(self) -> threading.RLock:
+        """The partition lock (every write holds it; a read may, for a consistent view)."""
+        return self._core.lock
 
     @contextmanager
     def read(self) -> Iterator[Partition]:
         """Hold the partition lock for a consistent multi-call read (REST)."""
-        with self.lock:
+        with self._core.lock:
             yield self
+
+    # -- what it holds ------------------------------------------------------------------------------
+    @property
+    def config(self) -> PartitionConfig:
+        """The partition config in force."""
+        return self._core.state.config
+
+    @property
+    def config_seq(self) -> int:
+        """The scheduler-stream sequence number of the config in force."""
+        return self._core.state.config_seq
+
+    @property
+    def queues(self) -> QueueTree:
+        """The queue tree (seed 004)."""
+        return self._core.state.queues
+
+    @property
+    def ugm(self) -> Manager:
+        """The user group manager (seeds 000, 001)."""
+        return self._core.state.ugm
+
+    @property
+    def placement(self) -> PlacementManager:
+        """The placement rules (seed 004)."""
+        return self._core.state.placement
+
+    @property
+    def options(self) -> PartitionOptions:
+        """Timeouts and the snapshot interval."""
+        return self._core.state.options
+
+    def policies(self) -> list[QuotaPolicy]:
+        """The admission policies in order (queue, user/group, then configured extensions)."""
+        return list(self._core.state.policies.all)
 
     def nodes(self) -> dict[str, Resource]:
         """Registered nodes and their capacities, by node id."""
-        with self.lock:
-            return dict(sorted(self._s.nodes.items()))
+        with self._core.lock:
+            return dict(sorted(self._core.state.nodes.items()))
+
+    def node_schedulable(self, node_id: str) -> bool:
+        """False for a registered node that takes no new allocations (cordoned); its capacity is not in
+        the cluster's total. Unknown node: NotFoundError."""
+        with self._core.lock:
+            return self._core.state.node_index.schedulable(self._node(node_id))
+
+    def node_allocations(self, node_id: str) -> list[Allocation]:
+        """The allocations running on ``node_id``, in the order they were placed there."""
+        with self._core.lock:
+            state = self._core.state
+            return [state.allocs[k] for k in state.node_index.on(self._node(node_id))]
+
+    def _node(self, node_id: str) -> str:
+        if node_id not in self._core.state.nodes:
+            raise NotFoundError(f"node {node_id!r} not found in partition {self.name!r}")
+        return node_id
 
     def total_capacity(self) -> Resource:
         """The sum of node capacities (the root queue's max)."""
-        return self._s.total
+        return self._core.state.total
 
     def used_capacity(self) -> Resource:
         """The sum of all admitted allocations (the root queue's allocated)."""
-        with self.lock:
-            root = self._s.queues.queue("root")
+        with self._core.lock:
+            root = self._core.state.queues.queue("root")
             return Resource(root.allocated) if root is not None else _EMPTY
 
     def application(self, application_id: str) -> Application | None:
         """The application called ``application_id``, or None."""
-        return self._s.apps.get(application_id)
+        return self._core.state.apps.get(application_id)
 
     def applications(self) -> list[Application]:
         """Every application, in submission order."""
-        with self.lock:
-            return list(self._s.apps.values())
+        with self._core.lock:
+            return list(self._core.state.apps.values())
 
     def allocation(self, allocation_key: str) -> Allocation | None:
         """The allocation with ``allocation_key``, or None."""
-        return self._s.allocs.get(allocation_key)
+        return self._core.state.allocs.get(allocation_key)
 
     def allocations(self) -> list[Allocation]:
         """Every allocation, in admission order."""
-        with self.lock:
-            return list(self._s.allocs.values())
+        with self._core.lock:
+            return list(self._core.state.allocs.values())
 
     def users_usage(self) -> list[dict[str, Any]]:
         """``GET …/usage/users`` of this partition (under the lock)."""
-        with self.lock:
-            return self._s.ugm.users_usage()
+        with self._core.lock:
+            return self._core.state.ugm.users_usage()
 
     def groups_usage(self) -> list[dict[str, Any]]:
         """``GET …/usage/groups`` of this partition (under the lock)."""
-        with self.lock:
-            return self._s.ugm.groups_usage()
+        with self._core.lock:
+            return self._core.state.ugm.groups_usage()
 
     def dao(self) -> dict[str, Any]:
         """``GET /ws/v1/partitions`` entry: name, state, totalNodes, capacity, applications by state."""
-        with self.lock:
-            return self._s.dao()
+        with self._core.lock:
+            return views.dao(self._core.state)
 
     def dump_state(self) -> dict[str, Any]:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
-        with self.lock:
-            return self._s.dump()
+        with self._core.lock:
+            return views.dump(self._core.state)
 
+    def standing(self, kind: str, name: str) -> dict[str, Any]:
+        """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.state.standing`):
+        guaranteed or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime,
+        running applications against their limits, the waiting asks with their reasons and position.
+        ``kind``: ``queue``, ``user``, ``group`` or ``quota``. Unknown: NotFoundError."""
+        with self._core.lock:
+            out = standing(self._core.state, kind, name, self._core.log.head)
+        if out is None:
+            raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
+        return {"partition": self.name, **out}
+
+    # -- applications -------------------------------------------------------------------------------
+    def can_submit(self, user: UserGroup, *, queue: str | None = None, tags: Mapping[str, str] | None = None,
+                   application_id: str = "what-if") -> Decision:
+        """Would :meth:`add_application` accept this submission? Changes nothing.
+
+        ``Decision(True, queue=path)``, or ``Decision(False)`` with an ``acl.submit`` violation when the
+        submit ACL refuses; a placement that finds no queue raises :class:`RejectedError` as
+        :meth:`add_application` does.
+        """
+        with self._core.lock:
+            return apps.can_submit(self._core.state, user, queue, tags, application_id)
+
+    def add_application(self, application_id: str, user: UserGroup, *, queue: str | None = None,
+                        tags: Mapping[str, str] | None = None, gang_style: str = GANG_SOFT,
+                        placeholder_timeout: float | None = None) -> str:
+        """Place and add an application; return the full queue path (contract).
+
+        Placement rules pick the queue (P-1 … P-8; with none, ``queue`` as given); a dynamic queue is
+        created with its parent's child template (M-6) and namespace tags applied (N-2). The submit
+        ACL is checked (RejectedError). A duplicate id is a ConflictError. The application is accepted
+        even when a maxapplications limit is reached: counts are enforced at :meth:`allocate`.
+        ``gang_style`` (``soft``/``hard``) and ``placeholder_timeout`` (seconds) drive gang timeouts.
+        """
+        tag_map, timeout = apps.check_submission(self.options, application_id, user, queue, tags, gang_style,
+                                                 placeholder_timeout)
+        with Txn(self._core) as tx:
+            return apps.add_application(tx, application_id, user, queue, tag_map, gang_style, timeout)
+
+    def remove_application(self, application_id: str) -> None:
+        """Remove an application, releasing all its allocations; its running count ends (seed 001)."""
+        with Txn(self._core) as tx:
+            apps.remove_application(tx, application_id)
+
+    # -- allocations --------------------------------------------------------------------------------
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
                 preemptible: bool = True) -> Decision:
         """The decision :meth:`allocate` would give now, with every reason; changes nothing.
@@ -222,17 +282,9 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         with those allocation keys in ``preempted`` (REST ``wouldPreempt``).
         """
         res = as_resource(resource)
-        with self.lock:
-            app = self._active_app(application_id)
-            req = self._s.request(app, "", res, priority, preemptible, first=not app.counted)
-            reasons = check_all(self._s.policies, req)
-            if reasons:
-                # wouldPreempt: what allocate would preempt to admit it (E6), changing nothing
-                plan = self._preemptor.plan(app, "", res, priority, preemptible, Decision(False, reasons),
-                                            None, self.clock())
-                if plan is not None:
-                    return Decision(True, [], list(plan[0]), queue=app.queue_path)
-            return Decision(not reasons, reasons, queue=app.queue_path)
+        with self._core.lock:
+            return allocations.what_if(self._core.state, self.clock(), application_id, res, priority,
+                                       preemptible)
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
@@ -247,27 +299,8 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
                              task_group, node, tags)
-        with self.lock:              # allocate_specs for one entry, without the batch bookkeeping
-            self._usable()
-            self._s.pending.asks.cycle_freed = False
-            decision, ev, undo = self._admit(spec)
-            if ev is not None and undo is not None:
-                try:
-                    self._record([ev], recoverable=True)
-                except BaseException:
-                    self._s.undo_allocated(ev, undo)
-                    raise
-                self._after_direct()
-            elif decision.reasons:
-                decision = self._preemptor.preempt_for(spec, decision, None)
-            return decision
-
-    def _after_direct(self) -> None:
-        """A direct allocation that let reserved quota go (the reserving ask itself was allocated, or an
-        application start keeps a reserving one out): the asks it held back get their cycle now."""
-        if self._s.pending.asks.cycle_freed:
-            self._s.pending.asks.cycle_freed = False
-            self._s.pending.freed()
+        with Txn(self._core) as tx:
+            return allocations.allocate(tx, spec)
 
     def allocate_batch(self, items: Sequence[Mapping[str, Any]]) -> list[Decision]:
         """Admit several allocations in order, journalled in one transaction; a decision per entry.
@@ -296,209 +329,201 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         int64 amounts, booleans), so the entries are not checked twice. An unknown application or a
         duplicate key raises before anything changes.
         """
-        with self.lock:
-            self._usable()
-            self._check_batch(specs)
-            decisions: list[Decision] = []
-            done: list[tuple[E.Allocated, AllocationUndo]] = []
-
-            def flush() -> None:
-                try:
-                    self._record([ev for ev, _ in done], recoverable=True)
-                except BaseException:
-                    for ev, undo in reversed(done):
-                        self._s.undo_allocated(ev, undo)
-                    raise
-                done.clear()
-
-            self._s.pending.asks.cycle_freed = False
-            for spec in specs:
-                decision, ev, undo = self._admit(spec)
-                if ev is not None and undo is not None:
-                    done.append((ev, undo))
-                elif decision.reasons:
-                    decision = self._preemptor.preempt_for(spec, decision, None, before=flush)
-                decisions.append(decision)
-            flush()
-            self._after_direct()
-            return decisions
-
-    def _check_batch(self, specs: Sequence[AllocationSpec]) -> None:
-        """Every application active and every key new, before anything changes."""
-        seen: set[str] = set()
-        active: set[str] = set()      # applications checked already
-        for spec in specs:
-            if spec.application_id not in active:
-                self._active_app(spec.application_id)
-                active.add(spec.application_id)
-            key = spec.allocation_key
-            if key in self._s.allocs or key in seen:
-                raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
-            seen.add(key)
-            if spec.node is not None and spec.node not in self._s.nodes:
-                raise NotFoundError(f"node {spec.node!r} not found in partition {self.name!r}")
-
-    def _admit(self, spec: AllocationSpec) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
-        """Admit ``spec`` in memory (not yet journalled): the decision, its event and its undo."""
-        app = self._active_app(spec.application_id)
-        key = spec.allocation_key
-        if key in self._s.allocs:
-            raise ConflictError(f"allocation {key!r} already exists in partition {self.name!r}")
-        if spec.node is not None and spec.node not in self._s.nodes:
-            raise NotFoundError(f"node {spec.node!r} not found in partition {self.name!r}")
-        t = self.clock()
-        req = self._s.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted,
-                              t=t)
-        before = (app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since)
-        mark = app.log_mark()
-        refused, preempted = admit(self._s.policies, req)
-        if refused:
-            return Decision(False, refused, queue=app.queue_path, allocation_key=key), None, None
-        undo = AllocationUndo(req, *before, self._s.pending.asks.get(key), mark)
-        ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
-                         preemptible=spec.preemptible, placeholder=spec.placeholder,
-                         task_group=spec.task_group, t=t,
-                         preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node,
-                         tags=spec.tags)
-        self._s.after_allocated(app, ev, preempted)
-        return (Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key), ev,
-                undo)
-
-    def _admit_ask(self, ask: Ask) -> tuple[Decision, E.Allocated | None, AllocationUndo | None]:
-        return self._admit(AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
-                                          ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags))
+        with Txn(self._core) as tx:
+            return allocations.allocate_specs(tx, specs)
 
     def release(self, allocation_key: str) -> None:
         """Release an allocation; the last one moves the application to Completing (seed 001)."""
-        with self.lock:              # release_batch for one key
-            self._usable()      # recover first: memory may be ahead of the journal
-            if allocation_key not in self._s.allocs:
-                raise NotFoundError(f"allocation {allocation_key!r} not found in partition {self.name!r}")
-            ev = E.Released(key=allocation_key, t=self.clock(),
-                            app=self._s.allocs[allocation_key].application_id)
-            self._s.release_one(ev.key, ev.t)
-            self._record([ev])
-            self._s.pending.freed()
+        with Txn(self._core) as tx:
+            allocations.release(tx, allocation_key)
 
     def release_batch(self, allocation_keys: Sequence[str]) -> None:
         """Release several allocations in one journal transaction; an unknown key raises first."""
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            seen: set[str] = set()
-            for key in allocation_keys:
-                if key not in self._s.allocs or key in seen:
-                    raise NotFoundError(f"allocation {key!r} not found in partition {self.name!r}")
-                seen.add(key)
-            t = self.clock()
-            allocs = self._s.allocs
-            evs = [E.Released(key=key, t=t, app=allocs[key].application_id) for key in allocation_keys]
-            for ev in evs:
-                self._s.release_one(ev.key, ev.t)
-            self._record(evs)
-            self._s.pending.freed()
+        with Txn(self._core) as tx:
+            allocations.release_batch(tx, allocation_keys)
 
     def replace_placeholder(self, placeholder_key: str, allocation_key: str,
                             resource: Mapping[str, int] | Resource) -> Decision:
         """Replace a gang placeholder by the real allocation (seed 001, YUNIKORN-982).
 
-        The real allocation may differ in size (:mod:`quotaplane.state.gang`); a larger one is admitted only
-        if the increase fits. It inherits the placeholder's application, priority, preemptibility and
-        task group. A refusal changes nothing.
+        The real allocation may differ in size (:mod:`quotaplane.state.gang`); a larger one is admitted
+        only if the increase fits. It inherits the placeholder's application, priority, preemptibility
+        and task group. A refusal changes nothing.
         """
         check_id(placeholder_key, "placeholder key")
         check_id(allocation_key, "allocation key")
         res = as_resource(resource)
-        with self.lock:
-            self._usable()      # recover first: memory may be ahead of the journal
-            ph = self._s.allocs.get(placeholder_key)
-            if ph is None:
-                raise NotFoundError(f"allocation {placeholder_key!r} not found in partition {self.name!r}")
-            if not ph.placeholder:
-                raise ConflictError(f"allocation {placeholder_key!r} is not a placeholder")
-            if allocation_key in self._s.allocs:
-                raise ConflictError(f"allocation {allocation_key!r} already exists in partition "
-                                    f"{self.name!r}")
-            app = self._active_app(ph.application_id)
-            ev = E.Replaced(placeholder=placeholder_key, key=allocation_key, resource=res, t=self.clock())
-            replacement = self._s.replacement(ev)
-            refused = replacement.check()
-            if refused:
-                return Decision(False, refused, queue=app.queue_path, allocation_key=allocation_key)
-            preempted = self._s.apply_replacement(ev, replacement)
-            self._record([ev])
-            return Decision(True, [], preempted, queue=app.queue_path, allocation_key=allocation_key)
+        with Txn(self._core) as tx:
+            return tx.replace(placeholder_key, allocation_key, res)
 
     def check_timeouts(self, now: float | None = None) -> list[str]:
         """Apply every timeout due at ``now`` (default: the clock); return what happened, in order.
 
-        See :mod:`quotaplane.state.timeouts`: placeholders, Completing, Starting, Completed/Failed expiry,
-        and the elastic reclaim tick.
+        See :mod:`quotaplane.partition.timers`: placeholders, Completing, Starting, Completed/Failed
+        expiry, the elastic reclaim tick and quota preemption.
         """
-        with self.lock:
-            self._usable()
-            t = self.clock() if now is None else float(now)
-            state = self._s
-            if state.preemption_due(t):
-                state.pending.freed()          # asks whose preemption delay passed get a cycle (PR-Y3)
-            quota_cuts = state.quota_preemption_tick(t)
-            events: list[E.Event] = []
-            out: list[str] = []
-            if timeouts_due(state.apps.values(), t, state.options) or state.policies.reclaiming():
-                ev = E.Timeouts(t=t)
-                out = state.timeouts(ev)
-                events.append(ev)
-            for found in [*state.due_reclaims, *quota_cuts]:
-                keys = tuple(k for k in found.keys if k in state.allocs)
-                if state.hold_preempted:            # issue 31 #3: charged until released
-                    held = state.hold(keys, found.reason.reason(), None, t)
-                    out.extend(f"{k}: held for preemption by {found.reason.policy} ({found.reason.path})"
-                               for k in held)
-                    continue
-                if not keys:
-                    continue
-                taken = E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
-                                    reason=found.reason.reason(), t=t)
-                state.preempted(taken)
-                events.append(taken)
-                verb = "revoked" if found.reason.code == "elastic.revoked" else "preempted"
-                out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
-            state.due_reclaims = []
-            if not events and not state.notes:
-                return []
-            self._record(events)
-            # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"); a timeout
-            # also moves applications between states, which no wake key tells
-            self._s.pending.freed(full=bool(out))
-            return out
+        with Txn(self._core) as tx:
+            return timers.check_timeouts(tx, self.clock() if now is None else float(now))
 
+    # -- nodes --------------------------------------------------------------------------------------
+    def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *,
+                 schedulable: bool = True) -> None:
+        """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict.
+
+        A node registered ``schedulable=False`` (cordoned) adds nothing to the cluster's capacity until
+        :meth:`update_node` makes it schedulable.
+        """
+        check_id(node_id, "node id")
+        if not isinstance(schedulable, bool):
+            raise ValueError("schedulable must be a boolean")
+        ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"),
+                         schedulable=None if schedulable else False)
+        with Txn(self._core) as tx:
+            nodes.add_node(tx, ev)
+
+    def update_node(self, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
+                    schedulable: bool | None = None) -> None:
+        """Change a node's capacity or schedulability (cordon: ``schedulable=False`` keeps the node and
+        the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
+        NotFoundError; nothing to change: no event."""
+        with Txn(self._core) as tx:
+            if schedulable is not None and not isinstance(schedulable, bool):
+                raise ValueError("schedulable must be a boolean")
+            nodes.update_node(tx, node_id, None if capacity is None else as_resource(capacity, "capacity"),
+                              schedulable)
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove a node; the root queue's max shrinks and every allocation on the node is released
+        (YuniKorn's ``removeNode``), each told as a ``released`` notice. Unknown node: NotFoundError."""
+        with Txn(self._core) as tx:
+            nodes.remove_node(tx, node_id)
+
+    def bind(self, allocation_key: str, node_id: str) -> None:
+        """Allocation ``allocation_key`` runs on ``node_id`` (e.g. Kubernetes bound its pod). The node
+        must be registered (it may be unschedulable: the pod already runs there). Binding to the node
+        it already names changes nothing. Unknown allocation or node: NotFoundError."""
+        check_id(node_id, "node id")
+        with Txn(self._core) as tx:
+            nodes.bind(tx, allocation_key, node_id)
+
+    # -- waiting asks -------------------------------------------------------------------------------
+    @property
+    def auto_schedule(self) -> bool:
+        """Run a cycle right after anything that frees capacity or quota (and after :meth:`add_ask`)."""
+        return self._core.scheduler.auto_schedule
+
+    @auto_schedule.setter
+    def auto_schedule(self, value: bool) -> None:
+        self._core.scheduler.auto_schedule = value
+
+    @property
+    def incremental(self) -> bool:
+        """Automatic cycles retry only the asks a change could have unblocked (the default); False:
+        every automatic cycle is a full one, as :meth:`schedule` (docs/queueing.md)."""
+        return self._core.scheduler.incremental
+
+    @incremental.setter
+    def incremental(self, value: bool) -> None:
+        self._core.scheduler.incremental = bool(value)
+
+    @property
+    def schedule_error(self) -> Exception | None:
+        """The error of the last automatic cycle that failed (None: none failed)."""
+        return self._core.scheduler.schedule_error
+
+    @schedule_error.setter
+    def schedule_error(self, value: Exception | None) -> None:
+        self._core.scheduler.schedule_error = value
+
+    @property
+    def schedule_needed(self) -> bool:
+        """True when asks are pending and something changed since the last cycle."""
+        return self._core.state.waiting.schedule_needed
+
+    def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
+                priority: int = 0, preemptible: bool = True, placeholder: bool = False,
+                task_group: str | None = None, tags: Mapping[str, str] | None = None) -> Ask:
+        """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
+
+        Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
+        :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
+        """
+        spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
+                             task_group, tags=tags)
+        with Txn(self._core) as tx:
+            return asks.add_ask(tx, spec)
+
+    def remove_ask(self, allocation_key: str) -> None:
+        """Withdraw a pending ask. Unknown key: NotFoundError."""
+        with Txn(self._core) as tx:
+            asks.remove_ask(tx, allocation_key)
+
+    def pending(self, application_id: str | None = None) -> list[Ask]:
+        """The pending asks (of one application, or all), each with the reasons it waits.
+
+        Reasons are those of the last attempt when nothing was journalled since; otherwise (or for an
+        ask not yet tried) they are explained now with the same checks as :meth:`what_if`.
+        """
+        with self._core.lock:
+            state = self._core.state
+            queue = state.waiting.asks
+            found = queue.of_application(application_id) if application_id is not None else queue.all()
+            at = self._core.log.head
+            for ask in found:
+                reasons_of(state, ask, at)
+            return found
+
+    def get_ask(self, allocation_key: str) -> Ask | None:
+        """The pending ask with ``allocation_key``, or None."""
+        return self._core.state.waiting.asks.get(allocation_key)
+
+    def pending_reasons(self, allocation_key: str) -> list[Violation] | None:
+        """Why the pending ask waits (None when no such ask is pending)."""
+        with self._core.lock:
+            ask = self._core.state.waiting.asks.get(allocation_key)
+            return None if ask is None else list(reasons_of(self._core.state, ask, self._core.log.head))
+
+    def schedule(self) -> list[Allocation]:
+        """One scheduling cycle: allocate the pending asks that fit, in fair order; return the
+        allocations made.
+
+        Every allocation goes through the one admission path (all policies, nothing half applied).
+        The cycle's allocations are journalled together, one transaction per
+        :data:`~quotaplane.scheduling.runner.CYCLE_FLUSH_EVERY` and one at the end; if a write fails,
+        that chunk's allocations are undone, their asks wait again, earlier chunks stand, and the
+        error is raised. Subscribers hear of an allocation only once it is journalled.
+        """
+        with self.write(check_store=len(self._core.state.waiting.asks) > 0) as tx:
+            return asks.schedule(tx)
+
+    # -- held preemption (issue 31 #3) ----------------------------------------------------------------
     @property
     def hold_preempted(self) -> bool:
         """Preempted allocations stay charged until released (see :mod:`quotaplane.scheduling.preemption`);
         set by a front that removes victims itself (``quotaplane kube``)."""
-        return self._s.hold_preempted
+        return self._core.state.hold_preempted
 
     @hold_preempted.setter
     def hold_preempted(self, value: bool) -> None:
-        with self.lock:
-            self._s.hold_preempted = bool(value)
+        with self._core.lock:
+            self._core.state.hold_preempted = bool(value)
 
     def preempting(self) -> dict[str, dict[str, Any]]:
         """Allocations preempted and held (not yet released): key → ``{reason, preemptor, t}``."""
-        with self.lock:
-            return {k: dict(v) for k, v in sorted(self._s.preempting.items())}
+        with self._core.lock:
+            return {k: dict(v) for k, v in sorted(self._core.state.preempting.items())}
 
     def cancel_preemption(self, keys: Sequence[str]) -> None:
         """Give held preemptions up (their victims could not be removed): the allocations stay, and may be
         chosen again later."""
-        with self.lock:
-            for key in keys:
-                self._s.preempting.pop(key, None)
-            self._s.pending.freed(full=True)
+        with Txn(self._core) as tx:
+            allocations.cancel_preemption(tx, keys)
 
+    # -- configuration ------------------------------------------------------------------------------
     def validate_update(self, config: PartitionConfig) -> None:
         """Refuse (``ValueError``), before it is journalled, a config a policy's live state cannot take."""
-        for policy in self._s.policies.all:
-            policy.validate_update(config)
+        with self._core.lock:
+            configuring.validate_update(self._core.state, config)
 
     def apply_config(self, config: PartitionConfig, seq: int, *, t: float | None = None) -> None:
         """Apply a validated partition config in one step (queues, limits, placement, extensions).
@@ -509,8 +534,8 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         node, seed 003 §7) are released everywhere now, at ``t`` (replay: the time journalled with
         the config marker by :meth:`record_config`), so no usage counts what a policy dropped.
         """
-        with self.lock:
-            self._s.apply_config(config, seq, t=t)
+        with self.write(check_store=False) as tx:
+            configuring.apply_config(tx, config, seq, t)
 
     def record_config(self, seq: int, *, follower_ok: bool = False) -> None:
         """Journal that config ``seq`` (a sequence number of the scheduler stream) is now in force.
@@ -518,30 +543,165 @@ class Partition(PartitionApps, PartitionNodes, PartitionAsks, PartitionStore, Pa
         ``follower_ok``: an instance that does not hold the lease (NotLeaderError) keeps the config
         in memory without the marker; the leader writes it, and replaying it again changes nothing.
         """
-        with self.lock:
-            try:
-                # t: the time releases made by apply_config happened
-                marker = E.ConfigApplied(seq=seq, t=self._s.config_t)
-                self._s.config_t = None
-                self._record([marker], recoverable=follower_ok)
-            except NotLeaderError:
-                if not follower_ok:
-                    raise
-                return                    # a follower schedules nothing
-            self._s.pending.freed(full=True)      # any limit, order or placement may have changed
+        with self.write(check_store=False) as tx:
+            configuring.record_config(tx, seq, follower_ok)
 
-    def standing(self, kind: str, name: str) -> dict[str, Any]:
-        """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.state.standing`):
-        guaranteed or min, max, used, waiting demand, borrowed and from whom, lent, the elastic runtime,
-        running applications against their limits, the waiting asks with their reasons and position.
-        ``kind``: ``queue``, ``user``, ``group`` or ``quota``. Unknown: NotFoundError."""
-        from quotaplane.state.standing import standing
+    # -- the store side -----------------------------------------------------------------------------
+    @property
+    def healthy(self) -> bool:
+        """False while the store refuses writes (the last append failed) or memory may be ahead of the
+        journal (a recovery is due); the healthcheck reports it."""
+        log = self._core.log
+        return log.poisoned is None and log.store_error is None
 
-        with self.lock:
-            out = standing(self._s, kind, name)
-        if out is None:
-            raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
-        return {"partition": self.name, **out}
+    @property
+    def recovering(self) -> bool:
+        """True while memory may be ahead of the journal (a failed append of a change that cannot be
+        rolled back, and the store could not be read since): nothing should be served from it."""
+        return self._core.log.poisoned is not None
+
+    @property
+    def store_error(self) -> BaseException | None:
+        """The last journal append that failed (None once one succeeds), or the failure that stopped
+        the partition while it waits for a recovery."""
+        return self._core.log.poisoned or self._core.log.store_error
+
+    def recover(self) -> bool:
+        """Rebuild memory from the journal after a failure left it ahead (issue 14 #2); True when the
+        partition is consistent with its journal (also when nothing was to be done). When the store
+        cannot be read yet nothing changes and False is returned
+        (:meth:`~quotaplane.partition.txn.Core.recover`)."""
+        return self._core.recover()
+
+    def take_snapshot(self) -> int:
+        """Save a snapshot at the last journalled event; return its sequence number (0: no journal)."""
+        with self._core.lock:
+            return self._core.log.save_snapshot()
+
+    @property
+    def journal(self) -> Journal | None:
+        """The journal this partition appends to (None: in memory)."""
+        return self._core.log.journal
+
+    @journal.setter
+    def journal(self, journal: Journal | None) -> None:
+        self._core.log.journal = journal
+
+    @property
+    def stream(self) -> str:
+        """The partition's stream name in the journal."""
+        return self._core.log.stream
+
+    @property
+    def holder(self) -> str | None:
+        """The lease holder name this instance appends under, or None."""
+        return self._core.log.holder
+
+    @property
+    def snapshot_error(self) -> Exception | None:
+        """The last error of an automatic snapshot (the events are durable anyway)."""
+        return self._core.log.snapshot_error
+
+    @snapshot_error.setter
+    def snapshot_error(self, error: Exception | None) -> None:
+        self._core.log.snapshot_error = error
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last event this partition journalled or replayed."""
+        return self._core.log.last_seq
+
+    @property
+    def snapshot_seq(self) -> int:
+        """The sequence number of the last snapshot this partition saved or was restored from."""
+        return self._core.log.snapshot_seq
+
+    @property
+    def needs_snapshot(self) -> bool:
+        """True when this partition journalled events since its last snapshot and is healthy."""
+        return self._core.log.needs_snapshot
+
+    def restored_at(self, seq: int) -> None:
+        """The partition was rebuilt from the snapshot at ``seq`` (the scheduler's restore)."""
+        self._core.log.last_seq = seq
+        self._core.log.snapshot_seq = seq
+
+    def mark_snapshot(self, seq: int) -> None:
+        """The journal's latest snapshot of this partition is at ``seq`` (after a full replay)."""
+        self._core.log.snapshot_seq = seq
+
+    def apply_event(self, event: Mapping[str, Any]) -> None:
+        """Apply one journalled event (replay): the recorded outcome, through the live handlers."""
+        with self._core.lock:
+            recovery.apply_event(self._core.state, event)
+
+    def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
+        """Apply ``(seq, event)`` pairs in order without journalling them; return how many."""
+        return recovery.replay(self._core, events)
+
+    @property
+    def group(self) -> GroupCommit | None:
+        """The group committer, or None: each change is journalled before its call returns."""
+        return self._core.log.group
+
+    def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
+                           owner: int | None = None, offload: Offload | None = None,
+                           max_events: int = DEFAULT_MAX_EVENTS,
+                           background: Background | None = None) -> GroupCommit | None:
+        """Journal changes by group commit from now on (idempotent; None without a journal). Calls
+        on the ``owner`` thread (a service's event loop) return once the change is decided and
+        queued, and ``schedule`` (the loop's ``call_soon``) flushes them after the current burst in
+        one transaction: the committer's marks say when a change is durable — answer nobody before
+        (the service does). Calls from other threads return once durable, as before. ``offload``
+        runs the owner's commits on a worker thread (a remote store: deciding goes on meanwhile);
+        ``background`` writes automatic snapshots on a worker thread."""
+        return commits.start_group_commit(self._core, schedule=schedule, owner=owner, offload=offload,
+                                          max_events=max_events, background=background)
+
+    def stop_group_commit(self) -> None:
+        """Commit what is queued and go back to one append per change (idempotent)."""
+        commits.stop_group_commit(self._core)
+
+    def flush(self) -> None:
+        """Commit every change made so far now; :class:`~quotaplane.journal.group_commit.CommitFailedError`
+        if that failed (the changes were undone). Without group commit every change is durable when
+        its call returns: nothing to do."""
+        group = self._core.log.group
+        if group is not None:
+            group.wait()
+
+    # -- subscriptions ------------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(notice)`` for every change, once it is journalled (:mod:`quotaplane.notices`).
+
+        A notice is ``{"type", "partition", "seq", …}``: ``allocated``, ``released``, ``preempted``,
+        ``ask_added``, ``ask_removed``, ``application`` (state changes), ``application_removed``,
+        ``config_applied``, ``node_added``, ``node_removed``; ``seq`` is the journal sequence number
+        the change was written under. Callbacks run under the partition lock and must be quick; one
+        that raises is unsubscribed. Returns a function that unsubscribes.
+        """
+        return subscriptions.subscribe(self._core, callback)
+
+    def listen(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(events, time)`` with the events of every change once it is journalled (the
+        typed :mod:`quotaplane.events`; :func:`quotaplane.notices.notice_of` turns one into its notice).
+        Cheaper than :meth:`subscribe` for a listener that keeps the events to look at later; it runs
+        under the partition lock and must be quick. Returns a function that stops it."""
+        return subscriptions.listen(self._core, listener)
+
+    def subscriber_count(self) -> int:
+        """How many subscribers are listening."""
+        return len(self._core.notifier.subscribers)
+
+    def notices_after(self, after: int) -> list[dict[str, Any]]:
+        """The notices of the changes journalled after sequence number ``after`` (resuming a stream).
+
+        Read back from the journal (also after a restart). ``ValueError`` when the journal no longer
+        holds events from ``after`` on (compacted) or when this partition has no journal.
+        """
+        return subscriptions.resume_after(self._core, after)
 
     def __repr__(self) -> str:
-        return f"Partition({self.name!r}, apps={len(self._s.apps)}, allocations={len(self._s.allocs)})"
+        state = self._core.state
+        return f"Partition({self.name!r}, apps={len(state.apps)}, allocations={len(state.allocs)})"
+

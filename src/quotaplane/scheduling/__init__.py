@@ -1,6 +1,9 @@
-"""Pending asks and their scheduling: the asks, their order, the cycle, and the scheduler object.
+"""Pending asks and their scheduling: the asks and the notes of what to retry (the state's), their
+order, the cycle, the scheduler, the preemptors and the questions they ask of the state.
 
-See ``docs/queueing.md``. The partition composes :class:`~quotaplane.scheduling.runner.PendingAsks`.
+See ``docs/queueing.md``. The partition holds :class:`~quotaplane.scheduling.runner.PendingAsks` beside
+its state; both the scheduler and the preemptors plan on a read-only view of the state and apply through
+the partition's transaction (:mod:`quotaplane.scheduling.view`).
 """
 
 from quotaplane.scheduling.asks import Ask, AskQueue

@@ -149,6 +149,10 @@ class AskQueue:
         """The arrival number the next ask gets."""
         return self._next_seq
 
+    def reset_seq(self, next_seq: int) -> None:
+        """The next ask gets ``next_seq`` again (an ask added since was taken back)."""
+        self._next_seq = next_seq
+
     def add(self, ask: Ask) -> None:
         """Queue ``ask`` (its ``seq`` is kept; later asks get a higher one)."""
         self._by_key[ask.allocation_key] = ask

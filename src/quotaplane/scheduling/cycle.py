@@ -16,18 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from quotaplane.events import Allocated
 from quotaplane.policy import Decision
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.guarantees import QUEUE_CODES
 from quotaplane.scheduling.order import candidates
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.admission import AllocationUndo
     from quotaplane.application import Application
     from quotaplane.queues.queue import Queue
 
-__all__ = ["CycleBatch", "placeholder_of", "run_cycle"]
+__all__ = ["placeholder_of", "run_cycle"]
 
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
@@ -117,23 +115,6 @@ def _dominates(ask: Ask, refused: Ask) -> bool:
         return False                    # a real task-group ask may replace a placeholder instead
     mine = ask.resource._values
     return all(mine.get(name, 0) >= amount for name, amount in refused.resource._values.items())
-
-
-class CycleBatch:
-    """The allocations of a cycle not yet journalled: their events, undo records and asks."""
-
-    __slots__ = ("asks", "events", "undos")
-
-    def __init__(self) -> None:
-        self.events: list[Allocated] = []
-        self.undos: list[AllocationUndo] = []
-        self.asks: list[Ask] = []
-
-    def clear(self) -> None:
-        """Forget the batch (after it was journalled or undone)."""
-        self.events = []
-        self.undos = []
-        self.asks = []
 
 
 def placeholder_of(app: Application, task_group: str) -> str | None:

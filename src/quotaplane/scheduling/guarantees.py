@@ -41,6 +41,7 @@ from quotaplane.resources import Resource
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation
     from quotaplane.queues.queue import Queue
+    from quotaplane.scheduling.asks import Ask
 
 __all__ = [
     "PREEMPTION_DELAY_DEFAULT",
@@ -48,6 +49,7 @@ __all__ = [
     "QUEUE_CODES",
     "below_guaranteed_with",
     "guarantee_victims",
+    "may_preempt_for_guarantee",
     "preemption_delay",
 ]
 
@@ -266,3 +268,9 @@ def guarantee_victims(leaf: Queue, request: Resource, priority: int,
                                        f"{leaf.path!r} (below its guaranteed, fence root {fence.path!r})")
             return Eviction(reason, tuple(chosen))
     return None
+
+
+def may_preempt_for_guarantee(ask: Ask, leaf: Queue, now: float, enabled: bool) -> bool:
+    """PR-Y1/PR-Y3: preemption is on, the ask has waited its leaf's ``preemption.delay`` and has not
+    tried within the last 15 s."""
+    return enabled and now >= ask.created + preemption_delay(leaf) and now >= ask.preempt_after

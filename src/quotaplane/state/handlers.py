@@ -1,23 +1,27 @@
 """The state of one partition and the only code that changes it: one method per event (events.py).
 
-:class:`PartitionState` holds nodes, applications, allocations, the policies by role and the pending
-asks. Its methods apply a journalled event — the same methods run live (after the partition decided
-and before it journals) and on replay (:meth:`PartitionState.apply`), so replay reproduces the state
-(rule S1). Deciding (admission checks), locking and journalling are the partition's
-(:class:`~quotaplane.partition.Partition`), not this module's. What the waiting-ask scheduler and the
-preemptors ask of the state is in :mod:`quotaplane.state.questions`, and the state as data (the REST
-entry, the dump replay must reproduce, the snapshot) in :mod:`quotaplane.state.views`.
+:class:`PartitionState` holds nodes, applications, allocations, the policies by role and the waiting
+work (:class:`~quotaplane.scheduling.waiting.Waiting`: the pending asks and the notes of what the next
+cycle must retry). Its methods apply a journalled event — the same methods run live, inside the
+partition's transaction (:mod:`quotaplane.partition.txn`), and on replay (:meth:`PartitionState.apply`),
+so replay reproduces the state (rule S1). Deciding, locking, journalling and taking back a refused
+change are the transaction's; how each event is taken back is :mod:`quotaplane.state.undo`. What the
+waiting-ask scheduler and the preemptors ask of the state is :mod:`quotaplane.scheduling.questions`
+(they plan on it as a read-only :class:`~quotaplane.scheduling.view.StateView`), and the state as data
+(the REST entry, the dump replay must reproduce, the snapshot) is :mod:`quotaplane.state.views`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import quotaplane.events as E
-from quotaplane.admission import AllocationUndo, PolicySet, Preempted, apply_all
+from quotaplane.admission import PolicySet, Preempted, apply_all
 from quotaplane.application import (
+    ACTIVE_STATES,
     ALLOCATED,
     ASKED,
     IDLE,
@@ -28,7 +32,7 @@ from quotaplane.application import (
 )
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
-from quotaplane.errors import JournalReplayError
+from quotaplane.errors import ConflictError, JournalReplayError, NotFoundError
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -37,15 +41,15 @@ from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import preemption_delay
+from quotaplane.scheduling.questions import cannot_start, held, held_at, preempt_at
 from quotaplane.scheduling.quota_preemption import QuotaPreemption
 from quotaplane.scheduling.reservations import Reservations, place_path, reservation_settings
-from quotaplane.scheduling.runner import PendingAsks
+from quotaplane.scheduling.waiting import Waiting
 from quotaplane.scheduling.wake import RUNNING_COUNT, chain_places, release_keys
 from quotaplane.state.gang import Replacement
 from quotaplane.state.nodes import NodeIndex
-from quotaplane.state.questions import StateAskQueries
 from quotaplane.state.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
-from quotaplane.state.views import StateViews
+from quotaplane.state.undo import AllocationUndo
 from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState"]
@@ -53,7 +57,7 @@ __all__ = ["PartitionState"]
 _EMPTY = Resource()
 
 
-class PartitionState(StateAskQueries, StateViews):
+class PartitionState:
     """Everything a partition knows, changed only by applying events (see the module docstring)."""
 
     def __init__(self, config: PartitionConfig, *, config_seq: int, clock: Callable[[], float],
@@ -86,7 +90,9 @@ class PartitionState(StateAskQueries, StateViews):
         self.quota_preemption = QuotaPreemption()
         #: the earliest time a waiting ask may preempt (PR-Y3): the timer runs a cycle then
         self.preempt_due = math.inf
-        #: what the last ``timeouts`` tick's over-use monitors named (the live path journals it)
+        #: what the last ``timeouts`` tick did and what its over-use monitors named (the live path
+        #: reports the one and journals the other)
+        self.timed_out: list[str] = []
         self.due_reclaims: list[Eviction] = []
         self.notes: list[dict[str, Any]] = []
         #: hold preempted allocations until they are released (a front that evicts: issue 31 #3)
@@ -94,8 +100,8 @@ class PartitionState(StateAskQueries, StateViews):
         #: allocation key → {reason, preemptor, t} of allocations preempted and not yet released (held
         #: preemptions only; in memory: a restart forgets them and the preemptor decides again)
         self.preempting: dict[str, dict[str, Any]] = {}
-        #: the pending asks and their scheduler (set by the partition, which is its host)
-        self.pending: PendingAsks
+        #: the pending asks and the notes of what the next cycle must retry
+        self.waiting = Waiting()
         self.build_extensions(config)
         self.queues.set_cluster_resource(self.total)
 
@@ -117,7 +123,7 @@ class PartitionState(StateAskQueries, StateViews):
                 keep.append((key, built_order, policy))
         keep.sort(key=lambda e: (e[1], e[0]))
         self.policies = PolicySet(self.policies.queue, self.policies.ugm, [(k, p) for k, _, p in keep])
-        self.policies.held = self.held
+        self.policies.held = functools.partial(held, self)
 
     def set_total(self) -> None:
         self.total = NodeIndex.total(self.nodes, self.node_index.unschedulable)
@@ -148,12 +154,16 @@ class PartitionState(StateAskQueries, StateViews):
 
     def bound(self, ev: E.Bound) -> None:
         """An allocation's node became known (or changed)."""
-        alloc = self.allocs[ev.key]
-        if alloc.node is not None:
-            self.node_index.unplace(alloc.node, ev.key)
-        alloc.node = ev.node
-        self.node_index.place(ev.node, ev.key)
+        self.place_on(ev.key, ev.node)
 
+    def place_on(self, key: str, node: str | None) -> None:
+        """Allocation ``key`` runs on ``node`` (None: no node known)."""
+        alloc = self.allocs[key]
+        if alloc.node is not None:
+            self.node_index.unplace(alloc.node, key)
+        alloc.node = node
+        if node is not None:
+            self.node_index.place(node, key)
 
     def app_added(self, ev: E.AppAdded) -> None:
         if self.queues.queue(ev.queue) is None:
@@ -196,7 +206,7 @@ class PartitionState(StateAskQueries, StateViews):
                     app.reported_state = n["state"]
 
     def drop_app(self, app: Application) -> None:
-        for ask in self.pending.asks.remove_application(app.application_id):   # no orphan asks (expiry)
+        for ask in self.waiting.asks.remove_application(app.application_id):   # no orphan asks (expiry)
             self.ask_leaves(ask, allocated=False)
         del self.apps[app.application_id]
         # the queue tree drops a draining or dynamic queue once it is empty
@@ -204,7 +214,7 @@ class PartitionState(StateAskQueries, StateViews):
 
     def app_removed(self, ev: E.AppRemoved) -> None:
         app = self.apps[ev.app]
-        for ask in self.pending.asks.remove_application(app.application_id):
+        for ask in self.waiting.asks.remove_application(app.application_id):
             self.ask_leaves(ask, allocated=False)
         for key in list(app.allocations):
             self.release_one(key, ev.t, terminal=True, noted=True)
@@ -212,6 +222,19 @@ class PartitionState(StateAskQueries, StateViews):
             self.leave(app)
         self.drop_app(app)
 
+
+    def active_app(self, application_id: str) -> Application:
+        """The application ``application_id`` when it takes allocations now: NotFoundError when it is
+        unknown or its queue is gone, ConflictError when it is in a state that takes none."""
+        app = self.apps.get(application_id)
+        if app is None:
+            raise NotFoundError(f"application {application_id!r} not found in partition {self.name!r}")
+        if app.state not in ACTIVE_STATES:
+            raise ConflictError(f"application {application_id!r} is {app.state} and takes no allocations")
+        if self.queues.queue(app.queue_path) is None:
+            raise NotFoundError(f"queue {app.queue_path!r} of application {application_id!r} "
+                                "no longer exists")
+        return app
 
     def request(self, app: Application, key: str, resource: Resource, priority: int = 0,
                 preemptible: bool = True, first: bool = False, t: float = 0.0) -> AdmissionRequest:
@@ -222,16 +245,16 @@ class PartitionState(StateAskQueries, StateViews):
         """A waiting ask is demand (PR-K1): its queue's ``pendingResource`` and its elastic quota's
         request grow. It counts towards no limit. It watches the places that hold it back now (or
         ``places``, as a snapshot recorded them) for overtakes (reservations)."""
-        self.pending.asks.add(ask)
-        self.pending.entered(ask)
+        self.waiting.asks.add(ask)
+        self.waiting.entered(ask, preempt_at(self, ask))
         app = self.apps[ask.application_id]
         leaf = self.queues.queue(app.queue_path)
         if leaf is not None:
             on, bound, delay = reservation_settings(leaf)
             user = app.user.user
-            held_at = [] if not on else self._held_at(app, ask) if places is None else \
+            held = [] if not on else held_at(self, app, ask) if places is None else \
                 [(key, place_path(key, user)) for key in places]
-            self.reservations.enter(ask, held_at, bound, delay)
+            self.reservations.enter(ask, held, bound, delay)
         self.queues.increase_pending(app.queue_path, ask.resource)
         if leaf is not None and self.config.preemption.enabled:
             # when this ask may first preempt (PR-Y3): the timer runs a cycle then
@@ -246,20 +269,20 @@ class PartitionState(StateAskQueries, StateViews):
         ends here so that incremental and full cycles agree on the order."""
         paths: list[str] = []
         for ask in self.reservations.in_force_asks():
-            if self.cannot_start(ask):
+            if cannot_start(self, ask):
                 paths += ask.place_paths
         if paths:
-            self.pending.wake(["r:" + path for path in dict.fromkeys(paths)])
-            self.pending.asks.cycle_freed = True
-            self.pending.asks.dirty = True
+            self.waiting.wake(["r:" + path for path in dict.fromkeys(paths)])
+            self.waiting.asks.cycle_freed = True
+            self.waiting.asks.dirty = True
 
     def ask_leaves(self, ask: Ask, *, allocated: bool) -> None:
         """A waiting ask is no longer demand: allocated (the policies' apply made it usage) or withdrawn."""
         ended = self.reservations.leave(ask, self.clock())
         if ended:       # what its reservation held back may go now (another cycle runs)
-            self.pending.wake(["r:" + path for path in ended])
-            self.pending.asks.cycle_freed = True
-            self.pending.asks.dirty = True
+            self.waiting.wake(["r:" + path for path in ended])
+            self.waiting.asks.cycle_freed = True
+            self.waiting.asks.dirty = True
         app = self.apps.get(ask.application_id)
         if app is None:
             return
@@ -273,7 +296,7 @@ class PartitionState(StateAskQueries, StateViews):
                          preempted: Sequence[Preempted] = ()) -> None:
         """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
         # an allocation made for a pending ask ends the ask in the same event (queueing)
-        ask = self.pending.asks.remove(ev.key)
+        ask = self.waiting.asks.remove(ev.key)
         if ask is not None:
             self.ask_leaves(ask, allocated=True)
         if self.reservations.watching:
@@ -304,9 +327,10 @@ class PartitionState(StateAskQueries, StateViews):
         app.move(ALLOCATED, ev.t)                   # New → Accepted → Starting in one step
         if started and self.reservations.active:
             self._reservers_stopped()
-        if self.pending.asks.has_application(app.application_id):
-            self.pending.touch(app.application_id)  # its other asks see its new state next cycle
-        self.release_preempted(preempted, ev.key, ev.t)
+        if self.waiting.asks.has_application(app.application_id):
+            self.waiting.touch(app.application_id)  # its other asks see its new state next cycle
+        if preempted:
+            self.release_preempted(preempted, ev.key, ev.t)
 
     def release_preempted(self, preempted: Sequence[Preempted], preemptor: str, t: float) -> None:
         """Release what a policy let go while admitting ``preemptor`` (a quota forest), and note it."""
@@ -362,16 +386,13 @@ class PartitionState(StateAskQueries, StateViews):
         del app.allocations[ev.key]
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, ev.key)
-        app.state, app.state_since, app.counted = undo.state, undo.state_since, undo.counted
-        if undo.log is not None:
-            app.log_undo(undo.log)
-        app.anchor_seq, app.placeholder_since = undo.anchor_seq, undo.placeholder_since
+        undo.app.restore(app)
         ask = undo.ask
-        if ask is not None and ask.allocation_key not in self.pending.asks:
+        if ask is not None and ask.allocation_key not in self.waiting.asks:
             # it waits again; the policies' undo made its usage demand again (an elastic pending pod)
             ask.reasons = None
-            self.pending.asks.add(ask)
-            self.pending.entered(ask)
+            self.waiting.asks.add(ask)
+            self.waiting.entered(ask, preempt_at(self, ask))
             self.reservations.reenter(ask)
             self.queues.increase_pending(app.queue_path, ask.resource)
 
@@ -403,15 +424,15 @@ class PartitionState(StateAskQueries, StateViews):
         for policy in reversed(self.policies.core):   # the running count lives in queue and user/group
             policy.release(req, last_allocation=True)
         app.counted = False
-        self.pending.wake((RUNNING_COUNT,))
+        self.waiting.wake((RUNNING_COUNT,))
 
     def _wake(self, app: Application, *, last: bool) -> None:
         """Quota was given back along ``app``'s queue chain: the asks waiting on it are retried."""
         leaf = self.queues.queue(app.queue_path)
         if leaf is not None:
-            self.pending.wake(release_keys(app.user.user, leaf, last=last))
+            self.waiting.wake(release_keys(app.user.user, leaf, last=last))
         else:
-            self.pending.full_due = True
+            self.waiting.full_due = True
 
 
     def release_one(self, key: str, t: float, *, terminal: bool = False, keep_counted: bool = False,
@@ -426,12 +447,12 @@ class PartitionState(StateAskQueries, StateViews):
         del app.allocations[key]
         # A-3: with asks still pending the application keeps running (and counting)
         last = (app.counted and not app.allocations and not keep_counted
-                and not self.pending.asks.has_application(app.application_id))
+                and not self.waiting.asks.has_application(app.application_id))
         req = self.request(app, key, alloc.resource, alloc.priority, alloc.preemptible)
         for policy in reversed(self.policies.all):
             if policy is not skip:
                 policy.release(req, last_allocation=last)
-        if len(self.pending.asks):
+        if len(self.waiting.asks):
             self._wake(app, last=last)
         if last:
             app.counted = False
@@ -453,7 +474,7 @@ class PartitionState(StateAskQueries, StateViews):
         ph = self.allocs[ev.placeholder]
         app = self.apps[ph.application_id]
         preempted = replacement.apply()
-        ask = self.pending.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
+        ask = self.waiting.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
         if ask is not None:
             self.ask_leaves(ask, allocated=True)
         real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
@@ -474,23 +495,27 @@ class PartitionState(StateAskQueries, StateViews):
         if not app.has_placeholders():
             app.placeholder_since = None
         app.move(ALLOCATED, ev.t)
-        if len(self.pending.asks):
+        if len(self.waiting.asks):
             self._wake(app, last=False)             # a smaller real allocation gives quota back
-            if self.pending.asks.has_application(app.application_id):
-                self.pending.touch(app.application_id)
+            if self.waiting.asks.has_application(app.application_id):
+                self.waiting.touch(app.application_id)
         self.release_preempted(preempted, real.allocation_key, ev.t)
         return [k for _, k in preempted]
 
 
-    def timeouts(self, ev: E.Timeouts) -> list[str]:
+    def timeouts(self, ev: E.Timeouts) -> None:
+        """Every timeout due at ``ev.t`` (:mod:`quotaplane.state.timeouts`) and one tick of the
+        over-use monitors. What happened (:attr:`timed_out`) and what the monitors named
+        (:attr:`due_reclaims`) are kept for the live path, which journals the reclaims; a replay
+        ignores them (the journal holds what was decided)."""
         def release(key: str, t: float, *, terminal: bool, keep_counted: bool) -> None:
             self.release_one(key, t, terminal=terminal, keep_counted=keep_counted, noted=True)
 
         actions = TimeoutActions(release=release, leave=self.leave, drop=self.drop_app,
                                  allocated=self.allocs.__contains__)
-        out = apply_timeouts(self.apps.values(), ev.t, self.options, actions)
+        self.timed_out = apply_timeouts(self.apps.values(), ev.t, self.options, actions)
+        # the tick runs on replay too: it moves the monitors' clocks
         self.due_reclaims = reclaim_tick(self.policies.reclaiming(), ev.t)
-        return out
 
     def preempted(self, ev: E.Preempted) -> None:
         """Allocations taken away by a decision (preemption or reclaim), as it was journalled."""
@@ -510,13 +535,20 @@ class PartitionState(StateAskQueries, StateViews):
         # (YuniKorn RunApplication: it is not Completed away while the request waits)
         self.apps[ev.app].move(ASKED, ev.t)
 
+    def ask_withdrawn(self, key: str) -> None:
+        """The waiting ask ``key`` is no longer demand, as if it had never been added (its
+        application's lifecycle is the caller's)."""
+        ask = self.waiting.asks.remove(key)
+        if ask is not None:
+            self.ask_leaves(ask, allocated=False)
+
     def ask_removed(self, ev: E.AskRemoved) -> None:
-        ask = self.pending.asks.remove(ev.key)
+        ask = self.waiting.asks.remove(ev.key)
         if ask is None:
             return
         self.ask_leaves(ask, allocated=False)
         app = self.apps.get(ask.application_id)
-        if app is None or app.allocations or self.pending.asks.has_application(app.application_id):
+        if app is None or app.allocations or self.waiting.asks.has_application(app.application_id):
             return
         # the last ask of an application with no allocation went away
         if app.counted:
@@ -552,7 +584,6 @@ class PartitionState(StateAskQueries, StateViews):
                 self.replaced(ev)
             case E.Timeouts():
                 self.timeouts(ev)
-                self.due_reclaims = []      # the journal holds what was decided (preempted events)
             case E.Preempted():
                 self.preempted(ev)
             case E.ConfigApplied():
@@ -611,7 +642,7 @@ class PartitionState(StateAskQueries, StateViews):
         """A new config: every waiting ask's reservation bound and delay come from its leaf again."""
         settings: dict[str, tuple[bool, int, float]] = {}
         leaf_of: dict[str, str] = {}
-        waiting = self.pending.asks.all()
+        waiting = self.waiting.asks.all()
         for ask in waiting:
             app = self.apps.get(ask.application_id)
             leaf = self.queues.queue(app.queue_path) if app is not None else None

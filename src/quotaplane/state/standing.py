@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.scheduling.order import candidates
+from quotaplane.scheduling.questions import reasons_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduling.asks import Ask
@@ -50,10 +51,10 @@ def _positions(state: PartitionState) -> dict[str, int]:
     if root is None:
         return {}
     return {ask.allocation_key: i + 1
-            for i, (_, ask) in enumerate(candidates(state.pending.asks, root, state.apps))}
+            for i, (_, ask) in enumerate(candidates(state.waiting.asks, root, state.apps))}
 
 
-def _waiting(state: PartitionState, asks: Iterable[Ask]) -> list[dict[str, Any]]:
+def _waiting(state: PartitionState, asks: Iterable[Ask], at: int) -> list[dict[str, Any]]:
     positions = _positions(state)
     out = []
     for ask in asks:
@@ -62,7 +63,7 @@ def _waiting(state: PartitionState, asks: Iterable[Ask]) -> list[dict[str, Any]]
                     "queue": app.queue_path if app is not None else "",
                     "resource": dict(sorted(ask.resource.items())), "priority": ask.priority,
                     "position": positions.get(ask.allocation_key),
-                    "reasons": [v.to_dict() for v in state.pending.reasons_of(ask)]})
+                    "reasons": [v.to_dict() for v in reasons_of(state, ask, at)]})
     out.sort(key=lambda w: (w["position"] is None, w["position"] or 0, w["allocationKey"]))
     return out
 
@@ -124,27 +125,27 @@ def _flatten_usage(dao: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def standing(state: PartitionState, kind: str, name: str) -> dict[str, Any] | None:
+def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, Any] | None:
     """The standing of queue, user, group or elastic quota ``name`` (None: not known)."""
     if kind == "queue":
         if state.queues.queue(name) is None:
             return None
-        asks = [a for a in state.pending.asks.all()
+        asks = [a for a in state.waiting.asks.all()
                 if (app := state.apps.get(a.application_id)) is not None
                 and (app.queue_path == name or app.queue_path.startswith(name + "."))]
         return {"kind": kind, "name": name, "queue": _queue_view(state, name),
-                "waiting": _waiting(state, asks)}
+                "waiting": _waiting(state, asks, at)}
     if kind in ("user", "group"):
         dao = state.ugm.user_usage(name) if kind == "user" else state.ugm.group_usage(name)
         apps = {a.application_id for a in state.apps.values()
                 if (a.user.user == name if kind == "user" else name in a.user.groups)}
         if dao is None and not apps:
             return None
-        asks = [a for a in state.pending.asks.all() if a.application_id in apps]
+        asks = [a for a in state.waiting.asks.all() if a.application_id in apps]
         queues = sorted({state.apps[a].queue_path for a in apps})
         return {"kind": kind, "name": name, "limits": _flatten_usage((dao or {}).get("queues")),
                 "queues": [_queue_view(state, q) for q in queues if state.queues.queue(q) is not None],
-                "waiting": _waiting(state, asks)}
+                "waiting": _waiting(state, asks, at)}
     if kind == "quota":
         view = _elastic_view(state, name)
         if view is None:
@@ -152,6 +153,6 @@ def standing(state: PartitionState, kind: str, name: str) -> dict[str, Any] | No
         tag = "quota.scheduling.koordinator.sh/name"
         apps = {a.application_id for a in state.apps.values()
                 if a.tags.get(tag) == name or a.tags.get("namespace") == name}
-        asks = [a for a in state.pending.asks.all() if a.application_id in apps]
-        return {"kind": kind, "name": name, "elastic": view, "waiting": _waiting(state, asks)}
+        asks = [a for a in state.waiting.asks.all() if a.application_id in apps]
+        return {"kind": kind, "name": name, "elastic": view, "waiting": _waiting(state, asks, at)}
     raise ValueError(f"standing of a {kind!r}: ask for one of {', '.join(KINDS)}")

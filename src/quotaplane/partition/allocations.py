@@ -1,0 +1,130 @@
+"""A partition's allocations: admit one or a batch (Q2, preempting when a policy may make room), release
+them, replace a gang placeholder, and the same decision answered without a change (``what_if``).
+
+Each write is a function of the partition's transaction (:mod:`quotaplane.partition.txn`), which
+applies, journals and takes back; what follows a change (the waiting asks' cycle) is asked of it with
+:meth:`~quotaplane.partition.txn.Txn.after`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import quotaplane.events as E
+from quotaplane.admission import AllocationSpec, check_all
+from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.partition.txn import Txn
+from quotaplane.policy import Decision
+from quotaplane.resources import Resource
+from quotaplane.scheduling.preemption import plan, preempt_for
+from quotaplane.state.handlers import PartitionState
+
+__all__ = ["allocate", "allocate_specs", "cancel_preemption", "freed", "freed_all", "release",
+           "release_batch", "what_if"]
+
+
+def freed(tx: Txn) -> None:
+    """The follow-up of a change that gave quota back: the waiting asks it may unblock get a cycle."""
+    tx.core.scheduler.freed(tx)
+
+
+def freed_all(tx: Txn) -> None:
+    """The follow-up of a change no wake key tells (a node, a config): every waiting ask is retried."""
+    tx.core.scheduler.freed(tx, full=True)
+
+
+def _after_direct(tx: Txn) -> None:
+    """A direct allocation that let reserved quota go (the reserving ask itself was allocated, or an
+    application start keeps a reserving one out): the asks it held back get their cycle now."""
+    asks = tx.state.waiting.asks
+    if asks.cycle_freed:
+        asks.cycle_freed = False
+        freed(tx)
+
+
+def what_if(state: PartitionState, now: float, application_id: str, resource: Resource, priority: int,
+            preemptible: bool) -> Decision:
+    """The decision :func:`allocate` would give now, with every reason; changes nothing. A request it
+    would admit by preempting others (E6) is answered allocated with those keys in ``preempted``."""
+    app = state.active_app(application_id)
+    req = state.request(app, "", resource, priority, preemptible, first=not app.counted)
+    reasons = check_all(state.policies, req)
+    if reasons:
+        found = plan(state, app, "", resource, priority, preemptible, Decision(False, reasons), None, now)
+        if found is not None:
+            return Decision(True, [], list(found[0]), queue=app.queue_path)
+    return Decision(not reasons, reasons, queue=app.queue_path)
+
+
+def allocate(tx: Txn, spec: AllocationSpec) -> Decision:
+    """Admit one allocation through every policy, preempting when one may make room (E6, PR-Y)."""
+    tx.state.waiting.asks.cycle_freed = False
+    decision = tx.admit(spec)
+    if decision.allocated:
+        if tx.state.waiting.asks.cycle_freed:
+            tx.after(_after_direct)
+    elif decision.reasons:
+        decision = preempt_for(tx, spec, decision, None)
+    return decision
+
+
+def allocate_specs(tx: Txn, specs: Sequence[AllocationSpec]) -> list[Decision]:
+    """Admit validated allocations in order, committed together (a preemption commits what came
+    before it, keeping the journal in decision order); an unknown application or a duplicate key raises
+    before anything changes."""
+    _check_batch(tx.state, specs)
+    tx.state.waiting.asks.cycle_freed = False
+    decisions: list[Decision] = []
+    for spec in specs:
+        decision = tx.admit(spec)
+        if not decision.allocated and decision.reasons:
+            decision = preempt_for(tx, spec, decision, None)
+        decisions.append(decision)
+    if tx.state.waiting.asks.cycle_freed:
+        tx.after(_after_direct)
+    return decisions
+
+
+def _check_batch(state: PartitionState, specs: Sequence[AllocationSpec]) -> None:
+    """Every application active and every key new, before anything changes."""
+    seen: set[str] = set()
+    active: set[str] = set()      # applications checked already
+    for spec in specs:
+        if spec.application_id not in active:
+            state.active_app(spec.application_id)
+            active.add(spec.application_id)
+        key = spec.allocation_key
+        if key in state.allocs or key in seen:
+            raise ConflictError(f"allocation {key!r} already exists in partition {state.name!r}")
+        seen.add(key)
+        if spec.node is not None and spec.node not in state.nodes:
+            raise NotFoundError(f"node {spec.node!r} not found in partition {state.name!r}")
+
+
+def cancel_preemption(tx: Txn, keys: Sequence[str]) -> None:
+    """Give held preemptions up (issue 31 #3): the allocations stay and may be chosen again; every
+    waiting ask is retried."""
+    for key in keys:
+        tx.state.preempting.pop(key, None)
+    tx.after(freed_all)
+
+
+def release(tx: Txn, allocation_key: str) -> None:
+    """Release an allocation; the last one moves its application to Completing (seed 001)."""
+    release_batch(tx, (allocation_key,))
+
+
+def release_batch(tx: Txn, allocation_keys: Sequence[str]) -> None:
+    """Release several allocations in one commit, all at one time; an unknown key raises first."""
+    state = tx.state
+    allocs = state.allocs
+    seen: set[str] = set()
+    for key in allocation_keys:
+        if key not in allocs or key in seen:
+            raise NotFoundError(f"allocation {key!r} not found in partition {state.name!r}")
+        seen.add(key)
+    t = tx.clock()
+    for ev in [E.Released(key=key, t=t, app=allocs[key].application_id) for key in allocation_keys]:
+        tx.apply(ev)
+    tx.after(freed)
+

@@ -1,0 +1,71 @@
+"""What a partition does as time passes (:meth:`~quotaplane.partition.facade.Partition.check_timeouts`):
+gang placeholders, application states and terminated applications time out
+(:mod:`quotaplane.state.timeouts`), elastic quotas over their runtime too long are reclaimed (E5),
+queues over a lowered max too long are cut back (PR-Q), and asks whose preemption delay passed get a
+cycle (PR-Y3) — one write of the partition's transaction."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import quotaplane.events as E
+from quotaplane.partition.txn import Txn
+from quotaplane.policy import Eviction
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
+from quotaplane.scheduling.questions import allocations_of
+from quotaplane.state.handlers import PartitionState
+from quotaplane.state.timeouts import timeouts_due
+
+__all__ = ["check_timeouts"]
+
+
+def _preemption_due(state: PartitionState, now: float) -> bool:
+    """True when a waiting ask may try preemption now (PR-Y3); the next try is 15 s later."""
+    if now < state.preempt_due:
+        return False
+    state.preempt_due = now + PREEMPT_ATTEMPT_EVERY if len(state.waiting.asks) else math.inf
+    return True
+
+
+def _quota_cuts(state: PartitionState, now: float) -> list[Eviction]:
+    """PR-Q: the queues due for quota preemption at ``now`` and their victims (changes nothing but the
+    trigger times, which live in memory only)."""
+    if not state.config.preemption.quota_preemption_enabled:
+        state.quota_preemption.due_at.clear()
+        return []
+    queues = [q for path in sorted(state.queues.paths()) if (q := state.queues.queue(path)) is not None]
+    return state.quota_preemption.tick(queues, now, functools.partial(allocations_of, state))
+
+
+def check_timeouts(tx: Txn, t: float) -> list[str]:
+    """Apply every timeout due at ``t``; what happened, in order."""
+    if _preemption_due(tx.state, t):
+        tx.core.scheduler.freed(tx)      # asks whose preemption delay passed get a cycle (PR-Y3)
+    state = tx.state
+    quota_cuts = _quota_cuts(state, t)
+    out: list[str] = []
+    reclaims: list[Eviction] = []
+    if timeouts_due(state.apps.values(), t, state.options) or state.policies.reclaiming():
+        tx.apply(E.Timeouts(t=t))
+        out = list(state.timed_out)
+        reclaims = state.due_reclaims
+    for found in [*reclaims, *quota_cuts]:
+        keys = tuple(k for k in found.keys if k in state.allocs)
+        if state.hold_preempted:            # issue 31 #3: charged until released
+            held = tx.hold(keys, found.reason.reason(), None, t)
+            out.extend(f"{k}: held for preemption by {found.reason.policy} ({found.reason.path})"
+                       for k in held)
+            continue
+        if not keys:
+            continue
+        tx.apply(E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
+                             reason=found.reason.reason(), t=t))
+        verb = "revoked" if found.reason.code == "elastic.revoked" else "preempted"
+        out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
+    if not tx.uncommitted and not state.notes:
+        return []
+    # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"); a timeout also moves
+    # applications between states, which no wake key tells
+    tx.after(functools.partial(tx.core.scheduler.freed, full=bool(out)))
+    return out

@@ -1,0 +1,138 @@
+"""How a change the journal refused is taken back exactly (rule S1: nothing refused is ever visible).
+
+A write applies its events in memory first and journals them at its commit point
+(:class:`~quotaplane.partition.txn.Txn`). When the commit — or anything before it — fails, the events
+applied since the last commit point are taken back, newest first. :func:`undo_of` says how, for an event
+about to be applied: it reads what the change will overwrite *before* the change and returns the step
+that puts it back, or None for a change that cannot be taken back step by step (a release gives quota
+back to every policy; a removal drops what it held). The transaction then rebuilds the partition from
+its journal instead.
+
+An admitted allocation is taken back by :meth:`~quotaplane.state.handlers.PartitionState.undo_allocated`
+with the :class:`AllocationUndo` its admission recorded (the policies applied it before the event
+existed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import quotaplane.events as E
+from quotaplane.application import Application, LogMark
+from quotaplane.policy import AdmissionRequest
+from quotaplane.scheduling.asks import Ask
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.state.handlers import PartitionState
+
+__all__ = ["AllocationUndo", "AppMark", "Undo", "undo_of"]
+
+#: a step that puts back what one applied event changed
+Undo = Callable[[], None]
+
+
+class AppMark(NamedTuple):
+    """An application's lifecycle before a change that may be taken back."""
+
+    state: str
+    state_since: float
+    counted: bool
+    anchor_seq: int
+    placeholder_since: float | None
+    log: LogMark
+
+    @classmethod
+    def of(cls, app: Application) -> AppMark:
+        """The lifecycle of ``app`` now."""
+        return cls(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
+                   app.log_mark())
+
+    def restore(self, app: Application) -> None:
+        """Put ``app``'s lifecycle back as it was when this mark was taken."""
+        app.state, app.state_since, app.counted = self.state, self.state_since, self.counted
+        app.anchor_seq, app.placeholder_since = self.anchor_seq, self.placeholder_since
+        app.log_undo(self.log)
+
+
+class AllocationUndo(NamedTuple):
+    """What reverses an admitted allocation: its request, its application's lifecycle before, and the
+    pending ask it was made for (which waits again)."""
+
+    request: AdmissionRequest
+    app: AppMark
+    ask: Ask | None = None
+
+
+def undo_of(state: PartitionState, ev: E.Event) -> Undo | None:
+    """The step that takes back ``ev`` once it is applied to ``state`` — read now, before it is — or
+    None when it cannot be taken back step by step."""
+    match ev:
+        case E.NodeAdded():
+            return _node_added(state, ev)
+        case E.NodeUpdated():
+            return _node_updated(state, ev)
+        case E.NodeRemoved():
+            return _node_removed(state, ev)
+        case E.Bound():
+            return _bound(state, ev)
+        case E.AppAdded():
+            return _app_added(state, ev)
+        case E.AskAdded():
+            return _ask_added(state, ev)
+        case _:
+            return None
+
+
+def _node_added(state: PartitionState, ev: E.NodeAdded) -> Undo:
+    def undo() -> None:
+        state.node_removed(E.NodeRemoved(node=ev.node))
+    return undo
+
+
+def _node_updated(state: PartitionState, ev: E.NodeUpdated) -> Undo:
+    before = E.NodeUpdated(node=ev.node, capacity=state.nodes[ev.node],
+                           schedulable=state.node_index.schedulable(ev.node))
+
+    def undo() -> None:
+        state.node_updated(before)
+    return undo
+
+
+def _node_removed(state: PartitionState, ev: E.NodeRemoved) -> Undo | None:
+    if ev.t is not None and state.node_index.on(ev.node):
+        return None                  # it releases the allocations on the node
+    back = E.NodeAdded(node=ev.node, capacity=state.nodes[ev.node],
+                       schedulable=None if state.node_index.schedulable(ev.node) else False)
+
+    def undo() -> None:
+        state.node_added(back)
+    return undo
+
+
+def _bound(state: PartitionState, ev: E.Bound) -> Undo:
+    before = state.allocs[ev.key].node
+
+    def undo() -> None:
+        state.place_on(ev.key, before)
+    return undo
+
+
+def _app_added(state: PartitionState, ev: E.AppAdded) -> Undo:
+    def undo() -> None:
+        state.drop_app(state.apps[ev.app])
+    return undo
+
+
+def _ask_added(state: PartitionState, ev: E.AskAdded) -> Undo:
+    app = state.apps[ev.app]
+    mark = AppMark.of(app)
+    asks = state.waiting.asks
+    was_dirty, next_seq = asks.dirty, asks.next_seq()
+
+    def undo() -> None:
+        state.ask_withdrawn(ev.key)
+        asks.dirty = was_dirty
+        asks.reset_seq(next_seq)
+        mark.restore(app)
+    return undo
