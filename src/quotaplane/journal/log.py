@@ -11,15 +11,33 @@ append until one succeeds: the healthcheck reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from quotaplane.events import Event
 from quotaplane.journal.base import Journal, StoreUnavailableError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.journal.group_commit import GroupCommit
+__all__ = ["Committer", "PartitionLog"]
 
-__all__ = ["PartitionLog"]
+
+class Committer(Protocol):
+    """What the stream asks of its group committer (:class:`~quotaplane.journal.group_commit.GroupCommit`)."""
+
+    @property
+    def head(self) -> int:
+        """The sequence number the last submitted event will have once committed."""
+        ...
+
+    def record(self, events: Sequence[Event]) -> None:
+        """Queue ``events`` for the next group (and wait for it off the owner thread)."""
+        ...
+
+    def wait(self, mark: int | None = None) -> None:
+        """Flush now, so that ``mark`` (default: everything submitted) is decided."""
+        ...
+
+    def resume(self) -> None:
+        """The partition was rebuilt from the journal: accept changes again."""
+        ...
 
 
 class PartitionLog:
@@ -54,7 +72,7 @@ class PartitionLog:
         #: told of every journalled batch with the seq of its last event (the subscribers' notices)
         self.on_recorded: Callable[[Sequence[Event], int], None] | None = None
         #: the group committer (issue 18), or None: every record is appended before it returns
-        self.group: GroupCommit | None = None
+        self.group: Committer | None = None
 
     def record(self, events: Sequence[Event], *, recoverable: bool = False) -> None:
         """Append ``events`` durably in one transaction; take a snapshot every ``snapshot_every``.

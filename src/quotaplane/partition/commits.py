@@ -17,20 +17,21 @@ def start_group_commit(core: Core, *, schedule: Callable[[Callable[[], None]], o
     :meth:`~quotaplane.partition.facade.Partition.start_group_commit`."""
     log = core.log
     with core.lock:
-        if log.group is None and log.journal is not None:
-            log.group = GroupCommit(log, core.name, core.lock, schedule=schedule, owner=owner,
-                                    offload=offload, max_events=max_events, background=background)
-        return log.group
+        if core.group is None and log.journal is not None:
+            core.group = log.group = GroupCommit(log, core.name, core.lock, schedule=schedule,
+                                                 owner=owner, offload=offload, max_events=max_events,
+                                                 background=background)
+        return core.group
 
 
 def stop_group_commit(core: Core) -> None:
     """Commit what is queued and go back to one append per change (idempotent)."""
     log = core.log
     with core.lock:
-        group = log.group
+        group = core.group
         if group is None:
             return
         group.stop()
-        log.group = None
+        core.group = log.group = None
         if log.poisoned is not None:
             core.recover()

@@ -642,7 +642,7 @@ class Partition:
     @property
     def group(self) -> GroupCommit | None:
         """The group committer, or None: each change is journalled before its call returns."""
-        return self._core.log.group
+        return self._core.group
 
     def start_group_commit(self, *, schedule: Callable[[Callable[[], None]], object] | None = None,
                            owner: int | None = None, offload: Offload | None = None,
@@ -666,7 +666,7 @@ class Partition:
         """Commit every change made so far now; :class:`~quotaplane.journal.group_commit.CommitFailedError`
         if that failed (the changes were undone). Without group commit every change is durable when
         its call returns: nothing to do."""
-        group = self._core.log.group
+        group = self._core.group
         if group is not None:
             group.wait()
 

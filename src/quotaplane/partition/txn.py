@@ -39,9 +39,11 @@ from quotaplane.admission import AllocationSpec, admit
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.policy import Decision
 from quotaplane.resources import Resource
-from quotaplane.state.undo import AllocationUndo, AppMark, Undo, undo_of
+from quotaplane.state.marks import AllocationUndo, AppMark
+from quotaplane.state.undo import Undo, undo_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.journal.group_commit import GroupCommit
     from quotaplane.journal.log import PartitionLog
     from quotaplane.notices import Notifier
     from quotaplane.scheduling.runner import PendingAsks
@@ -99,7 +101,8 @@ class Core:
     ``rebuild`` makes a new core from the journal alone (set by the partition from its scheduler's
     restorer; None: this partition cannot be rebuilt)."""
 
-    __slots__ = ("clock", "hooks", "lock", "log", "name", "notifier", "rebuild", "scheduler", "state")
+    __slots__ = ("clock", "group", "hooks", "lock", "log", "name", "notifier", "rebuild", "scheduler",
+                 "state")
 
     def __init__(self, name: str, state: PartitionState, log: PartitionLog, clock: Callable[[], float],
                  scheduler: PendingAsks, notifier: Notifier) -> None:
@@ -111,6 +114,8 @@ class Core:
         self.scheduler = scheduler
         self.notifier = notifier
         self.hooks = WriteHooks(notifier.observers)
+        #: the group committer (issue 18; the log's), or None: each write is journalled before it returns
+        self.group: GroupCommit | None = None
         self.rebuild: Callable[[], Core | None] | None = None
         log.on_recorded = notifier.recorded
 

@@ -47,9 +47,9 @@ from quotaplane.scheduling.reservations import Reservations, place_path, reserva
 from quotaplane.scheduling.waiting import Waiting
 from quotaplane.scheduling.wake import RUNNING_COUNT, chain_places, release_keys
 from quotaplane.state.gang import Replacement
+from quotaplane.state.marks import AllocationUndo
 from quotaplane.state.nodes import NodeIndex
 from quotaplane.state.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
-from quotaplane.state.undo import AllocationUndo
 from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState"]

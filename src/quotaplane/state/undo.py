@@ -9,59 +9,25 @@ back to every policy; a removal drops what it held). The transaction then rebuil
 its journal instead.
 
 An admitted allocation is taken back by :meth:`~quotaplane.state.handlers.PartitionState.undo_allocated`
-with the :class:`AllocationUndo` its admission recorded (the policies applied it before the event
-existed).
+with the :class:`~quotaplane.state.marks.AllocationUndo` its admission recorded (the policies applied it
+before the event existed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import quotaplane.events as E
-from quotaplane.application import Application, LogMark
-from quotaplane.policy import AdmissionRequest
-from quotaplane.scheduling.asks import Ask
+from quotaplane.state.marks import AppMark
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.state.handlers import PartitionState
 
-__all__ = ["AllocationUndo", "AppMark", "Undo", "undo_of"]
+__all__ = ["Undo", "undo_of"]
 
 #: a step that puts back what one applied event changed
 Undo = Callable[[], None]
-
-
-class AppMark(NamedTuple):
-    """An application's lifecycle before a change that may be taken back."""
-
-    state: str
-    state_since: float
-    counted: bool
-    anchor_seq: int
-    placeholder_since: float | None
-    log: LogMark
-
-    @classmethod
-    def of(cls, app: Application) -> AppMark:
-        """The lifecycle of ``app`` now."""
-        return cls(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
-                   app.log_mark())
-
-    def restore(self, app: Application) -> None:
-        """Put ``app``'s lifecycle back as it was when this mark was taken."""
-        app.state, app.state_since, app.counted = self.state, self.state_since, self.counted
-        app.anchor_seq, app.placeholder_since = self.anchor_seq, self.placeholder_since
-        app.log_undo(self.log)
-
-
-class AllocationUndo(NamedTuple):
-    """What reverses an admitted allocation: its request, its application's lifecycle before, and the
-    pending ask it was made for (which waits again)."""
-
-    request: AdmissionRequest
-    app: AppMark
-    ask: Ask | None = None
 
 
 def undo_of(state: PartitionState, ev: E.Event) -> Undo | None:
