@@ -193,9 +193,10 @@ def _generic_from_json(cls: type[_E], data: Mapping[str, Any]) -> _E:
 
 @dataclass(slots=True, kw_only=True)
 class ConfigApplied(Event):
-    """Config ``seq`` (a sequence number of the scheduler stream) took effect in the partition.
+    """Config ``seq`` (a sequence number of the scheduler stream) took effect in the partition at ``t``,
+    the time of the releases the new config caused (quota-tree consumers left without a node).
 
-    ``t`` is the time of releases the new config caused (quota-tree consumers left without a node).
+    Until issue 29 ``t`` was written only when the config released something; older markers lack it.
     """
 
     TYPE: ClassVar[str] = "config"
@@ -210,32 +211,40 @@ class NodeAdded(Event):
     """A node registered with its capacity (the root queue's max grows while it is schedulable).
 
     ``schedulable`` is written only when false (a cordoned node registered with the pods it runs).
+    ``t``: when (older journals lack it).
     """
 
     TYPE: ClassVar[str] = "node_added"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _opt(_bool)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"schedulable"})
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _opt(_bool),
+                                          "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"schedulable", "t"})
     node: str
     capacity: Resource
     schedulable: bool | None = None
+    t: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
 class NodeUpdated(Event):
-    """A registered node's capacity or schedulability changed (cordon, uncordon, new allocatable)."""
+    """A registered node's capacity or schedulability changed (cordon, uncordon, new allocatable) at
+    ``t`` (older journals lack it)."""
 
     TYPE: ClassVar[str] = "node_updated"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _bool}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _bool,
+                                          "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
     node: str
     capacity: Resource
     schedulable: bool
+    t: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
 class NodeRemoved(Event):
-    """A node removed (the root queue's max shrinks); the allocations on it are released at ``t``.
+    """A node removed at ``t`` (the root queue's max shrinks); the allocations on it are released then.
 
-    Older journals lack ``t``: no allocation named a node then, so nothing is released.
+    Older journals lack ``t``: no allocation named a node then, so nothing is released. (Until issue 29
+    ``t`` was written only when the node held allocations.)
     """
 
     TYPE: ClassVar[str] = "node_removed"
@@ -247,12 +256,15 @@ class NodeRemoved(Event):
 
 @dataclass(slots=True, kw_only=True)
 class Bound(Event):
-    """Allocation ``key`` runs on ``node`` (known after the allocation, e.g. once a pod is bound)."""
+    """Allocation ``key`` runs on ``node`` (known after the allocation, e.g. once a pod is bound) since
+    ``t`` (older journals lack it)."""
 
     TYPE: ClassVar[str] = "bound"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "node": _str}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"key": _str, "node": _str, "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
     key: str
     node: str
+    t: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -484,12 +496,15 @@ class Noted(Event):
 
     An application's state change, or an allocation released by a timeout, a removal or a config.
     Replay applies the event that made the change; a ``noted`` event changes nothing. ``notice`` is
-    the subscriber notice without ``partition`` and ``seq``.
+    the subscriber notice without ``partition`` and ``seq``; ``t`` when the change was made (older
+    journals lack it).
     """
 
     TYPE: ClassVar[str] = "noted"
-    FIELDS: ClassVar[dict[str, _Conv]] = {"notice": _any_map}
+    FIELDS: ClassVar[dict[str, _Conv]] = {"notice": _any_map, "t": _opt(_float)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
     notice: dict[str, Any]
+    t: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)

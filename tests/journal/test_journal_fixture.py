@@ -78,11 +78,16 @@ def test_an_old_snapshot_rebuilds_the_recorded_state() -> None:
 def _as_of_v1(events: list[list[Any]]) -> list[str]:
     """Today's events as the November 2026 code wrote them: since then a ``released`` event names its
     application, ``noted`` events follow the changes (the event stream) and a configuration given at
-    a start carries the digest of its text (``start``, issue 14 #5); nothing else differs."""
+    a start carries the digest of its text (``start``, issue 14 #5), and every event carries the time
+    it happened (issue 29: node and bind events, and a config marker or a node removal that released
+    nothing, had no ``t``; this history has neither kind that did); nothing else differs."""
     out: list[str] = []
     for _seq, ev in events:
         if ev["type"] == "noted":
             continue
+        if ev["type"] in ("node_added", "node_updated", "node_removed", "bound") or \
+                (ev["type"] == "config" and "seq" in ev):
+            ev = {k: v for k, v in ev.items() if k != "t"}
         if ev["type"] == "released":
             ev = {k: v for k, v in ev.items() if k != "app"}
         if ev["type"] == "config" and "text" in ev:

@@ -30,7 +30,8 @@ def record_config(tx: Txn, seq: int, follower_ok: bool) -> None:
     """Journal that config ``seq`` is in force now; then every waiting ask is retried. ``follower_ok``:
     an instance that does not hold the lease keeps the config in memory without the marker."""
     state = tx.state
-    marker = E.ConfigApplied(seq=seq, t=state.config_t)     # t: when its releases happened
+    # t: when its releases happened (now when it released nothing)
+    marker = E.ConfigApplied(seq=seq, t=state.config_t if state.config_t is not None else tx.clock())
     state.config_t = None
     tx.record(marker, keep=follower_ok)
     try:

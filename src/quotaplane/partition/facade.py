@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import quotaplane.events as E
 import quotaplane.partition.allocations as allocations
 import quotaplane.partition.apps as apps
 import quotaplane.partition.asks as asks
@@ -376,10 +375,9 @@ class Partition:
         check_id(node_id, "node id")
         if not isinstance(schedulable, bool):
             raise ValueError("schedulable must be a boolean")
-        ev = E.NodeAdded(node=node_id, capacity=as_resource(capacity, "capacity"),
-                         schedulable=None if schedulable else False)
+        res = as_resource(capacity, "capacity")
         with Txn(self._core) as tx:
-            nodes.add_node(tx, ev)
+            nodes.add_node(tx, node_id, res, schedulable)
 
     def update_node(self, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
                     schedulable: bool | None = None) -> None:

@@ -33,14 +33,15 @@ def _known(tx: Txn, node_id: str) -> Resource:
     return capacity
 
 
-def add_node(tx: Txn, ev: E.NodeAdded) -> None:
+def add_node(tx: Txn, node_id: str, capacity: Resource, schedulable: bool) -> None:
     """Register a node; the cluster (the root queue's max) grows by its capacity unless it is cordoned."""
     state = tx.state
-    if ev.node in state.nodes:
-        raise ConflictError(f"node {ev.node!r} already exists in partition {state.name!r}")
+    if node_id in state.nodes:
+        raise ConflictError(f"node {node_id!r} already exists in partition {state.name!r}")
     # issue 14 #4: the cluster size is served as the root's maxResource; Go clients read int64
-    check_int64_sum(state.total, ev.capacity, f"node {ev.node!r}: the cluster's total")
-    tx.apply(ev)
+    check_int64_sum(state.total, capacity, f"node {node_id!r}: the cluster's total")
+    tx.apply(E.NodeAdded(node=node_id, capacity=capacity, schedulable=None if schedulable else False,
+                         t=tx.clock()))
     tx.after(freed_all)             # the cluster grew: the root and every elastic total
 
 
@@ -56,7 +57,7 @@ def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: b
     others = NodeIndex.total({n: c for n, c in state.nodes.items() if n != node_id},
                              state.node_index.unschedulable)
     check_int64_sum(others, new_cap, f"node {node_id!r}: the cluster's total")
-    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now))
+    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock()))
     tx.after(freed_all)             # the cluster may have grown
 
 
@@ -64,7 +65,7 @@ def remove_node(tx: Txn, node_id: str) -> None:
     """Remove a node; every allocation on it is released (YuniKorn's ``removeNode``)."""
     _known(tx, node_id)
     on_node = tx.state.node_index.on(node_id)
-    tx.apply(E.NodeRemoved(node=node_id, t=tx.clock() if on_node else None))
+    tx.apply(E.NodeRemoved(node=node_id, t=tx.clock()))
     if on_node:
         tx.after(freed)
 
@@ -78,4 +79,4 @@ def bind(tx: Txn, allocation_key: str, node_id: str) -> None:
         raise NotFoundError(f"allocation {allocation_key!r} not found in partition {state.name!r}")
     _known(tx, node_id)
     if alloc.node != node_id:
-        tx.apply(E.Bound(key=allocation_key, node=node_id))
+        tx.apply(E.Bound(key=allocation_key, node=node_id, t=tx.clock()))

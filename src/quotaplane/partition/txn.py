@@ -347,7 +347,7 @@ class Txn:
                 self._take_back(exc)
                 raise
         state = self.state
-        notes = state.take_notes() if state.moved or state.notes else None
+        notes = state.take_notes(self.clock()) if state.moved or state.notes else None
         reversible = not (self._irreversible or self._broken)
         log = core.log
         try:

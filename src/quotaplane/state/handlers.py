@@ -178,12 +178,12 @@ class PartitionState:
         self.apps[app.application_id] = app
         self.queues.add_application(ev.queue, app.application_id)
 
-    def take_notes(self) -> list[E.Noted]:
+    def take_notes(self, t: float | None = None) -> list[E.Noted]:
         """The ``noted`` events due: changes made since the last call that no event reports itself
-        (released by a timeout, a removal or a config; an application's new state)."""
+        (released by a timeout, a removal or a config; an application's new state), made at ``t``."""
         if not self.moved and not self.notes:
             return []
-        out = [E.Noted(notice=n) for n in self.notes]
+        out = [E.Noted(notice=n, t=t) for n in self.notes]
         self.notes = []
         seen: set[str] = set()
         for app in self.moved:
@@ -192,7 +192,7 @@ class PartitionState:
                 continue
             seen.add(aid)
             out.append(E.Noted(notice={"type": "application", "applicationID": aid,
-                                       "queueName": app.queue_path, "state": app.state}))
+                                       "queueName": app.queue_path, "state": app.state}, t=t))
         self.moved.clear()
         return out
 
@@ -205,9 +205,10 @@ class PartitionState:
                 if app is not None:
                     app.reported_state = n["state"]
 
-    def drop_app(self, app: Application) -> None:
+    def drop_app(self, app: Application, t: float) -> None:
+        """The application leaves the partition at ``t`` (removed, expired, or its adding taken back)."""
         for ask in self.waiting.asks.remove_application(app.application_id):   # no orphan asks (expiry)
-            self.ask_leaves(ask, allocated=False)
+            self.ask_leaves(ask, allocated=False, t=t)
         del self.apps[app.application_id]
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
@@ -215,12 +216,12 @@ class PartitionState:
     def app_removed(self, ev: E.AppRemoved) -> None:
         app = self.apps[ev.app]
         for ask in self.waiting.asks.remove_application(app.application_id):
-            self.ask_leaves(ask, allocated=False)
+            self.ask_leaves(ask, allocated=False, t=ev.t)
         for key in list(app.allocations):
             self.release_one(key, ev.t, terminal=True, noted=True)
         if app.counted:
-            self.leave(app)
-        self.drop_app(app)
+            self.leave(app, ev.t)
+        self.drop_app(app, ev.t)
 
 
     def active_app(self, application_id: str) -> Application:
@@ -259,7 +260,8 @@ class PartitionState:
         if leaf is not None and self.config.preemption.enabled:
             # when this ask may first preempt (PR-Y3): the timer runs a cycle then
             self.preempt_due = min(self.preempt_due, ask.created + preemption_delay(leaf))
-        req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+        req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible,
+                           t=ask.created)
         for policy in self.policies.extension_policies:
             policy.ask_added(req)
 
@@ -276,9 +278,10 @@ class PartitionState:
             self.waiting.asks.cycle_freed = True
             self.waiting.asks.dirty = True
 
-    def ask_leaves(self, ask: Ask, *, allocated: bool) -> None:
-        """A waiting ask is no longer demand: allocated (the policies' apply made it usage) or withdrawn."""
-        ended = self.reservations.leave(ask, self.clock())
+    def ask_leaves(self, ask: Ask, *, allocated: bool, t: float) -> None:
+        """A waiting ask is no longer demand at ``t``: allocated (the policies' apply made it usage) or
+        withdrawn."""
+        ended = self.reservations.leave(ask, t)
         if ended:       # what its reservation held back may go now (another cycle runs)
             self.waiting.wake(["r:" + path for path in ended])
             self.waiting.asks.cycle_freed = True
@@ -288,7 +291,7 @@ class PartitionState:
             return
         self.queues.decrease_pending(app.queue_path, ask.resource)
         if not allocated:
-            req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+            req = self.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible, t=t)
             for policy in reversed(self.policies.extension_policies):
                 policy.ask_removed(req)
 
@@ -298,7 +301,7 @@ class PartitionState:
         # an allocation made for a pending ask ends the ask in the same event (queueing)
         ask = self.waiting.asks.remove(ev.key)
         if ask is not None:
-            self.ask_leaves(ask, allocated=True)
+            self.ask_leaves(ask, allocated=True, t=ev.t)
         if self.reservations.watching:
             leaf = self.queues.queue(app.queue_path)
             if leaf is not None:        # it overtakes the earlier asks waiting where it consumes
@@ -418,9 +421,9 @@ class PartitionState:
         self.count_seq += 1
         app.count_order = self.count_seq
 
-    def leave(self, app: Application) -> None:
-        """Leave the running count with no allocation left (seed 001 running state exit)."""
-        req = self.request(app, "", _EMPTY)
+    def leave(self, app: Application, t: float) -> None:
+        """Leave the running count at ``t`` with no allocation left (seed 001 running state exit)."""
+        req = self.request(app, "", _EMPTY, t=t)
         for policy in reversed(self.policies.core):   # the running count lives in queue and user/group
             policy.release(req, last_allocation=True)
         app.counted = False
@@ -448,7 +451,7 @@ class PartitionState:
         # A-3: with asks still pending the application keeps running (and counting)
         last = (app.counted and not app.allocations and not keep_counted
                 and not self.waiting.asks.has_application(app.application_id))
-        req = self.request(app, key, alloc.resource, alloc.priority, alloc.preemptible)
+        req = self.request(app, key, alloc.resource, alloc.priority, alloc.preemptible, t=t)
         for policy in reversed(self.policies.all):
             if policy is not skip:
                 policy.release(req, last_allocation=last)
@@ -464,8 +467,8 @@ class PartitionState:
 
     def replacement(self, ev: E.Replaced) -> Replacement:
         ph = self.allocs[ev.placeholder]
-        return Replacement(self.policies, self.request, self.apps[ph.application_id], ph, ev.key,
-                           ev.resource, ev.t)
+        return Replacement(self.policies, functools.partial(self.request, t=ev.t),
+                           self.apps[ph.application_id], ph, ev.key, ev.resource, ev.t)
 
     def replaced(self, ev: E.Replaced) -> None:
         self.apply_replacement(ev, self.replacement(ev))
@@ -476,7 +479,7 @@ class PartitionState:
         preempted = replacement.apply()
         ask = self.waiting.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
         if ask is not None:
-            self.ask_leaves(ask, allocated=True)
+            self.ask_leaves(ask, allocated=True, t=ev.t)
         real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group, time=ev.t)
         # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
@@ -511,7 +514,8 @@ class PartitionState:
         def release(key: str, t: float, *, terminal: bool, keep_counted: bool) -> None:
             self.release_one(key, t, terminal=terminal, keep_counted=keep_counted, noted=True)
 
-        actions = TimeoutActions(release=release, leave=self.leave, drop=self.drop_app,
+        actions = TimeoutActions(release=release, leave=lambda app: self.leave(app, ev.t),
+                                 drop=lambda app: self.drop_app(app, ev.t),
                                  allocated=self.allocs.__contains__)
         self.timed_out = apply_timeouts(self.apps.values(), ev.t, self.options, actions)
         # the tick runs on replay too: it moves the monitors' clocks
@@ -540,19 +544,19 @@ class PartitionState:
         application's lifecycle is the caller's)."""
         ask = self.waiting.asks.remove(key)
         if ask is not None:
-            self.ask_leaves(ask, allocated=False)
+            self.ask_leaves(ask, allocated=False, t=ask.created)
 
     def ask_removed(self, ev: E.AskRemoved) -> None:
         ask = self.waiting.asks.remove(ev.key)
         if ask is None:
             return
-        self.ask_leaves(ask, allocated=False)
+        self.ask_leaves(ask, allocated=False, t=ev.t)
         app = self.apps.get(ask.application_id)
         if app is None or app.allocations or self.waiting.asks.has_application(app.application_id):
             return
         # the last ask of an application with no allocation went away
         if app.counted:
-            self.leave(app)
+            self.leave(app, ev.t)
             app.move(IDLE_COUNTED, ev.t)
         else:
             app.move(IDLE, ev.t)

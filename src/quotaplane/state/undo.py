@@ -86,7 +86,7 @@ def _bound(state: PartitionState, ev: E.Bound) -> Undo:
 
 def _app_added(state: PartitionState, ev: E.AppAdded) -> Undo:
     def undo() -> None:
-        state.drop_app(state.apps[ev.app])
+        state.drop_app(state.apps[ev.app], ev.t)
     return undo
 
 
