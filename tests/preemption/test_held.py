@@ -89,3 +89,23 @@ def test_a_synchronous_request_never_preempts_while_victims_are_held() -> None:
         assert p.allocate("a", f"a{i}", cpu(1), priority=0)
     assert not p.allocate("b", "b0", cpu(1), priority=10)
     assert p.preempting() == {} and _used(s) == 8000
+
+
+def test_a_held_victim_is_shown_preempted_in_yunikorns_allocation_dao() -> None:
+    """The victim's standing: YuniKorn's AllocationDAOInfo says ``preempted`` while it is removed."""
+    from quotaplane.server.yunikorn_dao import allocation_dao
+
+    s, clock, _ = _world()
+    p = s.partition("default")
+    p.check_timeouts()
+    for i in range(7):
+        assert p.allocate("a", f"a{i}", cpu(1))
+    assert p.allocate("b", "b0", cpu(1))
+    p.add_ask("b", "b1", cpu(1))
+    for _ in range(3):
+        clock.advance(1)
+        p.check_timeouts()
+    held = p.preempting()
+    victim = next(iter(held))
+    assert allocation_dao(p.allocation(victim), held)["preempted"] is True
+    assert "preempted" not in allocation_dao(p.allocation("b0"), held)

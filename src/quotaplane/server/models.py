@@ -203,6 +203,7 @@ class AllocationDaoOut(BaseModel):
     placeholder: bool | None = None
     taskGroupName: str | None = None
     allocationTags: dict[str, str] | None = None
+    preempted: bool | None = None
 
 
 class NodeOut(BaseModel):

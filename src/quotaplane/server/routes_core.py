@@ -172,7 +172,9 @@ def router(service: Any) -> APIRouter:
         utilized, the allocations on it, schedulable."""
         p = service.partition(partition)
         with p.lock:
-            out = [node_dao(n, c, p.node_schedulable(n), p.node_allocations(n)) for n, c in p.nodes().items()]
+            held = p.preempting()
+            out = [node_dao(n, c, p.node_schedulable(n), p.node_allocations(n), held)
+                   for n, c in p.nodes().items()]
         return json(out)
 
     @r.get("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=read,
@@ -184,7 +186,8 @@ def router(service: Any) -> APIRouter:
             capacity = p.nodes().get(node)
             if capacity is None:
                 raise NotFoundError("Node not found")
-            return json(node_dao(node, capacity, p.node_schedulable(node), p.node_allocations(node)))
+            return json(node_dao(node, capacity, p.node_schedulable(node), p.node_allocations(node),
+                                 p.preempting()))
 
     @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None,
             openapi_extra=json_body(NodeBody), status_code=201,
@@ -207,7 +210,8 @@ def router(service: Any) -> APIRouter:
             p.add_node(node, capacity, schedulable=body.schedulable)
             status = 201
         with p.lock:
-            return json(node_dao(node, p.nodes()[node], p.node_schedulable(node), p.node_allocations(node)),
+            return json(node_dao(node, p.nodes()[node], p.node_schedulable(node), p.node_allocations(node),
+                                 p.preempting()),
                         status)
 
     @r.delete("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=admin,

@@ -60,7 +60,7 @@ def _queue_name(raw: str) -> str:
 def app_dao(p: Partition, app: Application) -> dict[str, Any]:
     """The ``ApplicationDAOInfo`` of ``app`` (call with the partition lock held)."""
     asks = [(ask, p.pending_reasons(ask.allocation_key)) for ask in p.pending(app.application_id)]
-    return application_dao(app, p.name, asks)
+    return application_dao(app, p.name, asks, p.preempting())
 
 
 def router(service: Any) -> APIRouter:

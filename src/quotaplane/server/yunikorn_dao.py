@@ -10,7 +10,7 @@ tag says ``omitempty`` (``docs/rest.md`` lists each one).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from quotaplane.application import Allocation, Application
@@ -55,9 +55,10 @@ def percent_used(capacity: Mapping[str, int], used: Mapping[str, int]) -> dict[s
     return out
 
 
-def allocation_dao(alloc: Allocation) -> dict[str, Any]:
+def allocation_dao(alloc: Allocation, held: Container[str] = ()) -> dict[str, Any]:
     """``AllocationDAOInfo``. quotaplane keeps no request time of an allocation apart from its
-    admission, so ``requestTime`` and ``allocationDelay`` are YuniKorn's empty value (omitted)."""
+    admission, so ``requestTime`` and ``allocationDelay`` are YuniKorn's empty value (omitted).
+    ``preempted``: the allocation is a victim being removed (``held``: a held preemption)."""
     out: dict[str, Any] = {
         "allocationKey": alloc.allocation_key,
         "allocationTime": nanos(alloc.time),
@@ -68,9 +69,10 @@ def allocation_dao(alloc: Allocation) -> dict[str, Any]:
         "placeholder": alloc.placeholder,
         "taskGroupName": alloc.task_group or "",
         "allocationTags": dict(sorted((alloc.tags or {}).items())),
+        "preempted": alloc.allocation_key in held,
     }
     return prune(out, "allocationTime", "resource", "priority", "nodeId", "applicationId", "placeholder",
-                 "taskGroupName", "allocationTags")
+                 "taskGroupName", "allocationTags", "preempted")
 
 
 def _sum(allocs: Iterable[Allocation]) -> dict[str, int]:
@@ -82,7 +84,7 @@ def _sum(allocs: Iterable[Allocation]) -> dict[str, int]:
 
 
 def node_dao(node_id: str, capacity: Resource, schedulable: bool,
-             allocations: list[Allocation]) -> dict[str, Any]:
+             allocations: list[Allocation], held: Container[str] = ()) -> dict[str, Any]:
     """``NodeDAOInfo`` of a registered node: capacity, the allocations on it and what they leave.
 
     ``available`` is capacity minus allocated with zero amounts pruned (``refreshAvailableResource``;
@@ -101,7 +103,7 @@ def node_dao(node_id: str, capacity: Resource, schedulable: bool,
         "allocated": allocated,
         "available": available,
         "utilized": dict(sorted(utilized.items())),
-        "allocations": [allocation_dao(a) for a in allocations],
+        "allocations": [allocation_dao(a, held) for a in allocations],
         "schedulable": schedulable,
         "isReserved": False,
     }
@@ -130,8 +132,8 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
                  "taskGroupName", "allocationLog", "schedulingAttempted")
 
 
-def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]]
-                    ) -> dict[str, Any]:
+def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]],
+                    held: Container[str] = ()) -> dict[str, Any]:
     """``ApplicationDAOInfo``: usage, demand, the allocations and the waiting asks (``requests``), the
     state with its ``stateLog``. Not modelled, so YuniKorn's empty value: ``maxUsedResource``,
     ``rejectedMessage`` (rejected applications are not kept), ``placeholderData``, ``hasReserved``,
@@ -151,7 +153,7 @@ def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, 
         "queueName": app.queue_path,
         "submissionTime": nanos(app.submit_time),
         "requests": [ask_dao(a, r) for a, r in asks],
-        "allocations": [allocation_dao(a) for a in app.allocations.values()],
+        "allocations": [allocation_dao(a, held) for a in app.allocations.values()],
         "applicationState": app.state,
         "user": app.user.user,
         "groups": list(app.user.groups),
