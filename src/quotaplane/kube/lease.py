@@ -170,6 +170,8 @@ class LeaseElector:
                  {"op": "replace", "path": "/spec/holderIdentity", "value": ""},
                  {"op": "replace", "path": "/spec/leaseDurationSeconds", "value": 1}]
         try:
-            await self.api.patch_json("leases", lease, patch)
+            # bounded: a stopping process must not wait out the API's whole retry policy (the Lease
+            # expires by itself; releasing only spares the successor the wait)
+            await asyncio.wait_for(self.api.patch_json("leases", lease, patch), self.renew_deadline)
         except Exception as exc:
             log.info("lease %s/%s: release failed: %s", self.namespace, self.name, exc)
