@@ -17,8 +17,9 @@ def test_every_public_name_resolves(name: str) -> None:
 def test_lazy_table_and_all_agree() -> None:
     lazy = set(qp._LAZY)
     assert lazy <= set(qp.__all__) | {"Partition"}
-    assert set(qp.__all__) - lazy == {"ConfigError", "ConflictError", "NotFoundError", "NotLeaderError",
-                                      "QuotaplaneError", "RejectedError", "Resource"}
+    assert set(qp.__all__) - lazy == {"ConfigError", "ConflictError", "InputError", "JournalError",
+                                      "NotFoundError", "NotLeaderError", "QuotaplaneError", "RejectedError",
+                                      "Resource"}
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

@@ -4,6 +4,7 @@ The public surface is re-exported here (see ``contract.md``)::
 
     import quotaplane as qp
     qp.Resource, qp.UserGroup, qp.load_config, qp.ConfigError, qp.Scheduler, qp.Decision, qp.Violation
+    qp.QuotaplaneError, qp.InputError, qp.NotFoundError, …   # the errors (quotaplane.errors)
     qp.ugm, qp.elastic, qp.forest          # the self-contained engines
 
 Sub-packages and heavier names are loaded lazily so that ``import quotaplane`` stays cheap and an
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from quotaplane.errors import (
     ConfigError,
     ConflictError,
+    InputError,
+    JournalError,
     NotFoundError,
     NotLeaderError,
     QuotaplaneError,
@@ -52,6 +55,8 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "Decision",
+    "InputError",
+    "JournalError",
     "NotFoundError",
     "NotLeaderError",
     "Partition",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaplane.config.identity import check_name
+from quotaplane.errors import InputError
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
@@ -163,11 +164,11 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
     elif isinstance(resource, Mapping):
         r = Resource(resource)
     else:
-        raise ValueError(f"{what} must be a mapping of resource name to integer, "
+        raise InputError(f"{what} must be a mapping of resource name to integer, "
                          f"got {type(resource).__name__}")
     for name, amount in r.items():
         if amount < 0:
-            raise ValueError(f"{what}: negative amount {amount} for {name!r}")
+            raise InputError(f"{what}: negative amount {amount} for {name!r}")
     return r
 
 
@@ -178,7 +179,7 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     check_id(application_id, "application id")
     check_id(allocation_key, "allocation key")
     if resource is None:
-        raise ValueError("resource is required")
+        raise InputError("resource is required")
     res = as_resource(resource)
     _check_flags(priority, preemptible, placeholder, task_group)
     if node is not None:
@@ -193,21 +194,21 @@ def check_tags(tags: Any) -> dict[str, str] | None:
     if tags is None:
         return None
     if not isinstance(tags, Mapping):
-        raise ValueError("allocation tags must be an object of strings")
+        raise InputError("allocation tags must be an object of strings")
     for k, v in tags.items():
         if not isinstance(k, str) or not k:
-            raise ValueError(f"allocation tag name {k!r}: must be a non-empty string")
+            raise InputError(f"allocation tag name {k!r}: must be a non-empty string")
         if not isinstance(v, str):
-            raise ValueError(f"allocation tag {k!r}: value must be a string, not {type(v).__name__}")
+            raise InputError(f"allocation tag {k!r}: value must be a string, not {type(v).__name__}")
     return dict(tags) or None
 
 
 def _check_flags(priority: Any, preemptible: Any, placeholder: Any, task_group: Any) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise ValueError("priority must be an integer")
+        raise InputError("priority must be an integer")
     if not isinstance(preemptible, bool) or not isinstance(placeholder, bool):
-        raise ValueError("preemptible and placeholder must be booleans")
+        raise InputError("preemptible and placeholder must be booleans")
     if placeholder and not task_group:
-        raise ValueError("a placeholder allocation needs a task group")
+        raise InputError("a placeholder allocation needs a task group")
     if task_group is not None and not isinstance(task_group, str):
-        raise ValueError("task_group must be a string")
+        raise InputError("task_group must be a string")

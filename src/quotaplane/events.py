@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self, TypeVar
 
+from quotaplane.errors import EventFormatError
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -50,10 +51,6 @@ __all__ = [
     "Timeouts",
     "decode",
 ]
-
-
-class EventFormatError(ValueError):
-    """A journalled event that cannot be decoded: unknown type, missing field, or a wrong value."""
 
 
 _Conv = Callable[[Any], Any]

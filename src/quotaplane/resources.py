@@ -17,6 +17,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, overload
 
+from quotaplane.errors import InputError
+
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
@@ -210,16 +212,16 @@ class Resource(Mapping[str, int]):
         if mapping is None:
             return cls()
         if not isinstance(mapping, Mapping):
-            raise ValueError(f"resources must be a mapping of name to quantity, got {mapping!r}")
+            raise InputError(f"resources must be a mapping of name to quantity, got {mapping!r}")
         data: dict[str, int] = {}
         for name, raw in mapping.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"invalid resource name {name!r}")
+                raise InputError(f"invalid resource name {name!r}")
             text = _config_text(name, raw)
             try:
                 data[name] = parse_vcore(text) if name == VCORE else parse_quantity(text)
             except ValueError as exc:
-                raise ValueError(f"resource {name!r}: {exc}") from None
+                raise InputError(f"resource {name!r}: {exc}") from None
         return cls.of(data)
 
     @classmethod
@@ -233,15 +235,15 @@ class Resource(Mapping[str, int]):
         if mapping is None:
             return cls()
         if not isinstance(mapping, Mapping):
-            raise ValueError(f"resources must be a mapping of name to quantity, got {mapping!r}")
+            raise InputError(f"resources must be a mapping of name to quantity, got {mapping!r}")
         data: dict[str, int] = {}
         for name, raw in mapping.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"invalid resource name {name!r}")
+                raise InputError(f"invalid resource name {name!r}")
             try:
                 value = parse_k8s_quantity(raw)
                 if value < 0:
-                    raise ValueError(f"negative quantity {raw!r}")
+                    raise InputError(f"negative quantity {raw!r}")
                 if name == "cpu":
                     amount = _ceil(value * 1000)
                     key = VCORE
@@ -249,9 +251,9 @@ class Resource(Mapping[str, int]):
                     amount = _ceil(value)
                     key = name
                 if amount > INT64_MAX:
-                    raise ValueError(f"quantity {raw!r} overflows int64")
+                    raise InputError(f"quantity {raw!r} overflows int64")
             except ValueError as exc:
-                raise ValueError(f"resource {name!r}: {exc}") from None
+                raise InputError(f"resource {name!r}: {exc}") from None
             data[key] = data.get(key, 0) + amount
         return cls.of(data)
 
@@ -264,18 +266,18 @@ def _check_amount(name: object, amount: object) -> int:
             raise TypeError(f"resource {name!r}: amount must be an integer, got {amount!r}")
         amount = int(amount)
     if amount > INT64_MAX or amount < INT64_MIN:
-        raise ValueError(f"resource {name!r}: amount {amount} overflows int64")
+        raise InputError(f"resource {name!r}: amount {amount} overflows int64")
     return amount
 
 
 def _config_text(name: str, raw: Any) -> str:
     if isinstance(raw, bool) or raw is None:
-        raise ValueError(f"resource {name!r}: invalid quantity {raw!r}")
+        raise InputError(f"resource {name!r}: invalid quantity {raw!r}")
     if isinstance(raw, int):
         return str(raw)
     if isinstance(raw, str):
         return raw
-    raise ValueError(f"resource {name!r}: invalid quantity {raw!r}")
+    raise InputError(f"resource {name!r}: invalid quantity {raw!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -404,10 +406,10 @@ _MULTIPLIERS: dict[str, int] = {
 
 def _split_config_quantity(text: str) -> tuple[int, str]:
     if not isinstance(text, str):
-        raise ValueError(f"invalid quantity {text!r}")
+        raise InputError(f"invalid quantity {text!r}")
     match = _CONFIG_QUANTITY.match(text.strip())
     if match is None:
-        raise ValueError(f"invalid quantity {text!r}")
+        raise InputError(f"invalid quantity {text!r}")
     # Leading zeros are harmless (Go's ParseInt); more than 20 significant digits always overflows
     # int64 and must say so (Q-5), not hit Python's int-from-string digit limit.
     digits = match.group(1).lstrip("0") or "0"
@@ -420,10 +422,10 @@ def parse_quantity(text: str) -> int:
     number, suffix = _split_config_quantity(text)
     multiplier = _MULTIPLIERS.get(suffix)
     if multiplier is None:  # includes "m", which only vcore accepts (Q-3)
-        raise ValueError(f"invalid suffix {suffix!r} in quantity {text!r}")
+        raise InputError(f"invalid suffix {suffix!r} in quantity {text!r}")
     value = number * multiplier
     if value > INT64_MAX:
-        raise ValueError(f"invalid quantity: overflow {text!r}")
+        raise InputError(f"invalid quantity: overflow {text!r}")
     return value
 
 
@@ -435,10 +437,10 @@ def parse_vcore(text: str) -> int:
     else:
         multiplier = _MULTIPLIERS.get(suffix)
         if multiplier is None:
-            raise ValueError(f"invalid suffix {suffix!r} in quantity {text!r}")
+            raise InputError(f"invalid suffix {suffix!r} in quantity {text!r}")
         value = number * multiplier * 1000
     if value > INT64_MAX:
-        raise ValueError(f"invalid quantity: overflow {text!r}")
+        raise InputError(f"invalid quantity: overflow {text!r}")
     return value
 
 
@@ -468,27 +470,27 @@ def parse_k8s_quantity(raw: Any) -> Fraction:
     whether negatives are allowed). Raises :class:`ValueError` naming the text.
     """
     if isinstance(raw, bool) or raw is None:
-        raise ValueError(f"invalid quantity {raw!r}")
+        raise InputError(f"invalid quantity {raw!r}")
     if isinstance(raw, int):
         return Fraction(raw)
     if isinstance(raw, float):
         return _float_quantity(raw)
     if not isinstance(raw, str):
-        raise ValueError(f"invalid quantity {raw!r}")
+        raise InputError(f"invalid quantity {raw!r}")
     match = _K8S_QUANTITY.match(raw.strip())
     if match is None:
-        raise ValueError(f"invalid quantity {raw!r}")
+        raise InputError(f"invalid quantity {raw!r}")
     value = Fraction(Decimal(match.group("num"))) * _suffix_factor(raw, match.group("suffix") or "")
     return -value if match.group("sign") == "-" else value
 
 
 def _float_quantity(raw: float) -> Fraction:
     if raw != raw or raw in (float("inf"), float("-inf")):
-        raise ValueError(f"invalid quantity {raw!r}")
+        raise InputError(f"invalid quantity {raw!r}")
     try:
         return Fraction(Decimal(repr(raw)))
     except InvalidOperation:
-        raise ValueError(f"invalid quantity {raw!r}") from None
+        raise InputError(f"invalid quantity {raw!r}") from None
 
 
 def _suffix_factor(raw: str, suffix: str) -> Fraction:
@@ -496,10 +498,10 @@ def _suffix_factor(raw: str, suffix: str) -> Fraction:
     if suffix in _K8S_SUFFIX:      # "E" and "Ei" alone are Exa suffixes
         return _K8S_SUFFIX[suffix]
     if len(suffix) > 8:
-        raise ValueError(f"quantity {raw!r} is out of range")
+        raise InputError(f"quantity {raw!r} is out of range")
     exponent = int(suffix[1:])
     if abs(exponent) > _K8S_MAX_EXPONENT:
-        raise ValueError(f"quantity {raw!r} is out of range")
+        raise InputError(f"quantity {raw!r} is out of range")
     return Fraction(10) ** exponent
 
 

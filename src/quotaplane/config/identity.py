@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from quotaplane.errors import InputError
+
 __all__ = ["NAME_PATTERN", "UserGroup", "check_name"]
 
 #: Characters no name may hold (issue 14 #8): the ASCII and Latin-1 controls, DEL, and the invisible format
@@ -25,10 +27,10 @@ def check_name(value: object, what: str) -> str:
     a name holding them could never be queried or shown faithfully.
     """
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
+        raise InputError(f"{what} must be a non-empty string")
     bad = _BAD.search(value)
     if bad is not None:
-        raise ValueError(f"{what} {value!r} must not hold control or invisible characters "
+        raise InputError(f"{what} {value!r} must not hold control or invisible characters "
                          f"(found U+{ord(bad.group()):04X})")
     return value
 
@@ -53,7 +55,7 @@ class UserGroup:
         group_tuple = tuple(groups)
         for g in group_tuple:
             if not isinstance(g, str) or not g:
-                raise ValueError(f"invalid group name {g!r} for user {user!r}")
+                raise InputError(f"invalid group name {g!r} for user {user!r}")
             check_name(g, f"group name of user {user!r}")
         object.__setattr__(self, "user", user)
         object.__setattr__(self, "groups", group_tuple)

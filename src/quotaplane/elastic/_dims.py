@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from quotaplane.errors import InputError
 from quotaplane.resources import Resource
 
 __all__ = ["Dims", "add_into", "diff", "fits", "fmt", "le_completely", "mask", "nonneg", "sorted_dims",
@@ -58,7 +59,7 @@ def nonneg(values: Mapping[str, int] | None) -> Resource:
     """``values`` as a Resource; ``ValueError`` when an amount is negative."""
     r = values if isinstance(values, Resource) else Resource(values)
     if any(v < 0 for v in r._values.values()):
-        raise ValueError(f"resource amounts must not be negative: {r}")
+        raise InputError(f"resource amounts must not be negative: {r}")
     return r
 
 

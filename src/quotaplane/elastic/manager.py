@@ -40,6 +40,7 @@ from quotaplane.elastic.monitor import OveruseMonitor
 from quotaplane.elastic.runtime import RuntimeTree
 from quotaplane.elastic.validate import SpecView, parents_first, validate
 from quotaplane.elastic.victims import preemption_victims, revoke_victims
+from quotaplane.errors import InputError
 from quotaplane.resources import INT64_MAX, Resource
 
 __all__ = ["DEFAULT_REVOKE_DELAY", "ElasticQuotaManager", "Violation"]
@@ -73,7 +74,7 @@ class ElasticQuotaManager:
                  default_max: Mapping[str, int] | None = None,
                  system_max: Mapping[str, int] | None = None) -> None:
         if revoke_delay < 0:
-            raise ValueError("revoke_delay must be >= 0")
+            raise InputError("revoke_delay must be >= 0")
         self._monitor = OveruseMonitor(float(revoke_delay))
         self._check_parent = check_parent
         self._q: dict[str, Quota] = {}
@@ -226,7 +227,7 @@ class ElasticQuotaManager:
         ``revoke_delay`` raises ``ValueError`` and changes nothing.
         """
         if revoke_delay is not None and revoke_delay < 0:
-            raise ValueError("revoke_delay must be >= 0")
+            raise InputError("revoke_delay must be >= 0")
         if revoke_delay is not None:
             self._monitor.delay = float(revoke_delay)
         if check_parent is not None:
@@ -267,13 +268,13 @@ class ElasticQuotaManager:
                 preemptible: bool = True, assigned: bool = False, start_time: float = 0.0) -> None:
         """Add a pod to a leaf quota; pending unless ``assigned``. A known pod id is a ``ValueError``."""
         if not isinstance(pod_id, str) or not pod_id:
-            raise ValueError("pod id must be a non-empty string")
+            raise InputError("pod id must be a non-empty string")
         if pod_id in self._pods:
-            raise ValueError(f"pod {pod_id!r} already exists")
+            raise InputError(f"pod {pod_id!r} already exists")
         q = self._leaf(name)
         if not q.pods and (any(q.raw_request.values()) or any(q.raw_used.values())
                            or any(q.raw_np_used.values())):
-            raise ValueError(f"quota {name!r} is fed by set_request/set_used; pods cannot be mixed in")
+            raise InputError(f"quota {name!r} is fed by set_request/set_used; pods cannot be mixed in")
         req = dict(nonneg(request)._values)
         pod = Pod(pod_id, name, req, int(priority), bool(preemptible), bool(assigned), float(start_time))
         self._pods[pod_id] = pod
@@ -600,7 +601,7 @@ class ElasticQuotaManager:
 
     def _no_pods(self, q: Quota) -> None:
         if q.pods:
-            raise ValueError(f"quota {q.name!r} is fed by pods; set_request/set_used cannot be mixed in")
+            raise InputError(f"quota {q.name!r} is fed by pods; set_request/set_used cannot be mixed in")
 
     def _count_used(self, q: Quota, pod: Pod, sign: int) -> None:
         add_into(q.raw_used, pod.request, sign)

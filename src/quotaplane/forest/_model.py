@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotaplane.config.bodies import MAX_NESTING, json_depth
-from quotaplane.errors import QuotaplaneError
+from quotaplane.errors import QuotaError
 
 __all__ = [
     "DEFAULT_RESOURCE_NAMES",
@@ -39,14 +39,6 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})     # Go strconv.Pars
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 # A comma directly before a closing bracket, outside strings (the seed README's tree has one, B12).
 _TRAILING_COMMA_RE = re.compile(r'("(?:[^"\\]|\\.)*")|,(\s*[}\]])')
-
-
-class QuotaError(QuotaplaneError, ValueError):
-    """An invalid call to the quota forest engine (unknown name, duplicate, bad JSON …).
-
-    Raised before anything changes: the manager state is exactly what it was (contract "Quota trees
-    and forests"). A request the quota cannot take is *not* an error (see :class:`AllocationResponse`).
-    """
 
 
 class Mode(enum.IntEnum):

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from quotaplane.errors import QuotaplaneError
+from quotaplane.errors import (
+    InputError,
+    JournalCompactedError,
+    JournalError,
+    JournalLockedError,
+    StoreUnavailableError,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -42,36 +48,6 @@ __all__ = [
 #: The version of the table layout written in the ``meta`` table of SQLite and PostgreSQL stores.
 #: A store written by a newer quotaplane (a larger number) is refused rather than misread.
 SCHEMA_VERSION = 1
-
-
-class JournalError(QuotaplaneError):
-    """The journal store failed or refused an operation (I/O, database, schema version …)."""
-
-
-class StoreUnavailableError(JournalError):
-    """A partition stopped after a journal failure left its memory ahead of the store, and could not
-    be rebuilt from the store yet (it is retried on the next call; issue 14 #2)."""
-
-
-class JournalLockedError(JournalError):
-    """The SQLite store is already open for writing by another process (or another journal object).
-
-    SQLite allows one writer process; quotaplane takes an exclusive advisory lock on a side file
-    ``<db>.lock`` for the life of the journal, so a second service started on the same file fails at once
-    with this error instead of interleaving writes with the first one.
-    """
-
-
-class JournalCompactedError(JournalError, LookupError):
-    """``read(stream, after)`` asked for events that were compacted away after a snapshot.
-
-    ``err.compacted_seq`` is the last compacted sequence number: reads must start at or after it,
-    normally from the snapshot returned by ``load_snapshot``.
-    """
-
-    def __init__(self, message: str, compacted_seq: int) -> None:
-        super().__init__(message)
-        self.compacted_seq = compacted_seq
 
 
 @runtime_checkable
@@ -177,9 +153,9 @@ def canonical_json(value: Any) -> str:
     try:
         return _ENCODE(value)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"not JSON-able: {exc}") from exc
+        raise InputError(f"not JSON-able: {exc}") from exc
     except RecursionError as exc:
-        raise ValueError("not JSON-able: nested too deeply") from exc
+        raise InputError("not JSON-able: nested too deeply") from exc
 
 
 def decode_page(texts: Sequence[str], count: int | None = None) -> list[Any]:
@@ -209,22 +185,22 @@ def decode_page(texts: Sequence[str], count: int | None = None) -> list[Any]:
 def check_stream(stream: object) -> str:
     """Return ``stream`` if it is a non-empty string, else raise ``ValueError``."""
     if not isinstance(stream, str) or not stream:
-        raise ValueError(f"stream must be a non-empty string, got {stream!r}")
+        raise InputError(f"stream must be a non-empty string, got {stream!r}")
     return stream
 
 
 def check_events(events: object) -> list[str]:
     """Encode a sequence of event dicts to canonical JSON texts (``ValueError`` for anything else)."""
     if isinstance(events, (Mapping, str, bytes)) or not isinstance(events, Sequence):
-        raise ValueError(f"events must be a sequence of dicts, got {type(events).__name__}")
+        raise InputError(f"events must be a sequence of dicts, got {type(events).__name__}")
     out: list[str] = []
     for i, event in enumerate(events):
         if not isinstance(event, Mapping):
-            raise ValueError(f"event {i} must be a dict, got {type(event).__name__}")
+            raise InputError(f"event {i} must be a dict, got {type(event).__name__}")
         try:
             out.append(canonical_json(event))
         except ValueError as exc:
-            raise ValueError(f"event {i} is {exc}") from None
+            raise InputError(f"event {i} is {exc}") from None
     return out
 
 
@@ -242,9 +218,9 @@ def canonical_json_pieces(value: Any) -> str:
     try:
         return "".join(_pieces(value, 0))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"not JSON-able: {exc}") from exc
+        raise InputError(f"not JSON-able: {exc}") from exc
     except RecursionError as exc:
-        raise ValueError("not JSON-able: nested too deeply") from exc
+        raise InputError("not JSON-able: nested too deeply") from exc
 
 
 def _pieces(value: Any, depth: int) -> Iterator[str]:
@@ -288,17 +264,17 @@ def check_state(state: object) -> str:
     """Encode a snapshot state (a dict) to canonical JSON (``ValueError`` for anything else), piece
     by piece (:func:`canonical_json_pieces`): snapshots are large."""
     if not isinstance(state, Mapping):
-        raise ValueError(f"snapshot state must be a dict, got {type(state).__name__}")
+        raise InputError(f"snapshot state must be a dict, got {type(state).__name__}")
     try:
         return canonical_json_pieces(state)
     except ValueError as exc:
-        raise ValueError(f"snapshot state is {exc}") from None
+        raise InputError(f"snapshot state is {exc}") from None
 
 
 def check_seq(seq: object, name: str = "seq") -> int:
     """Return ``seq`` if it is a non-negative int (not a bool), else raise ``ValueError``."""
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {seq!r}")
+        raise InputError(f"{name} must be a non-negative integer, got {seq!r}")
     return seq
 
 
@@ -306,10 +282,10 @@ def check_lease_args(stream: object, holder: object, ttl: object | None = None) 
     """Validate lease arguments: non-empty stream and holder, finite positive ttl (``ValueError``)."""
     check_stream(stream)
     if not isinstance(holder, str) or not holder:
-        raise ValueError(f"holder must be a non-empty string, got {holder!r}")
+        raise InputError(f"holder must be a non-empty string, got {holder!r}")
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))
                             or not math.isfinite(ttl) or ttl <= 0):
-        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        raise InputError(f"ttl must be a positive number of seconds, got {ttl!r}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -352,45 +328,45 @@ def parse_store_url(url: str | None) -> StoreURL:
     if url is None or url == "":
         return StoreURL(kind="memory", url="memory://")
     if not isinstance(url, str):
-        raise ValueError(f"store URL must be a string, got {type(url).__name__}")
+        raise InputError(f"store URL must be a string, got {type(url).__name__}")
     scheme, sep, _rest = url.partition("://")
     if not sep:
-        raise ValueError(f"bad store URL {url!r}: expected memory://, sqlite:///path.db or postgresql://…")
+        raise InputError(f"bad store URL {url!r}: expected memory://, sqlite:///path.db or postgresql://…")
     scheme = scheme.lower()
     if scheme == "memory":
         if url[len("memory://"):]:
-            raise ValueError(f"bad store URL {url!r}: memory:// takes no path")
+            raise InputError(f"bad store URL {url!r}: memory:// takes no path")
         return StoreURL(kind="memory", url="memory://")
     if scheme == "sqlite":
         return _parse_sqlite(url)
     if scheme in ("postgresql", "postgres"):
         return _parse_postgres(url)
-    raise ValueError(f"unknown store URL scheme {scheme!r} in {mask_url(url)!r}: "
+    raise InputError(f"unknown store URL scheme {scheme!r} in {mask_url(url)!r}: "
                      "expected memory://, sqlite:///path.db or postgresql://…")
 
 
 def _parse_sqlite(url: str) -> StoreURL:
     rest = url[len("sqlite://"):]
     if not rest.startswith("/"):
-        raise ValueError(f"bad SQLite URL {url!r}: expected sqlite:///relative/path.db or "
+        raise InputError(f"bad SQLite URL {url!r}: expected sqlite:///relative/path.db or "
                          "sqlite:////absolute/path.db (three slashes before a relative path)")
     path_part, _, query = rest[1:].partition("?")
     path = unquote(path_part)
     if not path or path.endswith("/"):
-        raise ValueError(f"bad SQLite URL {url!r}: no database file name")
+        raise InputError(f"bad SQLite URL {url!r}: no database file name")
     if path == ":memory:":
-        raise ValueError(f"bad SQLite URL {url!r}: use memory:// for an in-memory journal")
+        raise InputError(f"bad SQLite URL {url!r}: use memory:// for an in-memory journal")
     options: dict[str, str] = {}
     for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
         if key == "synchronous":
             if value.upper() not in _SQLITE_SYNC:
-                raise ValueError(f"bad SQLite URL {url!r}: synchronous must be one of "
+                raise InputError(f"bad SQLite URL {url!r}: synchronous must be one of "
                                  f"{', '.join(s.lower() for s in _SQLITE_SYNC)}, got {value!r}")
             options[key] = value.upper()
         elif key in ("compact", "accept_loss"):
             options[key] = str(_parse_bool(url, key, value)).lower()
         else:
-            raise ValueError(f"bad SQLite URL {url!r}: unknown option {key!r} "
+            raise InputError(f"bad SQLite URL {url!r}: unknown option {key!r} "
                              "(known: synchronous, compact, accept_loss)")
     return StoreURL(kind="sqlite", url=url, path=path, options=options)
 
@@ -400,9 +376,9 @@ def _parse_postgres(url: str) -> StoreURL:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError for a non-numeric or out-of-range port
     except ValueError as exc:
-        raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
+        raise InputError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
     if parts.fragment:
-        raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: unexpected fragment")
+        raise InputError(f"bad PostgreSQL URL {mask_url(url)!r}: unexpected fragment")
     options: dict[str, str] = {}
     passthrough: list[str] = []
     # libpq's parameters pass on exactly as written: they are percent-encoded ('=', '&', spaces in
@@ -414,7 +390,7 @@ def _parse_postgres(url: str) -> StoreURL:
         if unquote(raw_key) == "schema":
             value = unquote(raw_value)
             if not _SCHEMA_RE.match(value):
-                raise ValueError(f"bad PostgreSQL URL {mask_url(url)!r}: schema must be an identifier "
+                raise InputError(f"bad PostgreSQL URL {mask_url(url)!r}: schema must be an identifier "
                                  f"(letters, digits, _), got {value!r}")
             options["schema"] = value
         else:
@@ -431,7 +407,7 @@ def _parse_bool(url: str, key: str, value: str) -> bool:
         return True
     if low in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"bad store URL {url!r}: {key} must be true or false, got {value!r}")
+    raise InputError(f"bad store URL {url!r}: {key} must be true or false, got {value!r}")
 
 
 def mask_url(url: str) -> str:

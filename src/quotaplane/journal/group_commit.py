@@ -43,8 +43,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from quotaplane.errors import NotLeaderError, QuotaplaneError
-from quotaplane.journal.base import JournalError, StoreUnavailableError
+from quotaplane.errors import (
+    CommitFailedError,
+    InputError,
+    NotLeaderError,
+    QuotaplaneError,
+    StoreUnavailableError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
@@ -80,10 +85,6 @@ def marks_in_context() -> dict[GroupCommit, int]:
 def reset_marks() -> None:
     """Start a new unit of work in this context (a request): no marks yet."""
     _MARKS.set(None)
-
-
-class CommitFailedError(JournalError):
-    """The group commit that held a change failed: the change was undone (answered 503)."""
 
 
 def _call(waiters: list[tuple[int, Waiter]], outcome: BaseException | None) -> None:
@@ -130,7 +131,7 @@ class GroupCommit:
                  offload: Offload | None = None, max_events: int = DEFAULT_MAX_EVENTS,
                  background: Background | None = None) -> None:
         if max_events < 1:
-            raise ValueError("max_events must be at least 1")
+            raise InputError("max_events must be at least 1")
         self._log = log
         self.name = name
         self._lock = lock

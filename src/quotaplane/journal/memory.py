@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from quotaplane.errors import NotLeaderError
+from quotaplane.errors import InputError, NotLeaderError
 from quotaplane.journal.base import (
     JournalCompactedError,
     JournalError,
@@ -226,9 +226,9 @@ class MemoryJournal(LocalLeaseCalls):
             st = self._streams.get(stream)
             last = 0 if st is None else st.compacted + len(st.events)
             if seq > last:
-                raise ValueError(f"snapshot seq {seq} is beyond the last event {last} of stream {stream!r}")
+                raise InputError(f"snapshot seq {seq} is beyond the last event {last} of stream {stream!r}")
             if st is not None and st.snapshot is not None and seq < st.snapshot[0]:
-                raise ValueError(f"snapshot seq {seq} is older than the saved snapshot at "
+                raise InputError(f"snapshot seq {seq} is older than the saved snapshot at "
                                  f"{st.snapshot[0]} of stream {stream!r}")
             if st is None:
                 st = self._streams[stream] = _Stream()

@@ -37,7 +37,7 @@ from typing import Any
 
 import psycopg
 
-from quotaplane.errors import NotLeaderError
+from quotaplane.errors import InputError, NotLeaderError
 from quotaplane.journal.base import (
     _SCHEMA_RE,
     SCHEMA_VERSION,
@@ -74,7 +74,7 @@ class PostgresJournal:
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
                  url: str | None = None) -> None:
         if not _SCHEMA_RE.match(schema):
-            raise ValueError(f"schema must be an identifier (letters, digits, _), got {schema!r}")
+            raise InputError(f"schema must be an identifier (letters, digits, _), got {schema!r}")
         self._dsn = dsn
         self.url = url if url is not None else dsn
         self.schema = schema
@@ -309,12 +309,12 @@ class PostgresJournal:
                     assert row is not None
                     last, compacted = int(row[0]), int(row[1])
                     if seq > last:
-                        raise ValueError(f"snapshot seq {seq} is beyond the last event {last} of stream "
+                        raise InputError(f"snapshot seq {seq} is beyond the last event {last} of stream "
                                          f"{stream!r}")
                     old = conn.execute(f"SELECT seq FROM {q['snapshots']} WHERE stream = %s",
                                        (stream,)).fetchone()
                     if old is not None and seq < int(old[0]):
-                        raise ValueError(f"snapshot seq {seq} is older than the saved snapshot at "
+                        raise InputError(f"snapshot seq {seq} is older than the saved snapshot at "
                                          f"{old[0]} of stream {stream!r}")
                     conn.execute(
                         f"INSERT INTO {q['snapshots']} (stream, seq, state, saved_at) "

@@ -47,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from quotaplane.errors import InputError
 from quotaplane.journal.base import (
     SCHEMA_VERSION,
     JournalCompactedError,
@@ -98,7 +99,7 @@ class SQLiteJournal(LocalLeaseCalls):
                  url: str | None = None, accept_loss: bool = False) -> None:
         sync = str(synchronous).upper()
         if sync not in SYNCHRONOUS_MODES:
-            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, "
+            raise InputError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, "
                              f"got {synchronous!r}")
         self.path = Path(path).absolute()
         self.url = url if url is not None else f"sqlite:///{self.path}"
@@ -356,11 +357,11 @@ class SQLiteJournal(LocalLeaseCalls):
             counters = self._counters.get(stream)
             last = 0 if counters is None else counters[0]
             if seq > last:
-                raise ValueError(f"snapshot seq {seq} is beyond the last event {last} of stream {stream!r}")
+                raise InputError(f"snapshot seq {seq} is beyond the last event {last} of stream {stream!r}")
             try:
                 row = conn.execute("SELECT seq FROM snapshots WHERE stream = ?", (stream,)).fetchone()
                 if row is not None and seq < int(row[0]):
-                    raise ValueError(f"snapshot seq {seq} is older than the saved snapshot at {row[0]} of "
+                    raise InputError(f"snapshot seq {seq} is older than the saved snapshot at {row[0]} of "
                                      f"stream {stream!r}")
                 conn.execute("BEGIN IMMEDIATE")
                 try:

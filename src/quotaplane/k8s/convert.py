@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from quotaplane.config.bodies import load_json
+from quotaplane.errors import InputError
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -310,13 +311,13 @@ def pod_queue(pod: Mapping[str, Any]) -> str | None:
 def _review_parts(review: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """The ``request`` of an AdmissionReview and its ``object`` (ValueError when either is missing)."""
     if not isinstance(review, Mapping):
-        raise ValueError("an AdmissionReview must be a JSON object")
+        raise InputError("an AdmissionReview must be a JSON object")
     request = review.get("request")
     if not isinstance(request, Mapping):
-        raise ValueError("AdmissionReview without a 'request'")
+        raise InputError("AdmissionReview without a 'request'")
     obj = request.get("object")
     if not isinstance(obj, Mapping):
-        raise ValueError("AdmissionReview request without an 'object'")
+        raise InputError("AdmissionReview request without an 'object'")
     return request, obj
 
 
@@ -329,7 +330,7 @@ def admission_review_request(review: Mapping[str, Any]) -> tuple[dict[str, Any],
     kind = obj.get("kind")
     req_kind = _mapping(request.get("kind")).get("kind")
     if (kind is not None and kind != "Pod") or (req_kind is not None and req_kind != "Pod"):
-        raise ValueError(f"AdmissionReview object is a {kind or req_kind}, not a Pod")
+        raise InputError(f"AdmissionReview object is a {kind or req_kind}, not a Pod")
     namespace = request.get("namespace")
     if not (isinstance(namespace, str) and namespace):
         namespace = pod_namespace(obj)

@@ -10,7 +10,7 @@ import quotaplane.events as E
 from quotaplane.admission import check_id
 from quotaplane.application import GANG_HARD, GANG_SOFT
 from quotaplane.config.identity import UserGroup
-from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.partition.allocations import freed
 from quotaplane.partition.submission import Submission
 from quotaplane.partition.txn import Txn
@@ -30,7 +30,7 @@ def can_submit(state: PartitionState, user: UserGroup, queue: str | None, tags: 
     """Would :func:`add_application` accept this submission? Changes nothing (see
     :meth:`~quotaplane.partition.facade.Partition.can_submit`)."""
     if not isinstance(user, UserGroup):
-        raise ValueError("user must be a UserGroup")
+        raise InputError("user must be a UserGroup")
     return _submission(state).can_submit(user, queue, tags or {}, application_id)
 
 
@@ -40,14 +40,14 @@ def check_submission(options: PartitionOptions, application_id: str, user: UserG
     """The arguments of :func:`add_application` checked; (tags as strings, placeholder timeout)."""
     check_id(application_id, "application id")
     if not isinstance(user, UserGroup):
-        raise ValueError("user must be a UserGroup")
+        raise InputError("user must be a UserGroup")
     if gang_style not in (GANG_SOFT, GANG_HARD):
-        raise ValueError(f"gang_style must be 'soft' or 'hard', not {gang_style!r}")
+        raise InputError(f"gang_style must be 'soft' or 'hard', not {gang_style!r}")
     if queue is not None and not isinstance(queue, str):
-        raise ValueError("queue must be a string")
+        raise InputError("queue must be a string")
     timeout = options.placeholder_timeout if placeholder_timeout is None else float(placeholder_timeout)
     if timeout < 0:
-        raise ValueError("placeholder_timeout must not be negative")
+        raise InputError("placeholder_timeout must not be negative")
     return {str(k): str(v) for k, v in (tags or {}).items()}, timeout
 
 

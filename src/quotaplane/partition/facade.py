@@ -42,7 +42,7 @@ from quotaplane.admission import AllocationSpec, as_resource, check_id, validate
 from quotaplane.application import GANG_SOFT, Allocation, Application
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
-from quotaplane.errors import JournalReplayError, NotFoundError
+from quotaplane.errors import InputError, JournalReplayError, NotFoundError
 from quotaplane.journal.base import Journal
 from quotaplane.journal.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
 from quotaplane.journal.log import PartitionLog
@@ -312,7 +312,7 @@ class Partition:
         specs: list[AllocationSpec] = []
         for item in items:
             if not isinstance(item, Mapping):
-                raise ValueError("each batch entry must be a mapping")
+                raise InputError("each batch entry must be a mapping")
             specs.append(validate_spec(
                 item.get("application_id", item.get("applicationID")),
                 item.get("allocation_key", item.get("allocationKey")), item.get("resource"),
@@ -374,7 +374,7 @@ class Partition:
         """
         check_id(node_id, "node id")
         if not isinstance(schedulable, bool):
-            raise ValueError("schedulable must be a boolean")
+            raise InputError("schedulable must be a boolean")
         res = as_resource(capacity, "capacity")
         with Txn(self._core) as tx:
             nodes.add_node(tx, node_id, res, schedulable)
@@ -386,7 +386,7 @@ class Partition:
         NotFoundError; nothing to change: no event."""
         with Txn(self._core) as tx:
             if schedulable is not None and not isinstance(schedulable, bool):
-                raise ValueError("schedulable must be a boolean")
+                raise InputError("schedulable must be a boolean")
             nodes.update_node(tx, node_id, None if capacity is None else as_resource(capacity, "capacity"),
                               schedulable)
 

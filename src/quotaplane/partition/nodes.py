@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import quotaplane.events as E
-from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.partition.allocations import freed, freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.resources import INT64_MAX, Resource
@@ -22,7 +22,7 @@ def check_int64_sum(total: Mapping[str, int], more: Mapping[str, int], what: str
     Go clients read these sums as int64)."""
     for name, amount in more.items():
         if total.get(name, 0) + amount > INT64_MAX:
-            raise ValueError(f"{what} of {name} would be {total.get(name, 0) + amount}, beyond int64 "
+            raise InputError(f"{what} of {name} would be {total.get(name, 0) + amount}, beyond int64 "
                              f"({INT64_MAX})")
 
 

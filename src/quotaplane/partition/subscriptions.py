@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from quotaplane.errors import InputError
 from quotaplane.journal.base import JournalCompactedError
 from quotaplane.notices import EventListener, Subscriber, notices_after
 from quotaplane.partition.txn import Core
@@ -50,10 +51,10 @@ def resume_after(core: Core, after: int) -> list[dict[str, Any]]:
     with core.lock:
         journal = core.log.journal
         if journal is None:
-            raise ValueError(f"partition {core.name!r} keeps no journal: there is nothing to resume from")
+            raise InputError(f"partition {core.name!r} keeps no journal: there is nothing to resume from")
         try:
             return list(notices_after(journal.read(core.log.stream, after=after), core.name,
                                       lambda app: queue_of(core, app)))
         except JournalCompactedError as exc:
-            raise ValueError(f"the journal of partition {core.name!r} holds events only after "
+            raise InputError(f"the journal of partition {core.name!r} holds events only after "
                              f"seq {exc.compacted_seq}; cannot resume after {after}") from None

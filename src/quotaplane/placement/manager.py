@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import FilterConfig, PlacementRuleConfig
-from quotaplane.errors import RejectedError
+from quotaplane.errors import InputError, PlacementError, RejectedError
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -64,10 +64,6 @@ class QueueView(Protocol):
     def submit_allowed(self, path: str, user: UserGroup) -> bool:
         """May ``user`` submit to ``path`` (for a missing queue: to its deepest existing ancestor)?"""
         ...
-
-
-class PlacementError(RejectedError):
-    """A rule failed (an invalid queue name, a parent rule that returned a leaf): placement fails."""
 
 
 def replace_dot(name: str) -> str:
@@ -116,7 +112,7 @@ class Filter:
             try:
                 return frozenset(), re.compile(entries[0])
             except re.error as exc:
-                raise ValueError(f"invalid placement filter expression {entries[0]!r}: {exc}") from None
+                raise InputError(f"invalid placement filter expression {entries[0]!r}: {exc}") from None
         return frozenset(e for e in entries if valid.fullmatch(e)), None
 
     def allow_user(self, user: UserGroup) -> bool:
@@ -237,11 +233,11 @@ def build_rule(config: PlacementRuleConfig) -> Rule:
     """Compile a rule config; ValueError for an unknown rule or a missing value (P-1)."""
     name = config.name.lower()
     if name not in RULE_NAMES:
-        raise ValueError(f"unknown placement rule {config.name!r}")
+        raise InputError(f"unknown placement rule {config.name!r}")
     if name == "tag" and not config.value:
-        raise ValueError("a tag queue rule must have a tag name set")
+        raise InputError("a tag queue rule must have a tag name set")
     if name == "fixed" and not config.value:
-        raise ValueError("a fixed queue rule must have a queue name set")
+        raise InputError("a fixed queue rule must have a queue name set")
     parent = build_rule(config.parent) if config.parent is not None else None
     return Rule(name, config.value, config.create, parent, Filter(config.filter))
 

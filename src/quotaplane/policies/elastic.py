@@ -24,6 +24,7 @@ from quotaplane.config.model import PartitionConfig
 from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
 from quotaplane.elastic.manager import PodWithdrawal
 from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
+from quotaplane.errors import InputError
 from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
@@ -199,7 +200,7 @@ class ElasticPolicy(QuotaPolicy):
         if "elasticquotas" not in extensions:
             in_use = self.manager.quotas_in_use()
             if in_use:
-                raise ValueError(f"elasticquotas cannot be removed: elastic quotas still hold allocations "
+                raise InputError(f"elasticquotas cannot be removed: elastic quotas still hold allocations "
                                  f"({', '.join(in_use)}); release them first")
             return
         options = _options(extensions.get("elasticquotas"))
@@ -239,13 +240,13 @@ def _specs_of(quotas: Any) -> list[QuotaSpec]:
     if isinstance(quotas, list):
         return [spec_from_object(q) for q in quotas]
     if quotas is not None:
-        raise ValueError(f"elasticquotas: quotas must be ElasticQuota YAML text or a list, got {quotas!r}")
+        raise InputError(f"elasticquotas: quotas must be ElasticQuota YAML text or a list, got {quotas!r}")
     return []
 
 
 def _delay(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"elasticquotas: revokeDelay must be a number of seconds >= 0, got {value!r}")
+        raise InputError(f"elasticquotas: revokeDelay must be a number of seconds >= 0, got {value!r}")
     return float(value)
 
 
@@ -261,7 +262,7 @@ def _options(raw: Any) -> ElasticOptions:
         return ElasticOptions(specs=_specs_of(raw))
     unknown = sorted(str(k) for k in raw if k not in _OPTION_KEYS)
     if unknown:
-        raise ValueError(f"elasticquotas: unknown keys {unknown}; expected {list(_OPTION_KEYS)}")
+        raise InputError(f"elasticquotas: unknown keys {unknown}; expected {list(_OPTION_KEYS)}")
     defaults = ElasticOptions()
     scale_min = _flag("scaleMin", raw["scaleMin"]) if "scaleMin" in raw else defaults.scale_min
     check_parent = _flag("checkParent", raw["checkParent"]) if "checkParent" in raw else defaults.check_parent
@@ -279,7 +280,7 @@ def _flag(key: str, value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ValueError(f"elasticquotas: {key} must be true or false, got {value!r}")
+    raise InputError(f"elasticquotas: {key} must be true or false, got {value!r}")
 
 
 def validate_extension(raw: Any) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quotaplane.config.model import PartitionConfig
+from quotaplane.errors import InputError
 from quotaplane.policy import QuotaPolicy
 
 __all__ = ["PolicyBuilder", "PolicyContext", "build_policy", "register", "registered_keys", "unregister"]
@@ -50,7 +51,7 @@ _registered: dict[str, tuple[PolicyBuilder, int]] = {}
 def register(key: str, builder: PolicyBuilder, *, order: int) -> None:
     """Register (or replace) the builder for extension ``key``; ``order`` sorts it in the path."""
     if not key:
-        raise ValueError("extension key must be a non-empty string")
+        raise InputError("extension key must be a non-empty string")
     with _lock:
         _registered[key] = (builder, order)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import ChildTemplateConfig, PartitionConfig, QueueConfig
-from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.queues.acl import ACL
 from quotaplane.queues.properties import (
     PROP_PREEMPTION_POLICY,
@@ -228,10 +228,10 @@ class QueueTree:
         """
         parts = path.lower().split(".")
         if parts[0] != ROOT:
-            raise ValueError(f"queue path {path!r} is not fully qualified (must start with 'root.')")
+            raise InputError(f"queue path {path!r} is not fully qualified (must start with 'root.')")
         for part in parts[1:]:
             if not QUEUE_NAME.fullmatch(part):
-                raise ValueError(f"invalid queue name {part!r} in queue path {path!r}")
+                raise InputError(f"invalid queue name {part!r} in queue path {path!r}")
         q = self._root
         last = len(parts) - 1
         for i, part in enumerate(parts[1:], start=1):
@@ -459,7 +459,7 @@ class QueueTree:
             used = q._alloc
             for name, amount in items:
                 if amount > 0 and used.get(name, 0) < amount:
-                    raise ValueError(
+                    raise InputError(
                         f"released allocation ({Resource.of(dict(delta))}) is larger than the "
                         f"allocation of queue '{q.path}' ({q.allocated})")
         self._add(chain, items, -1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from quotaplane.errors import InputError
 from quotaplane.scheduling.order import candidates
 from quotaplane.scheduling.questions import reasons_of
 
@@ -155,4 +156,4 @@ def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, 
                 if a.tags.get(tag) == name or a.tags.get("namespace") == name}
         asks = [a for a in state.waiting.asks.all() if a.application_id in apps]
         return {"kind": kind, "name": name, "elastic": view, "waiting": _waiting(state, asks, at)}
-    raise ValueError(f"standing of a {kind!r}: ask for one of {', '.join(KINDS)}")
+    raise InputError(f"standing of a {kind!r}: ask for one of {', '.join(KINDS)}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaplane.config.identity import UserGroup
+from quotaplane.errors import InputError
 from quotaplane.resources import Resource
 from quotaplane.ugm.limits import LimitEntry
 from quotaplane.ugm.queue_tracker import QueueTracker
@@ -269,7 +270,7 @@ def items_of(usage: Mapping[str, int]) -> Iterable[tuple[str, int]]:
 
 def check_app(application_id: str) -> None:
     if not isinstance(application_id, str) or not application_id:
-        raise ValueError("application id must be a non-empty string")
+        raise InputError("application id must be a non-empty string")
 
 
 def check_user(user: UserGroup) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
+from quotaplane.errors import InputError
 from quotaplane.resources import Resource
 from quotaplane.ugm._walk import (
     LimitExceeded,
@@ -70,10 +71,10 @@ def split_queue_path(queue_path: str) -> tuple[str, ...]:
     start at ``root``.
     """
     if not isinstance(queue_path, str) or not queue_path:
-        raise ValueError("queue path must be a non-empty string")
+        raise InputError("queue path must be a non-empty string")
     parts = queue_path.lower().split(".")
     if parts[0] != "root" or any(not p for p in parts):
-        raise ValueError(f"invalid queue path {queue_path!r}: must be a full path starting at 'root'")
+        raise InputError(f"invalid queue path {queue_path!r}: must be a full path starting at 'root'")
     levels: list[str] = []
     current = ""
     for part in parts:
@@ -356,7 +357,7 @@ class Manager:
     def get_group_resources(self, group: str) -> Resource | None:
         """The group's total usage (root), or ``None`` when the group is not tracked."""
         if not isinstance(group, str) or not group:
-            raise ValueError("group name must be a non-empty string")
+            raise InputError("group name must be a non-empty string")
         with self._lock:
             gt = self._groups.get(group)
             return None if gt is None else Resource.of(gt.usage())
