@@ -132,12 +132,15 @@ def test_t4_remove_app_decreases_the_group_read_before_the_link_is_dropped() -> 
     assert m.dump_state()["groups"]["dev"]["applications"] == {"app-2": "bob"}
 
 
-def test_t6_decrease_below_a_missing_level_only_changes_existing_levels() -> None:
+def test_t6_decrease_below_a_missing_level_changes_only_the_levels_above_the_last_existing_one() -> None:
+    """T-6 for an application the user's tracker does not know: the last existing level (root.a, whose
+    child is missing) returns early and changes nothing; its ancestors subtract. (For an application
+    that runs on root.a, the same call is refused: decision U16.)"""
     m = Manager()
     m.increase_tracked_resource("root.a", "app-1", R(vcore=3000), ug("sue"))
-    m.decrease_tracked_resource("root.a.missing", "app-1", R(vcore=1000), False, ug("sue"))
+    m.decrease_tracked_resource("root.a.missing", "app-2", R(vcore=1000), False, ug("sue"))
     assert node(m, "user", "sue", "root")["usage"] == {"vcore": 2000}  # type: ignore[index]
-    assert node(m, "user", "sue", "root.a")["usage"] == {"vcore": 2000}  # type: ignore[index]
+    assert node(m, "user", "sue", "root.a")["usage"] == {"vcore": 3000}  # type: ignore[index]
     assert node(m, "user", "sue", "root.a.missing") is None
 
 
@@ -299,3 +302,24 @@ def test_undo_of_a_first_increase_restores_the_exact_state() -> None:
     assert m.increase_tracked_resource("root.a", "app-0", R(vcore=3), user)
     m.decrease_tracked_resource("root.a", "app-0", R(vcore=3), False, user)
     assert m.dump_state() == before
+
+
+# -- U16: a release names the application's own queue ---------------------------------------------
+@pytest.mark.parametrize("path", ["root.b", "root.a.deeper", "root"])
+def test_u16_a_release_naming_another_queue_than_the_applications_is_refused(path: str) -> None:
+    """The application runs on root.a: a decrease naming any other queue (a sibling, a queue below,
+    an ancestor) is refused with a ReleaseError naming both, and changes nothing — it would subtract
+    from queues the application's usage was never added to."""
+    from quotaplane.errors import ReleaseError
+
+    m = Manager()
+    m.increase_tracked_resource("root.a", "app-1", R(vcore=3), ug("sue", "dev"))
+    m.increase_tracked_resource("root.b", "app-2", R(vcore=2), ug("sue", "dev"))
+    before = m.dump_state()
+    with pytest.raises(ReleaseError) as err:
+        m.decrease_tracked_resource(path, "app-1", R(vcore=1), False, ug("sue", "dev"))
+    assert "app-1" in str(err.value) and "root.a" in str(err.value) and path in str(err.value)
+    assert isinstance(err.value, ValueError)
+    assert m.dump_state() == before
+    m.decrease_tracked_resource("root.a", "app-1", R(vcore=3), True, ug("sue", "dev"))
+    assert m.get_user_resources(ug("sue")) == R(vcore=2)

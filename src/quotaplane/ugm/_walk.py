@@ -195,12 +195,16 @@ def decrease_known(unodes: dict[str, QueueTracker], gnodes: dict[str, QueueTrack
 
 def sub(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable[tuple[str, int]],
          app: str, remove_app: bool) -> None:
-    """T-4/T-6: subtract at every existing level, then remove empty nodes leaf → root (U9)."""
-    for level in levels:
-        node = nodes.get(level)
-        if node is None:
-            break                     # T-6: a missing level (and everything below it) is skipped
-        usage = node.usage
+    """T-4/T-6: subtract at every level, then remove empty nodes leaf → root (U9). A path that ends
+    below the last existing node subtracts only above that node: the node whose child is missing
+    returns early (T-6), as do the levels below it."""
+    depth = len(levels)
+    for i, level in enumerate(levels):
+        if level not in nodes:
+            depth = max(0, i - 1)     # T-6: the level above the missing one changes nothing either
+            break
+    for level in levels[:depth]:
+        usage = nodes[level].usage
         for k, v in items:
             nv = usage.get(k, 0) - v
             if nv:
@@ -208,7 +212,7 @@ def sub(nodes: dict[str, QueueTracker], levels: tuple[str, ...], items: Iterable
             elif k in usage:
                 del usage[k]
         if remove_app:
-            node.remove_running(app)
+            nodes[level].remove_running(app)
     i = len(levels) - 1
     while i >= 0:
         node = nodes.get(levels[i])

@@ -33,7 +33,7 @@ from typing import Any
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
-from quotaplane.errors import InputError
+from quotaplane.errors import InputError, ReleaseError
 from quotaplane.resources import Resource
 from quotaplane.ugm._walk import (
     LimitExceeded,
@@ -232,10 +232,13 @@ class Manager:
 
     def decrease_tracked_resource(self, queue_path: str, application_id: str, usage: Resource,
                                   remove_app: bool, user: UserGroup) -> None:
-        """Give back ``usage``; never refused (seed 000). ``remove_app`` ends the application (A-1).
+        """Give back ``usage``; never refused for lack of quota (seed 000). ``remove_app`` ends the
+        application (A-1).
 
         A user that is not tracked is a no-op (T-4). The application's group is read before the
-        link is dropped. Empty nodes and trackers are removed (U9).
+        link is dropped. Empty nodes and trackers are removed (U9). A queue path other than the one
+        the application runs on is refused with :class:`~quotaplane.errors.ReleaseError`, changing
+        nothing (decision U16: it would subtract from queues its usage was never added to).
         """
         levels = self._levels.get(queue_path)
         if levels is None:
@@ -249,6 +252,10 @@ class Manager:
             if ut is None:
                 return
             link = ut.apps.get(application_id)       # T-4: read before the link is dropped
+            if link is not None and link[1] != levels[-1]:
+                raise ReleaseError(f"release of application {application_id!r} of user {name!r} names queue "
+                                   f"{queue_path!r}, but the application runs on {link[1]!r}: nothing was "
+                                   "released (decision U16)")
             if not remove_app and link is not None and link[1] == levels[-1]:
                 # Steady state: the application keeps running on its own path, so every node
                 # exists and none can become empty (its running set holds the app): subtract only.
