@@ -158,7 +158,7 @@ async def _client(port: int, idx: int, latencies: list[float]) -> None:
     for j in range(CONCURRENT_PER_CLIENT):
         body = json.dumps({"applicationID": f"app-{idx + 2}", "allocationKey": f"c-{idx}-{j}",
                            "resource": {"vcore": 1}}).encode()
-        req = (b"POST /ws/v1/partition/default/allocations HTTP/1.1\r\nHost: bench\r\n"
+        req = (b"POST /ws/v1/partition/default/allocations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
                + b"\r\n\r\n" + body)
         t0 = time.perf_counter()

@@ -158,7 +158,7 @@ async def _client(port: int, partition: str, idx: int, end: float, latencies: li
     while time.perf_counter() < end:
         body = (b'{"applicationID":"app-%d","allocationKey":"c-%d-%d","resource":{"vcore":1}}'
                 % (idx, idx, j))
-        req = (b"POST " + path + b" HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        req = (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         t0 = time.perf_counter()
         writer.write(req)

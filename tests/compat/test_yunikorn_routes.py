@@ -6,6 +6,8 @@ allocations on nodes, waiting asks with their reasons, placement rules, a histor
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,7 +98,8 @@ def _check(schema: S.Schema, body: Any) -> None:
 def _get(c: TestClient, path: str, **kw: Any) -> Any:
     r = c.get(path, **kw)
     assert r.status_code == 200, (path, r.status_code, r.text)
-    assert r.headers["access-control-allow-origin"] == "*"
+    # not YuniKorn's wildcard: no page of another origin may read the answers (issue 32 item 7)
+    assert "access-control-allow-origin" not in r.headers
     return r.json()
 
 
@@ -290,37 +293,72 @@ def test_events_batch(world: tuple[TestClient, qp.Scheduler]) -> None:
         _check(S.ERROR, r.json())
 
 
-def test_events_stream(world: tuple[TestClient, qp.Scheduler]) -> None:
-    """The stream's first line is the instance id, then each new record, as JSON lines."""
-    import threading
-
-    c, s = world
-    lines: list[Any] = []
-
+def _stream_lines(c: TestClient, query: str, wanted: int, lines: list[Any]) -> threading.Thread:
+    """Read ``wanted`` JSON lines of ``/ws/v1/events/stream?query`` on a thread, then hang up."""
     def read() -> None:
-        with c.stream("GET", "/ws/v1/events/stream?count=2") as r:
+        with c.stream("GET", f"/ws/v1/events/stream?{query}") as r:
             assert r.status_code == 200
             for line in r.iter_lines():
                 if line:
                     lines.append(json.loads(line))
+                if len(lines) >= wanted:
+                    return
 
     t = threading.Thread(target=read, daemon=True)
     t.start()
+    return t
+
+
+def _wait_streams(c: TestClient, n: int) -> None:
     service = c.app.state.service  # type: ignore[attr-defined]
-    import time
-    deadline = time.monotonic() + 5
-    while service.events.stream_count == 0 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while service.events.stream_count < n and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_events_stream(world: tuple[TestClient, qp.Scheduler]) -> None:
+    """The stream's first line is the instance id, then each new record, as JSON lines."""
+    c, s = world
+    lines: list[Any] = []
+    t = _stream_lines(c, "", 3, lines)
+    _wait_streams(c, 1)
     p = s.partition("default")
     p.add_application("late", ALICE, queue="root.team-b")
     p.allocate("late", "late-1", {"vcore": 1, "pods": 1})
-    t.join(10)
+    t.join(30)
     assert not t.is_alive()
     _check(S.STREAM_HELLO, lines[0])
     assert lines[0]["InstanceUUID"] == _get(c, "/ws/v1/events/batch")["InstanceUUID"]
     for rec in lines[1:]:
         _check(S.EVENT_RECORD, rec)
     assert [(r["objectID"], r.get("eventChangeDetail")) for r in lines[1:]] == [("late", 203), ("late", 200)]
+
+
+def test_events_stream_count_replays_the_last_records_then_streams(
+        world: tuple[TestClient, qp.Scheduler]) -> None:
+    """YuniKorn's ``count`` (``CreateEventStream(name, count)``: "the number of maximum historical
+    events from the ring buffer"): the stream first sends the last ``count`` records kept, then every
+    new one; it does not stop after ``count`` records (it did, test first)."""
+    c, s = world
+    history = _get(c, "/ws/v1/events/batch")["EventRecords"]
+    lines: list[Any] = []
+    t = _stream_lines(c, "count=2", 5, lines)
+    _wait_streams(c, 1)
+    p = s.partition("default")
+    p.add_application("later", ALICE, queue="root.team-b")
+    p.allocate("later", "later-1", {"vcore": 1, "pods": 1})
+    t.join(30)
+    assert not t.is_alive()
+    assert lines[1:3] == history[-2:]
+    new = [(r["objectID"], r.get("eventChangeDetail")) for r in lines[3:]]
+    assert new == [("later", 203), ("later", 200)]
+    # more than is kept: everything kept, then the new records
+    kept = _get(c, "/ws/v1/events/batch")["EventRecords"]
+    more: list[Any] = []
+    t = _stream_lines(c, f"count={10**6}", 1 + len(kept), more)
+    t.join(30)
+    assert not t.is_alive()
+    assert more[1:] == kept
 
 
 def test_errors_and_unknown_routes(world: tuple[TestClient, qp.Scheduler]) -> None:

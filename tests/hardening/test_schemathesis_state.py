@@ -146,8 +146,8 @@ def _check(case: schemathesis.Case, *, realistic: bool) -> int:
     excluded = []
     if (case.method.upper(), case.operation.path) in DOCUMENT_BODIES or _beyond_int64(case.body):
         excluded.append(positive_data_acceptance)      # as in tests/server/test_schemathesis.py
-    if _negative_only_in_query_or_headers(case):
-        excluded.append(negative_data_rejection)
+    if _negative_only_in_query_or_headers(case) or response.status_code == 413:
+        excluded.append(negative_data_rejection)        # 413: a batch over max-batch, refused
     if realistic:
         # names now point at objects that exist: a 404/409 is the state's answer, not a refusal of
         # schema-valid input (what positive_data_acceptance means); and the case is made valid, so it

@@ -23,8 +23,10 @@ from tests.server.conftest import (
 def test_healthcheck_yunikorn_shape(client: TestClient) -> None:
     r = client.get("/ws/v1/scheduler/healthcheck")
     assert r.status_code == 200
-    assert r.headers["access-control-allow-origin"] == "*"          # as YuniKorn (reference §2)
-    assert client.get("/nope").headers["access-control-allow-origin"] == "*"
+    # YuniKorn answers every request with Access-Control-Allow-Origin: * (reference §2); quotaplane
+    # names only an allowed origin (issue 32 item 7: any page could read and drive the service)
+    assert "access-control-allow-origin" not in r.headers
+    assert "access-control-allow-origin" not in client.get("/nope").headers
     body = r.json()
     assert body["Healthy"] is True
     assert isinstance(body["HealthChecks"], list) and body["HealthChecks"]

@@ -256,15 +256,21 @@ def test_the_timer_runs_cycles_when_automatic_cycles_are_off(client: TestClient,
 
 
 
-def test_ask_body_is_json_whatever_the_content_type(client: TestClient) -> None:
-    """curl -d sends application/x-www-form-urlencoded: the body is still read as JSON."""
+def test_a_form_typed_ask_is_refused_with_415(client: TestClient) -> None:
+    """curl -d sends application/x-www-form-urlencoded, which a page of any site may also send
+    without a preflight: a change in that type is refused, naming what to send (issue 32 item 7)."""
     add_node(client)
     add_app(client, "a1")
     r = client.post(f"{BASE}/application/a1/asks",
                     content=b'{"allocationKey": "form-1", "resource": {"vcore": 1000}}',
                     headers={**SUBMIT, "Content-Type": "application/x-www-form-urlencoded"})
+    assert_error(r, 415)
+    assert "application/json" in r.json()["message"]
+    assert client.get(f"{BASE}/application/a1/asks").json() == []
+    r = client.post(f"{BASE}/application/a1/asks",
+                    content=b'{"allocationKey": "form-1", "resource": {"vcore": 1000}}',
+                    headers={**SUBMIT, "Content-Type": "application/json; charset=utf-8"})
     assert r.status_code == 201, r.text
-    assert r.json()["allocationKey"] == "form-1" and r.json()["allocated"] is True
 
 
 def test_allocation_tags_go_through_rest_into_yunikorns_daos(client: TestClient) -> None:

@@ -16,9 +16,10 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,11 +31,13 @@ from pydantic import BaseModel
 from quotaplane.errors import NotFoundError, NotLeaderError
 from quotaplane.journal.base import Journal, StoreUnavailableError
 from quotaplane.server.auth import Tokens
+from quotaplane.server.browser import BrowserPolicy, is_document_type
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import install_error_handlers
 from quotaplane.server.forwarding import Forwarder
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
+from quotaplane.server.limits import Limits, LimitsCollector, StreamSlots
 from quotaplane.server.metrics import Metrics
 from quotaplane.server.outer import App, Outer
 from quotaplane.server.write_routing import WriteRouter
@@ -81,10 +84,22 @@ class Service:
 
     def __init__(self, scheduler: Scheduler, *, tokens: Tokens,
                  leadership: Leadership | PartitionLeadership | None = None,
-                 cluster_id: str = CLUSTER_ID) -> None:
+                 cluster_id: str = CLUSTER_ID, limits: Limits | None = None,
+                 browser: BrowserPolicy | None = None) -> None:
         self.tokens = tokens
         self.leadership = leadership
+        #: what a client may make the service hold (issue 32): body size, batch size, streams …
+        self.limits = limits or Limits()
+        #: the Host allow-list and the origins that may send changes (issue 32 item 7)
+        self.browser = browser or BrowserPolicy()
+        #: event streams open at once, per client address and in total (both kinds of stream)
+        self.stream_slots = StreamSlots(self.limits.max_streams, self.limits.max_streams_per_client)
+        #: (method, path regex, media types) of the operations documenting a non-JSON body (a form)
+        self.form_routes: list[tuple[str, re.Pattern[str], frozenset[str]]] = []
+        #: the server's connection limits (:mod:`quotaplane.server.guard`), set by ``serve``
+        self.connection_guard: Any = None
         self.metrics = Metrics(lambda: self)
+        self.metrics.registry.register(LimitsCollector(self))
         self.started = time.time()
         #: YuniKorn's ``clusterId`` of every partition (the resource manager's id there)
         self.cluster_id = cluster_id
@@ -231,6 +246,14 @@ class Service:
             if p.journal is journal.inner:
                 p.journal = cast(Journal, journal)
 
+    def form_types(self, method: str, path: str) -> frozenset[str]:
+        """The media types besides JSON and YAML that the operation at ``method path`` documents
+        for its body (the web page's login form), so a change in such a type is not refused."""
+        for m, regex, kinds in self.form_routes:
+            if m == method and regex.match(path):
+                return kinds
+        return frozenset()
+
     # -- leadership -------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:
         """True when this instance may write ``partition`` (None: the configuration); always without
@@ -261,6 +284,14 @@ class Service:
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
+#: the answers of the outer layer, possible for every operation (403) or every one with a body
+_EXTRA_ERRORS = {
+    403: "the role or queue ACL does not allow this, the Host is not allowed, or a change comes from "
+         "another origin's page",
+    413: "the body is larger than max-body-bytes (or a batch longer than max-batch)",
+    415: "a change whose Content-Type is not JSON or YAML",
+}
+
 
 def _fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """Replace FastAPI's 422 responses by the documented 400 error body (S3)."""
@@ -270,6 +301,12 @@ def _fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
                 continue
             responses = op["responses"]
             responses.pop("422", None)
+            # every operation: a Host outside the allow-list or a change from another origin (issue 32
+            # item 7); with a body: too large, or of a type that is not JSON or YAML
+            responses.setdefault("403", {"description": _EXTRA_ERRORS[403]})
+            if "requestBody" in op:
+                responses.setdefault("413", {"description": _EXTRA_ERRORS[413]})
+                responses.setdefault("415", {"description": _EXTRA_ERRORS[415]})
             for code, resp in list(responses.items()):
                 if code.startswith(("4", "5")):
                     resp.setdefault("content", {"application/json": {"schema": _ERROR_REF}})
@@ -277,6 +314,34 @@ def _fix_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     comps.pop("HTTPValidationError", None)
     comps.pop("ValidationError", None)
     return schema
+
+
+def _form_routes(app: FastAPI) -> list[tuple[str, re.Pattern[str], frozenset[str]]]:
+    """(method, path regex, media types) of every operation whose body is documented in a type that
+    is neither JSON nor YAML: a FastAPI ``Form`` body or ``openapi_extra`` content types."""
+    from fastapi.routing import APIRoute
+
+    def every(routes: Sequence[Any]) -> Iterator[Any]:
+        for route in routes:            # an included router may be kept as one entry
+            inner = getattr(route, "original_router", None)
+            yield from every(inner.routes) if inner is not None else (route,)
+
+    out: list[tuple[str, re.Pattern[str], frozenset[str]]] = []
+    for route in every(app.routes):
+        if not isinstance(route, APIRoute):
+            continue
+        kinds: set[str] = set()
+        field = route.body_field
+        if field is not None:
+            kinds.add(str(getattr(field.field_info, "media_type", "application/json")))
+        body = (route.openapi_extra or {}).get("requestBody")
+        if isinstance(body, dict):
+            kinds.update(str(k) for k in body.get("content", {}))
+        kinds = {k.lower() for k in kinds if not is_document_type(k.lower())}
+        if kinds:
+            for method in route.methods or ():
+                out.append((method, route.path_regex, frozenset(kinds)))
+    return out
 
 
 def _add_metrics_route(app: FastAPI, service: Service) -> None:
@@ -366,7 +431,9 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
                loopback_only: bool = False, title: str = "quotaplane", fast_path: bool = True,
                timeouts_interval: float = TIMEOUTS_INTERVAL,
                schedule_interval: float | None = None,
-               history_interval: float = HISTORY_INTERVAL, group_commit: bool = True) -> FastAPI:
+               history_interval: float = HISTORY_INTERVAL, group_commit: bool = True,
+               limits: Limits | None = None, allowed_hosts: Sequence[str] | None = None,
+               allowed_origins: Sequence[str] = ()) -> FastAPI:
     """Build the service app around ``scheduler`` (a :class:`quotaplane.Scheduler`).
 
     ``tokens``: bearer tokens per role (none: every request is accepted). ``leadership``: the
@@ -380,6 +447,11 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     ``history_interval``: seconds between two samples of ``/ws/v1/history`` (YuniKorn: a minute).
     ``group_commit``: journal concurrent changes of a partition in one transaction while the app
     runs (:mod:`quotaplane.journal.group_commit`); every answer still waits for its commit (S1).
+    ``limits``: body and batch sizes, event streams (:mod:`quotaplane.server.limits`; the
+    connection limits are the server's, :mod:`quotaplane.server.guard`). ``allowed_hosts``: the
+    ``Host`` allow-list (None: any host; ``serve`` gives loopback names when no token is configured);
+    ``allowed_origins``: origins besides the service's own whose pages may send changes and read
+    answers (:mod:`quotaplane.server.browser`).
     """
     from quotaplane.server import (
         routes_asks,
@@ -392,7 +464,8 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
         ui,
     )
 
-    service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership)
+    service = Service(scheduler, tokens=tokens or Tokens(), leadership=leadership, limits=limits,
+                      browser=BrowserPolicy(allowed_hosts, allowed_origins))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> Any:
@@ -429,6 +502,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
                    routes_elastic, routes_forest, ui):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
+    service.form_routes = _form_routes(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -443,6 +517,9 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
                 doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 comps.update(doc.pop("$defs", {}))
                 comps[model.__name__] = doc
+            batch = comps.get("BatchBody", {}).get("properties", {}).get("allocations")
+            if isinstance(batch, dict):
+                batch["maxItems"] = service.limits.max_batch       # the configured max-batch
             app.openapi_schema = _fix_openapi(schema)
         return app.openapi_schema
 

@@ -37,6 +37,7 @@ _DESCRIPTIONS = {
     403: "the token's role or the user's queue ACL does not allow this",
     404: "unknown partition, queue, user, group, application, allocation, node or quota",
     409: "conflict with existing state (duplicate id) or the request does not fit",
+    413: "the body is larger than max-body-bytes (or a batch longer than max-batch)",
     503: "not the leader (see `leader`) or the store is unavailable; nothing was changed",
 }
 

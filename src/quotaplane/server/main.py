@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.auth import Tokens
     from quotaplane.server.ha import Leadership
+    from quotaplane.server.limits import Limits
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_STORE", "build_scheduler", "serve"]
 
@@ -216,11 +217,17 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _run(app: FastAPI, sock: socket.socket, started: Callable[[int], None]) -> int:
+def _run(app: FastAPI, sock: socket.socket, started: Callable[[int], None], limits: Limits) -> int:
     import uvicorn
 
+    from quotaplane.server.guard import BACKLOG, guarded_protocol
+
+    # the connection limits (issue 32 item 8): uvicorn's httptools protocol within the guard
+    protocol, guard = guarded_protocol(limits)
+    app.state.service.connection_guard = guard
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
-                                           access_log=False, lifespan="on", timeout_graceful_shutdown=5))
+                                           access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                                           http=protocol, backlog=BACKLOG))
     rc = 0
     # uvicorn re-raises the stop signal after its graceful shutdown; with these no-op handlers in
     # place underneath, the process closes the store and exits 0 instead of dying by the signal.
@@ -228,7 +235,7 @@ def _run(app: FastAPI, sock: socket.socket, started: Callable[[int], None]) -> i
         signal.signal(sig, lambda *_: None)
     try:
         try:
-            sock.listen(2048)
+            sock.listen(BACKLOG)
         except OSError as exc:        # another process took the address since it was bound
             name = sock.getsockname()
             sock.close()
@@ -252,7 +259,8 @@ def _run(app: FastAPI, sock: socket.socket, started: Callable[[int], None]) -> i
 def serve(config: Path | None = None, store: str | None = None, host: str = "127.0.0.1",
           port: int = 9080, *, log_level: str = "warning", log_format: str = "text",
           access_log: bool = False, group_commit: bool = True, partitions: list[str] | None = None,
-          anonymous_read: bool = False) -> int:
+          anonymous_read: bool = False, limits: Sequence[str] = (),
+          allowed_hosts: Sequence[str] | None = None, allowed_origins: Sequence[str] | None = None) -> int:
     """Run the service until interrupted; return the process exit code (non-zero: refused to start).
 
     ``log_level``/``log_format`` (``text`` or ``json`` lines) set the process's logging; ``access_log``
@@ -263,6 +271,10 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     ``read`` role (:mod:`quotaplane.server.auth`; writes still need a token). The port is bound first:
     a taken one refuses to start (exit 1) before the store is touched; the start line comes once it
     is bound, with the URL of the web page.
+    ``limits``: ``NAME=VALUE`` items (``--limit``) over the ``QUOTAPLANE_<NAME>`` variables
+    (:mod:`quotaplane.server.limits`); ``allowed_hosts`` (else ``QUOTAPLANE_ALLOWED_HOSTS``; else
+    loopback names without tokens, any host with them) and ``allowed_origins`` (else
+    ``QUOTAPLANE_ALLOWED_ORIGINS``): :mod:`quotaplane.server.browser`.
     """
     import uvicorn  # noqa: F401  (first: a missing server extra fails before the store is touched)
 
@@ -278,6 +290,8 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     store_url = store or DEFAULT_STORE
     try:
         tokens = _tokens_for(host, anonymous_read)
+        service_limits = _limits(limits)
+        hosts, origins = _browser(allowed_hosts, allowed_origins, bool(tokens))
         text = _config_text(config)
         sock = _bind(host, port)
     except _Refused as refused:
@@ -288,7 +302,8 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
         sock.close()
         return refused.code
     app = create_app(scheduler, tokens=tokens, leadership=leadership, loopback_only=not tokens,
-                     group_commit=group_commit)
+                     group_commit=group_commit, limits=service_limits, allowed_hosts=hosts,
+                     allowed_origins=origins)
     # Tail latency: the restored state and the imported modules are long-lived; move them out of the
     # collector's sight (gc.freeze) and collect the young generation less often, so a full collection
     # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
@@ -302,7 +317,62 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
         _err(f"quotaplane: serving on {_url(host, bound)} (store {_mask(store_url)}, {access}); "
              f"web page {_url(host, bound)}/ui/")
 
-    return _run(app, sock, started)
+    return _run(app, sock, started, service_limits)
+
+
+def _raise_open_files_limit() -> None:
+    """Raise the soft open-files limit to the hard one (as Go programs do, YuniKorn included): the
+    connection limit is derived from it."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and soft != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):  # not POSIX, or not allowed: keep the soft limit
+        pass
+
+
+def _limits(options: Sequence[str]) -> Limits:
+    """The service's limits from the environment and ``--limit`` (exit 2 naming a wrong one)."""
+    from quotaplane.server.limits import FD_RESERVE, Limits, open_files_limit
+
+    _raise_open_files_limit()
+    try:
+        limits = Limits.from_settings(os.environ, options)
+    except ValueError as exc:
+        _err(f"quotaplane: {exc}")
+        raise _Refused(2) from None
+    open_files = open_files_limit()
+    if open_files > 0 and limits.max_connections > open_files - FD_RESERVE:
+        # the process would run out of descriptors before the limit: the slowloris case (issue 32 #8)
+        _err(f"quotaplane: max-connections {limits.max_connections} needs an open-files limit of at least "
+             f"{limits.max_connections + FD_RESERVE} (it is {open_files}): raise it (ulimit -n) or lower "
+             "max-connections")
+        raise _Refused(2)
+    return limits
+
+
+def _browser(hosts: Sequence[str] | None, origins: Sequence[str] | None, tokens: bool
+             ) -> tuple[list[str] | None, list[str]]:
+    """The Host allow-list and the allowed origins: the options, else ``QUOTAPLANE_ALLOWED_HOSTS`` /
+    ``QUOTAPLANE_ALLOWED_ORIGINS`` (comma-separated), else the defaults (exit 2 naming a wrong one)."""
+    from quotaplane.server.browser import BrowserPolicy, default_allowed_hosts
+
+    if hosts is None and os.environ.get("QUOTAPLANE_ALLOWED_HOSTS", "").strip():
+        hosts = os.environ["QUOTAPLANE_ALLOWED_HOSTS"].split(",")
+    if origins is None:
+        origins = os.environ.get("QUOTAPLANE_ALLOWED_ORIGINS", "").split(",")
+    host_list = [h.strip() for h in hosts if h.strip()] if hosts is not None else None
+    if not host_list:
+        host_list = default_allowed_hosts(tokens)
+    origin_list = [o.strip() for o in origins if o.strip()]
+    try:
+        BrowserPolicy(host_list, origin_list)
+    except ValueError as exc:
+        _err(f"quotaplane: {exc}")
+        raise _Refused(2) from None
+    return host_list, origin_list
 
 
 def _mask(url: str) -> str:

@@ -1,6 +1,9 @@
 """The outer ASGI layer of the service: what every request passes through before any route.
 
-* :class:`Outer` — latency metrics, the loopback guard (decision S2), the last-resort error handler,
+* :class:`Outer` — latency metrics, the loopback guard (decision S2), browser safety (the Host
+  allow-list, the Origin and Content-Type of changes, CORS for allowed origins only:
+  :mod:`quotaplane.server.browser`), the body size limit (:mod:`quotaplane.server.limits`), the
+  last-resort error handler,
   the commit barrier (an answer waits until what it saw is durable, issue 18), writes relayed to
   their partition's leader (:mod:`quotaplane.server.forwarding`), reads of partitions led elsewhere
   caught up first, and the hot path ``POST /ws/v1/partition/{p}/allocations`` served without
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from pydantic import ValidationError
 
+from quotaplane.server.browser import BrowserPolicy, is_document_type, media_type
 from quotaplane.server.errors import exception_response, status_for
 from quotaplane.server.logs import ACCESS
 
@@ -55,9 +59,12 @@ class _ForwardedRoute:
 _FORWARDED_ROUTE = _ForwardedRoute()
 
 
-_CORS = (b"access-control-allow-origin", b"*")
-
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+#: answered whatever the Host: a probe (kubelet's names the pod's address) reads nothing private
+_PROBES = frozenset({"/healthz", "/readyz", "/ws/v1/scheduler/healthcheck"})
 
 
 def _route_label(scope: Scope) -> str:
@@ -84,7 +91,8 @@ class App(FastAPI):
 
 
 class Outer:
-    """Pure ASGI middleware: latency metrics, loopback guard, and the last-resort error handler.
+    """Pure ASGI middleware: latency metrics, loopback guard, browser safety, body size, and the
+    last-resort error handler.
 
     Pure ASGI (not ``BaseHTTPMiddleware``) because that one costs ~100 µs per request.
     """
@@ -140,6 +148,46 @@ class Outer:
         host = client[0] if client else None
         return host is not None and host not in _LOOPBACK
 
+    def _screen(self, scope: Scope, receive: Receive) -> tuple[Exception | None, bytes | None, Receive]:
+        """What every request passes first (issue 32 items 7 and 10): the Host allow-list, the
+        Origin and Content-Type of a change, and the body size. Answers (the refusal or None, the
+        ``Access-Control-Allow-Origin`` value or None, the receive to use)."""
+        host = origin = ctype = length = None
+        for k, v in scope["headers"]:
+            if k == b"host":
+                host = v
+            elif k == b"origin":
+                origin = v
+            elif k == b"content-type":
+                ctype = v
+            elif k == b"content-length":
+                length = v
+        policy = self.service.browser
+        if not policy.host_allowed(host) and scope["path"] not in _PROBES:
+            return _refused_host(host, policy), None, receive
+        cors = policy.cors_origin(origin) if origin is not None else None
+        if scope["method"] in _SAFE_METHODS:
+            return None, cors, receive
+        if origin is not None and not policy.origin_allowed(origin, host):
+            return _refused_origin(origin), None, receive
+        if ctype is not None and not self._type_accepted(scope, ctype):
+            return _refused_type(ctype), cors, receive
+        limit = self.service.limits.max_body_bytes
+        if length is not None:
+            if not length.isdigit():
+                return _bad_length(length), cors, receive
+            if int(length) > limit:
+                return _too_large(limit), cors, receive
+            return None, cors, receive
+        return None, cors, _bounded(receive, limit)
+
+    def _type_accepted(self, scope: Scope, ctype: bytes) -> bool:
+        kind = media_type(ctype.decode("latin-1"))
+        if kind == "application/json" or is_document_type(kind):
+            return True
+        # an operation that documents another body type (the web page's login form)
+        return kind in self.service.form_types(scope["method"], scope["path"])
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -150,6 +198,9 @@ class Outer:
         # group commit (issue 18): the answer waits until what it saw is durable, or becomes a 503
         epochs = self.service.barrier.epochs(scope["path"]) if self.service.group_commit_on else ()
         replaced = [False]
+        refusal, cors, receive = self._screen(scope, receive)
+        extra: tuple[tuple[bytes, bytes], ...] = () if cors is None else (
+            (b"access-control-allow-origin", cors), (b"vary", b"Origin"))
 
         async def send_wrapper(message: Message) -> None:
             if replaced[0]:
@@ -160,28 +211,35 @@ class Outer:
                     started[0] = True
                     status[0] = status_for(failed)
                     resp = exception_response(failed)
-                    await resp(scope, receive, send_cors)
+                    await resp(scope, receive, send_extra)
                     return
                 status[0] = message["status"]
                 started[0] = True
-                # YuniKorn's webservice answers every request with this header (reference §2).
-                message["headers"] = [*message.get("headers", ()), _CORS]
+                if extra:
+                    message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
-        async def send_cors(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), _CORS]
+        async def send_extra(message: Message) -> None:
+            if extra and message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
-        if self._remote_refused(scope):
-            resp = exception_response(_forbidden_remote())
+        if refusal is None and self._remote_refused(scope):
+            refusal = _forbidden_remote()
+        if refusal is None and cors is not None and scope["method"] == "OPTIONS":
+            status[0] = 204
+            started[0] = True
+            await _preflight(send_extra)
+            return
+        if refusal is not None:
+            resp = exception_response(refusal)
             await resp(scope, receive, send_wrapper)
             return
         router = self.service.router
         try:
             if router is not None and (leader := await router.target(scope)) is not None:
                 scope["route"] = _FORWARDED_ROUTE
-                status[0] = await router.forwarder.forward(leader, scope, receive, send_cors,
+                status[0] = await router.forwarder.forward(leader, scope, receive, send_extra,
                                                            router.rerouter(scope))
                 started[0] = True
                 return
@@ -208,6 +266,66 @@ class Outer:
                             extra={"method": scope["method"], "path": scope["path"], "status": status[0],
                                    "duration_ms": round(elapsed * 1000, 3),
                                    "client": client[0] if client else ""})
+
+
+async def _preflight(send: Send) -> None:
+    """A CORS preflight from an allowed origin: the methods and headers a page may use."""
+    await send({"type": "http.response.start", "status": 204,
+                "headers": [(b"access-control-allow-methods", b"GET, POST, PUT, DELETE, OPTIONS"),
+                            (b"access-control-allow-headers", b"Authorization, Content-Type, Accept"),
+                            (b"access-control-max-age", b"600")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _bounded(receive: Receive, limit: int) -> Receive:
+    """``receive`` that refuses (413) a body without ``Content-Length`` once it passes ``limit``."""
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _too_large(limit)
+        return message
+
+    return bounded
+
+
+def _too_large(limit: int) -> Exception:
+    from quotaplane.server.errors import ApiError
+
+    return ApiError(413, f"the request body is larger than {limit} bytes (max-body-bytes)")
+
+
+def _bad_length(length: bytes) -> Exception:
+    from quotaplane.server.errors import ApiError
+
+    return ApiError(400, f"Content-Length {length.decode('latin-1')[:40]!r} is not a number of bytes")
+
+
+def _refused_host(host: bytes | None, policy: BrowserPolicy) -> Exception:
+    from quotaplane.server.errors import ApiError
+
+    shown = "none" if host is None else repr(host.decode("latin-1")[:200])
+    return ApiError(403, f"host {shown} is not allowed (allowed: {policy.describe_hosts()}; "
+                         "see --allowed-hosts)")
+
+
+def _refused_origin(origin: bytes) -> Exception:
+    from quotaplane.server.errors import ApiError
+
+    return ApiError(403, f"a change from the page of origin {origin.decode('latin-1')[:200]!r} is refused: "
+                         "it is not this service's origin nor an allowed one (see --allowed-origins)")
+
+
+def _refused_type(ctype: bytes) -> Exception:
+    from quotaplane.server.errors import ApiError
+
+    return ApiError(415, f"Content-Type {ctype.decode('latin-1')[:200]!r} is not accepted for a change: "
+                         "send application/json (or YAML where the operation takes a document), e.g. "
+                         "curl --json or -H 'Content-Type: application/json'")
 
 
 def _forbidden_remote() -> Exception:

@@ -23,7 +23,9 @@ from pydantic import Field, StrictBool
 from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
+from quotaplane.server.errors import ApiError
 from quotaplane.server.models import AllocationTags, Name, Priority, ResourceMap, _Body
+from quotaplane.server.streams import Feed, bound_send_buffer
 
 __all__ = ["AskBody", "router", "scheduling_loop"]
 
@@ -123,7 +125,7 @@ def router(service: Any) -> APIRouter:
            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                             "description": "server-sent events, one per journalled change, each with "
                                            "`id:` = its journal sequence number"},
-                      **errors(400, 404, auth=True)})
+                      **errors(400, 404, 503, auth=True)})
     async def events_stream(
         partition: str,
         request: Request,
@@ -137,21 +139,30 @@ def router(service: Any) -> APIRouter:
         max_events: Annotated[int, Query(ge=0, le=1_000_000, description="close after this many "
                                                                         "events (0: no limit)")] = 0,
     ) -> StreamingResponse:
-        """Server-sent events of every change (docs/preemption.md "Events"), resumable without gaps."""
+        """Server-sent events of every change (docs/preemption.md "Events"), resumable without gaps.
+        Counted with the other event streams (``max-streams``, ``max-streams-per-client``: 503); a
+        reader that falls ``stream-buffer`` events behind gets a last ``dropped`` event naming the
+        sequence number to resume after (``Last-Event-ID``, which an EventSource sends by itself)."""
         p = service.partition(partition)
         resume = after if after is not None else _last_event_id(request.headers.get("last-event-id"))
         wanted = None if types is None else {t.strip() for t in types.split(",") if t.strip()}
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-        def on_event(event: dict[str, Any]) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, event)
-
-        unsubscribe = p.subscribe(on_event)
+        client = request.client.host if request.client else ""
+        slots = service.stream_slots
+        refused = slots.acquire(client)
+        if refused is not None:
+            which = (f"max-streams {slots.total}" if refused == "total"
+                     else f"max-streams-per-client {slots.per_client}")
+            raise ApiError(503, "Too many streaming connections",
+                           f"Too many streaming connections: {which} reached; retry later")
+        bound_send_buffer(request.scope)
+        feed: Feed[dict[str, Any]] = Feed(service.limits.stream_buffer)
+        unsubscribe = p.subscribe(feed.offer)
         try:
             backlog = p.notices_after(resume) if resume is not None else []
         except BaseException:
             unsubscribe()
+            feed.close()
+            slots.release(client)
             raise               # a ValueError (nothing to resume from) is answered 400
 
         def wanted_event(event: dict[str, Any]) -> bool:
@@ -177,26 +188,51 @@ def router(service: Any) -> APIRouter:
                         wait = min(wait, deadline - time.monotonic())
                         if wait <= 0:
                             break
-                    try:
-                        event = await asyncio.wait_for(queue.get(), wait)
-                    except TimeoutError:
+                    events = await feed.take(wait)
+                    if not events and not feed.overflowed:
                         # a comment keeps idle proxies from closing the connection
                         if deadline is None or time.monotonic() < deadline:
                             yield b": keep-alive\n\n"
                         continue
-                    if event["seq"] <= last:
-                        continue             # sent already from the journal (resume)
-                    last = event["seq"]
-                    if wanted_event(event):
-                        yield _frame(event)
-                        sent += 1
+                    frames: list[bytes] = []
+                    for event in events:
+                        if event["seq"] <= last:
+                            continue             # sent already from the journal (resume)
+                        if max_events and sent >= max_events:
+                            break
+                        last = event["seq"]
+                        if wanted_event(event):
+                            frames.append(_frame(event))
+                            sent += 1
+                        if len(frames) >= _CHUNK:
+                            yield b"".join(frames)
+                            frames = []
+                    if frames:
+                        yield b"".join(frames)
+                    if feed.overflowed and not (max_events and sent >= max_events):
+                        yield _dropped(last, service.limits.stream_buffer)
+                        return
             finally:
                 unsubscribe()
+                feed.close()
+                slots.release(client)
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
     return r
+
+
+#: the most events one write of a stream carries (what waits in the socket's buffer stays bounded)
+_CHUNK = 500
+
+
+def _dropped(last: int, buffer: int) -> bytes:
+    """The last event of a stream whose reader fell ``buffer`` events behind: where to resume."""
+    data = _json.dumps({"message": f"the reader fell more than {buffer} events behind (stream-buffer): "
+                                   f"reconnect with Last-Event-ID: {last} (or ?after={last}) to resume "
+                                   "without a gap", "after": last}, sort_keys=True)
+    return f"event: dropped\ndata: {data}\n\n".encode()
 
 
 def _frame(event: dict[str, Any]) -> bytes:

@@ -42,10 +42,10 @@ __all__ = ["router"]
 _YAML_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "description": "the queue configuration YAML, whatever the Content-Type",
+        "description": "the queue configuration YAML (a change: typed YAML or JSON, issue 32 item 7)",
         "content": {
             "application/x-yaml": {"schema": {"type": "string"}},
-            "text/plain": {"schema": {"type": "string"}},
+            "application/yaml": {"schema": {"type": "string"}},
         },
     }
 }
@@ -352,10 +352,14 @@ def router(service: Any) -> APIRouter:
 
     @r.post("/ws/v1/partition/{partition}/allocations/batch", response_model=None,
             openapi_extra=json_body(BatchBody), dependencies=submit,
-            responses={200: {"model": BatchOut}, **errors(404, 409, auth=True, write=True)})
+            responses={200: {"model": BatchOut}, **errors(404, 409, 413, auth=True, write=True)})
     async def allocate_batch(partition: str, request: Request) -> JSONResponse:
-        """Many allocations in one request and one journal transaction; a decision per entry, in order."""
+        """Many allocations in one request and one journal transaction; a decision per entry, in order
+        (at most ``max-batch``, 1,000 by default: a larger batch would hold every other request up)."""
         body = await parse_body(request, BatchBody)
+        if len(body.allocations) > service.limits.max_batch:
+            raise ApiError(413, f"a batch holds at most {service.limits.max_batch} allocations (max-batch); "
+                                f"this one has {len(body.allocations)}: send it in parts")
         service.ensure_writable(partition)
         p = service.partition(partition)
         # The models already checked every id, amount (int64, >= 0), priority and flag, and gave

@@ -36,7 +36,9 @@ _YAML_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "description": "one or more ElasticQuota documents (YAML or JSON), as in seed 002",
-        "content": {"application/x-yaml": {"schema": {}}, "text/plain": {"schema": {}}},
+        # a change: typed YAML or JSON (issue 32 item 7)
+        "content": {"application/x-yaml": {"schema": {}}, "application/yaml": {"schema": {}},
+                    "application/json": {"schema": {}}},
     }
 }
 

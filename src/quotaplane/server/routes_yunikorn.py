@@ -29,7 +29,8 @@ __all__ = ["router"]
 _YAML_BODY: dict[str, Any] = {
     "requestBody": {
         "required": False,
-        "description": "the queue configuration YAML, whatever the Content-Type",
+        "description": "the queue configuration YAML, whatever the Content-Type (it changes nothing; "
+                       "YuniKorn's admission controller sends it as application/json)",
         "content": {
             # any body is accepted (and judged): no schema, so no body is "of the wrong type"
             "application/x-yaml": {"schema": {}},

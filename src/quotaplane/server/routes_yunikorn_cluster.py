@@ -6,7 +6,6 @@ is YuniKorn's empty value (``docs/rest.md`` "YuniKorn compatibility").
 
 from __future__ import annotations
 
-import asyncio
 import json as _json
 import sys
 import threading
@@ -23,6 +22,7 @@ from quotaplane.placement.manager import Rule
 from quotaplane.server.common import errors, json
 from quotaplane.server.errors import ApiError
 from quotaplane.server.models import ClusterOut, EventBatchOut, PartitionOut
+from quotaplane.server.streams import bound_send_buffer
 from quotaplane.server.yunikorn_dao import nanos, node_utilisation_dao, partition_dao, prune
 
 __all__ = ["CLUSTER_NAME", "MAX_REST_RESPONSE", "router"]
@@ -154,33 +154,56 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/events/stream", response_model=None, dependencies=read,
            responses={200: {"content": {"application/json": {"schema": {"type": "string"}}},
-                            "description": "JSON lines: {\"InstanceUUID\"}, then one event record each"},
+                            "description": "JSON lines: {\"InstanceUUID\"}, the last `count` records, "
+                                           "then one record each as it happens"},
                       **errors(400, 503, auth=True)})
     async def events_stream(request: Request) -> Response:
-        """The instance id, then every new event record as it happens (JSON lines); ``count``: stop
-        after that many records (0: never)."""
+        """The instance id, then the last ``count`` event records kept (default 0), then every new
+        record as it happens (JSON lines), as YuniKorn's ``getStream``. At most ``max-streams`` open
+        streams (100), ``max-streams-per-client`` (15) from one client: 503 "Too many streaming
+        connections". A reader that falls ``stream-buffer`` records behind gets YuniKorn's "Event
+        stream was closed by the producer" line, with ``resumeID``: the id to read on from with
+        ``/ws/v1/events/batch?start=ID``."""
         service.watch_partitions()
         raw = request.query_params.get("count")
-        limit = _uint(raw) if raw else 0
-        if service.events.stream_count >= MAX_STREAMS:
-            raise ApiError(503, "Too many streaming connections")
-        queue = service.events.open_stream()
+        replay = _uint(raw) if raw else 0
+        client = request.client.host if request.client else ""
+        slots = service.stream_slots
+        refused = slots.acquire(client)
+        if refused is not None:
+            which = (f"max-streams {slots.total}" if refused == "total"
+                     else f"max-streams-per-client {slots.per_client}")
+            raise ApiError(503, "Too many streaming connections",
+                           f"Too many streaming connections: {which} reached; retry later")
+        bound_send_buffer(request.scope)
+        try:
+            stream = service.events.open_stream(min(replay, service.events.capacity),
+                                                service.limits.stream_buffer)
+        except BaseException:
+            slots.release(client)
+            raise
 
         async def lines() -> AsyncIterator[bytes]:
-            sent = 0
             try:
                 yield _line({"InstanceUUID": service.events.instance_uuid})
-                while limit == 0 or sent < limit:
-                    try:
-                        record = await asyncio.wait_for(queue.get(), timeout=1.0)
-                    except TimeoutError:
-                        if await request.is_disconnected():
-                            return
-                        continue
-                    yield _line(record)
-                    sent += 1
+                while True:
+                    records = await stream.take(_CHUNK, 1.0)
+                    if records is None:
+                        resume = stream.next_id
+                        yield _line({"status_code": 200, "message": _CLOSED,
+                                     "description": f"{_CLOSED}: the reader fell more than "
+                                                    f"{service.limits.stream_buffer} records behind "
+                                                    "(stream-buffer); read on from "
+                                                    f"/ws/v1/events/batch?start={resume}",
+                                     "resumeID": resume})
+                        return
+                    if records:
+                        yield b"".join(_line(rec) for rec in records)
+                    elif await request.is_disconnected():
+                        return
             finally:
-                service.events.close_stream(queue)
+                service.events.close_stream(stream)
+                slots.release(client)
 
         return StreamingResponse(lines(), media_type="application/json; charset=UTF-8")
 
@@ -233,8 +256,10 @@ def _thread_stacks() -> str:
     return "".join(out)
 
 
-#: YuniKorn's default ``maxStreams`` for the event stream
-MAX_STREAMS = 100
+#: YuniKorn's line when the event system closes a stream (``getStream``)
+_CLOSED = "Event stream was closed by the producer"
+#: the most records one write of a stream carries (what waits in the socket's buffer stays bounded)
+_CHUNK = 500
 
 
 def _line(obj: Any) -> bytes:

@@ -5,7 +5,11 @@ YuniKorn's webservice encodes them (Go's ``encoding/json`` of the protobuf struc
 empty fields omitted, ``resource`` as ``{"resources": {name: {"value": n}}}``) — numbered from 0 in one
 sequence for the whole service, and kept in a ring buffer of ``capacity`` records (YuniKorn's default
 100,000). A batch answers the records from an id on (``GetEventsFromID``); a stream first sends the
-``{"InstanceUUID"}`` line, then each new record as a JSON line.
+``{"InstanceUUID"}`` line, then the last ``count`` records kept (YuniKorn's ``GetRecentEvents``; none
+by default), then each new record as a JSON line. A stream is a position in the ring, so it holds no
+records of its own; one that falls ``stream-buffer`` records behind is dropped, its last line
+YuniKorn's "Event stream was closed by the producer" error body naming the id to resume from with a
+batch (issue 32 item 9).
 
 Which record a notice becomes (type, change type, change detail are YuniKorn's enum numbers):
 
@@ -30,6 +34,7 @@ config_applied         QUEUE (4)   SET     QUEUE_CONFIG (400), objectID ``root``
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import uuid
@@ -40,10 +45,13 @@ from typing import Any
 from quotaplane.events import Event
 from quotaplane.notices import EventListener, notice_of
 
-__all__ = ["DEFAULT_CAPACITY", "EventRecords", "record_of"]
+__all__ = ["DEFAULT_CAPACITY", "DEFAULT_STREAM_BUFFER", "EventRecords", "RecordStream", "record_of"]
 
 #: YuniKorn's ``DefaultEventRingBufferCapacity``
 DEFAULT_CAPACITY = 100_000
+
+#: how far (records) a stream may fall behind before it is dropped (``stream-buffer``)
+DEFAULT_STREAM_BUFFER = 10_000
 
 _REQUEST, _APP, _NODE, _QUEUE = 1, 2, 3, 4
 _SET, _ADD, _REMOVE = 1, 2, 3
@@ -112,10 +120,41 @@ def _no_queue(_application: str) -> str:
     return ""                   # event records do not carry a queue
 
 
-def _offer(queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]) -> None:
-    # a reader that falls 10,000 records behind loses the newest ones (it can fetch them in a batch)
-    if not queue.full():
-        queue.put_nowait(record)
+class RecordStream:
+    """One reader of the records (``/ws/v1/events/stream``): a position in the shared ring, not a
+    copy of the records, so an open stream holds no memory of its own however slowly it reads.
+
+    ``next_id`` is the id of the next record to send. A stream that falls more than ``buffer``
+    records behind the newest one (a reader slower than the writers, or not reading) is *dropped*:
+    :meth:`take` then answers None and :attr:`next_id` is where to resume from with
+    ``/ws/v1/events/batch?start=ID`` (issue 32 item 9)."""
+
+    __slots__ = ("_event", "_loop", "_records", "buffer", "dropped", "next_id")
+
+    def __init__(self, records: EventRecords, next_id: int, buffer: int) -> None:
+        self._records = records
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+        self.next_id = next_id
+        self.buffer = buffer
+        self.dropped = False
+
+    async def take(self, most: int, timeout: float) -> list[dict[str, Any]] | None:
+        """The next records (at most ``most``; ``[]`` when none came within ``timeout`` seconds),
+        or None once the stream is dropped."""
+        out = self._records.read_from(self, most)
+        if out is None or out:
+            return out
+        self._event.clear()
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return []
+        return self._records.read_from(self, most)
+
+    def wake(self) -> None:
+        """New records (on the stream's loop)."""
+        self._event.set()
 
 
 class EventRecords:
@@ -133,7 +172,9 @@ class EventRecords:
         #: more than the decision that made the event), bounded by the ring's capacity
         self._raw: list[tuple[str, Sequence[Event], float]] = []
         self._lock = threading.Lock()
-        self._streams: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]] = []
+        self._streams: list[RecordStream] = []
+        #: the loops with a wake-up scheduled (one per loop turn, however many records came)
+        self._waking: set[asyncio.AbstractEventLoop] = set()
 
     def listener(self, partition: str) -> EventListener:
         """The listener to give partition ``partition`` (``Partition.listen``)."""
@@ -142,15 +183,17 @@ class EventRecords:
         return listen
 
     def recorded(self, partition: str, events: Sequence[Event], t: float) -> None:
-        """``events`` of ``partition`` were journalled at ``t``: keep them (records at once when a
-        stream listens)."""
+        """``events`` of ``partition`` were journalled at ``t``: keep them (the streams are woken;
+        they turn them into records when they read)."""
         with self._lock:
             self._raw.append((partition, events, t))
-            if not self._streams and len(self._raw) < self.capacity:
+            if len(self._raw) >= self.capacity:
+                self._expand()
+            if not self._streams:
                 return
-            records = self._expand()
-            streams = list(self._streams)
-        self._push(records, streams)
+            loops = {s._loop for s in self._streams} - self._waking
+            self._waking |= loops
+        self._schedule_wake(loops)
 
     def notice(self, notice: Mapping[str, Any]) -> None:
         """Record one notice (a ``Partition.subscribe`` callback), at its arrival time."""
@@ -159,17 +202,25 @@ class EventRecords:
             self._expand()
             self._records.extend(records)
             self._next_id += len(records)
-            streams = list(self._streams)
-        self._push(records, streams)
+            loops = {s._loop for s in self._streams} - self._waking
+            self._waking |= loops
+        self._schedule_wake(loops)
 
-    def _push(self, records: list[dict[str, Any]],
-              streams: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]]) -> None:
-        for loop, queue in streams:
-            for r in records:
-                try:
-                    loop.call_soon_threadsafe(_offer, queue, r)
-                except RuntimeError:        # the stream's loop is closed: it is gone
-                    self.close_stream(queue)
+    def _schedule_wake(self, loops: set[asyncio.AbstractEventLoop]) -> None:
+        for loop in loops:
+            try:
+                loop.call_soon_threadsafe(self._wake, loop)
+            except RuntimeError:        # the loop is closed: its streams are gone
+                with self._lock:
+                    self._waking.discard(loop)
+                    self._streams = [s for s in self._streams if s._loop is not loop]
+
+    def _wake(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._waking.discard(loop)
+            streams = [s for s in self._streams if s._loop is loop]
+        for s in streams:
+            s.wake()
 
     def _expand(self) -> list[dict[str, Any]]:
         """Turn the waiting notices into numbered records (lock held); the new records."""
@@ -203,21 +254,43 @@ class EventRecords:
                 return None, lowest, highest
             first = start - lowest
             count = min(count, self.capacity)
-            out = [self._records[i] for i in range(first, min(first + count, len(self._records)))]
+            out = list(itertools.islice(self._records, first, min(first + count, len(self._records))))
             return out, lowest, highest
 
-    def open_stream(self) -> asyncio.Queue[dict[str, Any]]:
-        """A queue that receives every record from now on (call from the stream's event loop)."""
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
+    def open_stream(self, replay: int = 0, buffer: int = DEFAULT_STREAM_BUFFER) -> RecordStream:
+        """A stream of every record from now on, after the last ``replay`` records kept (YuniKorn's
+        ``count``: ``GetRecentEvents``). Call it on the stream's event loop."""
         with self._lock:
-            self._expand()                  # what came before belongs to the batch, not the stream
-            self._streams.append((asyncio.get_running_loop(), queue))
-        return queue
+            self._expand()
+            start = max(self.lowest_id, self._next_id - replay)
+            # the replayed records do not count against the buffer
+            stream = RecordStream(self, start, buffer + (self._next_id - start))
+            self._streams.append(stream)
+        return stream
 
-    def close_stream(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        """Stop feeding ``queue``."""
+    def read_from(self, stream: RecordStream, most: int) -> list[dict[str, Any]] | None:
+        """The next records of ``stream`` (at most ``most``; advancing it), or None when it is
+        dropped: it fell more than its buffer behind, or out of the ring."""
         with self._lock:
-            self._streams = [(lp, q) for lp, q in self._streams if q is not queue]
+            if stream.dropped:
+                return None
+            self._expand()
+            behind = self._next_id - stream.next_id
+            if behind > stream.buffer or stream.next_id < self.lowest_id:
+                stream.dropped = True
+                self._streams = [s for s in self._streams if s is not stream]
+                return None
+            # the newest ``behind`` records, read from the right end (a stream reads near the head)
+            out = list(itertools.islice(reversed(self._records), behind))
+            out.reverse()
+            del out[most:]
+            stream.next_id += len(out)
+            return out
+
+    def close_stream(self, stream: RecordStream) -> None:
+        """Stop waking ``stream``."""
+        with self._lock:
+            self._streams = [s for s in self._streams if s is not stream]
 
     @property
     def stream_count(self) -> int:
