@@ -73,6 +73,16 @@ def serve(
         "--anonymous-read", help="With tokens: let requests without a token read (every GET, validate-conf, "
              "whatif), so YuniKorn's web UI, Prometheus and the admission controller need none. Writes "
              "still need a token.", envvar="QUOTAPLANE_ANONYMOUS_READ")] = False,
+    limit: Annotated[list[str] | None, typer.Option(
+        help="NAME=VALUE: a limit of what clients may hold (repeatable; max-body-bytes, max-batch, "
+             "header-timeout, … — docs/operations.md 'Limits'; also QUOTAPLANE_<NAME>).")] = None,
+    allowed_hosts: Annotated[str | None, typer.Option(
+        help="Host header values served (comma-separated names, addresses, networks, *.domain or *); "
+             "default: loopback names without tokens, any with tokens.",
+        envvar="QUOTAPLANE_ALLOWED_HOSTS")] = None,
+    allowed_origins: Annotated[str | None, typer.Option(
+        help="Origins (scheme://host:port, comma-separated) besides the service's own whose pages may "
+             "send changes and read answers (CORS); '*': any.", envvar="QUOTAPLANE_ALLOWED_ORIGINS")] = None,
 ) -> None:
     """Run the REST service (YuniKorn-compatible endpoints under /ws/v1/). Every option can also be
     given by its environment variable (QUOTAPLANE_CONFIG, QUOTAPLANE_STORE, …)."""
@@ -80,7 +90,10 @@ def serve(
 
     raise typer.Exit(_serve(config=config, store=store, host=host, port=port, log_level=log_level,
                             log_format=log_format, access_log=access_log, group_commit=group_commit,
-                            partitions=_partition_list(partitions), anonymous_read=anonymous_read))
+                            partitions=_partition_list(partitions), anonymous_read=anonymous_read,
+                            limits=limit or (),
+                            allowed_hosts=None if allowed_hosts is None else allowed_hosts.split(","),
+                            allowed_origins=None if allowed_origins is None else allowed_origins.split(",")))
 
 
 def _partition_list(text: str | None) -> list[str] | None:

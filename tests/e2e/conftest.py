@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -49,7 +49,8 @@ class ServerProcess:
     """A ``quotaplane serve`` subprocess."""
 
     def __init__(self, *, config: Path | None, store: str, cwd: Path, env: dict[str, str] | None = None,
-                 port: int | None = None, host: str = "127.0.0.1") -> None:
+                 port: int | None = None, host: str = "127.0.0.1", extra_args: Sequence[str] = (),
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.port = port or free_port()
         self.host = host
         self.url = f"http://{host}:{self.port}"
@@ -63,6 +64,8 @@ class ServerProcess:
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env.update(env or {})
         self.env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + self.env.get("PYTHONPATH", "")
+        self.extra_args = list(extra_args)
+        self.preexec_fn = preexec_fn
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = cwd / f"server-{self.port}-{uuid.uuid4().hex[:6]}.log"
 
@@ -72,13 +75,13 @@ class ServerProcess:
                "--host", self.host, "--port", str(self.port)]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
-        return cmd
+        return cmd + self.extra_args
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> ServerProcess:
         """Start the process (and wait until the healthcheck answers)."""
         self._log_handle = self.log.open("ab")
         self.proc = subprocess.Popen(self.args(), cwd=self.cwd, env=self.env, stdout=self._log_handle,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=self.preexec_fn)
         if wait:
             self.wait_ready(timeout)
         return self
