@@ -26,6 +26,7 @@ __all__ = [
     "AdmissionRequest",
     "Decision",
     "Eviction",
+    "MetricSample",
     "QuotaPolicy",
     "Violation",
 ]
@@ -128,6 +129,17 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricSample:
+    """One sample a policy shows on ``GET /metrics``: the gauge ``quotaplane_policy_<name>`` with the
+    labels ``partition`` and ``policy`` (added by the service) and ``labels``."""
+
+    name: str
+    help: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionRequest:
     """What the partition hands every policy: one allocation of one application."""
 
@@ -157,6 +169,9 @@ class QuotaPolicy(ABC):
 
     #: The policy's name in violations and in ``Partition.policies()``.
     name: str
+    #: The partition-config key that switches it on (its plug-in's, :mod:`quotaplane.policies.registry`);
+    #: ``""`` for the queue and user/group policies, which always run.
+    key: ClassVar[str] = ""
     #: True when :meth:`revoke` may name allocations (the partition then ticks it on every timeout check).
     reclaims: ClassVar[bool] = False
     #: True when :meth:`check_replacement` checks a placeholder replacement without changing anything;
@@ -243,6 +258,20 @@ class QuotaPolicy(ABC):
 
     def dump_state(self) -> dict[str, Any] | None:
         """Deterministic state for ``Partition.dump_state()`` (None: nothing to show)."""
+        return None
+
+    # -- what the faces show (REST, metrics): the plug-in protocol's views ------------------------
+    def view(self) -> dict[str, Any] | None:
+        """What ``GET /ws/v1/partition/{p}/policies`` shows of the policy (default: :meth:`dump_state`)."""
+        return self.dump_state()
+
+    def metrics(self) -> list[MetricSample]:
+        """Samples for ``GET /metrics`` (``quotaplane_policy_<name>``; default: none)."""
+        return []
+
+    def engine(self) -> object | None:
+        """The engine this policy adapts, for a face that serves the engine's own API (the elastic
+        quota manager, the quota forest manager); None for a policy that is its own engine."""
         return None
 
     def memo(self) -> dict[str, Any] | None:

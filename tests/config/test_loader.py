@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -197,25 +198,57 @@ def test_duplicate_partitions_are_rejected() -> None:
     assert reasons(text2) == ["multiple default partitions defined"]
 
 
-def test_extensions_are_passed_through_as_plain_data() -> None:
+@pytest.fixture
+def plain_plugins() -> Iterator[None]:
+    """Two plug-in keys that declare no check (their values pass through as plain data)."""
+    from quotaplane.policies import registry
+
+    for key in ("plainone", "plaintwo"):
+        registry.register(key, lambda pc, ctx: None, order=90)  # type: ignore[arg-type, return-value]
+    yield
+    for key in ("plainone", "plaintwo"):
+        registry.unregister(key)
+
+
+def test_extensions_are_passed_through_as_plain_data(plain_plugins: None) -> None:
+    text = """\
+partitions:
+  - name: default
+    queues: [{name: root}]
+    plainone:
+      - name: team-a
+        min: {cpu: 4, memory: 8Gi}
+        max: &m {cpu: 8}
+        other: *m
+    plaintwo: {tree: {hard: "true", n: 1.5, when: 2024-01-02}}
+"""
+    ext = load_config(text).partition("default").extensions
+    assert ext["plainone"] == [{"name": "team-a", "min": {"cpu": 4, "memory": "8Gi"}, "max": {"cpu": 8},
+                                "other": {"cpu": 8}}]
+    assert type(ext["plainone"]) is list and type(ext["plainone"][0]) is dict
+    assert ext["plaintwo"] == {"tree": {"hard": "true", "n": 1.5, "when": "2024-01-02"}}
+    assert type(ext["plaintwo"]["tree"]["n"]) is float
+    assert set(ext) == {"plainone", "plaintwo"}
+
+
+def test_an_extension_value_is_checked_by_its_plugin_with_its_line() -> None:
+    """The loader runs the declared check of each plug-in key (issue 29 item 5): a bad ElasticQuota is
+    a ConfigError at its key's line, as any other problem."""
     text = """\
 partitions:
   - name: default
     queues: [{name: root}]
     elasticquotas:
       - name: team-a
-        min: {cpu: 4, memory: 8Gi}
-        max: &m {cpu: 8}
-        other: *m
-    quotatrees: {tree: {hard: "true", n: 1.5, when: 2024-01-02}}
 """
-    ext = load_config(text).partition("default").extensions
-    assert ext["elasticquotas"] == [{"name": "team-a", "min": {"cpu": 4, "memory": "8Gi"}, "max": {"cpu": 8},
-                                     "other": {"cpu": 8}}]
-    assert type(ext["elasticquotas"]) is list and type(ext["elasticquotas"][0]) is dict
-    assert ext["quotatrees"] == {"tree": {"hard": "true", "n": 1.5, "when": "2024-01-02"}}
-    assert type(ext["quotatrees"]["tree"]["n"]) is float
-    assert "quotatrees" in ext and set(ext) == {"elasticquotas", "quotatrees"}
+    with pytest.raises(ConfigError) as err:
+        load_config(text)
+    assert err.value.line == 4 and "elasticquotas of partition 'default'" in str(err.value)
+
+
+def test_an_undeclared_partition_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match="podcaps"):
+        load_config("partitions:\n  - name: default\n    queues: [{name: root}]\n    podcaps: {}\n")
 
 
 def test_no_extensions_means_an_empty_mapping() -> None:

@@ -31,6 +31,7 @@ from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any
 
+import quotaplane.config.extensions as extensions
 from quotaplane.config._fields import FieldReader, describe, is_bool
 from quotaplane.config.model import (
     ChildTemplateConfig,
@@ -74,10 +75,9 @@ partitions:
 # The keys YuniKorn's structs accept (yaml tags are the lower-cased field names).
 _TOP_KEYS = ("partitions", "checksum")
 _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy",
-                   "usergroupresolver",
-                   # quotaplane extensions, passed through as plain data (validated elsewhere)
-                   "elasticquotas", "quotatrees")
-_EXTENSION_KEYS = ("elasticquotas", "quotatrees")
+                   "usergroupresolver")
+# beside them, the keys of the declared policy plug-ins (quotaplane.config.extensions): their values are
+# kept as plain data and checked by their plug-in
 _QUEUE_KEYS = ("name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
                "childtemplate", "queues", "limits")
 _RESOURCES_KEYS = ("guaranteed", "max")
@@ -130,7 +130,7 @@ class _Builder(FieldReader):
         default_seen = False
         for i, raw in enumerate(raw_partitions):
             line = self.item_line(raw_partitions, i)
-            pm = self.mapping(raw, "partition", _PARTITION_KEYS, line)
+            pm = self.mapping(raw, "partition", (*_PARTITION_KEYS, *extensions.declared()), line)
             if pm is None:
                 continue
             name = self.string(pm, "name", "partition")
@@ -176,17 +176,23 @@ class _Builder(FieldReader):
                                                           f"preemption of {what}"))
         node_sort = self.node_sort_policy(pm, what)
         resolver = self.user_group_resolver(pm, what)
-        extensions: dict[str, Any] = {}
-        for key in _EXTENSION_KEYS:
+        plugged: dict[str, Any] = {}
+        for key in extensions.declared():
             if key in pm:
-                extensions[key] = self.plain(pm[key], self.key_line(pm, key), key, 0, {})
+                line_of = self.key_line(pm, key)
+                found = len(self.problems)
+                plugged[key] = value = self.plain(pm[key], line_of, key, 0, {})
+                if len(self.problems) > found:
+                    continue        # not plain data: its plug-in cannot check it
+                for problem in extensions.check(key, value):
+                    self.add(line_of, f"{key} of {what}: {problem}")
         if root is None:
             return None
         part = PartitionConfig(
             # After V-11 the partition limits equal the root's (copied when root had none).
             name=name, root=root, placement_rules=tuple(rules), limits=limits or root.limits,
             preemption=preemption, node_sort_policy=node_sort,
-            extensions=MappingProxyType(extensions), line=line, user_group_resolver=resolver)
+            extensions=MappingProxyType(plugged), line=line, user_group_resolver=resolver)
         self.index.set(part, "name", self.key_line(pm, "name") if "name" in pm else line)
         self.index.set(part, "limits", self.key_line(pm, "limits") if "limits" in pm else line)
         self.index.set(part, "nodesortpolicy", self.key_line(pm, "nodesortpolicy"))

@@ -158,6 +158,11 @@ class Partition:
         """The admission policies in order (queue, user/group, then configured extensions)."""
         return list(self._core.state.policies.all)
 
+    def extensions(self) -> list[tuple[str, QuotaPolicy]]:
+        """The policies the partition's configuration switched on, each with its key, in admission order
+        (:mod:`quotaplane.policies.registry`)."""
+        return list(self._core.state.policies.extensions)
+
     def nodes(self) -> dict[str, Resource]:
         """Registered nodes and their capacities, by node id."""
         with self._core.lock:

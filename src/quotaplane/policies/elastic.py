@@ -25,10 +25,11 @@ from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
 from quotaplane.elastic.manager import PodWithdrawal
 from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
 from quotaplane.errors import InputError
+from quotaplane.policies.registry import Plugin
 from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
-__all__ = ["ElasticPolicy", "build_policy", "validate_extension"]
+__all__ = ["PLUGIN", "ElasticPolicy", "build_policy", "validate_extension"]
 
 NAMESPACE_TAG = "namespace"
 
@@ -38,8 +39,13 @@ class ElasticPolicy(QuotaPolicy):
 
     __slots__ = ("manager", "preemption")
 
+    key: ClassVar[str] = "elasticquotas"
     reclaims: ClassVar[bool] = True
     checks_replacement: ClassVar[bool] = True
+
+    def engine(self) -> ElasticQuotaManager:
+        """The elastic quota manager this policy adapts (the elastic quota routes serve its API)."""
+        return self.manager
 
     def __init__(self, manager: ElasticQuotaManager) -> None:
         self.name = "elastic"
@@ -302,4 +308,16 @@ def build_policy(partition_config: Any, context: Any) -> ElasticPolicy:
     policy = ElasticPolicy(manager)
     policy.preemption = options.preemption
     return policy
+
+
+def _check(raw: Any) -> list[str]:
+    try:
+        validate_extension(raw)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+#: the ``elasticquotas`` key's plug-in (:mod:`quotaplane.policies.registry`)
+PLUGIN = Plugin("elasticquotas", 30, build_policy, codes=("elastic.runtime", "elastic.min"), checker=_check)
 

@@ -49,10 +49,11 @@ from quotaplane.forest import (
     QuotaManager,
 )
 from quotaplane.forest.manager import Withdrawal
+from quotaplane.policies.registry import Plugin
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
-__all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]
+__all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "PLUGIN", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]
 
 FOREST_TAG = "quotaplane.io/forest"
 TREE_TAG_PREFIX = "quotaplane.io/tree."
@@ -79,6 +80,7 @@ class ForestPolicy(QuotaPolicy):
 
     __slots__ = ("_last", "_preempted", "_targets", "default_forest", "manager")
 
+    key: ClassVar[str] = "quotatrees"
     checks_replacement: ClassVar[bool] = True
 
     def __init__(self, manager: QuotaManager, *, default_forest: str | None = None) -> None:
@@ -354,6 +356,10 @@ class ForestPolicy(QuotaPolicy):
                           if t[0] == "forest" and t[1] == forest and (tree is None or tree in t[2]))
 
     # ------------------------------------------------------------------------------------ hooks
+    def engine(self) -> QuotaManager:
+        """The quota forest manager this policy adapts (the quota tree routes serve its API)."""
+        return self.manager
+
     def dump_state(self) -> dict[str, Any]:
         """The manager's deterministic state plus which allocation sits on which trees."""
         with self.manager.transaction():
@@ -530,3 +536,15 @@ def _plain(value: Any) -> Any:
 def build_policy(partition_config: Any, context: Any) -> ForestPolicy:
     """Builder used by ``quotaplane.policies.registry`` for the ``quotatrees`` extension key."""
     return _options(getattr(partition_config, "extensions", {}).get("quotatrees")).policy()
+
+
+def _check(raw: Any) -> list[str]:
+    try:
+        _options(raw).policy()
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+#: the ``quotatrees`` key's plug-in (:mod:`quotaplane.policies.registry`)
+PLUGIN = Plugin("quotatrees", 40, build_policy, codes=("forest.quota",), checker=_check)

@@ -72,16 +72,11 @@ def validate_extensions(text: str) -> None:
     extension that would fail after the config event is journalled is refused before.
     """
     from quotaplane.config import load_config
-    from quotaplane.policies.registry import PolicyContext, build_policy
+    from quotaplane.policies.registry import check_extensions
 
-    config = load_config(text)
-    for pc in config.partitions:
-        for key in ("elasticquotas", "quotatrees"):
-            if key in pc.extensions:
-                try:
-                    build_policy(key, pc, PolicyContext(pc.name, lambda: 0.0))
-                except Exception as exc:  # any failure to build it means the extension is invalid
-                    raise ConfigError(f"partition {pc.name!r}: {key}: {exc}") from None
+    problems = check_extensions(load_config(text))       # every plug-in's policy, built on its own
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def policy_of(partition: Any, name: str) -> Any:

@@ -253,6 +253,7 @@ class _UsageCollector:
                     leader.add_metric([name], 0.0)
         else:
             served = scheduler.partitions()
+        plugged: dict[str, GaugeMetricFamily] = {}      # the policies' own (plug-in protocol)
         for p in served:
             name = p.name
             group = p.group
@@ -272,6 +273,7 @@ class _UsageCollector:
                     if app is not None:
                         asks[app.queue_path] = asks.get(app.queue_path, 0) + 1
                 _extension_samples(p, elastic, tree)
+                _policy_samples(p, plugged)
             _queue_samples(name, queue_dao, q_res)
             for queue, count in sorted(asks.items()):
                 q_asks.add_metric([name, queue], count)
@@ -285,6 +287,7 @@ class _UsageCollector:
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
         yield from (q_res, q_asks, elastic, tree, users, user_apps, groups, cap, used, apps, leader, commits,
                     committed)
+        yield from (plugged[k] for k in sorted(plugged))
         yield from _yunikorn_families(served)
 
 
@@ -306,20 +309,33 @@ def _extension_samples(p: Any, elastic: GaugeMetricFamily, tree: GaugeMetricFami
 
     pol = policy_of(p, "elastic")
     if pol is not None:
-        for qname in sorted(pol.manager.quota_names()):
-            view = pol.manager.describe(qname)
+        for qname in sorted(pol.engine().quota_names()):
+            view = pol.engine().describe(qname)
             for state in ("min", "max", "runtime", "used", "request"):
                 for res, amount in _resource_items(view.get(state)):
                     elastic.add_metric([p.name, qname, state, res], amount)
     pol = policy_of(p, "forest")
     if pol is not None:
-        qm = pol.manager
+        qm = pol.engine()
         for tname in sorted(qm.tree_names()):
             for node in qm.node_ids(tname):
                 for state, amounts in (("quota", qm.node_quota(tname, node)),
                                        ("allocated", qm.node_allocated(tname, node))):
                     for res, amount in _resource_items(amounts):
                         tree.add_metric([p.name, tname, node, state, res], amount)
+
+
+def _policy_samples(p: Any, families: dict[str, GaugeMetricFamily]) -> None:
+    """Each extension policy's own samples (``QuotaPolicy.metrics``): gauge ``quotaplane_policy_<name>``
+    labelled by partition, policy and the sample's labels (partition lock held)."""
+    for key, policy in p.extensions():
+        for s in policy.metrics():
+            names = [k for k, _ in s.labels]
+            family = families.get(s.name)
+            if family is None:
+                family = families[s.name] = GaugeMetricFamily(f"quotaplane_policy_{s.name}", s.help,
+                                                              labels=["partition", "policy", *names])
+            family.add_metric([p.name, key, *(v for _, v in s.labels)], s.value)
 
 
 def _tracker_samples(partition: str, trackers: list[dict[str, Any]], key: str, usage: GaugeMetricFamily,

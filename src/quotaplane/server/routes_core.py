@@ -280,6 +280,23 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         return json(p.standing(kind, name.lower() if kind == "queue" else name))
 
+    @r.get("/ws/v1/partition/{partition}/policies", response_model=None, dependencies=read,
+           responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})
+    async def policies(partition: str) -> JSONResponse:
+        """The policies a partition's configuration switched on (elastic quotas, quota trees, plug-ins),
+        in admission order: the configuration key, the policy's name, the violation codes it gives and
+        what it shows of its state (its plug-in protocol view)."""
+        from quotaplane.policies.registry import plugin
+
+        p = service.partition(partition)
+        with p.lock:
+            out = []
+            for key, policy in p.extensions():
+                found = plugin(key)
+                out.append({"key": key, "name": policy.name, "codes": list(found.codes) if found else [],
+                            "view": policy.view()})
+        return json(out)
+
     @r.post("/ws/v1/partition/{partition}/timeouts", response_model=None, dependencies=admin,
             responses={200: {"model": dict[str, list[str]]}, **errors(404, auth=True, write=True)})
     async def run_timeouts(partition: str) -> JSONResponse:

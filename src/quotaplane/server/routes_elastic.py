@@ -114,7 +114,7 @@ def router(service: Any) -> APIRouter:
         policy = policy_of(p, "elastic")
         if policy is None:
             raise NotFoundError(f"partition {partition!r} has no elastic quotas (config key {_KEY!r})")
-        return p, policy.manager
+        return p, policy.engine()
 
     def apply_edit(partition: str, edit: Any) -> None:
         service.ensure_writable(partition)

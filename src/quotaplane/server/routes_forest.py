@@ -193,7 +193,7 @@ def router(service: Any) -> APIRouter:
         pol = policy_of(p, "forest")
         if pol is None:
             raise NotFoundError(f"partition {partition!r} has no quota trees (config key {_KEY!r})")
-        return p, pol.manager
+        return p, pol.engine()
 
     def forest_policy(partition: str) -> tuple[Any, Any]:
         p = service.partition(partition)
@@ -520,7 +520,7 @@ def router(service: Any) -> APIRouter:
         """Delete a forest (``delete_forest``; its trees stay); 409 while allocations were made on it."""
         p, pol = forest_policy(partition)
         with p.lock:
-            if forest not in pol.manager.forest_names():
+            if forest not in pol.engine().forest_names():
                 raise NotFoundError(f"quota forest {forest!r} not found")
             if pol.forest_users(forest):
                 raise ConflictError(f"quota forest {forest!r} still has allocated consumers")
@@ -549,7 +549,7 @@ def router(service: Any) -> APIRouter:
         """Remove a tree from a forest (``delete_tree_from_forest``; the tree stays)."""
         p, pol = forest_policy(partition)
         with p.lock:
-            qm = pol.manager
+            qm = pol.engine()
             _require_forest(qm, forest)
             if tree not in qm.forest_tree_names(forest):
                 raise NotFoundError(f"quota forest {forest!r} does not include tree {tree!r}")

@@ -422,8 +422,8 @@ def router(service: Any) -> APIRouter:
         if pol is None:
             return "Elastic quotas", '<p class="muted">no elastic quota in this partition</p>'
         with p.lock:
-            names = sorted(pol.manager.quota_names())
-            parents = {n: pol.manager.spec(n).parent for n in names}
+            names = sorted(pol.engine().quota_names())
+            parents = {n: pol.engine().spec(n).parent for n in names}
         views = {n: p.standing("quota", n)["elastic"] for n in names}
         children: dict[str, list[str]] = {}
         roots = []
@@ -450,7 +450,7 @@ def router(service: Any) -> APIRouter:
         pol = policy_of(p, "forest")
         if pol is None:
             return "Quota trees", '<p class="muted">no quota tree in this partition</p>'
-        qm = pol.manager
+        qm = pol.engine()
         body = ""
         with p.lock:
             for tree in sorted(qm.tree_names()):
