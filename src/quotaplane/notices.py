@@ -42,58 +42,63 @@ def notice_of(ev: E.Event, partition: str, seq: int, queue_of: QueueOf) -> dict[
 
 
 def _body(ev: E.Event, queue_of: QueueOf) -> dict[str, Any] | None:
-    match ev:
-        case E.Allocated():
-            out: dict[str, Any] = {"type": "allocated", "applicationID": ev.app, "allocationKey": ev.key,
-                                   "queueName": queue_of(ev.app), "resource": ev.resource.to_dict()}
-            if ev.placeholder:
-                out["placeholder"] = True
-            if ev.node is not None:
-                out["nodeID"] = ev.node
-            return out
-        case E.Replaced():
-            return {"type": "allocated", "allocationKey": ev.key, "placeholderKey": ev.placeholder,
-                    "resource": ev.resource.to_dict()}
-        case E.Released():
-            out = {"type": "released", "allocationKey": ev.key}
-            if ev.app is not None:
-                out["applicationID"] = ev.app
-            return out
-        case E.Preempted():
-            out = {"type": "preempted",
-                   "allocations": [{"allocationKey": k, "applicationID": a} for k, a in zip(ev.keys, ev.apps,
-                                                                                           strict=True)],
-                   "reason": dict(ev.reason)}
-            if ev.preemptor is not None:
-                out["preemptor"] = ev.preemptor
-            return out
-        case E.AskAdded():
-            return {"type": "ask_added", "applicationID": ev.app, "allocationKey": ev.key,
-                    "resource": ev.resource.to_dict(), "priority": ev.priority}
-        case E.AskRemoved():
-            return {"type": "ask_removed", "allocationKey": ev.key}
-        case E.AppAdded():
-            return {"type": "application", "applicationID": ev.app, "queueName": ev.queue, "state": "New"}
-        case E.AppRemoved():
-            return {"type": "application_removed", "applicationID": ev.app}
-        case E.ConfigApplied():
-            return {"type": "config_applied", "configSeq": ev.seq}
-        case E.NodeAdded():
-            out = {"type": "node_added", "nodeID": ev.node, "capacity": ev.capacity.to_dict()}
-            if ev.schedulable is False:
-                out["schedulable"] = False
-            return out
-        case E.NodeUpdated():
-            return {"type": "node_updated", "nodeID": ev.node, "capacity": ev.capacity.to_dict(),
-                    "schedulable": ev.schedulable}
-        case E.NodeRemoved():
-            return {"type": "node_removed", "nodeID": ev.node}
-        case E.Bound():
-            return {"type": "bound", "allocationKey": ev.key, "nodeID": ev.node}
-        case E.Noted():
-            return dict(ev.notice)
-        case _:
-            return None
+    told = _TOLD.get(type(ev))
+    return None if told is None else told(ev, queue_of)
+
+
+def _allocated(ev: E.Allocated, queue_of: QueueOf) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "allocated", "applicationID": ev.app, "allocationKey": ev.key,
+                           "queueName": queue_of(ev.app), "resource": ev.resource.to_dict()}
+    if ev.placeholder:
+        out["placeholder"] = True
+    if ev.node is not None:
+        out["nodeID"] = ev.node
+    return out
+
+
+def _released(ev: E.Released, queue_of: QueueOf) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "released", "allocationKey": ev.key}
+    if ev.app is not None:
+        out["applicationID"] = ev.app
+    return out
+
+
+def _preempted(ev: E.Preempted, queue_of: QueueOf) -> dict[str, Any]:
+    allocations = [{"allocationKey": k, "applicationID": a} for k, a in zip(ev.keys, ev.apps, strict=True)]
+    out: dict[str, Any] = {"type": "preempted", "allocations": allocations, "reason": dict(ev.reason)}
+    if ev.preemptor is not None:
+        out["preemptor"] = ev.preemptor
+    return out
+
+
+def _node_added(ev: E.NodeAdded, queue_of: QueueOf) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "node_added", "nodeID": ev.node, "capacity": ev.capacity.to_dict()}
+    if ev.schedulable is False:
+        out["schedulable"] = False
+    return out
+
+
+#: the notice body of each event class that tells something (the others have no notice)
+_TOLD: dict[type[E.Event], Callable[[Any, QueueOf], dict[str, Any]]] = {
+    E.Allocated: _allocated,
+    E.Replaced: lambda ev, q: {"type": "allocated", "allocationKey": ev.key,
+                               "placeholderKey": ev.placeholder, "resource": ev.resource.to_dict()},
+    E.Released: _released,
+    E.Preempted: _preempted,
+    E.AskAdded: lambda ev, q: {"type": "ask_added", "applicationID": ev.app, "allocationKey": ev.key,
+                               "resource": ev.resource.to_dict(), "priority": ev.priority},
+    E.AskRemoved: lambda ev, q: {"type": "ask_removed", "allocationKey": ev.key},
+    E.AppAdded: lambda ev, q: {"type": "application", "applicationID": ev.app, "queueName": ev.queue,
+                               "state": "New"},
+    E.AppRemoved: lambda ev, q: {"type": "application_removed", "applicationID": ev.app},
+    E.ConfigApplied: lambda ev, q: {"type": "config_applied", "configSeq": ev.seq},
+    E.NodeAdded: _node_added,
+    E.NodeUpdated: lambda ev, q: {"type": "node_updated", "nodeID": ev.node,
+                                  "capacity": ev.capacity.to_dict(), "schedulable": ev.schedulable},
+    E.NodeRemoved: lambda ev, q: {"type": "node_removed", "nodeID": ev.node},
+    E.Bound: lambda ev, q: {"type": "bound", "allocationKey": ev.key, "nodeID": ev.node},
+    E.Noted: lambda ev, q: dict(ev.notice),
+}
 
 
 def notices_after(events: Iterator[tuple[int, dict[str, Any]]], partition: str,

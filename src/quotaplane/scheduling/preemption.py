@@ -52,17 +52,27 @@ def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequen
     """
     if not reasons:
         return None
-    by = {v.policy for v in reasons}
-    if len(by) == 1:
-        for policy in policies.extension_policies:
-            if policy.name in by:
-                found = policy.victims_for(request, list(reasons))
-                if found is not None:
-                    return found
+    found = _inner_quota_victims(policies, request, reasons)
+    if found is not None:
+        return found
     if ask is not None and all(v.code in QUEUE_CODES for v in reasons) and \
             may_preempt_for_guarantee(ask, leaf, now, guarantees_on):
         ask.preempt_after = now + PREEMPT_ATTEMPT_EVERY
         return guarantee_victims(leaf, request.resource, request.priority, allocations_of)
+    return None
+
+
+def _inner_quota_victims(policies: PolicySet, request: AdmissionRequest,
+                         reasons: Sequence[Violation]) -> Eviction | None:
+    """E6: the victims the one extension policy that alone refused the request proposes, or None."""
+    by = {v.policy for v in reasons}
+    if len(by) != 1:
+        return None
+    for policy in policies.extension_policies:
+        if policy.name in by:
+            found = policy.victims_for(request, list(reasons))
+            if found is not None:
+                return found
     return None
 
 
@@ -110,17 +120,29 @@ def plan(view: StateView, app: Application, key: str, resource: Resource, priori
                          guarantees_on=enabled, allocations_of=functools.partial(allocations_of, view))
     if found is None:
         return None
-    allocs = view.allocs
-    preempting = view.preempting
-    # PR-S3 / item 7: never a non-preemptible victim (nor one already being preempted)
-    keys = tuple(k for k in found.keys if k in allocs and allocs[k].preemptible and k not in preempting)
-    if not keys or len(keys) != len(found.keys) or \
-            admitted_without(view.policies, req, victims_of(view, keys)):
+    keys = _admitting_victims(view, req, found)
+    return None if keys is None else (keys, found)
+
+
+def _admitting_victims(view: StateView, req: AdmissionRequest, found: Eviction) -> tuple[str, ...] | None:
+    """The proposed victims when they may all go and every policy then admits the request (PR-Y9);
+    None otherwise."""
+    keys = _takeable(view, found)
+    if not keys or admitted_without(view.policies, req, victims_of(view, keys)):
         return None
-    held = [k for k in preempting if k in allocs]
+    held = [k for k in view.preempting if k in view.allocs]
     if held and not admitted_without(view.policies, req, victims_of(view, held)):
         return None         # the allocations already going make the room: preempt nothing more
-    return keys, found
+    return keys
+
+
+def _takeable(view: StateView, found: Eviction) -> tuple[str, ...]:
+    """The proposed victims when every one of them may go, else ``()`` (PR-S3 / item 7: never a
+    non-preemptible victim, nor one already being preempted)."""
+    allocs = view.allocs
+    preempting = view.preempting
+    keys = tuple(k for k in found.keys if k in allocs and allocs[k].preemptible and k not in preempting)
+    return keys if len(keys) == len(found.keys) else ()
 
 
 def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: Ask | None) -> Decision:

@@ -34,13 +34,7 @@ def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]
     over = view.queues.over_max(app.queue_path, ask.resource)
     if over:
         return [("q:" + path, path) for path in over]
-    req = view.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
-    out: list[tuple[str, str]] = []
-    for v in view.policies.ugm.check(req):
-        if v.code == "user.maxresources":
-            out.append((f"u:{app.user.user}:{v.path}", v.path))
-        elif v.code == "group.maxresources":
-            out.append(("g:" + v.path, v.path))
+    out = _limits_held_at(view, app, ask)
     if out:
         return out
     # it fits the limits now (another reservation may hold it, or no cycle ran yet): it watches the
@@ -49,6 +43,18 @@ def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]
     limited = [q.path for q in leaf.chain if q.max is not None and q.parent is not None] \
         if leaf is not None else []
     return [("q:" + path, path) for path in limited or ["root"]]
+
+
+def _limits_held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]]:
+    """The user and group ``maxresources`` limits ``ask`` exceeds, as (wake key, queue path) pairs."""
+    req = view.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible)
+    out: list[tuple[str, str]] = []
+    for v in view.policies.ugm.check(req):
+        if v.code == "user.maxresources":
+            out.append((f"u:{app.user.user}:{v.path}", v.path))
+        elif v.code == "group.maxresources":
+            out.append(("g:" + v.path, v.path))
+    return out
 
 
 def held(view: StateView, request: AdmissionRequest) -> list[Violation]:

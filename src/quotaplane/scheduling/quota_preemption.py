@@ -78,19 +78,21 @@ def _shares(q: Queue, amount: Dims) -> dict[str, Dims]:
     if q.is_leaf:
         return {q.path: amount}
     children = q.sorted_children()
-    over: dict[str, Dims] = {}
-    for c in children:
-        g = c.guaranteed._values if c.guaranteed is not None else {}
-        over[c.path] = {n: max(0, c._alloc.get(n, 0) - g.get(n, 0)) for n in amount}
+    over = {c.path: _above_guaranteed(c, amount) for c in children}
+    totals = {n: sum(over[c.path][n] for c in children) for n in amount}
     out: dict[str, Dims] = {}
     for c in children:
-        share = {}
-        for n, total_amount in amount.items():
-            total = sum(over[x.path][n] for x in children)
-            share[n] = over[c.path][n] * total_amount // total if total > 0 else 0
+        share = {n: over[c.path][n] * total_amount // totals[n] if totals[n] > 0 else 0
+                 for n, total_amount in amount.items()}
         if any(v > 0 for v in share.values()):
             out.update(_shares(c, share))
     return out
+
+
+def _above_guaranteed(q: Queue, names: Dims) -> Dims:
+    """What ``q`` uses above its guaranteed (all of it without one), for the resource names of ``names``."""
+    g = q.guaranteed._values if q.guaranteed is not None else {}
+    return {n: max(0, q._alloc.get(n, 0) - g.get(n, 0)) for n in names}
 
 
 def _take(alloc: Allocation, leaf: Queue, taken: dict[str, Dims], chosen: list[str]) -> None:
@@ -183,6 +185,19 @@ class QuotaPreemption:
         #: queue path -> when its quota preemption runs (first seen over its max + its delay)
         self.due_at: dict[str, float] = {}
 
+    def _due(self, q: Queue, now: float, seen: set[str]) -> bool:
+        """``q`` is over its max and its delay passed at ``now`` (then its trigger ends); a queue over
+        its max is ``seen`` (its trigger is kept)."""
+        delay = _delay(q)
+        if delay <= 0 or not _excess(q):
+            return False
+        seen.add(q.path)
+        due = self.due_at.setdefault(q.path, now + delay)
+        if now < due:
+            return False
+        del self.due_at[q.path]
+        return True
+
     def tick(self, queues: Iterable[Queue], now: float,
              allocations_of: Callable[[Queue], Iterable[Allocation]]) -> list[Eviction]:
         """One check at ``now`` of every queue (parents before children, PR-Q2): the evictions due.
@@ -199,14 +214,8 @@ class QuotaPreemption:
             if any(r in q.chain for r in running):
                 seen.update(self.due_at.keys() & {q.path})
                 continue
-            delay = _delay(q)
-            if delay <= 0 or not _excess(q):
+            if not self._due(q, now, seen):
                 continue
-            seen.add(q.path)
-            due = self.due_at.setdefault(q.path, now + delay)
-            if now < due:
-                continue
-            del self.due_at[q.path]
             found = quota_victims(q, allocations_of)
             if found is not None:
                 out.append(found)

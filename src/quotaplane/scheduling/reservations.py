@@ -121,6 +121,14 @@ class Reservations:
         ask.place_paths = tuple(p for _, p in pairs)
         ask.bound = bound
         ask.reserve_at = ask.created + delay if delay > 0 and ask.places else _NEVER
+        self._watch_at(ask)
+        if ask.reserve_at != _NEVER:
+            heapq.heappush(self._timed, (ask.reserve_at, ask.seq, ask.allocation_key, ask))
+        if ask.places and ask.overtaken >= bound:       # a snapshot restore puts it back in force
+            self._promote(ask)
+
+    def _watch_at(self, ask: Ask) -> None:
+        """``ask`` watches its places (a user or group limit counts in ``_limits``)."""
         key = ask.allocation_key
         for place in ask.places:
             watchers = self._watch.get(place)
@@ -129,10 +137,6 @@ class Reservations:
                 if place[0] != "q":
                     self._limits += 1
             watchers[key] = ask
-        if ask.reserve_at != _NEVER:
-            heapq.heappush(self._timed, (ask.reserve_at, ask.seq, key, ask))
-        if ask.places and ask.overtaken >= bound:       # a snapshot restore puts it back in force
-            self._promote(ask)
 
     def leave(self, ask: Ask, now: float) -> list[str]:
         """``ask`` no longer waits; return the paths where its reservation was in force (their held-back

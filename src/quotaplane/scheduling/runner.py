@@ -106,32 +106,10 @@ class PendingAsks:
         asks = waiting.asks
         if waiting.full_due:
             return self._schedule_once(tx)
-        woken = waiting.index.woken(waiting.woken)
-        woken.update(waiting.due)
-        waiting.woken.clear()
-        waiting.due.clear()
-        timed = waiting.timed
-        if timed:
-            now = tx.clock()
-            while timed and timed[0][0] <= now:
-                ask = asks.get(heapq.heappop(timed)[2])
-                if ask is not None:
-                    woken[ask.application_id] = None
+        woken = self._woken(tx)
         root = state.queues.queue("root")
-        if not len(asks) or root is None:
-            asks.dirty = False
-            return []
-        only: dict[str, Queue] = {}
-        apps, queue = state.apps, state.queues.queue
-        for app_id in woken:
-            if not asks.has_application(app_id):
-                waiting.index.drop(app_id)
-                continue
-            app = apps.get(app_id)
-            leaf = queue(app.queue_path) if app is not None else None
-            if leaf is not None:
-                only[app_id] = leaf
-        if not only:
+        only = self._retried(state, woken) if len(asks) and root is not None else {}
+        if root is None or not only:
             asks.dirty = False
             return []
         made = self._run(tx, root, only)
@@ -143,6 +121,40 @@ class PendingAsks:
                 waiting.due.pop(app_id, None)      # its state changes in this cycle were seen by it
             self._reindex(state, app_id)
         return made
+
+    @staticmethod
+    def _woken(tx: Transaction) -> dict[str, None]:
+        """The applications to retry (an ordered set): those waiting on a key freed since the last
+        cycle or on :data:`~quotaplane.scheduling.wake.ANY`, those marked due, and those with an ask
+        that may now preempt for the first time; the notes are consumed."""
+        waiting = tx.state.waiting
+        woken = waiting.index.woken(waiting.woken)
+        woken.update(waiting.due)
+        waiting.woken.clear()
+        waiting.due.clear()
+        timed = waiting.timed
+        if timed:
+            now = tx.clock()
+            while timed and timed[0][0] <= now:
+                ask = waiting.asks.get(heapq.heappop(timed)[2])
+                if ask is not None:
+                    woken[ask.application_id] = None
+        return woken
+
+    @staticmethod
+    def _retried(state: StateView, woken: Mapping[str, None]) -> dict[str, Queue]:
+        """The woken applications that still have asks, with their leaves (the others leave the index)."""
+        waiting = state.waiting
+        only: dict[str, Queue] = {}
+        for app_id in woken:
+            if not waiting.asks.has_application(app_id):
+                waiting.index.drop(app_id)
+                continue
+            app = state.apps.get(app_id)
+            leaf = state.queues.queue(app.queue_path) if app is not None else None
+            if leaf is not None:
+                only[app_id] = leaf
+        return only
 
     def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         state = tx.state
@@ -284,12 +296,20 @@ class PendingAsks:
         if decision.allocated:
             if tx.uncommitted >= CYCLE_FLUSH_EVERY:
                 tx.commit()
-        elif decision.reasons and self.preempt_tries.get(app.queue_path, 0) < MAX_PREEMPTIONS_PER_QUEUE:
-            # preemption (docs/preemption.md): committed at once, after what the cycle made so far
-            decision = preempt_for(tx, spec, decision, ask)
-            if decision.allocated:
-                self.preempt_tries[app.queue_path] = self.preempt_tries.get(app.queue_path, 0) + 1
-                state.waiting.asks.cycle_freed = True    # the victims may have freed more than the ask took
+            return decision
+        return self._preempt_for(tx, spec, decision, ask, app.queue_path) if decision.reasons else decision
+
+    def _preempt_for(self, tx: Transaction, spec: AllocationSpec, refused: Decision, ask: Ask,
+                     leaf: str) -> Decision:
+        """Preemption for a refused ask (docs/preemption.md): committed at once, after what the cycle
+        made so far; at most :data:`MAX_PREEMPTIONS_PER_QUEUE` per leaf in one change (PR-Y3)."""
+        tries = self.preempt_tries.get(leaf, 0)
+        if tries >= MAX_PREEMPTIONS_PER_QUEUE:
+            return refused
+        decision = preempt_for(tx, spec, refused, ask)
+        if decision.allocated:
+            self.preempt_tries[leaf] = tries + 1
+            tx.state.waiting.asks.cycle_freed = True    # the victims may have freed more than the ask took
         return decision
 
     @staticmethod

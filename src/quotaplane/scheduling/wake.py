@@ -46,6 +46,7 @@ from quotaplane.scheduling.guarantees import QUEUE_CODES, below_guaranteed_with,
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.policy import Violation
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
@@ -87,41 +88,56 @@ def ask_keys(ask: Ask, user: str, leaf: Queue, *, active: bool, preemption: bool
     guaranteed, and once it may preempt (its delay passed, its chain below guaranteed with it) it is
     retried every time, since what it could take changes with every allocation anywhere.
     """
-    if not active or (ask.task_group is not None and not ask.placeholder) or \
-            str(leaf.properties.get(SORT_POLICY_PROPERTY, "fifo")).lower() == "stateaware":
+    if _always_retried(ask, leaf, active):
         return [ANY]
     reasons = ask.reasons
-    keys: list[str] = []
     if reasons is None:
         keys = ["q:" + path for path in over_max]
         queue_only = bool(keys)
     elif not reasons:
         return [ANY]
     else:
-        queue_only = True
-        for v in reasons:
-            code = v.code
-            if code in QUEUE_CODES:
-                keys.append("q:" + v.path)
-                continue
-            queue_only = False
-            if code.endswith(".maxapplications") and v.policy in ("queue", "user", "group"):
-                keys.append(RUNNING_COUNT)
-            elif code == "user.maxresources":
-                keys.append(f"u:{user}:{v.path}")
-            elif code == "group.maxresources":
-                keys.append("g:" + v.path)
-            elif code == "queue.reserved":         # until the reservation ends
-                keys.append("r:" + v.path)
-            else:               # another policy: its quota moves with changes the keys cannot name
-                return [ANY]
-    if queue_only and preemption:
-        for q in leaf.chain:
-            if q.guaranteed is not None and q.parent is not None:
-                keys.append("q:" + q.path)
-        if now >= ask.created + preemption_delay(leaf) and below_guaranteed_with(leaf, ask.resource):
+        keys = [_key_of(v, user) for v in reasons]
+        if ANY in keys:
             return [ANY]
+        queue_only = all(v.code in QUEUE_CODES for v in reasons)
+    if queue_only and preemption:
+        return _with_guarantees(keys, ask, leaf, now)
     return keys
+
+
+def _always_retried(ask: Ask, leaf: Queue, active: bool) -> bool:
+    """An ask retried after every change: its application takes no allocation now, it is a real ask of
+    a task group (a placeholder may have arrived), or its queue orders by ``stateaware``."""
+    return not active or (ask.task_group is not None and not ask.placeholder) or \
+        str(leaf.properties.get(SORT_POLICY_PROPERTY, "fifo")).lower() == "stateaware"
+
+
+def _with_guarantees(keys: list[str], ask: Ask, leaf: Queue, now: float) -> list[str]:
+    """An ask held back by queue maxima alone, YuniKorn preemption on: it also waits for its chain to
+    fall below its guaranteed, and once it may preempt it is retried every time."""
+    for q in leaf.chain:
+        if q.guaranteed is not None and q.parent is not None:
+            keys.append("q:" + q.path)
+    if now >= ask.created + preemption_delay(leaf) and below_guaranteed_with(leaf, ask.resource):
+        return [ANY]
+    return keys
+
+
+def _key_of(v: Violation, user: str) -> str:
+    """The wake key of one reason an ask was refused for (:data:`ANY` when no key names it)."""
+    code = v.code
+    if code in QUEUE_CODES:
+        return "q:" + v.path
+    if code.endswith(".maxapplications") and v.policy in ("queue", "user", "group"):
+        return RUNNING_COUNT
+    if code == "user.maxresources":
+        return f"u:{user}:{v.path}"
+    if code == "group.maxresources":
+        return "g:" + v.path
+    if code == "queue.reserved":            # until the reservation ends
+        return "r:" + v.path
+    return ANY              # another policy: its quota moves with changes the keys cannot name
 
 
 class WakeIndex:

@@ -563,45 +563,23 @@ class PartitionState:
 
 
     def apply(self, ev: E.Event) -> None:
-        match ev:
-            case E.Allocated():
-                self.allocated(ev)
-            case E.Released():
-                self.release_one(ev.key, ev.t)
-            case E.AskAdded():
-                self.ask_added(ev)
-            case E.AskRemoved():
-                self.ask_removed(ev)
-            case E.AppAdded():
-                self.app_added(ev)
-            case E.AppRemoved():
-                self.app_removed(ev)
-            case E.NodeAdded():
-                self.node_added(ev)
-            case E.NodeRemoved():
-                self.node_removed(ev)
-            case E.NodeUpdated():
-                self.node_updated(ev)
-            case E.Bound():
-                self.bound(ev)
-            case E.Replaced():
-                self.replaced(ev)
-            case E.Timeouts():
-                self.timeouts(ev)
-            case E.Preempted():
-                self.preempted(ev)
-            case E.ConfigApplied():
-                self.config_applied(ev)
-            case E.CountIn():
-                self.count_in(self.apps[ev.app])
-            case E.AppRestore():
-                self.app_restore(ev)
-            case E.PolicyMemo():
-                self.policy_memo(ev)
-            case E.Noted():
-                self.notes_recorded([ev])
-            case _:  # pragma: no cover - decode() knows every class
-                raise JournalReplayError(f"no handler for event {ev!r}")
+        """Apply ``ev`` through its handler (live, inside the partition's transaction, and on replay)."""
+        handler = _HANDLERS.get(type(ev))
+        if handler is None:  # pragma: no cover - decode() knows every class
+            raise JournalReplayError(f"no handler for event {ev!r}")
+        handler(self, ev)
+
+    def released(self, ev: E.Released) -> None:
+        """An allocation released at ``ev.t``."""
+        self.release_one(ev.key, ev.t)
+
+    def counted_in(self, ev: E.CountIn) -> None:
+        """Snapshot rebuild: the application enters the running count."""
+        self.count_in(self.apps[ev.app])
+
+    def noted(self, ev: E.Noted) -> None:
+        """A noted change (replay): the state it tells is the reported one."""
+        self.notes_recorded([ev])
 
     def policy_memo(self, ev: E.PolicyMemo) -> None:
         policy = self.policies.extension(ev.policy)
@@ -656,3 +634,17 @@ class PartitionState:
             if leaf.path not in settings:
                 settings[leaf.path] = reservation_settings(leaf)
         self.reservations.settings_changed(waiting, settings, leaf_of)
+
+
+#: the handler of each event class (:meth:`PartitionState.apply`)
+_HANDLERS: dict[type[E.Event], Callable[[PartitionState, Any], None]] = {
+    E.Allocated: PartitionState.allocated, E.Released: PartitionState.released,
+    E.AskAdded: PartitionState.ask_added, E.AskRemoved: PartitionState.ask_removed,
+    E.AppAdded: PartitionState.app_added, E.AppRemoved: PartitionState.app_removed,
+    E.NodeAdded: PartitionState.node_added, E.NodeRemoved: PartitionState.node_removed,
+    E.NodeUpdated: PartitionState.node_updated, E.Bound: PartitionState.bound,
+    E.Replaced: PartitionState.replaced, E.Timeouts: PartitionState.timeouts,
+    E.Preempted: PartitionState.preempted, E.ConfigApplied: PartitionState.config_applied,
+    E.CountIn: PartitionState.counted_in, E.AppRestore: PartitionState.app_restore,
+    E.PolicyMemo: PartitionState.policy_memo, E.Noted: PartitionState.noted,
+}
