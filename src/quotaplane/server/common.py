@@ -10,15 +10,19 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from quotaplane.server.errors import ApiError, validation_message
-from quotaplane.server.models import ErrorBody
+from quotaplane.server.models import GROUP_PATTERN, QUEUE_PATTERN, USER_PATTERN, ErrorBody
 
 M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "DOCUMENTED_BODIES",
+    "GROUP_PATTERN",
     "GROUP_RE",
     "QUEUE_PART_RE",
+    "QUEUE_PATTERN",
+    "USER_PATTERN",
     "USER_RE",
+    "any_case",
     "errors",
     "json",
     "json_body",
@@ -26,10 +30,19 @@ __all__ = [
     "resource_dict",
 ]
 
-#: Reference Appendix B regexes (YuniKorn's webservice checks the same).
-QUEUE_PART_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
-USER_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
-GROUP_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$")
+#: Reference Appendix B regexes (YuniKorn's webservice checks the same). ``\Z``, not ``$``: Go's
+#: ``$`` is the end of the text, Python's also matches before a final newline.
+QUEUE_PART_RE = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}\Z")
+USER_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?\Z")
+GROUP_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:_.-]*\Z")
+
+
+
+def any_case(*words: str) -> str:
+    """An ECMA pattern matching any of ``words`` in any letter case (YuniKorn lower-cases them)."""
+    def one(word: str) -> str:
+        return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+    return "^(" + "|".join(one(w) for w in words) + ")$"
 
 _DESCRIPTIONS = {
     400: "bad request: malformed body, wrong type, amount outside int64, invalid name, rejected",

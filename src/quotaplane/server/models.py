@@ -32,6 +32,13 @@ __all__ = [
     "WhatIfBody",
 ]
 
+#: YuniKorn's rules for queue paths, user and group names (reference Appendix B), as ECMA regexes for
+#: the OpenAPI document (``$`` is the end), so what it calls valid is served (issue 32 item 11)
+QUEUE_PATTERN = r"^[a-zA-Z0-9_:#/@-]{1,64}(\.[a-zA-Z0-9_:#/@-]{1,64})*$"
+USER_PATTERN = r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$"
+GROUP_PATTERN = r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$"
+
+
 def _integer(value: Any) -> Any:
     # JSON Schema's "integer" includes 2.0 (a number with a zero fraction): accept it as 2. Refuse
     # booleans, strings and fractions (pydantic's lax mode would turn "5" into 5).
@@ -87,7 +94,8 @@ class ApplicationBody(_Body):
     applicationID: Name
     user: Name
     groups: list[Name] = Field(default_factory=list)
-    queue: Name | None = Field(default=None, description="requested queue (full path); placement decides")
+    queue: Name | None = Field(default=None, description="requested queue (full path); placement decides",
+                               json_schema_extra={"pattern": QUEUE_PATTERN})
     tags: dict[StrictStr, StrictStr] | None = None
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import Field, StrictBool
+from pydantic import ConfigDict, Field, StrictBool
 
 from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
@@ -35,6 +35,11 @@ SCHEDULE_INTERVAL = 0.5
 
 class AskBody(_Body):
     """``POST /ws/v1/partition/{p}/application/{app}/asks``: one pending request."""
+
+    # the document says what the partition checks: a placeholder belongs to a task group
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "if": {"properties": {"placeholder": {"const": True}}, "required": ["placeholder"]},
+        "then": {"required": ["taskGroupName"], "properties": {"taskGroupName": {"type": "string"}}}})
 
     allocationKey: Name
     resource: ResourceMap

@@ -312,9 +312,11 @@ def router(service: Any) -> APIRouter:
             openapi_extra=json_body(AllocationBody), status_code=201,
             dependencies=submit,
             responses={201: {"model": DecisionOut, "description": "allocated"},
-                       409: {"model": DecisionOut,
-                             "description": "refused with every reason (or a duplicate allocationKey: "
-                                            "error body)"},
+                       409: {"description": "refused with every reason (DecisionOut), or a duplicate "
+                                            "allocationKey (the error body)",
+                             "content": {"application/json": {"schema": {"anyOf": [
+                                 {"$ref": "#/components/schemas/DecisionOut"},
+                                 {"$ref": "#/components/schemas/ErrorBody"}]}}}},
                        **{k: v for k, v in errors(404, auth=True, write=True).items() if k != 409}})
     async def allocate(partition: str, request: Request) -> JSONResponse:
         """Ask for an allocation: 201 when every policy admits it, 409 with every reason otherwise."""

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from quotaplane.errors import ConfigError, NotFoundError
-from quotaplane.server.common import GROUP_RE, USER_RE, check_queue_name, errors, json
+from quotaplane.server.common import (
+    GROUP_PATTERN,
+    GROUP_RE,
+    QUEUE_PATTERN,
+    USER_PATTERN,
+    USER_RE,
+    check_queue_name,
+    errors,
+    json,
+)
 from quotaplane.server.errors import ApiError
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.models import (
@@ -25,6 +34,9 @@ from quotaplane.server.models import (
 )
 
 __all__ = ["router"]
+
+#: a queue path parameter: documented with YuniKorn's rule, checked by the route (its own message)
+_QUEUE = Path(json_schema_extra={"pattern": QUEUE_PATTERN})
 
 _YAML_BODY: dict[str, Any] = {
     "requestBody": {
@@ -133,7 +145,7 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/queue/{queue}", response_model=None, dependencies=read,
            responses={200: {"model": QueueOut}, **errors(404, auth=True)})
-    async def queue(partition: str, queue: str, request: Request,
+    async def queue(partition: str, queue: Annotated[str, _QUEUE], request: Request,
                     subtree: Annotated[str | None, Query(
                         description="present (any value): include the children")] = None) -> JSONResponse:
         """One queue; its children only when the ``subtree`` query key is present."""
@@ -156,7 +168,8 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/usage/user/{user}", response_model=None, dependencies=read,
            responses={200: {"model": UserUsageOut}, **errors(404, auth=True)})
-    async def user_usage(partition: str, user: str) -> JSONResponse:
+    async def user_usage(partition: str, user: Annotated[str, Path(
+            json_schema_extra={"pattern": USER_PATTERN})]) -> JSONResponse:
         """Usage of one user; 400 ``Invalid user name``; 404 ``User not found``."""
         p = service.partition(partition)
         if not USER_RE.match(user):
@@ -177,7 +190,8 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/usage/group/{group}", response_model=None, dependencies=read,
            responses={200: {"model": GroupUsageOut}, **errors(404, auth=True)})
-    async def group_usage(partition: str, group: str) -> JSONResponse:
+    async def group_usage(partition: str, group: Annotated[str, Path(
+            json_schema_extra={"pattern": GROUP_PATTERN})]) -> JSONResponse:
         """Usage of one group; 400 ``Invalid group name`` (so ``*`` is 400, as in YuniKorn); 404."""
         p = service.partition(partition)
         if not GROUP_RE.match(group):

@@ -9,10 +9,10 @@ with the reason); unknown partition, queue or application: 404 with YuniKorn's m
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from quotaplane.application import (
@@ -29,7 +29,7 @@ from quotaplane.application import (
 )
 from quotaplane.errors import NotFoundError
 from quotaplane.partition import Partition
-from quotaplane.server.common import errors, json
+from quotaplane.server.common import QUEUE_PATTERN, any_case, errors, json
 from quotaplane.server.errors import ApiError
 from quotaplane.server.models import ApplicationDaoOut
 from quotaplane.server.yunikorn_dao import application_dao
@@ -40,11 +40,15 @@ __all__ = ["ACTIVE_STATUSES", "app_dao", "router"]
 ACTIVE_STATUSES = tuple(s.lower() for s in (NEW, ACCEPTED, RUNNING, COMPLETING, FAILING, RESUMING))
 #: states YuniKorn keeps in the partition's completed list
 _DONE = frozenset({COMPLETED, FAILED, EXPIRED})
-_QUEUE_PART = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+_QUEUE_PART = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}\Z")
 
 
 def _active_status_message() -> str:
     return "Only following active statuses are allowed: " + ",".join(ACTIVE_STATUSES)
+
+
+#: a queue path parameter: documented with YuniKorn's rule, checked by the route (its own message)
+_QUEUE = Path(json_schema_extra={"pattern": QUEUE_PATTERN})
 
 
 def _queue_name(raw: str) -> str:
@@ -77,7 +81,7 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/queue/{queue}/applications", response_model=None,
            dependencies=read, responses=listed)
-    async def queue_applications(partition: str, queue: str) -> JSONResponse:
+    async def queue_applications(partition: str, queue: Annotated[str, _QUEUE]) -> JSONResponse:
         """The applications of a queue (``[]`` when none)."""
         p = service.partition(partition)
         with p.lock:
@@ -86,7 +90,9 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/queue/{queue}/applications/{state}", response_model=None,
            dependencies=read, responses=listed)
-    async def queue_applications_by_state(partition: str, queue: str, state: str,
+    async def queue_applications_by_state(partition: str, queue: Annotated[str, _QUEUE],
+                                          state: Annotated[str, Path(json_schema_extra={
+                                              "pattern": any_case("active")})],
                                           request: Request) -> JSONResponse:
         """The active applications of a queue, optionally of one ``status`` (YuniKorn allows only
         ``active`` here)."""
@@ -115,7 +121,8 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/queue/{queue}/application/{application}", response_model=None,
            dependencies=read, responses={200: {"model": ApplicationDaoOut}, **errors(400, 404, auth=True)})
-    async def queue_application(partition: str, queue: str, application: str) -> JSONResponse:
+    async def queue_application(partition: str, queue: Annotated[str, _QUEUE], application: str
+                                ) -> JSONResponse:
         """One application of a queue."""
         return await one(partition, queue, application)
 
@@ -128,7 +135,8 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/applications/{state}", response_model=None, dependencies=read,
            responses=listed)
-    async def applications_by_state(partition: str, state: str, request: Request) -> JSONResponse:
+    async def applications_by_state(partition: str, state: Annotated[str, Path(json_schema_extra={
+            "pattern": any_case("active", "completed", "rejected")})], request: Request) -> JSONResponse:
         """``active`` (optionally ``?status=running`` …), ``completed`` (Completed, Failed, Expired
         still kept) or ``rejected`` (always ``[]``: a rejected submission is not kept)."""
         p = service.partition(partition)
