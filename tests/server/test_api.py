@@ -624,3 +624,20 @@ def test_allocations_name_their_node_and_nodes_list_them(client: TestClient) -> 
     assert client.delete("/ws/v1/partition/default/node/n1").status_code == 200
     assert_error(client.get("/ws/v1/partition/default/allocation/k1"), 404)
     assert client.get("/ws/v1/partition/default/application/app").json()["applicationState"] == "Completing"
+
+
+def test_a_503_never_shows_lease_holder_ids() -> None:
+    """The journal's fencing refusal names both holders, ``<URL>#<instance id>``: the answer gives
+    the leader's URL and no instance id (issue 32 item 12)."""
+    import json as _json
+
+    from quotaplane.errors import NotLeaderError
+    from quotaplane.server.errors import exception_response
+
+    err = NotLeaderError("'http://127.0.0.1:9081#0a1b2c3d4e5f' does not hold the lease of stream 'default' "
+                         "(held by 'http://127.0.0.1:9082#abcdef012345')", leader="http://127.0.0.1:9082#abcdef012345")
+    resp = exception_response(err)
+    body = _json.loads(bytes(resp.body))
+    assert resp.status_code == 503 and body["leader"] == "http://127.0.0.1:9082"
+    text = _json.dumps(body)
+    assert "0a1b2c3d4e5f" not in text and "abcdef012345" not in text and "#" not in text

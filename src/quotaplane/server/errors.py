@@ -138,9 +138,17 @@ def _message(err: BaseException) -> str:
     return text or type(err).__name__
 
 
+#: a journal lease holder: "<advertised URL>#<instance id>" (server.ha), quoted or not
+_HOLDER_ID = re.compile(r"#[0-9a-f]{6,}\b")
+
+
 def _not_leader(err: NotLeaderError, status: int, message: str) -> JSONResponse:
-    # A journal lease holder is "<advertised URL>#<instance id>" (server.ha): answer the URL.
+    # A journal lease holder is "<advertised URL>#<instance id>" (server.ha): answer the URL, and
+    # never the instance ids (issue 32 item 12: the journal's fencing message names both holders)
     leader = err.leader.split("#", 1)[0] if isinstance(err.leader, str) else None
+    if _HOLDER_ID.search(message):
+        _log.warning("not the leader: %s", message)
+        message = _HOLDER_ID.sub("", message)
     headers = {"Retry-After": "1"}
     if leader:
         headers["X-Quotaplane-Leader"] = leader
