@@ -17,6 +17,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("quotaplane"))
 
+#: a configured token (serve requires 16 characters at least, issue 32 item 12)
+_TOKEN = "s3cret-0123456789abc"
+
 
 def _start(args: list[str], tmp_path: Path,
            env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -63,14 +66,15 @@ def test_a_taken_port_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
 
 
 def test_anonymous_read_serves_reads_without_a_token_and_never_writes(tmp_path: Path) -> None:
-    proc, base = _start(["--port", "0", "--anonymous-read"], tmp_path, {"QUOTAPLANE_TOKENS": "admin=s3cret"})
+    proc, base = _start(["--port", "0", "--anonymous-read"], tmp_path,
+                        {"QUOTAPLANE_TOKENS": f"admin={_TOKEN}"})
     try:
         assert httpx.get(base + "/ws/v1/partitions", timeout=30).status_code == 200
         assert httpx.get(base + "/ws/v1/metrics", timeout=30).status_code == 200
         put = httpx.put(base + "/ws/v1/partition/default/node/n1", json={"capacity": {"vcore": 1000}})
         assert put.status_code == 401
         ok = httpx.put(base + "/ws/v1/partition/default/node/n1", json={"capacity": {"vcore": 1000}},
-                       headers={"Authorization": "Bearer s3cret"})
+                       headers={"Authorization": f"Bearer {_TOKEN}"})
         assert ok.status_code in (200, 201), ok.text
     finally:
         err = _stop(proc)
@@ -78,7 +82,7 @@ def test_anonymous_read_serves_reads_without_a_token_and_never_writes(tmp_path: 
 
 
 def test_without_the_option_a_secured_instance_refuses_anonymous_reads(tmp_path: Path) -> None:
-    proc, base = _start(["--port", "0"], tmp_path, {"QUOTAPLANE_TOKENS": "admin=s3cret"})
+    proc, base = _start(["--port", "0"], tmp_path, {"QUOTAPLANE_TOKENS": f"admin={_TOKEN}"})
     try:
         assert httpx.get(base + "/ws/v1/partitions", timeout=30).status_code == 401
     finally:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tests.e2e.conftest import CONFIG, ServerProcess, free_port
 
-TOKENS = "admin=adm1n,submit=subm1t,read=r3ad"
+ADMIN, SUBMIT, READ = "adm1n-0123456789abc", "subm1t-0123456789abc", "r3ad-0123456789abc"
+TOKENS = f"admin={ADMIN},submit={SUBMIT},read={READ}"
 
 
 def test_invalid_config_refuses_to_start_with_the_reason(tmp_path: Path) -> None:
@@ -50,8 +51,7 @@ def test_tokens_acls_and_every_endpoint_over_http(tmp_path: Path, servers: list[
     s = ServerProcess(config=config_file, store="sqlite:///state.db", cwd=tmp_path,
                       env={"QUOTAPLANE_TOKENS": TOKENS})
     servers.append(s.start())
-    with s.client() as anon, s.client("adm1n") as admin, s.client("subm1t") as submit, \
-            s.client("r3ad") as read:
+    with s.client() as anon, s.client(ADMIN) as admin, s.client(SUBMIT) as submit, s.client(READ) as read:
         # tokens: every write refuses a missing or wrong token, and a weaker role
         node = {"capacity": {"vcore": 16000, "memory": 2**34}}
         assert anon.put("/ws/v1/partition/default/node/n1", json=node).status_code == 401

@@ -46,11 +46,14 @@ def test_tokens_roles_are_ordered_and_unknown_roles_refused() -> None:
     Tokens().check(None, "admin")             # no tokens: open
 
 
+FA, FR, ES = "file-admin-0123456789", "file-read-0123456789", "env-submit-0123456789"
+
+
 def test_load_tokens_from_env_and_file(tmp_path: Path) -> None:
     f = tmp_path / "tokens.yaml"
-    f.write_text("admin: [fa]\nread: [fr]\n")
-    t = load_tokens({"QUOTAPLANE_TOKENS": "submit=es", "QUOTAPLANE_TOKENS_FILE": str(f)})
-    assert (t.role_of("fa"), t.role_of("fr"), t.role_of("es")) == ("admin", "read", "submit")
+    f.write_text(f"admin: [{FA}]\nread: [{FR}]\n")
+    t = load_tokens({"QUOTAPLANE_TOKENS": f"submit={ES}", "QUOTAPLANE_TOKENS_FILE": str(f)})
+    assert (t.role_of(FA), t.role_of(FR), t.role_of(ES)) == ("admin", "read", "submit")
     assert not load_tokens({})
     with pytest.raises(OSError):
         load_tokens({"QUOTAPLANE_TOKENS_FILE": str(tmp_path / "missing")})
@@ -179,3 +182,12 @@ def test_fenced_append_after_a_lost_lease_is_503_with_the_leader() -> None:
         body = assert_error(r, 503)
         assert body["leader"] == "http://other:2"
         assert c.get("/ws/v1/partition/default/nodes").json() == []
+
+
+@pytest.mark.parametrize("tokens", ["admin=zq", "read=0123456789abcde", f"admin={FA},submit=short"])
+def test_a_short_token_is_refused(tokens: str) -> None:
+    """A one-character token was accepted (issue 32 item 12): configured tokens have 16 characters
+    at least; the error names the role, never the token."""
+    with pytest.raises(ValueError, match="at least 16") as info:
+        load_tokens({"QUOTAPLANE_TOKENS": tokens})
+    assert tokens.split(",")[-1].split("=")[1] not in str(info.value)

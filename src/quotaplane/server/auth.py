@@ -7,9 +7,10 @@ The calling platform is trusted with a bearer token per role:
 * ``submit`` — applications and allocations, and everything ``read`` may do;
 * ``read`` — every GET, ``validate-conf`` and ``whatif`` (they change nothing).
 
-Tokens come from the environment (``QUOTAPLANE_TOKENS="admin=s3cret,submit=t0k,read=r3ad"``; a role may
-appear several times) and/or a file named by ``QUOTAPLANE_TOKENS_FILE`` (JSON or YAML:
-``{"admin": ["…"], "submit": ["…"], "read": ["…"]}``, or one ``role=token`` per line). Without any
+Tokens come from the environment (``QUOTAPLANE_TOKENS="admin=…,submit=…,read=…"``, each of 16
+characters at least; a role may appear several times) and/or a file named by
+``QUOTAPLANE_TOKENS_FILE`` (JSON or YAML: ``{"admin": ["…"], "submit": ["…"], "read": ["…"]}``, or one
+``role=token`` per line). Without any
 token the service binds to loopback only and accepts every request.
 
 A missing or unknown token is 401 (with ``WWW-Authenticate: Bearer``); a known token whose role is too
@@ -47,7 +48,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from quotaplane.server.errors import ApiError
 
-__all__ = ["ROLES", "SESSION_COOKIE", "SESSION_TTL", "Tokens", "load_tokens", "parse_tokens"]
+__all__ = ["MIN_TOKEN_LENGTH", "ROLES", "SESSION_COOKIE", "SESSION_TTL", "Tokens", "load_tokens",
+           "parse_tokens"]
 
 #: The roles, weakest first; a stronger role may do everything a weaker one may.
 ROLES: tuple[str, ...] = ("read", "submit", "admin")
@@ -271,8 +273,13 @@ def _flag(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+#: the shortest token ``serve`` accepts (issue 32 item 12: a one-character token was accepted)
+MIN_TOKEN_LENGTH = 16
+
+
 def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: bool | None = None) -> Tokens:
-    """Tokens from ``QUOTAPLANE_TOKENS`` and the file named by ``QUOTAPLANE_TOKENS_FILE``; anonymous read
+    """Tokens from ``QUOTAPLANE_TOKENS`` and the file named by ``QUOTAPLANE_TOKENS_FILE``, each of
+    :data:`MIN_TOKEN_LENGTH` characters at least (ValueError naming the role); anonymous read
     from ``anonymous_read`` or else ``QUOTAPLANE_ANONYMOUS_READ``; the session lifetime from
     ``QUOTAPLANE_SESSION_TTL`` (seconds)."""
     env = os.environ if environ is None else environ
@@ -283,6 +290,12 @@ def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: boo
             merged.setdefault(role, []).extend(values)
     for role, values in parse_tokens(env.get("QUOTAPLANE_TOKENS", "")).items():
         merged.setdefault(role, []).extend(values)
+    for role, values in merged.items():
+        for token in values:
+            if 0 < len(token.strip()) < MIN_TOKEN_LENGTH:
+                raise ValueError(f"a token of role {role!r} is {len(token.strip())} characters long: at "
+                                 f"least {MIN_TOKEN_LENGTH} are needed (e.g. python3 -c 'import secrets; "
+                                 "print(secrets.token_urlsafe(24))')")
     if anonymous_read is None:
         anonymous_read = _flag(env.get("QUOTAPLANE_ANONYMOUS_READ", ""))
     ttl_text = env.get("QUOTAPLANE_SESSION_TTL", "").strip()
