@@ -151,6 +151,10 @@ def test_schema_is_created_and_versioned(pg_url: str) -> None:
                     (str(SCHEMA_VERSION + 1), "schema_version"))
     with pytest.raises(JournalError, match="newer"):
         open_journal(pg_url)
+    with psycopg.connect(pg_base_url(), autocommit=True) as raw:       # issue 32 item 12
+        raw.execute(f'UPDATE "{schema}".meta SET value = %s WHERE key = %s', ("abc", "schema_version"))
+    with pytest.raises(JournalError, match=r"schema_version 'abc'.*not a number"):
+        open_journal(pg_url)
 
 
 def test_schemas_isolate_stores(pg_url: str) -> None:

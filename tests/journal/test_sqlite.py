@@ -166,3 +166,14 @@ def test_a_missing_event_is_detected_as_a_gap(tmp_path: Path) -> None:
     conn.close()
     with SQLiteJournal(tmp_path / "j.db") as j, pytest.raises(JournalError, match="gap"):
         list(j.read("p"))
+
+
+def test_a_schema_version_that_is_not_a_number_is_a_journal_error(tmp_path: Path) -> None:
+    """``schema_version = 'abc'`` raised a bare ValueError from int() (issue 32 item 12)."""
+    SQLiteJournal(tmp_path / "j.db").close()
+    conn = sqlite3.connect(tmp_path / "j.db")
+    conn.execute("UPDATE meta SET value = 'abc' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(JournalError, match=r"schema_version 'abc'.*not a number"):
+        SQLiteJournal(tmp_path / "j.db")

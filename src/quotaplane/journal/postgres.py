@@ -154,6 +154,12 @@ class PostgresJournal:
                 if row is None:
                     conn.execute(f"INSERT INTO {q['meta']} (key, value) VALUES ('schema_version', %s)",
                                  (str(SCHEMA_VERSION),))
+                elif not str(row[0]).strip().isdigit():
+                    # a bare int() ValueError said nothing about where (issue 32 item 12)
+                    raise JournalError(
+                        f"PostgreSQL store {mask_url(self.url)!r} schema {self.schema!r} has schema_version "
+                        f"{str(row[0])[:40]!r} in its meta table, which is not a number: it is damaged, "
+                        "or not a quotaplane store")
                 elif int(row[0]) > SCHEMA_VERSION:
                     raise JournalError(
                         f"PostgreSQL store {mask_url(self.url)!r} schema {self.schema!r} has version "

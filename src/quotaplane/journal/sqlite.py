@@ -210,6 +210,12 @@ class SQLiteJournal(LocalLeaseCalls):
                     conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
                                  (str(SCHEMA_VERSION),))
                     conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('created_by', 'quotaplane')")
+                elif not str(row[0]).strip().isdigit():
+                    # a bare int() ValueError said nothing about where (issue 32 item 12)
+                    raise JournalError(
+                        f"SQLite store {self.url!r} has schema_version "
+                        f"{str(row[0])[:40]!r} in its meta table, which is not a number: it is damaged, "
+                        "or not a quotaplane store")
                 elif int(row[0]) > SCHEMA_VERSION:
                     raise JournalError(
                         f"SQLite store {self.url!r} has schema version {row[0]}, newer than this quotaplane "
