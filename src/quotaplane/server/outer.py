@@ -102,6 +102,11 @@ class Outer:
         self.service = service
         self.loopback_only = loopback_only
         self.fast = fast
+        # read per request: bound once (the service keeps them for its life)
+        self._policy = service.browser
+        self._max_body = service.limits.max_body_bytes
+        #: Content-Type value -> JSON or YAML (clients send the same few values over and over)
+        self._document_types: dict[bytes, bool] = {}
 
     async def _allocate(self, partition: str, scope: Scope, receive: Receive, send: Send) -> None:
         """The hot path ``POST /ws/v1/partition/{p}/allocations`` without FastAPI's routing and
@@ -162,7 +167,7 @@ class Outer:
                 ctype = v
             elif k == b"content-length":
                 length = v
-        policy = self.service.browser
+        policy = self._policy
         if not policy.host_allowed(host) and scope["path"] not in _PROBES:
             return _refused_host(host, policy), None, receive
         cors = policy.cors_origin(origin) if origin is not None else None
@@ -172,7 +177,7 @@ class Outer:
             return _refused_origin(origin), None, receive
         if ctype is not None and not self._type_accepted(scope, ctype):
             return _refused_type(ctype), cors, receive
-        limit = self.service.limits.max_body_bytes
+        limit = self._max_body
         if length is not None:
             if not length.isdigit():
                 return _bad_length(length), cors, receive
@@ -182,9 +187,16 @@ class Outer:
         return None, cors, _bounded(receive, limit)
 
     def _type_accepted(self, scope: Scope, ctype: bytes) -> bool:
-        kind = media_type(ctype.decode("latin-1"))
-        if kind == "application/json" or is_document_type(kind):
+        known = self._document_types.get(ctype)
+        if known:
             return True
+        kind = media_type(ctype.decode("latin-1"))
+        if known is None:
+            document = is_document_type(kind)
+            if len(self._document_types) < 64:      # bounded: a client may send any value
+                self._document_types[ctype] = document
+            if document:
+                return True
         # an operation that documents another body type (the web page's login form)
         return kind in self.service.form_types(scope["method"], scope["path"])
 
