@@ -42,6 +42,7 @@ __all__ = [
     "JournalReplayError",
     "NotFoundError",
     "NotLeaderError",
+    "OutcomeUnknownError",
     "PlacementError",
     "QuotaError",
     "QuotaValidationError",
@@ -148,6 +149,14 @@ class JournalError(QuotaplaneError):
 class StoreUnavailableError(JournalError):
     """A partition stopped after a journal failure left its memory ahead of the store, and could not
     be rebuilt from the store yet (it is retried on the next call; issue 14 #2)."""
+
+
+class OutcomeUnknownError(JournalError):
+    """An append whose outcome cannot be known: the connection to the store broke after the append
+    was sent, so its transaction may have committed or not (issue 32 #3). Never answered "nothing
+    was changed": read back where its events would be (the journal makes sure, before its next
+    call, that the session which ran the append is gone, so what it reads then is final), or say
+    that the outcome is unknown (answered 502)."""
 
 
 class JournalLockedError(JournalError):

@@ -26,6 +26,7 @@ from quotaplane.errors import (
     JournalCompactedError,
     JournalError,
     JournalLockedError,
+    OutcomeUnknownError,
     StoreUnavailableError,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "JournalCompactedError",
     "JournalError",
     "JournalLockedError",
+    "OutcomeUnknownError",
     "StoreURL",
     "StoreUnavailableError",
     "canonical_json",

@@ -19,8 +19,13 @@ among themselves:
 Durability is the server's: with the default ``synchronous_commit=on`` an append is on disk before it
 returns. One connection guarded by a lock serves every thread of the journal object; a connection that
 broke is replaced: idempotent calls (reads, leases) reconnect and retry once; an append that fails
-raises :class:`JournalError` and is never retried, because a lost COMMIT acknowledgement is ambiguous
-(the next call reconnects).
+raises and is never retried, because a lost COMMIT acknowledgement is ambiguous (the next call
+reconnects). It raises :class:`OutcomeUnknownError` when the connection broke after the append was
+sent (it may have committed), a plain :class:`JournalError` when the server refused it on a live
+connection or it was never sent (nothing was written). After an unknown outcome the next call first
+ends the session that ran the append (``pg_terminate_backend``) and waits until it is gone: a frozen
+network can leave it running, and it could commit after a read that found nothing (issue 32 #3). So
+what the journal reads after an unknown outcome is final.
 
 Tables live in one schema (default ``quotaplane``, option ``?schema=name``), created if missing, with the
 schema version in ``meta``.
@@ -31,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -43,6 +49,7 @@ from quotaplane.journal.base import (
     SCHEMA_VERSION,
     JournalCompactedError,
     JournalError,
+    OutcomeUnknownError,
     check_events,
     check_lease_args,
     check_seq,
@@ -59,6 +66,9 @@ DEFAULT_SCHEMA = "quotaplane"
 
 _PAGE = 5000  # rows per query while reading
 
+#: seconds to wait for the session of an append whose outcome is unknown to end
+ORPHAN_TIMEOUT = 10.0
+
 
 class PostgresJournal:
     """A journal in PostgreSQL (psycopg 3). Thread safe; safe for several processes on one database.
@@ -69,7 +79,7 @@ class PostgresJournal:
     """
 
     __slots__ = ("_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_dsn", "_fenced_append_sql",
-                 "_lock", "_q", "schema", "url")
+                 "_lock", "_orphan", "_q", "_session", "schema", "url")
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
                  url: str | None = None) -> None:
@@ -107,6 +117,10 @@ class PostgresJournal:
             + insert.format(streams=self._q["streams"], events=self._q["events"],
                             source="SELECT %(stream)s, %(n)s WHERE EXISTS (SELECT 1 FROM l)"))
         self._conn: psycopg.Connection[Any] | None = None
+        #: the server session of the connection: (backend pid, backend start)
+        self._session: tuple[int, Any] | None = None
+        #: the session of an append whose outcome is unknown, until it is known to be gone
+        self._orphan: tuple[int, Any] | None = None
         with self._lock:
             self._init_schema(self._connection())
 
@@ -125,12 +139,38 @@ class PostgresJournal:
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in self._dsn:
             kwargs["connect_timeout"] = 10
+        self._conn = None
+        conn = None
         try:
-            self._conn = psycopg.connect(self._dsn, **kwargs)
-        except psycopg.Error as exc:
-            self._conn = None
+            conn = psycopg.connect(self._dsn, **kwargs)
+            row = conn.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                               ).fetchone()
+            if self._orphan is not None:        # no call is served before that session is gone
+                self._end_orphan(conn, self._orphan)
+        except (psycopg.Error, JournalError) as exc:
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+            if isinstance(exc, JournalError):
+                raise
             raise JournalError(f"cannot connect to PostgreSQL store {mask_url(self.url)!r}: {exc}") from exc
-        return self._conn
+        self._orphan = None
+        self._session = (int(row[0]), row[1]) if row is not None else None
+        self._conn = conn
+        return conn
+
+    def _end_orphan(self, conn: psycopg.Connection[Any], session: tuple[int, Any]) -> None:
+        """End the server session that ran an append whose outcome is unknown and wait until it is
+        gone: until then it may still commit (issue 32 #3). The session is named by its pid *and*
+        start time, so a new session that reuses the pid (after a server restart) is left alone."""
+        sql = "FROM pg_stat_activity WHERE pid = %s AND backend_start = %s"
+        conn.execute(f"SELECT pg_terminate_backend(pid) {sql}", session)
+        deadline = time.monotonic() + ORPHAN_TIMEOUT
+        while conn.execute(f"SELECT 1 {sql}", session).fetchone() is not None:
+            if time.monotonic() > deadline:
+                raise JournalError(f"the session {session[0]} of an append whose outcome is unknown "
+                                   f"still runs in {mask_url(self.url)!r}")
+            time.sleep(0.01)
 
     def _init_schema(self, conn: psycopg.Connection[Any]) -> None:
         q = self._q
@@ -224,6 +264,13 @@ class PostgresJournal:
                 sql = self._append_sql if holder is None else self._fenced_append_sql
                 row = conn.execute(sql, params).fetchone()
             except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    # sent, then the connection broke: it may have committed (the next call ends
+                    # its session first, so what is read then is final)
+                    self._orphan = self._session
+                    raise OutcomeUnknownError(f"append to {stream!r} in {mask_url(self.url)!r}: the "
+                                              f"connection broke after it was sent, it may or may not "
+                                              f"have been committed ({exc})") from exc
                 raise self._fail(f"append to {stream!r}", exc) from exc
             if row is None:  # only the fenced statement returns no row: the lease check failed
                 live = self._lease_holder_locked(stream)
