@@ -32,6 +32,7 @@ from __future__ import annotations
 
 __all__ = [
     "CommitFailedError",
+    "CommitOutcomeUnknownError",
     "ConfigError",
     "ConflictError",
     "EventFormatError",
@@ -182,3 +183,8 @@ class JournalCompactedError(JournalError, LookupError):
 
 class CommitFailedError(JournalError):
     """The group commit that held a change failed: the change was undone (answered 503)."""
+
+
+class CommitOutcomeUnknownError(OutcomeUnknownError):
+    """The group commit that held a change may or may not have been written, and the store could
+    not be read to tell (answered 502); the partition is rebuilt from whatever the journal holds."""

@@ -25,6 +25,12 @@ journal holds exactly the groups that committed, so the rebuild undoes precisely
 nothing refused is ever visible. :attr:`GroupCommit.epoch` counts those failures, so an answer
 computed before a failure and sent after it can tell (the service answers it 503 too).
 
+A group whose append ended with an unknown outcome (the connection broke after it was sent) is read
+back first (:meth:`quotaplane.journalling.PartitionLog.append`): it is durable, or certainly not
+written. When even that cannot be known, its own waiters are told so
+(:class:`CommitOutcomeUnknownError`, answered 502 "may or may not have been applied", never 503
+"nothing was changed"); the changes after it were never sent and fail as above (issue 32 #3).
+
 Snapshots need memory to equal the journal at one sequence number. With group commit memory runs
 ahead of the store, so the snapshot state is taken at submit time — when memory holds exactly the
 changes submitted so far — and saved right after the commit that makes those changes durable
@@ -45,8 +51,10 @@ from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import (
     CommitFailedError,
+    CommitOutcomeUnknownError,
     InputError,
     NotLeaderError,
+    OutcomeUnknownError,
     QuotaplaneError,
     StoreUnavailableError,
 )
@@ -55,8 +63,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.events import Event
     from quotaplane.journal.log import PartitionLog
 
-__all__ = ["DEFAULT_MAX_EVENTS", "Background", "CommitFailedError", "GroupCommit", "Offload",
-           "marks_in_context", "reset_marks"]
+__all__ = ["DEFAULT_MAX_EVENTS", "Background", "CommitFailedError", "CommitOutcomeUnknownError",
+           "GroupCommit", "Offload", "marks_in_context", "reset_marks"]
 
 #: At most this many events per transaction (one statement; bounds a group's latency and size).
 DEFAULT_MAX_EVENTS = 10_000
@@ -87,10 +95,11 @@ def reset_marks() -> None:
     _MARKS.set(None)
 
 
-def _call(waiters: list[tuple[int, Waiter]], outcome: BaseException | None) -> None:
-    for _, waiter in waiters:
+def _call(waiters: list[tuple[int, Waiter]], outcome: BaseException | Callable[[int], BaseException] | None
+          ) -> None:
+    for mark, waiter in waiters:
         with contextlib.suppress(Exception):
-            waiter(outcome)
+            waiter(outcome(mark) if callable(outcome) else outcome)
 
 
 class _Entry:
@@ -122,9 +131,10 @@ class GroupCommit:
     caps one transaction.
     """
 
-    __slots__ = ("_background", "_buffer", "_failed_upto", "_inflight", "_lock", "_log", "_mutex", "_offload",
-                 "_outcome", "_saving", "_schedule", "_scheduled", "_waiters", "changes", "durable", "epoch",
-                 "failure", "groups", "head", "max_events", "name", "owner", "submitted")
+    __slots__ = ("_background", "_buffer", "_failed_upto", "_inflight", "_lock", "_log", "_mutex",
+                 "_offload", "_outcome", "_saving", "_schedule", "_scheduled", "_unknown", "_waiters",
+                 "changes", "durable", "epoch", "failure", "groups", "head", "max_events", "name", "owner",
+                 "submitted")
 
     def __init__(self, log: PartitionLog, name: str, lock: threading.RLock, *,
                  schedule: Callable[[Callable[[], None]], object] | None = None, owner: int | None = None,
@@ -153,6 +163,8 @@ class GroupCommit:
         self.submitted = 0
         self.durable = 0
         self._failed_upto = 0
+        #: the marks of failed groups whose outcome is unknown: ``(first, last)`` ranges
+        self._unknown: list[tuple[int, int]] = []
         #: the sequence number the last submitted event will have once committed
         self.head = log.last_seq
         #: how many group commits failed (an answer computed before a failure is not sent after it)
@@ -212,7 +224,7 @@ class GroupCommit:
             if mark <= self.durable:
                 outcome: BaseException | None = None
             elif mark <= self._failed_upto:
-                outcome = self._failed_error()
+                outcome = self._failed_error(mark)
             else:
                 self._waiters.append((mark, waiter))
                 return False
@@ -228,7 +240,7 @@ class GroupCommit:
             if target > self.durable and target > self._failed_upto:
                 self.flush()
             if target > self.durable:
-                raise self._failed_error()
+                raise self._failed_error(target, through=mark is None)
 
     @property
     def idle(self) -> bool:
@@ -236,7 +248,13 @@ class GroupCommit:
         commit in flight is not durable yet)."""
         return self.durable >= self.submitted or self._failed_upto >= self.submitted
 
-    def _failed_error(self) -> QuotaplaneError:
+    def _failed_error(self, mark: int, *, through: bool = False) -> QuotaplaneError:
+        """The error of failed mark ``mark`` (``through``: of any failed mark up to it)."""
+        low = self.durable + 1 if through else mark
+        if any(first <= mark and last >= low for first, last in self._unknown):
+            return CommitOutcomeUnknownError(
+                f"partition {self.name!r}: the journal commit of this change may or may not have been "
+                f"applied ({self.failure}); the partition is rebuilt from what the journal holds")
         message = (f"partition {self.name!r}: the journal commit of this change failed ({self.failure}); "
                    "the change was undone")
         if isinstance(self.failure, NotLeaderError):      # fenced: tell where the leader is now
@@ -262,10 +280,12 @@ class GroupCommit:
                 return            # the commit in flight schedules the next one when it lands
             group = self._take()
             self._inflight = group
+            after = self._log.last_seq
         events = [ev for entry in group for ev in entry.events]
-        self._offload(lambda: self._append_alone(group, events), lambda outcome: self._landed(group, outcome))
+        self._offload(lambda: self._append_alone(group, events, after),
+                      lambda outcome: self._landed(group, outcome))
 
-    def _append_alone(self, group: list[_Entry], events: list[Event]) -> int:
+    def _append_alone(self, group: list[_Entry], events: list[Event], after: int) -> int:
         # off the owner thread, without the partition lock (deciding goes on meanwhile); the mutex
         # keeps appends in order, and the outcome is kept for a flush that takes the mutex next
         with self._mutex:
@@ -275,7 +295,7 @@ class GroupCommit:
                 # returns, so the test is exact. ``_landed`` ignores what is returned.
                 return -1
             try:
-                seq = self._append(events)
+                seq = self._append(events, after)
             except BaseException as exc:
                 self._outcome = (group, exc)
                 raise
@@ -295,7 +315,7 @@ class GroupCommit:
 
     def _settle(self, group: list[_Entry], outcome: int | BaseException) -> None:
         if isinstance(outcome, BaseException):
-            self._fail(outcome)
+            self._fail(outcome, group)
         else:
             self._committed(group, outcome)
 
@@ -322,9 +342,9 @@ class GroupCommit:
                     else:
                         group = self._take()
                     try:
-                        seq = self._append([ev for entry in group for ev in entry.events])
+                        seq = self._append([ev for entry in group for ev in entry.events], self._log.last_seq)
                     except BaseException as exc:
-                        self._fail(exc)
+                        self._fail(exc, group)
                         return
                 self._committed(group, seq)
 
@@ -342,17 +362,16 @@ class GroupCommit:
         del self._buffer[:len(group)]
         return group
 
-    def _append(self, events: list[Event]) -> int:
+    def _append(self, events: list[Event], after: int) -> int:
+        # ``after``: the stream's end before this group (the last committed group's seq): an
+        # unknown outcome is read back there
         log = self._log
-        journal = log.journal
-        if journal is None:       # pragma: no cover - a committer needs a journal
+        if log.journal is None:   # pragma: no cover - a committer needs a journal
             raise StoreUnavailableError("the partition's journal is gone")
         payload = [ev.to_json() for ev in events]
         if not payload:
-            return log.last_seq
-        if log.holder is not None:
-            return journal.append(log.stream, payload, holder=log.holder)
-        return journal.append(log.stream, payload)
+            return after
+        return log.append(payload, after=after)
 
     def _committed(self, group: list[_Entry], seq: int) -> None:
         log = self._log
@@ -402,17 +421,20 @@ class GroupCommit:
         finally:
             self._saving = False
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException, group: list[_Entry]) -> None:
         log = self._log
         self.failure = exc
         self.epoch += 1
         self._failed_upto = self.submitted
+        if isinstance(exc, OutcomeUnknownError) and group:
+            # its own waiters may not be told "undone"; the later ones were never sent
+            self._unknown = [*self._unknown[-7:], (group[0].mark, group[-1].mark)]
         self._buffer.clear()           # decided after the failed group: they may depend on it
         self.head = log.last_seq
         log.store_error = exc
         log.poisoned = exc             # memory is ahead of the journal: rebuild before serving
         due, self._waiters = self._waiters, []
-        _call(due, self._failed_error())
+        _call(due, self._failed_error)
 
     # -- shutting down -------------------------------------------------------------------------------
     def stop(self) -> None:

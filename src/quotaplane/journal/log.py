@@ -6,15 +6,28 @@ be rolled back leaves memory ahead of the journal, so the log refuses every furt
 (:meth:`PartitionLog.usable`) until the partition is rebuilt from the journal — at once when the
 store can still be read, else on a later call (issue 14 #2). ``store_error`` keeps the last failed
 append until one succeeds: the healthcheck reports it.
+
+An append whose outcome is unknown (:class:`~quotaplane.journal.base.OutcomeUnknownError`: the
+connection broke after it was sent) is read back where its events would be — the journal makes what
+it reads then final — and ends as it did: durable, or certainly not written (issue 32 #3). Only when
+the store cannot be read either does the unknown outcome reach the caller; memory is then rebuilt
+from the journal, never rolled back by the caller, since the change may be in the journal.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from quotaplane.events import Event
-from quotaplane.journal.base import Journal, StoreUnavailableError
+from quotaplane.journal.base import (
+    Journal,
+    JournalError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+    canonical_json,
+)
 
 __all__ = ["Committer", "PartitionLog"]
 
@@ -95,13 +108,11 @@ class PartitionLog:
             return
         payload = [ev.to_json() for ev in events]
         try:
-            if self.holder is not None:
-                seq = self.journal.append(self.stream, payload, holder=self.holder)
-            else:
-                seq = self.journal.append(self.stream, payload)
+            seq = self.append(payload)
         except BaseException as exc:
             self.store_error = exc
-            if not recoverable:
+            if not recoverable or isinstance(exc, OutcomeUnknownError):
+                # the change may be in the journal: rebuild from it, the caller's undo is not enough
                 self.poisoned = exc
             raise
         self.store_error = None
@@ -111,6 +122,31 @@ class PartitionLog:
             self.on_recorded(events, seq)
         if self.snapshot_every > 0 and seq - self.snapshot_seq >= self.snapshot_every:
             self._snapshot_quietly()
+
+    def append(self, payload: list[dict[str, Any]], *, after: int | None = None) -> int:
+        """Append ``payload`` (journal forms) in one transaction, fenced by :attr:`holder`; return the
+        seq of its last event. ``after``: where the stream ends before it (default :attr:`last_seq`;
+        under a held lease nobody else appends, so the events land right after it). An unknown
+        outcome is read back there (see the module docstring); raises the
+        :class:`~quotaplane.journal.base.OutcomeUnknownError` when that read fails too."""
+        journal = self.journal
+        if journal is None:       # pragma: no cover - callers check
+            raise StoreUnavailableError("the partition's journal is gone")
+        prev = self.last_seq if after is None else after
+        try:
+            if self.holder is not None:
+                return journal.append(self.stream, payload, holder=self.holder)
+            return journal.append(self.stream, payload)
+        except OutcomeUnknownError as exc:
+            try:
+                landed = [canonical_json(ev) for _, ev in
+                          itertools.islice(journal.read(self.stream, after=prev), len(payload))]
+            except Exception:
+                raise exc from None
+            if landed == [canonical_json(ev) for ev in payload]:
+                return prev + len(payload)
+            raise JournalError(f"append to {self.stream!r} was not written (read back after its "
+                               f"connection broke: {exc})") from exc
 
     def _snapshot_quietly(self) -> None:
         try:
