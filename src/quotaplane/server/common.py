@@ -51,17 +51,21 @@ _DESCRIPTIONS = {
     404: "unknown partition, queue, user, group, application, allocation, node or quota",
     409: "conflict with existing state (duplicate id) or the request does not fit",
     413: "the body is larger than max-body-bytes (or a batch longer than max-batch)",
+    502: "the store or the partition's leader did not confirm the commit (`outcome`: unknown): the "
+         "change may or may not have been applied; read it back, or retry (an allocation key makes a "
+         "retry safe)",
     503: "not the leader (see `leader`) or the store is unavailable; nothing was changed",
 }
 
 
 def errors(*codes: int, auth: bool = False, write: bool = False) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for the given error statuses (plus 401/403 with ``auth``, 503 with ``write``)."""
+    """OpenAPI ``responses`` for the given error statuses (plus 401/403 with ``auth``, 502 and 503
+    with ``write``)."""
     wanted = {400, *codes}
     if auth:
         wanted |= {401, 403}
     if write:
-        wanted.add(503)
+        wanted |= {502, 503}
     return {c: {"model": ErrorBody, "description": _DESCRIPTIONS.get(c, "error")} for c in sorted(wanted)}
 
 

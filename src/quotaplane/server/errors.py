@@ -5,8 +5,10 @@ caller — a body that is not JSON, a field of the wrong type, an amount outside
 partition, a duplicate id, a rejected placement — becomes a 4xx with YuniKorn's ``dao.YAPIError``
 shape (reference §2.1); ``description`` repeats the message and adds the cause when there is one, as
 YuniKorn does. A fault of the server is not the caller's (issue 14 #3): a write sent to a follower
-or a store that failed is 503 (nothing changed, retry), anything unexpected is 500 "internal server
-error". Neither carries internal text (paths, exception names): the detail goes to the log.
+or a store that failed is 503 (nothing changed, retry), a write whose commit may or may not have
+been applied is 502 with ``"outcome": "unknown"`` (issue 32 #3: never a 503 then), anything
+unexpected is 500 "internal server error". Neither carries internal text (paths, exception
+names): the detail goes to the log.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from quotaplane.errors import (
 
 __all__ = [
     "INTERNAL_ERROR",
+    "OUTCOME_UNKNOWN",
     "RECOVERING",
     "STORE_UNAVAILABLE",
     "ApiError",
@@ -54,6 +57,11 @@ STORE_UNAVAILABLE = "store unavailable: nothing was changed; retry later"
 
 #: The message of a 503 while a partition waits to be rebuilt from its journal (issue 14 #2).
 RECOVERING = "the partition is recovering from a store failure: nothing was changed; retry later"
+
+#: The status and message of a write whose commit may or may not have been applied (issue 32 #3).
+OUTCOME_UNKNOWN_STATUS = 502
+OUTCOME_UNKNOWN = ("the store did not confirm the commit: the change may or may not have been applied; "
+                   "read it back, or retry (an allocation key makes a retry safe)")
 
 #: The message of a 500 (the exception is logged, never answered).
 INTERNAL_ERROR = "internal server error"
@@ -107,11 +115,18 @@ def _is_store_failure(err: BaseException) -> bool:
     return any(cls.__name__ == "JournalError" for cls in type(err).__mro__)
 
 
+def _outcome_unknown(err: BaseException) -> bool:
+    # quotaplane.journal.OutcomeUnknownError, matched by name like JournalError
+    return any(cls.__name__ == "OutcomeUnknownError" for cls in type(err).__mro__)
+
+
 def status_for(err: BaseException) -> int:
     """The HTTP status of a quotaplane (or plain ValueError/KeyError) exception; anything else,
     ``TypeError`` included, is a fault of the service (500)."""
     if isinstance(err, ApiError):
         return err.status_code
+    if _outcome_unknown(err):
+        return OUTCOME_UNKNOWN_STATUS
     if isinstance(err, NotLeaderError) or _is_store_failure(err):
         return NOT_LEADER_STATUS
     if isinstance(err, NotFoundError):
@@ -169,6 +184,9 @@ def exception_response(err: BaseException) -> JSONResponse:
         problems = [{"line": line, "reason": reason} for line, reason in err.problems]
         where = f" (line {err.line})" if err.line and not message.startswith("line") else ""
         return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
+    if status == OUTCOME_UNKNOWN_STATUS and _outcome_unknown(err):
+        _log.error("commit outcome unknown: %s: %s", type(err).__name__, err)
+        return error_response(status, OUTCOME_UNKNOWN, outcome="unknown")
     if status == NOT_LEADER_STATUS:
         # The store failed: nothing was acknowledged; the caller may retry. Its text names files and
         # hosts: the log gets it, the caller does not.

@@ -306,7 +306,7 @@ class Forwarder:
                          leader, exc)
             resp = error_response(502, f"forwarded to the leader {leader}, which did not answer: the change "
                                        "may or may not have been applied; read it back or retry (an "
-                                       "allocation key makes a retry safe)")
+                                       "allocation key makes a retry safe)", outcome="unknown")
             await resp(scope, receive, send)
             return 502
         self.forwarded += 1
