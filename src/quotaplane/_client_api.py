@@ -45,6 +45,12 @@ class ServerError(ServiceError):
     """Another 5xx: a fault of the server (its log has the detail)."""
 
 
+class UnknownOutcomeError(ServerError):
+    """502 with ``"outcome": "unknown"``: the store (or the partition's leader) did not confirm the
+    commit, so the change may or may not have been applied. Read it back, or send it again when a
+    retry cannot apply it twice (an allocation key)."""
+
+
 class UnreachableError(QuotaplaneError, ConnectionError):
     """No answer from the service: nothing listens at ``server``, the connection dropped, or it
     timed out. ``sent`` is False when the request certainly did not reach it (nothing changed);
@@ -80,7 +86,7 @@ class ServiceConflictError(ServiceError, ConflictError):
 
 # Tracebacks and reprs name the module people import them from, not this private one.
 for _cls in (ServiceError, BadRequestError, AccessDeniedError, UnavailableError, ServerError,
-             UnreachableError, ServiceNotFoundError, ServiceConflictError):
+             UnreachableError, ServiceNotFoundError, ServiceConflictError, UnknownOutcomeError):
     _cls.__module__ = "quotaplane.client"
 
 
@@ -105,6 +111,8 @@ def _error(response: httpx.Response) -> ServiceError:
         cls = AccessDeniedError
     elif status == 503:
         cls = UnavailableError
+    elif status == 502 and body.get("outcome") == "unknown":
+        cls = UnknownOutcomeError
     elif status >= 500:
         cls = ServerError
     else:
@@ -160,9 +168,22 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class _Done(Generic[T]):
+    """The answer of a call, known without reading anything more."""
+
+    value: T
+
+
+@dataclass(frozen=True, slots=True)
 class _Call(Generic[T]):
     """One call of the REST API — what to send and how its answer reads — built once for both
-    clients, which only carry it out (:meth:`Client._run`, :meth:`AsyncClient._run`)."""
+    clients, which only carry it out (:meth:`Client._run`, :meth:`AsyncClient._run`).
+
+    ``again``: only for a call that a retry cannot apply twice (issue 32 #3: an allocation, whose key
+    names it; a release). It is then sent again after an unknown outcome (a 502 ``"outcome":
+    "unknown"``, or no answer once sent), and ``again`` reads the answer to that retry: the answer
+    (:class:`_Done`) or a call that reads it back when it says the first attempt was applied,
+    None to read it as usual."""
 
     method: str
     path: str                                    # below /ws/v1
@@ -172,6 +193,7 @@ class _Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     headers: Mapping[str, str] | None = None
     ok: tuple[int, ...] = (200, 201)
+    again: Callable[[httpx.Response], _Done[T] | _Call[T] | None] | None = None
 
 
 def _list(r: httpx.Response) -> list[dict[str, Any]]:
@@ -197,6 +219,34 @@ def _queue_name(r: httpx.Response) -> str:
 
 def _what_if(r: httpx.Response) -> Decision:
     return decision_of(r.json())
+
+
+def _released_already(r: httpx.Response) -> _Done[None] | None:
+    # a release sent again after an unknown outcome: gone already is what the first attempt did
+    return _Done(None) if r.status_code == 404 else None
+
+
+def _allocated_already(application_id: str, key: str, resource: Mapping[str, int] | Resource,
+                       partition: str) -> Callable[[httpx.Response], _Call[Decision] | None]:
+    """How the answer to an allocation sent again after an unknown outcome reads: "the key exists"
+    is the first attempt's success once the allocation read back is the one asked for (the same
+    allocation key is the same request); another request holding the key is a conflict."""
+    want = {k: v for k, v in _resource(resource).items() if v}
+
+    def same(r: httpx.Response) -> Decision:
+        data = r.json()
+        have = {str(k): int(v) for k, v in (data.get("resource") or {}).items() if v}
+        if data.get("applicationID") == application_id and have == want:
+            return Decision(True, [], [], allocation_key=key)
+        raise ServiceConflictError(409, f"allocation key {key!r} is held by another request (application "
+                             f"{data.get('applicationID')!r}, resource {have}), not this one")
+
+    def again(r: httpx.Response) -> _Call[Decision] | None:
+        if r.status_code != 409 or "allocated" in r.json():
+            return None
+        return _Call("GET", f"/partition/{partition}/allocation/{key}", same)
+
+    return again
 
 
 class _api:
@@ -292,11 +342,13 @@ class _api:
                  priority: int, preemptible: bool, node: str | None, partition: str) -> _Call[Decision]:
         return _Call("POST", f"/partition/{partition}/allocations", _decision,
                      json_body=_alloc_body(application_id, allocation_key, resource, priority, preemptible,
-                                           node), ok=(201, 409))
+                                           node), ok=(201, 409),
+                     again=_allocated_already(application_id, allocation_key, resource, partition))
 
     @staticmethod
     def release(allocation_key: str, partition: str) -> _Call[None]:
-        return _Call("DELETE", f"/partition/{partition}/allocation/{allocation_key}", _none)
+        return _Call("DELETE", f"/partition/{partition}/allocation/{allocation_key}", _none,
+                     again=_released_already)
 
     @staticmethod
     def add_ask(application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,

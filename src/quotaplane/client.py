@@ -10,8 +10,13 @@ library uses where they overlap: ``allocate`` answers a :class:`~quotaplane.poli
 :class:`ServiceError` carrying ``status`` and ``description``. No answer at all (nothing listens at the
 URL, the connection dropped, a timeout) raises :class:`UnreachableError`, a ``ConnectionError``.
 
-A 503 is retried (``retries`` times, waiting ``Retry-After`` capped at 5 s); when it names the
-``leader`` (a follower of a PostgreSQL fail-over pair), the client moves there and retries at once.
+A 503 is retried (``retries`` times, waiting ``Retry-After`` capped at 5 s): it says nothing was
+changed. When it names the ``leader`` (a follower of a PostgreSQL fail-over pair), the client moves
+there and retries at once. After an unknown outcome — a 502 :class:`UnknownOutcomeError` ("may or
+may not have been applied"), or no answer once the request was sent — only an allocation and a
+release are sent again: the same allocation key is the same request, so a retry that finds the
+allocation there (the one asked for) or already gone is the first attempt's success (issue 32 #3).
+Any other call raises, and the caller reads back what happened.
 :meth:`Client.events` iterates the partition's event stream and, when the connection drops, resumes
 after the last sequence number it saw — nothing is missed or repeated.
 
@@ -39,9 +44,11 @@ from quotaplane._client_api import (
     ServiceNotFoundError,
     T,
     UnavailableError,
+    UnknownOutcomeError,
     UnreachableError,
     _api,
     _Call,
+    _Done,
     _error,
     decision_of,
 )
@@ -60,6 +67,7 @@ __all__ = [
     "ServiceError",
     "ServiceNotFoundError",
     "UnavailableError",
+    "UnknownOutcomeError",
     "UnreachableError",
     "decision_of",
 ]
@@ -113,6 +121,22 @@ class _Session:
         except ValueError:
             return 0.5
 
+    def unknown_retry(self, call: _Call[Any], outcome: httpx.Response | UnreachableError,
+                      attempt: int) -> float | None:
+        """Seconds to wait before sending ``call`` again after ``outcome`` (None: do not): only a
+        call that a retry cannot apply twice, after an unknown outcome."""
+        if call.again is None or attempt >= self.retries:
+            return None
+        if isinstance(outcome, UnreachableError):
+            unknown = outcome.sent
+        else:
+            unknown = outcome.status_code == 502 and isinstance(_error(outcome), UnknownOutcomeError)
+        return 0.2 * (attempt + 1) if unknown else None
+
+
+#: the answers an idempotent call's retry may get besides its own: gone, there, unknown
+_AGAIN_OK = (404, 409, 502)
+
 
 class Client:
     """A synchronous client of the service (see the module docstring). Use as a context manager or
@@ -158,10 +182,29 @@ class Client:
             attempt += 1
             time.sleep(wait)
 
+    def _send(self, call: _Call[T], ok: Sequence[int]) -> httpx.Response:
+        return self.request(call.method, _WS + call.path, json_body=call.json_body, content=call.content,
+                            params=call.params, headers=call.headers, ok=ok)
+
     def _run(self, call: _Call[T]) -> T:
-        return call.read(self.request(call.method, _WS + call.path, json_body=call.json_body,
-                                      content=call.content, params=call.params, headers=call.headers,
-                                      ok=call.ok))
+        if call.again is None:
+            return call.read(self._send(call, call.ok))
+        attempt = 0
+        while True:
+            try:
+                response = self._send(call, (*call.ok, *_AGAIN_OK))
+            except UnreachableError as exc:
+                if (wait := self._session.unknown_retry(call, exc, attempt)) is None:
+                    raise
+            else:
+                if attempt and (settled := call.again(response)) is not None:
+                    return settled.value if isinstance(settled, _Done) else self._run(settled)
+                if (wait := self._session.unknown_retry(call, response, attempt)) is None:
+                    if response.status_code not in call.ok:
+                        raise _error(response)
+                    return call.read(response)
+            attempt += 1
+            time.sleep(wait)
 
 
     def partitions(self) -> list[dict[str, Any]]:
@@ -373,10 +416,29 @@ class AsyncClient:
             attempt += 1
             await asyncio.sleep(wait)
 
+    async def _send(self, call: _Call[T], ok: Sequence[int]) -> httpx.Response:
+        return await self.request(call.method, _WS + call.path, json_body=call.json_body,
+                                  content=call.content, params=call.params, headers=call.headers, ok=ok)
+
     async def _run(self, call: _Call[T]) -> T:
-        return call.read(await self.request(call.method, _WS + call.path, json_body=call.json_body,
-                                            content=call.content, params=call.params, headers=call.headers,
-                                            ok=call.ok))
+        if call.again is None:
+            return call.read(await self._send(call, call.ok))
+        attempt = 0
+        while True:             # as Client._run
+            try:
+                response = await self._send(call, (*call.ok, *_AGAIN_OK))
+            except UnreachableError as exc:
+                if (wait := self._session.unknown_retry(call, exc, attempt)) is None:
+                    raise
+            else:
+                if attempt and (settled := call.again(response)) is not None:
+                    return settled.value if isinstance(settled, _Done) else await self._run(settled)
+                if (wait := self._session.unknown_retry(call, response, attempt)) is None:
+                    if response.status_code not in call.ok:
+                        raise _error(response)
+                    return call.read(response)
+            attempt += 1
+            await asyncio.sleep(wait)
 
 
     async def partitions(self) -> list[dict[str, Any]]:
