@@ -24,8 +24,8 @@ from fastapi.testclient import TestClient
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError
-from quotaplane.group_commit import CommitFailedError
 from quotaplane.journal import JournalError, MemoryJournal, OutcomeUnknownError, open_journal
+from quotaplane.journal.group_commit import CommitFailedError
 from quotaplane.journal.postgres import PostgresJournal
 from quotaplane.scheduler import Scheduler
 from quotaplane.server.app import create_app

@@ -26,7 +26,7 @@ nothing refused is ever visible. :attr:`GroupCommit.epoch` counts those failures
 computed before a failure and sent after it can tell (the service answers it 503 too).
 
 A group whose append ended with an unknown outcome (the connection broke after it was sent) is read
-back first (:meth:`quotaplane.journalling.PartitionLog.append`): it is durable, or certainly not
+back first (:meth:`quotaplane.journal.log.PartitionLog.append`): it is durable, or certainly not
 written. When even that cannot be known, its own waiters are told so
 (:class:`CommitOutcomeUnknownError`, answered 502 "may or may not have been applied", never 503
 "nothing was changed"); the changes after it were never sent and fail as above (issue 32 #3).
