@@ -26,6 +26,7 @@ from quotaplane.errors import (
     JournalCompactedError,
     JournalError,
     JournalLockedError,
+    NotLeaderError,
     OutcomeUnknownError,
     StoreUnavailableError,
 )
@@ -63,13 +64,18 @@ class Journal(Protocol):
 
     url: str
 
-    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
+               after: int | None = None) -> int:
         """Append ``events`` to ``stream`` in one transaction; return the seq of the last event.
 
         Durable before it returns (S1). Sequence numbers are ``last_seq + 1 …`` without gaps. An empty
         ``events`` writes nothing and returns ``last_seq(stream)``. With ``holder`` the lease of ``stream``
         is checked in the same transaction and :class:`~quotaplane.errors.NotLeaderError` is raised
-        (nothing written) unless ``holder`` holds a live lease.
+        (nothing written) unless ``holder`` holds a live lease. With ``after`` too, nothing is written
+        unless the stream ends at ``after`` — the state the events were decided on — and
+        :class:`~quotaplane.errors.NotLeaderError` is raised: a change decided by a deposed leader
+        whose append arrives after another writer moved the stream is never journalled on top of it,
+        even when the same holder leads again by then (issue 32 #4).
         """
         ...
 
@@ -278,6 +284,12 @@ def check_seq(seq: object, name: str = "seq") -> int:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise InputError(f"{name} must be a non-negative integer, got {seq!r}")
     return seq
+
+
+def stream_moved(stream: str, last: int, after: int, holder: str | None) -> NotLeaderError:
+    """The error of a fenced append whose stream does not end where it was decided (``after``)."""
+    return NotLeaderError(f"stream {stream!r} ends at {last}, not at {after} where this change was decided: "
+                          "another writer appended to it meanwhile; nothing was written", leader=holder)
 
 
 def check_lease_args(stream: object, holder: object, ttl: object | None = None) -> None:

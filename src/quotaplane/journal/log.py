@@ -125,17 +125,19 @@ class PartitionLog:
 
     def append(self, payload: list[dict[str, Any]], *, after: int | None = None) -> int:
         """Append ``payload`` (journal forms) in one transaction, fenced by :attr:`holder`; return the
-        seq of its last event. ``after``: where the stream ends before it (default :attr:`last_seq`;
-        under a held lease nobody else appends, so the events land right after it). An unknown
-        outcome is read back there (see the module docstring); raises the
-        :class:`~quotaplane.journal.base.OutcomeUnknownError` when that read fails too."""
+        seq of its last event. ``after``: where the stream ends before it (default :attr:`last_seq`):
+        the state the change was decided on. A fenced append (with a holder: several instances) is
+        written only there (:meth:`Journal.append`'s ``after``: a deposed leader's late append never
+        lands on another's writes, issue 32 #4), so an unknown outcome is read back there (see the
+        module docstring); raises the :class:`~quotaplane.journal.base.OutcomeUnknownError` when
+        that read fails too."""
         journal = self.journal
         if journal is None:       # pragma: no cover - callers check
             raise StoreUnavailableError("the partition's journal is gone")
         prev = self.last_seq if after is None else after
         try:
             if self.holder is not None:
-                return journal.append(self.stream, payload, holder=self.holder)
+                return journal.append(self.stream, payload, holder=self.holder, after=prev)
             return journal.append(self.stream, payload)
         except OutcomeUnknownError as exc:
             try:

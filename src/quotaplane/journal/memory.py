@@ -24,6 +24,7 @@ from quotaplane.journal.base import (
     check_state,
     check_stream,
     decode_page,
+    stream_moved,
 )
 
 __all__ = ["LocalLeaseCalls", "LocalLeases", "MemoryJournal"]
@@ -158,7 +159,8 @@ class MemoryJournal(LocalLeaseCalls):
 
     _ensure_open = _check_open
 
-    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
+               after: int | None = None) -> int:
         """Append events in one step; see :meth:`Journal.append`."""
         check_stream(stream)
         texts = check_events(events)
@@ -169,6 +171,10 @@ class MemoryJournal(LocalLeaseCalls):
             if holder is not None:
                 self._leases.check(stream, holder)
             st = self._streams.get(stream)
+            if after is not None and holder is not None:
+                last = 0 if st is None else st.compacted + len(st.events)
+                if last != after:
+                    raise stream_moved(stream, last, after, self._leases.holder(stream))
             if st is None:
                 if not texts:
                     return 0

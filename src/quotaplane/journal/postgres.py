@@ -57,6 +57,7 @@ from quotaplane.journal.base import (
     check_stream,
     decode_page,
     mask_url,
+    stream_moved,
 )
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresJournal"]
@@ -78,8 +79,8 @@ class PostgresJournal:
     :attr:`url` reports (defaults to ``dsn``).
     """
 
-    __slots__ = ("_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_dsn", "_fenced_append_sql",
-                 "_lock", "_orphan", "_q", "_session", "schema", "url")
+    __slots__ = ("_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_dsn", "_fenced_after_sql",
+                 "_fenced_append_sql", "_lock", "_orphan", "_q", "_session", "schema", "url")
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
                  url: str | None = None) -> None:
@@ -101,21 +102,29 @@ class PostgresJournal:
         # array-literal quoting of the JSON, several times faster than a text-format array.
         insert = (
             "s AS (INSERT INTO {streams} AS s (stream, last_seq) {source} "
-            "ON CONFLICT (stream) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq "
+            "ON CONFLICT (stream) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq {guard}"
             "RETURNING s.last_seq), "
             "e AS (INSERT INTO {events} (stream, seq, data) "
             "SELECT %(stream)s, s.last_seq - %(n)s + t.ord, t.d "
             "FROM s, unnest(%(data)b::text[]) WITH ORDINALITY AS t(d, ord)) "
             "SELECT last_seq FROM s")
         self._append_sql = "WITH " + insert.format(
-            streams=self._q["streams"], events=self._q["events"], source="VALUES (%(stream)s, %(n)s)")
+            streams=self._q["streams"], events=self._q["events"], source="VALUES (%(stream)s, %(n)s)",
+            guard="")
         # fencing: the lease row is locked FOR SHARE first (a competing acquire_lease waits for our
         # commit) and nothing is inserted unless the holder's lease is live on the database clock
-        self._fenced_append_sql = (
-            f"WITH l AS (SELECT 1 FROM {self._q['leases']} WHERE stream = %(stream)s "
-            "AND holder = %(holder)s AND expires_at > clock_timestamp() FOR SHARE), "
-            + insert.format(streams=self._q["streams"], events=self._q["events"],
-                            source="SELECT %(stream)s, %(n)s WHERE EXISTS (SELECT 1 FROM l)"))
+        lease = (f"WITH l AS (SELECT 1 FROM {self._q['leases']} WHERE stream = %(stream)s "
+                 "AND holder = %(holder)s AND expires_at > clock_timestamp() FOR SHARE), ")
+        self._fenced_append_sql = lease + insert.format(
+            streams=self._q["streams"], events=self._q["events"],
+            source="SELECT %(stream)s, %(n)s WHERE EXISTS (SELECT 1 FROM l)", guard="")
+        # and only on top of the state it was decided on (``after``): the row update is skipped, so
+        # nothing is inserted, unless the stream ends there (a new stream: only after 0)
+        self._fenced_after_sql = lease + insert.format(
+            streams=self._q["streams"], events=self._q["events"],
+            source=(f"SELECT %(stream)s, %(n)s WHERE EXISTS (SELECT 1 FROM l) AND (%(after)s = 0 OR "
+                    f"EXISTS (SELECT 1 FROM {self._q['streams']} WHERE stream = %(stream)s))"),
+            guard="WHERE s.last_seq = %(after)s ")
         self._conn: psycopg.Connection[Any] | None = None
         #: the server session of the connection: (backend pid, backend start)
         self._session: tuple[int, Any] | None = None
@@ -241,7 +250,8 @@ class PostgresJournal:
 
     # -- events ---------------------------------------------------------------------------------------
 
-    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
+               after: int | None = None) -> int:
         """Append events in one transaction; see :meth:`Journal.append` and the module doc (fencing)."""
         check_stream(stream)
         texts = check_events(events)
@@ -260,8 +270,9 @@ class PostgresJournal:
                         return 0 if row is None else int(row[0])
                 # one statement = one round trip and one implicit transaction (autocommit): the lease
                 # check, the seq increment and the insert commit together or not at all
-                params = {"stream": stream, "n": len(texts), "data": texts, "holder": holder}
-                sql = self._append_sql if holder is None else self._fenced_append_sql
+                params = {"stream": stream, "n": len(texts), "data": texts, "holder": holder, "after": after}
+                sql = (self._append_sql if holder is None else
+                       self._fenced_append_sql if after is None else self._fenced_after_sql)
                 row = conn.execute(sql, params).fetchone()
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:
@@ -272,8 +283,12 @@ class PostgresJournal:
                                               f"connection broke after it was sent, it may or may not "
                                               f"have been committed ({exc})") from exc
                 raise self._fail(f"append to {stream!r}", exc) from exc
-            if row is None:  # only the fenced statement returns no row: the lease check failed
+            if row is None:  # only the fenced statements return no row: the lease or after failed
                 live = self._lease_holder_locked(stream)
+                if after is not None and live == holder:
+                    last = self._query(f"last_seq of {stream!r}",
+                                       f"SELECT last_seq FROM {q['streams']} WHERE stream = %s", (stream,))
+                    raise stream_moved(stream, 0 if last is None else int(last[0]), after, live)
                 raise NotLeaderError(
                     f"{holder!r} does not hold the lease of stream {stream!r}"
                     + (f" (held by {live!r})" if live else " (no live lease)"), leader=live)

@@ -59,6 +59,7 @@ from quotaplane.journal.base import (
     check_state,
     check_stream,
     decode_page,
+    stream_moved,
 )
 from quotaplane.journal.memory import LocalLeaseCalls, LocalLeases
 
@@ -253,7 +254,8 @@ class SQLiteJournal(LocalLeaseCalls):
 
     # -- events ---------------------------------------------------------------------------------------
 
-    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
+               after: int | None = None) -> int:
         """Append events in one committed transaction; see :meth:`Journal.append`."""
         check_stream(stream)
         texts = check_events(events)
@@ -265,6 +267,8 @@ class SQLiteJournal(LocalLeaseCalls):
                 self._leases.check(stream, holder)
             counters = self._counters.get(stream)
             last = 0 if counters is None else counters[0]
+            if after is not None and holder is not None and last != after:
+                raise stream_moved(stream, last, after, self._leases.holder(stream))
             if not texts:
                 return last
             new_last = last + len(texts)

@@ -63,10 +63,13 @@ class _TimedJournal:
         self.inner = inner
         self._observe = observe
 
-    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None) -> int:
+    def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
+               after: int | None = None) -> int:
         """``Journal.append``, timed."""
         start = time.perf_counter()
         try:
+            if after is not None:
+                return self.inner.append(stream, events, holder=holder, after=after)
             return self.inner.append(stream, events, holder=holder)
         finally:
             self._observe(time.perf_counter() - start)
@@ -206,6 +209,7 @@ class Service:
             return
         scheduler = self._scheduler
         name = partition_of_path(path)
+        leadership.check_read(name)     # a lease that may have expired: serve nothing of it (#32 4)
         if name is None:
             if method not in ("GET", "HEAD"):
                 return
