@@ -89,7 +89,8 @@ def _leadership(journal: object, url: str, built: list[str]) -> Leadership:
         return qp.Scheduler.from_yaml(CONFIG)
 
     return Leadership(journal, advertise=url, build_leader=build_leader, build_follower=build_follower,
-                      refresh=lambda cur: cur, streams_hint=lambda: ["default", "gpu"], ttl=5.0, interval=1.0)
+                      refresh=lambda cur: cur, streams_hint=lambda: ["default", "gpu"], ttl=5.0, interval=1.0,
+                      clock=journal._leases._clock)   # type: ignore[attr-defined]  # the leases' clock
 
 
 def test_leadership_one_leader_follower_refuses_writes_then_takes_over() -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.app import Service
 
-__all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds"]
+__all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds", "default_margin"]
 
 _log = logging.getLogger("quotaplane.server.ha")
 
@@ -47,6 +47,13 @@ LEASE_STREAM = "scheduler"
 
 #: the shortest time between two rounds, even when writes keep asking for one
 MIN_ROUND_SPACING = 0.05
+
+
+def default_margin(ttl: float, interval: float) -> float:
+    """Seconds before a lease's ttl runs out at which its holder stops trusting it (issue 32 #4): a
+    fifth of the ttl, at most one renewal interval — room for a slow clock, never more than the
+    renewals need (``QUOTAPLANE_LEASE_MARGIN`` overrides it)."""
+    return min(ttl / 5, interval)
 
 
 class LeaseRounds(abc.ABC):
@@ -162,9 +169,17 @@ class Leadership(LeaseRounds):
                  refresh: Callable[[Scheduler], Scheduler] | None = None,
                  streams_hint: Callable[[], list[str]] | None = None,
                  ttl: float = 5.0, interval: float = 1.0,
-                 address_free: Callable[[], bool] | None = None) -> None:
+                 address_free: Callable[[], bool] | None = None, margin: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if ttl <= interval:
             raise ValueError("the lease ttl must be longer than the renewal interval")
+        self.margin = default_margin(ttl, interval) if margin is None else margin
+        if not 0 <= self.margin < ttl - interval:
+            raise ValueError("the lease margin must be at least 0 and leave more than one renewal "
+                             "interval of the ttl")
+        self.clock = clock
+        #: until when (by :attr:`clock`) the leases are trusted: writes stop then (issue 32 #4)
+        self._valid_until = 0.0
         self.journal = lease_journal
         self.advertise = advertise
         self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
@@ -187,14 +202,15 @@ class Leadership(LeaseRounds):
 
     # -- state ------------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:
-        """True while this instance holds the leases (of every partition: ``partition`` is ignored)."""
-        return self._leader
+        """True while this instance holds the leases (of every partition: ``partition`` is ignored)
+        and they cannot have expired yet by its own clock, with the margin."""
+        return self._leader and self.clock() < self._valid_until
 
     def leader_url(self, partition: str | None = None) -> str | None:
         """The advertised URL of the current leader (this one when leading), as read at the last
         round, or None when unknown (one leader for every partition: ``partition`` is ignored).
         Refused writes name it; this runs on the event loop, so it never asks the store itself."""
-        if self._leader:
+        if self.is_leader():
             return self.advertise
         return self._leader_seen
 
@@ -214,13 +230,17 @@ class Leadership(LeaseRounds):
         return names
 
     def try_acquire(self) -> bool:
-        """Take or renew every lease; True when this instance leads afterwards."""
+        """Take or renew every lease; True when this instance leads afterwards (the leases are then
+        trusted until ``ttl - margin`` after this call started)."""
+        start = self.clock()
         if not self.journal.acquire_lease(LEASE_STREAM, self.holder, self.ttl):
             return False
         ok = True
         for stream in self._streams[1:]:
             if not self.journal.acquire_lease(stream, self.holder, self.ttl):
                 ok = False
+        if ok:
+            self._valid_until = start + self.ttl - self.margin
         return ok
 
     def _earlier_self(self) -> str | None:
@@ -285,7 +305,14 @@ class Leadership(LeaseRounds):
         """One round of the loop: renew, take over, or follow. Returns the scheduler to serve."""
         if self._leader:
             self._streams = [LEASE_STREAM, *self._partition_streams(current)]
+            lapsed = self.clock() >= self._valid_until
             if self.try_acquire():
+                if lapsed:
+                    # the leases may have expired meanwhile and another instance led: rebuild from
+                    # the store, as at any take-over (issue 32 #4)
+                    _log.warning("quotaplane: the leader lease may have expired before it was renewed; "
+                                 "rebuilding from the store")
+                    return self._become_leader(current)
                 return current
             # Lost the lease (paused too long, database trouble): stop accepting writes at once.
             self._leader = False

@@ -27,6 +27,18 @@ Taking a partition over replays its stream to the end before the first write (ev
 change is there, decision S1), exactly as a whole-instance take-over rebuilds from the store; appends
 stay fenced by the partition's lease, so a paused ex-leader can never fork a stream.
 
+A leader stops serving a partition — writes, what-ifs and reads — as soon as its lease *may* have
+expired by its own clock, with a margin: a lease renewed by a call that started at ``t`` is trusted
+until ``t + ttl - margin`` (monotonic clock). The database times the lease from when the call ran
+there, later than ``t``, and another instance takes it only once it expired there; so the two never
+serve the partition at once, and a leader paused or cut off from the store (a frozen connection
+that hangs its renewals) stops serving without waiting to learn that it lost the lease (issue 32
+#4). A read of such a partition is answered 503 (nothing was changed) until a round settles it: its
+lease renewed — the partition is then caught up on its stream first, as after any take-over, since
+another instance may have led it meanwhile — or lost, and it is followed. Appends carry the sequence
+number their change was decided on, so a late append of a deposed leader is refused by the store
+(:meth:`quotaplane.journal.base.Journal.append`).
+
 Configuration changes are written by the instance holding the ``scheduler`` lease (any instance may
 take it; ``PUT /ws/v1/config`` sent elsewhere is relayed to it). Each instance applies a new
 configuration to the partitions it leads at its next round and journals their markers
@@ -44,8 +56,9 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from quotaplane.errors import NotLeaderError
 from quotaplane.journal.base import Journal
-from quotaplane.server.ha import LEASE_STREAM, LeaseRounds
+from quotaplane.server.ha import LEASE_STREAM, LeaseRounds, default_margin
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
@@ -68,14 +81,25 @@ class PartitionLeadership(LeaseRounds):
 
     ``partitions``: the partitions this instance is given (empty: it takes every free one).
     ``build(holder, leads, config_leader)`` opens the scheduler on the store; the scheduler writes
-    only the partitions ``leads`` names, with appends fenced by ``holder``.
+    only the partitions ``leads`` names, with appends fenced by ``holder``. ``margin``: seconds
+    before a lease's ttl runs out (by ``clock``, monotonic) at which this instance stops trusting it
+    (default :func:`~quotaplane.server.ha.default_margin`).
     """
 
     def __init__(self, lease_journal: Journal, *, advertise: str, partitions: Collection[str],
                  build: Callable[[str, Callable[[str], bool], bool], Scheduler],
-                 ttl: float = 5.0, interval: float = 1.0, hold: float | None = None) -> None:
+                 ttl: float = 5.0, interval: float = 1.0, hold: float | None = None,
+                 margin: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if ttl <= interval:
             raise ValueError("the lease ttl must be longer than the renewal interval")
+        self.margin = default_margin(ttl, interval) if margin is None else margin
+        if not 0 <= self.margin < ttl - interval:
+            raise ValueError("the lease margin must be at least 0 and leave more than one renewal "
+                             "interval of the ttl")
+        self.clock = clock
+        #: until when (by :attr:`clock`) each led partition's lease is trusted, and the configuration's
+        self._valid_until: dict[str, float] = {}
+        self._config_valid_until = 0.0
         self.journal = lease_journal
         self.advertise = advertise
         self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
@@ -105,10 +129,30 @@ class PartitionLeadership(LeaseRounds):
 
     # -- state ------------------------------------------------------------------------------------
     def is_leader(self, partition: str | None = None) -> bool:
-        """True when this instance writes ``partition`` (None: the configuration)."""
+        """True when this instance writes ``partition`` (None: the configuration): it holds the
+        lease and the lease cannot have expired yet by this instance's clock (with the margin)."""
+        now = self.clock()
         if partition is None:
-            return self._config_leader
-        return partition.lower() in self._led
+            return self._config_leader and now < self._config_valid_until
+        key = partition.lower()
+        return key in self._led and now < self._valid_until.get(key, 0.0)
+
+    def lapsed(self) -> frozenset[str]:
+        """The partitions led here whose lease may have expired by now (by this instance's clock):
+        served no more until a round renews or loses their lease."""
+        now = self.clock()
+        return frozenset(n for n in self._led if now >= self._valid_until.get(n, 0.0))
+
+    def check_read(self, partition: str | None) -> None:
+        """Raise :class:`NotLeaderError` (503, nothing changed) when a read of ``partition`` (None:
+        of every partition) would show a partition led here whose lease may have expired: another
+        instance may lead and have changed it (issue 32 #4)."""
+        lapsed = self.lapsed()
+        if not lapsed or (partition is not None and partition.lower() not in lapsed):
+            return
+        names = ", ".join(sorted(lapsed if partition is None else {partition.lower()}))
+        raise NotLeaderError(f"this instance may no longer lead partition {names}: its lease could not be "
+                             "renewed in time; retry (it is renewed, or another instance leads it)")
 
     def led(self) -> frozenset[str]:
         """The partitions this instance leads now."""
@@ -144,7 +188,7 @@ class PartitionLeadership(LeaseRounds):
             return self._config_leader
         key = partition.lower()
         with self._admission:
-            if key not in self._led or key in self._draining:
+            if not self.is_leader(key) or key in self._draining:
                 return False
             self._inflight[key] = self._inflight.get(key, 0) + 1
         return True
@@ -207,22 +251,24 @@ class PartitionLeadership(LeaseRounds):
             claimant = journal.lease_holder(CLAIM_PREFIX + stream)
             if claimant is not None and claimant != holder:
                 continue                   # given to a live instance: hand it back / leave it
-            if name in self._led or journal.lease_holder(stream) is None:
-                want.add(name)             # keep it, or take a free one
+            if name in self._led or journal.lease_holder(stream) in (None, holder):
+                want.add(name)             # keep it (or renew it after it lapsed), or take a free one
         return want, claimed
 
     def step(self, scheduler: Scheduler) -> None:
         """One round: renew or take leases, hand back claimed partitions, adopt new ones (replayed to
         the end of their streams first), and bring the led partitions to the configuration in force."""
         journal, holder = self.journal, self.holder
-        self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
+        for name in sorted(self.lapsed()):
+            self._settle_lapsed(scheduler, name)
+        self._config_leader = self._acquire(LEASE_STREAM, None)
         names = {pc.name for pc in scheduler.config.partitions} | {p.name for p in scheduler.partitions()}
         want, claimed = self._wanted(names)
         for name in sorted(self._led - want):
             self._hand_back(scheduler, name)
         got: set[str] = set()
         for name in sorted(want):
-            if journal.acquire_lease(_stream(name), holder, self.ttl):
+            if self._acquire(_stream(name), name):
                 got.add(name)
         for name in sorted(got - self._led):
             try:
@@ -248,6 +294,30 @@ class PartitionLeadership(LeaseRounds):
             # one to relay to (it waits for the partition: quotaplane.server.write_routing)
             leaders[name] = self._read_leader(name) or self._read_leader(name, claimant=True)
         self._leaders = leaders
+
+    def _acquire(self, stream: str, name: str | None) -> bool:
+        """Take or renew the lease of ``stream`` (of partition ``name``; None: the configuration's)
+        and trust it until ``ttl - margin`` after this call started."""
+        start = self.clock()
+        if not self.journal.acquire_lease(stream, self.holder, self.ttl):
+            return False
+        until = start + self.ttl - self.margin
+        if name is None:
+            self._config_valid_until = until
+        else:
+            self._valid_until[name] = until
+        return True
+
+    def _settle_lapsed(self, scheduler: Scheduler, name: str) -> None:
+        # its lease may have expired (a pause, a frozen store): it is served no more. What it
+        # queued is committed now or refused by the store (fenced); if its lease is taken again it
+        # is caught up on its stream first, as any partition taken over — another instance may have
+        # led it meanwhile — and rebuilt from the journal if a commit failed
+        _log.warning("quotaplane: the lease of partition %s may have expired before it was renewed; "
+                     "serving it no more until it is renewed and caught up, or lost", name)
+        self._led = self._led - {name}
+        with contextlib.suppress(Exception):
+            scheduler.partition(name).stop_group_commit()
 
     def _hand_back(self, scheduler: Scheduler, name: str) -> None:
         # new writes go to the claimant (which waits until it has the partition); the writes
@@ -275,13 +345,13 @@ class PartitionLeadership(LeaseRounds):
         once the service runs: a claim makes the leader hand the partition back, and a claimant that
         cannot serve yet (still starting) would leave it without a leader meanwhile."""
         journal, holder = self.journal, self.holder
-        self._config_leader = journal.acquire_lease(LEASE_STREAM, holder, self.ttl)
+        self._config_leader = self._acquire(LEASE_STREAM, None)
         names = set(self.preferred)
         for stream in journal.streams():
             if stream != LEASE_STREAM:
                 names.add("scheduler" if stream == "partition:scheduler" else stream)
         want, _unclaimed = self._wanted(names, claim=False)
-        got = {n for n in want if journal.acquire_lease(_stream(n), holder, self.ttl)}
+        got = {n for n in want if self._acquire(_stream(n), n)}
         self._led = frozenset(got)
         scheduler = self._build(holder, self.is_leader, self._config_leader)
         scheduler.follow(self._led)
