@@ -91,5 +91,7 @@ def open_journal(url: str | None, **options: Any) -> Journal:
     kwargs = {}
     if "schema" in parsed.options:
         kwargs["schema"] = parsed.options["schema"]
+    if "op_timeout" in parsed.options:
+        kwargs["op_timeout"] = float(parsed.options["op_timeout"])
     kwargs.update(options)
     return PostgresJournal(parsed.dsn, url=parsed.url, **kwargs)

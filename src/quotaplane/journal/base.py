@@ -407,6 +407,16 @@ def _parse_postgres(url: str) -> StoreURL:
                 raise InputError(f"bad PostgreSQL URL {mask_url(url)!r}: schema must be an identifier "
                                  f"(letters, digits, _), got {value!r}")
             options["schema"] = value
+        elif unquote(raw_key) == "op_timeout":
+            value = unquote(raw_value)
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = 0.0
+            if not 0 < seconds < float("inf"):
+                raise InputError(f"bad PostgreSQL URL {mask_url(url)!r}: op_timeout must be a positive "
+                                 f"number of seconds, got {value!r}")
+            options["op_timeout"] = value
         else:
             passthrough.append(item)
     # rebuild the DSN without our own options; libpq rejects parameters it does not know

@@ -27,6 +27,13 @@ ends the session that ran the append (``pg_terminate_backend``) and waits until 
 network can leave it running, and it could commit after a read that found nothing (issue 32 #3). So
 what the journal reads after an unknown outcome is final.
 
+A call never waits on the network for longer than ``op_timeout`` seconds (default 10, URL option
+``?op_timeout=``): a watchdog thread cuts the connection of a call that runs longer — a frozen
+network (packets dropped silently) otherwise holds a call for as long as TCP takes to give up, and
+with it the service's writes and its leases' renewals (issue 32 #4). The cut call fails like any
+broken connection (an append: :class:`OutcomeUnknownError`, read back by the caller). Keep it above
+the longest legitimate statement (a large snapshot).
+
 Tables live in one schema (default ``quotaplane``, option ``?schema=name``), created if missing, with the
 schema version in ``meta``.
 """
@@ -35,8 +42,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import os
+import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -70,27 +81,91 @@ _PAGE = 5000  # rows per query while reading
 #: seconds to wait for the session of an append whose outcome is unknown to end
 ORPHAN_TIMEOUT = 10.0
 
+#: the longest a call may wait on the network before its connection is cut (``?op_timeout=``)
+DEFAULT_OP_TIMEOUT = 10.0
+
+
+class _Watchdog:
+    """One thread for every journal of the process: cuts the connection of a call that outlived its
+    deadline (shutting the socket down wakes the call with an error). It runs while some journal is
+    open and ends by itself after."""
+
+    def __init__(self) -> None:
+        self._journals: weakref.WeakSet[PostgresJournal] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, journal: PostgresJournal) -> None:
+        with self._lock:
+            self._journals.add(journal)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="quotaplane-pg-watchdog", daemon=True)
+                self._thread.start()
+
+    def forget(self, journal: PostgresJournal) -> None:
+        with self._lock:
+            self._journals.discard(journal)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.1)
+            with self._lock:
+                journals = list(self._journals)
+                if not journals:
+                    self._thread = None
+                    return
+            now = time.monotonic()
+            for j in journals:
+                j._cut_if_overdue(now)
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Guard:
+    """The journal's lock; holding it arms the watchdog's deadline for the call."""
+
+    __slots__ = ("_journal", "_lock")
+
+    def __init__(self, journal: PostgresJournal) -> None:
+        self._journal = journal
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._journal._deadline = time.monotonic() + self._journal.op_timeout
+
+    def __exit__(self, *exc: object) -> None:
+        self._journal._deadline = None
+        self._lock.release()
+
 
 class PostgresJournal:
     """A journal in PostgreSQL (psycopg 3). Thread safe; safe for several processes on one database.
 
     ``dsn`` is a libpq URL or key/value string; ``schema`` the schema holding the tables.
     ``compact_on_snapshot`` deletes covered events whenever a snapshot is saved. ``url`` is what
-    :attr:`url` reports (defaults to ``dsn``).
+    :attr:`url` reports (defaults to ``dsn``). ``op_timeout``: see the module docstring.
     """
 
-    __slots__ = ("_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_dsn", "_fenced_after_sql",
-                 "_fenced_append_sql", "_lock", "_orphan", "_q", "_session", "schema", "url")
+    __slots__ = ("__weakref__", "_append_sql", "_closed", "_compact_on_snapshot", "_conn", "_deadline",
+                 "_dsn", "_fenced_after_sql", "_fenced_append_sql", "_lock", "_orphan", "_q", "_session",
+                 "op_timeout", "schema", "url")
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, compact_on_snapshot: bool = False,
-                 url: str | None = None) -> None:
+                 url: str | None = None, op_timeout: float = DEFAULT_OP_TIMEOUT) -> None:
         if not _SCHEMA_RE.match(schema):
             raise InputError(f"schema must be an identifier (letters, digits, _), got {schema!r}")
+        if not op_timeout > 0:
+            raise InputError(f"op_timeout must be a positive number of seconds, got {op_timeout!r}")
+        self.op_timeout = float(op_timeout)
+        #: when the call under way must be over (None: no call), watched by the watchdog
+        self._deadline: float | None = None
         self._dsn = dsn
         self.url = url if url is not None else dsn
         self.schema = schema
         self._compact_on_snapshot = compact_on_snapshot
-        self._lock = threading.Lock()
+        self._lock = _Guard(self)
         self._closed = False
         s = f'"{schema}"'  # validated identifier, quoted: safe to splice into SQL
         self._q = {
@@ -130,6 +205,7 @@ class PostgresJournal:
         self._session: tuple[int, Any] | None = None
         #: the session of an append whose outcome is unknown, until it is known to be gone
         self._orphan: tuple[int, Any] | None = None
+        _WATCHDOG.watch(self)
         with self._lock:
             self._init_schema(self._connection())
 
@@ -147,7 +223,8 @@ class PostgresJournal:
                 conn.close()
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in self._dsn:
-            kwargs["connect_timeout"] = 10
+            # libpq counts whole seconds, 2 at least; a frozen network must not outlast op_timeout
+            kwargs["connect_timeout"] = max(2, min(10, math.ceil(self.op_timeout)))
         self._conn = None
         conn = None
         try:
@@ -479,8 +556,23 @@ class PostgresJournal:
                 raise self._fail(f"dropping schema {self.schema!r}", exc) from exc
         self.close()
 
+    def _cut_if_overdue(self, now: float) -> None:
+        """(The watchdog) Shut the connection of a call past its deadline down: the call fails at
+        once with a broken connection instead of waiting for a frozen network."""
+        deadline, conn = self._deadline, self._conn
+        if deadline is None or now < deadline or conn is None or conn.closed:
+            return
+        self._deadline = None                  # once per call
+        try:
+            fd = conn.pgconn.socket
+            with socket.socket(fileno=os.dup(fd)) as s:
+                s.shutdown(socket.SHUT_RDWR)
+        except (OSError, psycopg.Error):       # already gone: the call fails by itself
+            return
+
     def close(self) -> None:
         """Close the connection. Idempotent."""
+        _WATCHDOG.forget(self)
         with self._lock:
             self._closed = True
             conn, self._conn = self._conn, None
