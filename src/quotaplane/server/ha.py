@@ -25,6 +25,7 @@ import abc
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -52,7 +53,14 @@ MIN_ROUND_SPACING = 0.05
 def default_margin(ttl: float, interval: float) -> float:
     """Seconds before a lease's ttl runs out at which its holder stops trusting it (issue 32 #4): a
     fifth of the ttl, at most one renewal interval — room for a slow clock, never more than the
-    renewals need (``QUOTAPLANE_LEASE_MARGIN`` overrides it)."""
+    renewals need. ``QUOTAPLANE_LEASE_MARGIN`` (seconds) overrides it."""
+    configured = os.environ.get("QUOTAPLANE_LEASE_MARGIN")
+    if configured:
+        try:
+            return float(configured)
+        except ValueError:
+            raise ValueError(f"QUOTAPLANE_LEASE_MARGIN must be a number of seconds, got {configured!r}"
+                             ) from None
     return min(ttl / 5, interval)
 
 
