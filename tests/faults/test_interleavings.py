@@ -159,3 +159,42 @@ def test_a_partition_that_cannot_be_taken_is_not_held_and_the_others_are() -> No
     del sched.adopt
     lead.step(sched)
     assert lead.led() == {"default", "second"}
+
+
+class _SlowLeases(MemoryJournal):
+    """A memory journal whose lease calls wait at ``gate`` once ``hold`` is set (a slow store)."""
+
+    def __init__(self) -> None:
+        super().__init__(clock=lambda: 1000.0)
+        self.hold = False
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def acquire_lease(self, stream: str, holder: str, ttl: float) -> bool:
+        if self.hold and not stream.startswith("want:"):
+            self.entered.set()
+            self.gate.wait(30)
+        return super().acquire_lease(stream, holder, ttl)
+
+
+def test_a_round_still_running_when_the_leases_are_released_does_not_take_them_again() -> None:
+    # found by the fault suite: stopping cancels the rounds' task, but its round goes on in its
+    # worker thread; finishing after release() it took the leases again and "served" a partition
+    # after the instance let it go (another instance took it meanwhile: two served it at once)
+    journal = _SlowLeases()
+    lead, sched = _leadership(journal, "http://a:1", [])
+    lead.step(sched)
+    assert lead.led() == {"default", "second"}
+    journal.hold = True
+    rounds = threading.Thread(target=lead.step, args=(sched,))
+    rounds.start()
+    assert journal.entered.wait(30)           # the round is in the store …
+    stopping = threading.Thread(target=lead.release)
+    stopping.start()                          # … when the instance stops
+    journal.gate.set()
+    rounds.join(30)
+    stopping.join(30)
+    assert lead.led() == frozenset() and not lead.is_leader(None)
+    assert journal.lease_holder("default") is None and journal.lease_holder("second") is None
+    lead.step(sched)                          # a released leadership takes nothing any more
+    assert lead.led() == frozenset() and journal.lease_holder("default") is None

@@ -206,6 +206,9 @@ class Leadership(LeaseRounds):
         self._task: asyncio.Task[None] | None = None
         self._service: Service | None = None
         self._lock = threading.Lock()
+        #: one round at a time, and none once released (see :meth:`step`)
+        self._stepping = threading.Lock()
+        self._released = False
         self.took_over_at: float | None = None
 
     # -- state ------------------------------------------------------------------------------------
@@ -310,7 +313,15 @@ class Leadership(LeaseRounds):
         return scheduler
 
     def step(self, current: Scheduler) -> Scheduler:
-        """One round of the loop: renew, take over, or follow. Returns the scheduler to serve."""
+        """One round of the loop: renew, take over, or follow. Returns the scheduler to serve.
+        Nothing once :meth:`release` ran (a round still running when the instance stops finishes
+        before the leases are released and takes none after)."""
+        with self._stepping:
+            if self._released:
+                return current
+            return self._step(current)
+
+    def _step(self, current: Scheduler) -> Scheduler:
         if self._leader:
             self._streams = [LEASE_STREAM, *self._partition_streams(current)]
             lapsed = self.clock() >= self._valid_until
@@ -332,7 +343,7 @@ class Leadership(LeaseRounds):
                 return self._become_leader(current)
             except Exception:
                 _log.exception("take-over failed; releasing the lease")
-                self.release()
+                self._give_up()
                 return current
         self._read_leader()
         if self._refresh is not None:
@@ -340,11 +351,17 @@ class Leadership(LeaseRounds):
         return current
 
     def release(self) -> None:
-        """Give up every lease (clean shutdown lets a follower take over at once)."""
+        """Give up every lease (clean shutdown lets a follower take over at once): after the round
+        under way, if any, and for good."""
+        with self._stepping:
+            self._released = True
+            self._give_up()
+
+    def _give_up(self) -> None:
+        self._leader = False
         for stream in reversed(self._streams):
             with contextlib.suppress(Exception):
                 self.journal.release_lease(stream, self.holder)
-        self._leader = False
 
     # -- the background rounds (LeaseRounds) ---------------------------------------------------------
     async def _round(self, service: Service) -> None:

@@ -126,6 +126,9 @@ class PartitionLeadership(LeaseRounds):
         self._inflight: dict[str, int] = {}
         self._admission = threading.Lock()
         self._build = build
+        #: one round at a time, and none once released (see :meth:`step`)
+        self._stepping = threading.Lock()
+        self._released = False
         self._serving: frozenset[str] = frozenset()
         trace = os.environ.get("QUOTAPLANE_LEADERSHIP_LOG")
         #: the leadership log (see the module docstring), or None
@@ -287,7 +290,14 @@ class PartitionLeadership(LeaseRounds):
 
     def step(self, scheduler: Scheduler) -> None:
         """One round: renew or take leases, hand back claimed partitions, adopt new ones (replayed to
-        the end of their streams first), and bring the led partitions to the configuration in force."""
+        the end of their streams first), and bring the led partitions to the configuration in force.
+        Nothing once :meth:`release` ran: a round still running when the instance stops (its task is
+        cancelled, its thread goes on) finishes before the leases are released and takes none after."""
+        with self._stepping:
+            if not self._released:
+                self._step(scheduler)
+
+    def _step(self, scheduler: Scheduler) -> None:
         journal, holder = self.journal, self.holder
         for name in sorted(self.lapsed()):
             self._settle_lapsed(scheduler, name)
@@ -395,13 +405,16 @@ class PartitionLeadership(LeaseRounds):
         return scheduler
 
     def release(self) -> None:
-        """Give up every lease and claim (clean shutdown: the others take over at once)."""
-        streams = [_stream(n) for n in self._led] + [CLAIM_PREFIX + _stream(n) for n in self.preferred]
-        self._led = frozenset()
-        for stream in [*streams, LEASE_STREAM]:
-            with contextlib.suppress(Exception):
-                self.journal.release_lease(stream, self.holder)
-        self._config_leader = False
+        """Give up every lease and claim (clean shutdown: the others take over at once); after the
+        round under way, if any, and for good (a later round takes nothing)."""
+        with self._stepping:
+            self._released = True
+            streams = [_stream(n) for n in self._led] + [CLAIM_PREFIX + _stream(n) for n in self.preferred]
+            self._led = frozenset()
+            self._config_leader = False
+            for stream in [*streams, LEASE_STREAM]:
+                with contextlib.suppress(Exception):
+                    self.journal.release_lease(stream, self.holder)
 
     # -- the background rounds (LeaseRounds) ---------------------------------------------------------
     async def _round(self, service: Service) -> None:
