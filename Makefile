@@ -19,7 +19,7 @@ PORT   ?= 9080
 #: extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/server -x"`
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint env clean
+.PHONY: run test bench lint env clean faults
 
 $(STAMP): pyproject.toml
 	@set -e; \
@@ -58,6 +58,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the fault suite's long form (tests/faults, docs/operations.md): EACH faults of each kind on a
+# PostgreSQL of its own that is really restarted; the short form runs in `make test`
+faults: $(STAMP)
+	nice -n 10 $(BIN)/python -m tests.faults.run --own-server --each $${EACH:-100} --out faults-report.json
 
 bench: $(STAMP)
 	@mkdir -p benchmarks/results

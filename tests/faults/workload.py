@@ -4,8 +4,9 @@ and its answer (the checker judges them against the journal afterwards).
 Each worker talks to one instance (so writes reach partitions led elsewhere through the relay) and,
 in a loop: allocates a new key (1–3 slots) in a random partition, releases one of its allocations,
 or reads one of its keys back. A reader per instance reads, through it, the keys any worker changed
-last (a deposed leader that still answered reads from its memory would be caught there). An allocation whose outcome is unknown is sent again with the same key
-(the same key is the same request). Nothing is retried otherwise: every answer is recorded as it came.
+last (a deposed leader that still answered reads from its memory would be caught there). An
+allocation whose outcome is unknown is sent again with the same key (the same key is the same
+request). Nothing is retried otherwise: every answer is recorded as it came.
 Times are the machine's monotonic clock, as in the instances' leadership log.
 """
 
