@@ -21,12 +21,13 @@ PARTS: dict[str, tuple[str, ...]] = {
     "policies": ("policy", "policies"),
     "events": ("events",),
     "journal": ("journal",),
-    "core": ("application", "admission", "notices", "state", "scheduling", "partition", "scheduler"),
+    "core": ("application", "admission", "notices", "state", "scheduling", "partition", "scheduler",
+             "history"),
     "server": ("server",),
     "client": ("client", "_client_api"),
     "kube": ("kube",),
     "sim": ("sim",),
-    "cli": ("cli", "cli_remote", "console"),
+    "cli": ("cli", "cli_remote", "cli_report", "console"),
     "package": ("__init__",),
 }
 

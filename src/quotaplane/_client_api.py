@@ -299,6 +299,14 @@ class _api:
         return _Call("GET", f"/partition/{partition}/usage/{kind}/{quote(name, safe='')}", _dict)
 
     @staticmethod
+    def history(what: str, params: Mapping[str, Any], csv: bool, partition: str) -> _Call[Any]:
+        query = {k: v for k, v in params.items() if v is not None}
+        if csv:
+            query["format"] = "csv"
+        return _Call("GET", f"/partition/{partition}/history/{what}", (lambda r: r.text) if csv else _dict,
+                     params=query)
+
+    @staticmethod
     def config() -> _Call[str]:
         return _Call("GET", "/config", lambda r: r.text)
 

@@ -240,6 +240,24 @@ class Client:
         """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
         return self._run(_api.standing(queue, user, group, quota, partition))
 
+    def history(self, *, group_by: str = "queue", step: str = "day", start: str | None = None,
+                end: str | None = None, period: str | None = None, resource: str | None = None,
+                names: Sequence[str] | None = None, top: int | None = None, csv: bool = False,
+                partition: str = "default") -> Any:
+        """Usage per scope and step (``GET …/history/usage``, docs/history.md): a dict, or CSV text."""
+        return self._run(_api.history("usage", {"groupBy": group_by, "step": step, "start": start,
+                                                "end": end, "period": period, "resource": resource,
+                                                "name": list(names) if names else None, "top": top},
+                                      csv, partition))
+
+    def history_cost(self, *, group_by: str = "queue", start: str | None = None, end: str | None = None,
+                     period: str | None = None, names: Sequence[str] | None = None, csv: bool = False,
+                     partition: str = "default") -> Any:
+        """The bill of a range per scope (``GET …/history/cost``): a dict, or CSV text."""
+        return self._run(_api.history("cost", {"groupBy": group_by, "start": start, "end": end,
+                                               "period": period, "name": list(names) if names else None},
+                                      csv, partition))
+
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
         return self._run(_api.usage("user", None, partition))
@@ -474,6 +492,24 @@ class AsyncClient:
                        quota: str | None = None, partition: str = "default") -> dict[str, Any]:
         """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
         return await self._run(_api.standing(queue, user, group, quota, partition))
+
+    async def history(self, *, group_by: str = "queue", step: str = "day", start: str | None = None,
+                end: str | None = None, period: str | None = None, resource: str | None = None,
+                names: Sequence[str] | None = None, top: int | None = None, csv: bool = False,
+                partition: str = "default") -> Any:
+        """Usage per scope and step (``GET …/history/usage``, docs/history.md): a dict, or CSV text."""
+        return await self._run(_api.history("usage", {"groupBy": group_by, "step": step, "start": start,
+                                                      "end": end, "period": period, "resource": resource,
+                                                      "name": list(names) if names else None, "top": top},
+                                            csv, partition))
+
+    async def history_cost(self, *, group_by: str = "queue", start: str | None = None, end: str | None = None,
+                     period: str | None = None, names: Sequence[str] | None = None, csv: bool = False,
+                     partition: str = "default") -> Any:
+        """The bill of a range per scope (``GET …/history/cost``): a dict, or CSV text."""
+        params = {"groupBy": group_by, "start": start, "end": end, "period": period,
+                  "name": list(names) if names else None}
+        return await self._run(_api.history("cost", params, csv, partition))
 
     async def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""

@@ -279,6 +279,7 @@ class Scheduler:
         want = json.dumps(state.get("dump"), sort_keys=True)
         if json.dumps(p.dump_state(), sort_keys=True) != want:
             return None
+        p.history.restore(state.get("history"))      # the usage accounting as it was (issue 33)
         return p
 
     # ------------------------------------------------------------------------------------------------

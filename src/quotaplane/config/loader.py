@@ -33,6 +33,8 @@ from typing import Any
 
 import quotaplane.config.extensions as extensions
 from quotaplane.config._fields import FieldReader, describe, is_bool
+from quotaplane.config.history import SettingsError
+from quotaplane.config.history import parse_settings as parse_history
 from quotaplane.config.model import (
     ChildTemplateConfig,
     FilterConfig,
@@ -75,7 +77,10 @@ partitions:
 # The keys YuniKorn's structs accept (yaml tags are the lower-cased field names).
 _TOP_KEYS = ("partitions", "checksum")
 _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy",
-                   "usergroupresolver")
+                   "usergroupresolver",
+                   # the usage history's settings (docs/history.md): kept with the extensions as plain
+                   # data, checked here; not a policy
+                   "history")
 # beside them, the keys of the declared policy plug-ins (quotaplane.config.extensions): their values are
 # kept as plain data and checked by their plug-in
 _QUEUE_KEYS = ("name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
@@ -186,6 +191,13 @@ class _Builder(FieldReader):
                     continue        # not plain data: its plug-in cannot check it
                 for problem in extensions.check(key, value):
                     self.add(line_of, f"{key} of {what}: {problem}")
+        if "history" in pm:
+            line_of = self.key_line(pm, "history")
+            plugged["history"] = self.plain(pm["history"], line_of, "history", 0, {})
+            try:
+                parse_history(plugged["history"])
+            except SettingsError as exc:
+                self.add(line_of, f"{exc} (in {what})")
         if root is None:
             return None
         part = PartitionConfig(

@@ -65,6 +65,7 @@ def allocate(tx: Txn, spec: AllocationSpec) -> Decision:
             tx.after(_after_direct)
     elif decision.reasons:
         decision = preempt_for(tx, spec, decision, None)
+    tx.state.history.decided(spec.application_id, decision)      # refusals by reason (issue 33)
     return decision
 
 
@@ -79,6 +80,7 @@ def allocate_specs(tx: Txn, specs: Sequence[AllocationSpec]) -> list[Decision]:
         decision = tx.admit(spec)
         if not decision.allocated and decision.reasons:
             decision = preempt_for(tx, spec, decision, None)
+        tx.state.history.decided(spec.application_id, decision)  # refusals by reason (issue 33)
         decisions.append(decision)
     if tx.state.waiting.asks.cycle_freed:
         tx.after(_after_direct)

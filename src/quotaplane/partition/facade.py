@@ -43,6 +43,7 @@ from quotaplane.application import GANG_SOFT, Allocation, Application
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import InputError, JournalReplayError, NotFoundError
+from quotaplane.history.partition import PartitionHistory
 from quotaplane.journal.base import Journal
 from quotaplane.journal.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
 from quotaplane.journal.log import PartitionLog
@@ -106,6 +107,11 @@ class Partition:
         """One write of this partition, ``with partition.write() as tx:`` (:mod:`quotaplane.partition.txn`):
         the partition's operations take ``tx``; a step every write must take plugs into :attr:`hooks`."""
         return Txn(self._core, check_store=check_store)
+
+    @property
+    def history(self) -> PartitionHistory:
+        """The usage accounting of this partition (:mod:`quotaplane.history`, docs/history.md)."""
+        return self._core.state.history
 
     @property
     def hooks(self) -> WriteHooks:
@@ -240,6 +246,9 @@ class Partition:
         ``kind``: ``queue``, ``user``, ``group`` or ``quota``. Unknown: NotFoundError."""
         with self._core.lock:
             out = standing(self._core.state, kind, name, self._core.log.head)
+            fair = self._core.state.history.fair_share_of(kind, name) if out is not None else None
+        if out is not None and fair is not None:
+            out["fairShare"] = fair         # fair share with memory (docs/history.md)
         if out is None:
             raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
         return {"partition": self.name, **out}

@@ -31,6 +31,7 @@ def apply_event(state: PartitionState, event: Mapping[str, Any]) -> None:
     except E.EventFormatError as exc:
         raise JournalReplayError(str(exc)) from None
     state.apply(typed)
+    state.history.observe((typed,))             # the usage accounting (issue 33)
 
 
 def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:

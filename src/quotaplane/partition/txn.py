@@ -350,8 +350,10 @@ class Txn:
         notes = state.take_notes(self.clock()) if state.moved or state.notes else None
         reversible = not (self._irreversible or self._broken)
         log = core.log
+        batch = [*events, *notes] if notes else events
         try:
-            log.record([*events, *notes] if notes else events, recoverable=reversible)
+            with state.history.journalling(batch):      # the usage accounting (issue 33) sees it
+                log.record(batch, recoverable=reversible)
         except BaseException as exc:
             if reversible:
                 self._undo()

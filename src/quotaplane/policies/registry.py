@@ -102,8 +102,11 @@ def check_extensions(config: SchedulerConfig) -> list[str]:
     (no side effects), the way a partition will: an extension that would fail after its configuration
     is journalled is refused before. ``[]``: all build."""
     problems: list[str] = []
+    policies = dict(registered_keys())
     for pc in config.partitions:
         for key in sorted(pc.extensions):
+            if key not in policies:
+                continue        # plain settings beside the policies (``history``), checked by the loader
             try:
                 build_policy(key, pc, PolicyContext(pc.name, lambda: 0.0))
             except Exception as exc:  # any failure to build it means the extension is invalid

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from quotaplane.policy import Decision
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.guarantees import QUEUE_CODES
-from quotaplane.scheduling.order import candidates
+from quotaplane.scheduling.order import Rank, candidates
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
@@ -32,7 +32,7 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
               try_ask: Callable[[Ask], Decision],
               surely_refused: Callable[[Ask], bool] | None = None,
               may_preempt: Callable[[Ask], bool] | None = None,
-              only: Mapping[str, Queue] | None = None) -> list[Ask]:
+              only: Mapping[str, Queue] | None = None, rank: Rank | None = None) -> list[Ask]:
     """One scheduling cycle: try every pending ask once in order; return the asks allocated.
 
     ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
@@ -67,7 +67,7 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         def skip(leaf: Queue, ask: Ask) -> bool:
             return leaf.path in refused_in and test(ask)
 
-    for leaf, ask in candidates(asks, root, apps, skip, only):
+    for leaf, ask in candidates(asks, root, apps, skip, only, rank):
         key = ask.allocation_key
         if key in seen or key not in asks:
             continue

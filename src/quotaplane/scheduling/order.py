@@ -10,6 +10,11 @@
   Starting, Accepted/New applications wait);
 * **asks** within an application by priority (highest first), then age (oldest first).
 
+With fair share with memory (``history.fairshare``, docs/history.md) a ``rank`` comes first: sibling
+queues by their usage decayed with a half-life, divided by their weight, lowest first (Kueue's
+Admission Fair Sharing order); applications of a leaf by their user's decayed usage, lowest first
+(then the policy's own order). It changes the order only.
+
 :func:`candidates` re-sorts after every allocation, like YuniKorn's one-allocation-per-attempt loop,
 with one heap per parent queue so an attempt costs ``O(depth · log fanout)`` rather than a full sort.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quotaplane.application import ACCEPTED, ACTIVE_STATES, NEW, STARTING
 from quotaplane.resources import Resource
@@ -28,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
     from quotaplane.queues.queue import Queue
 
-__all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "candidates", "leaf_asks", "order_applications",
+__all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "Rank", "candidates", "leaf_asks", "order_applications",
            "stateaware_holds_back", "usage_shares"]
 
 #: The values of the ``application.sort.policy`` queue property.
@@ -65,6 +70,16 @@ def _shares(allocated: Mapping[str, int], base: Mapping[str, int] | None) -> tup
 _NO_LIMIT: dict[str, int] = {}
 
 
+class Rank(Protocol):
+    """Fair share with memory: what comes before the fair-share order (lower first)."""
+
+    def queue(self, q: Queue) -> float:
+        """A queue's decayed usage over its weight."""
+
+    def user(self, app: Application) -> float:
+        """An application's user's decayed usage."""
+
+
 def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
     """Fair-share order of sibling queues: usage relative to guaranteed, then to max, then name."""
     alloc = q._alloc
@@ -78,8 +93,8 @@ def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
 
 
 def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application], *,
-                       stateaware_filter: bool = True, only: Collection[str] | None = None
-                       ) -> list[Application]:
+                       stateaware_filter: bool = True, only: Collection[str] | None = None,
+                       rank: Rank | None = None) -> list[Application]:
     """The applications of ``leaf`` with pending asks, in the leaf's sort policy order.
 
     Only applications that can take allocations (an active state) are listed. Submission order
@@ -91,9 +106,15 @@ def order_applications(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applicati
     candidates = _candidates(asks, leaf, apps, only)
     if policy == "fair":
         fair = [(usage_shares(app.allocated, leaf.guaranteed), t, i, app) for t, i, app in candidates]
-        fair.sort(key=lambda e: e[:3])
+        if rank is not None:
+            fair.sort(key=lambda e: (rank.user(e[3]), *e[:3]))
+        else:
+            fair.sort(key=lambda e: e[:3])
         return [e[3] for e in fair]
-    candidates.sort(key=lambda e: e[:2])
+    if rank is not None and policy != "stateaware":
+        candidates.sort(key=lambda e: (rank.user(e[2]), e[0], e[1]))
+    else:
+        candidates.sort(key=lambda e: e[:2])
     ordered = [e[2] for e in candidates]
     if policy == "stateaware" and stateaware_filter:
         return _one_starting(ordered, leaf, apps)
@@ -138,7 +159,7 @@ def stateaware_holds_back(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applic
 
 
 def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
-              only: Collection[str] | None = None) -> Iterator[Ask]:
+              only: Collection[str] | None = None, rank: Rank | None = None) -> Iterator[Ask]:
     """The pending asks of ``leaf`` in scheduling order, for one cycle.
 
     The consumer tries each ask before asking for the next. With the ``fair`` policy the
@@ -151,8 +172,8 @@ def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
     if policy == "stateaware":
         yield from _stateaware_asks(asks, leaf, apps)
         return
-    ordered = order_applications(asks, leaf, apps, only=only)
-    if policy != "fair":
+    ordered = order_applications(asks, leaf, apps, only=only, rank=rank)
+    if policy != "fair" or rank is not None:
         for app in ordered:
             yield from asks.of_application(app.application_id)
         return
@@ -215,7 +236,8 @@ def _stateaware_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application
 
 def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                skip: Callable[[Queue, Ask], bool] | None = None,
-               only: Mapping[str, Queue] | None = None) -> Iterator[tuple[Queue, Ask]]:
+               only: Mapping[str, Queue] | None = None, rank: Rank | None = None
+               ) -> Iterator[tuple[Queue, Ask]]:
     """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
     The consumer tries the ask (which may change the queues' usage) before asking for the next;
@@ -227,7 +249,12 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     the queues on their paths are sorted, so the cost does not depend on the other queues. The
     order among them is the full cycle's, since the full cycle's attempts of the others change
     no usage (the incremental cycle's contract, :mod:`quotaplane.scheduling.wake`).
+
+    ``rank`` (fair share with memory) orders siblings and users first; decayed usage is the same at
+    every attempt of a cycle (it changes with time, not at an allocation), so the contract holds.
     """
+    key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
+        lambda c: (rank.queue(c), *_queue_key(c)))
     leaf_iters: dict[str, Iterator[Ask]] = {}
     work: dict[str, dict[str, Queue]] | None = None
     if only is not None:
@@ -254,9 +281,9 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         h = heaps.get(q.path)
         if h is None:
             if work is not None:
-                h = [(_queue_key(c), c.name) for c in work.get(q.path, {}).values()]
+                h = [(key_of(c), c.name) for c in work.get(q.path, {}).values()]
             else:
-                h = [(_queue_key(c), c.name) for c in q.children.values() if has_work(c)]
+                h = [(key_of(c), c.name) for c in q.children.values() if has_work(c)]
             heapq.heapify(h)
             heaps[q.path] = h
         return h
@@ -265,7 +292,7 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         if q.is_leaf:
             it = leaf_iters.get(q.path)
             if it is None:
-                it = leaf_asks(asks, q, apps, only_apps)
+                it = leaf_asks(asks, q, apps, only_apps, rank)
                 leaf_iters[q.path] = it
             ask = next(it, None)
             if skip is not None:
@@ -304,5 +331,5 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 heapq.heappush(h, (key, child.name))
         else:
             for h, _key, child in pending_children:
-                heapq.heappush(h, (_queue_key(child), child.name))
+                heapq.heappush(h, (key_of(child), child.name))
 

@@ -160,7 +160,7 @@ class PendingAsks:
         state = tx.state
         made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
                          functools.partial(over_queue_max, state), functools.partial(may_preempt, state),
-                         only)
+                         only, state.history.rank())
         tx.commit()
         self._stamp_reasons(tx, only)
         return made

@@ -24,11 +24,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.policy import AdmissionRequest, Decision
     from quotaplane.queues import QueueTree
     from quotaplane.resources import Resource
+    from quotaplane.scheduling.order import Rank
     from quotaplane.scheduling.reservations import Reservations
     from quotaplane.scheduling.waiting import Waiting
     from quotaplane.ugm import Manager
 
-__all__ = ["StateView", "Transaction"]
+__all__ = ["Ranking", "StateView", "Transaction"]
+
+
+class Ranking(Protocol):
+    """The usage history's part in the order (fair share with memory, docs/history.md)."""
+
+    def rank(self) -> Rank | None:
+        """The first key of this cycle's order, None when fair share with memory is off."""
+        ...
 
 
 class StateView(Protocol):
@@ -38,6 +47,9 @@ class StateView(Protocol):
 
     @property
     def config(self) -> PartitionConfig: ...
+
+    @property
+    def history(self) -> Ranking: ...
 
     @property
     def queues(self) -> QueueTree: ...

@@ -462,6 +462,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
         routes_core,
         routes_elastic,
         routes_forest,
+        routes_history,
         routes_yunikorn,
         routes_yunikorn_apps,
         routes_yunikorn_cluster,
@@ -483,12 +484,15 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
         # the clock of the application lifecycle (seed 001 timeouts) and of elastic reclaim (E5)
         timeouts_task = asyncio.create_task(timeouts_loop(service, timeouts_interval))
         history_task = asyncio.create_task(history_loop(service, history_interval))
+        # usage history (issue 33): the leader writes the rows of ended periods to the store
+        rollup_task = asyncio.create_task(routes_history.history_writer_loop(service))
         try:
             yield
         finally:
             loop_task.cancel()
             timeouts_task.cancel()
             history_task.cancel()
+            rollup_task.cancel()
             if leadership is not None:
                 await leadership.stop()
             if service.router is not None:
@@ -503,7 +507,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     app.state.service = service
     install_error_handlers(app)
     for module in (routes_yunikorn, routes_yunikorn_cluster, routes_yunikorn_apps, routes_core, routes_asks,
-                   routes_elastic, routes_forest, ui):
+                   routes_elastic, routes_forest, routes_history, ui):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
     service.form_routes = _form_routes(app)

@@ -33,6 +33,7 @@ from quotaplane.application import (
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import ConflictError, JournalReplayError, NotFoundError
+from quotaplane.history.partition import PartitionHistory
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -104,6 +105,8 @@ class PartitionState:
         self.waiting = Waiting()
         self.build_extensions(config)
         self.queues.set_cluster_resource(self.total)
+        #: the usage accounting fed with every journalled event (issue 33, quotaplane.history)
+        self.history = PartitionHistory(self)
 
     def build_extensions(self, config: PartitionConfig) -> None:
         from quotaplane.policies.registry import PolicyContext, build_policy, registered_keys

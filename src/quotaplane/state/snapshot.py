@@ -26,16 +26,18 @@ __all__ = ["SnapshotState"]
 
 class SnapshotState(Mapping[str, Any]):
     """The snapshot state ``{"config_seq", "dump", "rebuild"}`` of a partition at one instant, made
-    into plain data on first read (see the module docstring)."""
+    into plain data on first read (see the module docstring); with ``"history"``, the usage
+    accounting's state (:mod:`quotaplane.history`, plain data already), when it has one."""
 
-    __slots__ = ("_allocations", "_config_seq", "_dump", "_plain", "_rebuild")
+    __slots__ = ("_allocations", "_config_seq", "_dump", "_history", "_plain", "_rebuild")
 
     def __init__(self, config_seq: int, dump: Mapping[str, Any], allocations: Sequence[AllocationAt],
-                 rebuild: RebuildCapture) -> None:
+                 rebuild: RebuildCapture, history: Mapping[str, Any] | None = None) -> None:
         self._config_seq = config_seq
         self._dump = dump                  # everything but the allocations, plain data already
         self._allocations = allocations
         self._rebuild = rebuild
+        self._history = history
         self._plain: dict[str, Any] | None = None
 
     def _data(self) -> dict[str, Any]:
@@ -44,6 +46,8 @@ class SnapshotState(Mapping[str, Any]):
                        for a, node in sorted(self._allocations, key=lambda an: an[0].allocation_key)}
             self._plain = {"config_seq": self._config_seq, "dump": {**self._dump, "allocations": listing},
                            "rebuild": [ev.to_json() for ev in self._rebuild.events()]}
+            if self._history is not None:
+                self._plain["history"] = self._history
         return self._plain
 
     def __getitem__(self, key: str) -> Any:
@@ -53,4 +57,4 @@ class SnapshotState(Mapping[str, Any]):
         return iter(self._data())
 
     def __len__(self) -> int:
-        return 3
+        return 3 if self._history is None else 4

@@ -52,7 +52,8 @@ def _positions(state: PartitionState) -> dict[str, int]:
     if root is None:
         return {}
     return {ask.allocation_key: i + 1
-            for i, (_, ask) in enumerate(candidates(state.waiting.asks, root, state.apps))}
+            for i, (_, ask) in enumerate(candidates(state.waiting.asks, root, state.apps,
+                                                    rank=state.history.rank()))}
 
 
 def _waiting(state: PartitionState, asks: Iterable[Ask], at: int) -> list[dict[str, Any]]:

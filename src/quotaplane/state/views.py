@@ -68,4 +68,4 @@ def snapshot(state: PartitionState) -> SnapshotState:
     rebuild = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
                              state.waiting.asks.all(), state.policies.extensions,
                              state.node_index.unschedulable)
-    return SnapshotState(state.config_seq, small, allocations, rebuild)
+    return SnapshotState(state.config_seq, small, allocations, rebuild, state.history.snapshot())

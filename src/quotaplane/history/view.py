@@ -1,0 +1,144 @@
+"""What the accounting engine reads of a partition's state (a read-only ``View``).
+
+The engine decides nothing; it needs to know, when an event is applied, what only the partition
+knows: each queue's ``guaranteed`` and ``max`` (config, or a dynamic queue's template and namespace
+tags), each elastic quota's ``min``, ``max`` and parent (the runtime calculator's view, min scaling
+included), each quota-tree node's ``quota`` and parent, the group the user group manager chose for
+an application (seed 001 U4: the first allocation decides), and which elastic quota and which tree
+nodes an allocation counts in. Everything is read, nothing is changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from quotaplane.config.history import HistorySettings, SettingsError, parse_settings
+from quotaplane.config.identity import UserGroup
+from quotaplane.history.engine import QUEUE, QUOTA, TREE, ScopeInfo, TreeTarget
+from quotaplane.policy import AdmissionRequest
+from quotaplane.resources import Resource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.state.handlers import PartitionState
+
+__all__ = ["StateView", "settings_of"]
+
+
+def settings_of(extensions: Mapping[str, object]) -> HistorySettings:
+    """The history settings of a partition config's extensions (validated when it loaded; defaults
+    if somehow not)."""
+    try:
+        return parse_settings(extensions.get("history"))
+    except SettingsError:
+        return HistorySettings()
+
+
+def _plain(r: Mapping[str, int] | None) -> dict[str, int] | None:
+    return None if r is None else {k: int(v) for k, v in r.items()}
+
+
+class StateView:
+    """The engine's read-only view of one partition state."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: PartitionState) -> None:
+        self._state = state
+
+    def guarantees(self) -> dict[str, dict[str, ScopeInfo]]:
+        """Every queue, elastic quota and quota-tree node: guarantee, parent, max."""
+        st = self._state
+        queues: dict[str, ScopeInfo] = {}
+        for path in st.queues.paths():
+            queues[path] = self.queue_info(path)
+        out: dict[str, dict[str, ScopeInfo]] = {QUEUE: queues, QUOTA: {}, TREE: {}}
+        elastic = st.policies.extension("elasticquotas")
+        manager = getattr(elastic, "manager", None)
+        if manager is not None:
+            for name in manager.quota_names():
+                d = manager.describe(name)
+                out[QUOTA][name] = (_plain(d.get("min")) or {}, d.get("parent") or None, _plain(d.get("max")))
+        forest = st.policies.extension("quotatrees")
+        qm = getattr(forest, "manager", None)
+        if qm is not None:
+            dump = qm.dump_state()
+            for tree, tdump in sorted((dump.get("trees") or {}).items()):
+                for node, n in sorted((tdump.get("nodes") or {}).items()):
+                    parent = n.get("parent")
+                    out[TREE][f"{tree}/{node}"] = (_plain(n.get("quota")) or {},
+                                                   f"{tree}/{parent}" if parent is not None else None, None)
+        return out
+
+    def timezone(self) -> str:
+        """The partition's ``history.timezone`` (UTC when not set)."""
+        return settings_of(self._state.config.extensions).timezone
+
+    def half_life(self) -> int:
+        """The decay half-life (ms) when ``history.fairshare`` is on, else 0."""
+        fair = settings_of(self._state.config.extensions).fairshare
+        return fair.half_life_ms if fair.enabled else 0
+
+    def queue_info(self, path: str) -> ScopeInfo:
+        """One queue's guarantee (None: not set), parent path and max."""
+        q = self._state.queues.queue(path)
+        if q is None:
+            return None, path.rpartition(".")[0] or None, None
+        parent = q.parent.path if q.parent is not None else None
+        return _plain(q.guaranteed), parent, _plain(q.max)
+
+    def group_of(self, app: str, user: str, groups: tuple[str, ...], queue: str) -> str | None:
+        """The group linked to the application (U4), else the one its first allocation would link."""
+        ugm = self._state.ugm
+        ug = UserGroup(user, groups)
+        linked = ugm.app_group(app, ug)
+        if linked is not None:
+            return linked
+        if ugm.is_tracked_app(app, ug):
+            return None             # linked to no group
+        return ugm.limit_table.resolve_group(tuple(queue.split(".")), groups)
+
+    def quota_of(self, key: str, tags: Mapping[str, str]) -> str | None:
+        """The elastic quota of a pod (an allocation or a waiting ask), else the one its tags map to."""
+        policy = self._state.policies.extension("elasticquotas")
+        manager = getattr(policy, "manager", None)
+        if manager is None:
+            return None
+        if manager.has_pod(key):
+            quota: str = manager.pod_quota(key)
+            return quota
+        try:
+            return str(policy.quota_of(_request(key, "", "", "", (), tags, {})))  # type: ignore[union-attr]
+        except Exception:   # no quota to count in
+            return None
+
+    def tree_targets(self, key: str, app: str, queue: str, user: str, groups: tuple[str, ...],
+                     tags: Mapping[str, str], resource: Mapping[str, int]) -> list[TreeTarget]:
+        """The group node of each quota tree the allocation is tagged for, with the amounts in the
+        tree's resource names (``cpu`` reads ``vcore`` as the forest policy does)."""
+        policy = self._state.policies.extension("quotatrees")
+        if policy is None:
+            return []
+        try:
+            target = policy.target_of(_request(key, app, queue, user, groups, tags, resource))  # type: ignore[attr-defined]
+        except Exception:   # tags the forest refuses: nothing counts in a tree
+            return []
+        if target is None:
+            return []
+        qm = policy.manager  # type: ignore[attr-defined]
+        out: list[TreeTarget] = []
+        for tree, group in sorted(target[2].items()):
+            try:
+                names = qm.tree_info(tree)["resource_names"]
+            except Exception:   # a tree removed meanwhile
+                continue
+            amounts = {n: (resource[n] if n in resource else resource.get("vcore", 0) if n == "cpu" else 0)
+                       for n in names}
+            out.append((tree, group, amounts))
+        return out
+
+
+def _request(key: str, app: str, queue: str, user: str, groups: tuple[str, ...], tags: Mapping[str, str],
+             resource: Mapping[str, int]) -> AdmissionRequest:
+    return AdmissionRequest(app, key, queue, UserGroup(user or "nobody", groups), Resource.of(dict(resource)),
+                            tags=dict(tags))

@@ -1,0 +1,60 @@
+"""``quotaplane report`` against a real service: the month of tests/history/test_rest.py — GPU-hours per
+team last month and how much was borrowed, the bill, CSV and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.client.test_client import _Server
+from tests.history.test_rest import november
+
+EXE = str(Path(sys.executable).with_name("quotaplane"))
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
+    s, _ = november(monkeypatch)
+    srv = _Server(s)
+    yield srv
+    srv.stop()
+    s.close()
+
+
+def _report(srv: _Server, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": "200"}
+    return subprocess.run([EXE, "report", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_gpu_hours_per_team_last_month_with_the_borrowed_share(server: _Server) -> None:
+    out = _report(server, "--period", "last-month", "--resource", "nvidia.com/gpu")
+    assert out.returncode == 0, out.stderr
+    speech = next(ln for ln in out.stdout.splitlines() if "root.teams.speech" in ln)
+    assert "2,880.0 GPU-h" in speech and "960.0 GPU-h (33.3 %)" in speech
+    vision = next(ln for ln in out.stdout.splitlines() if "root.teams.vision" in ln)
+    assert "2,880.0 GPU-h" in vision
+
+
+def test_the_bill_as_a_table_and_csv(server: _Server) -> None:
+    out = _report(server, "--period", "last-month", "--cost")
+    assert out.returncode == 0, out.stderr
+    speech = next(ln for ln in out.stdout.splitlines() if "root.teams.speech" in ln)
+    assert "4800.00" in speech and "3840.00" in speech and "8640.00" in speech
+    assert "15840.00" in out.stdout                         # vision 7,200 + speech 8,640
+    csv_out = _report(server, "--period", "last-month", "--cost", "--output", "csv")
+    assert csv_out.stdout.splitlines()[0].startswith("queue,resource,hours")
+
+
+def test_json_is_the_service_answer_and_errors_are_one_line(server: _Server) -> None:
+    out = _report(server, "--period", "last-month", "--step", "week", "--group-by", "user", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["groupBy"] == "user" and data["step"] == "week"
+    bad = _report(server, "--period", "last-year")
+    assert bad.returncode == 1 and bad.stderr.count("\\n") <= 1 and "period" in bad.stderr
