@@ -49,11 +49,15 @@ _PAGES = (("", "Queues"), ("waiting", "Waiting"), ("users", "Users and groups"),
 
 _NONE = '<span class="muted">-</span>'
 
-#: the page's own assets only; no inline script or style (every value is escaped as well)
+#: the page's own assets only; no inline script or style (every value is escaped as well).
+#: ``Referrer-Policy: same-origin``, not ``no-referrer``: under ``no-referrer`` a browser sends
+#: ``Origin: null`` with a form post (Fetch, "serializing a request origin"), which the service's
+#: Origin check (:mod:`.browser`) rightly refuses, so the login form could never log in; other sites
+#: still get no referrer.
 _CSP = ("default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 _HEADERS = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
+            "Referrer-Policy": "same-origin", "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 
 _ASSETS = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 
