@@ -52,3 +52,31 @@ def test_bad_tags_are_refused_naming_them(bad: object) -> None:
     with pytest.raises(ValueError, match="tag"):
         p.allocate("app1", "k", Resource({"vcore": 1}), tags=bad)  # type: ignore[arg-type]
     assert p.allocation("k") is None
+
+
+def test_a_gangs_real_allocation_is_its_own_pod_and_a_rest_replacement_keeps_the_placeholders(
+        tmp_path: Path) -> None:
+    """A real ask replacing a placeholder is allocated with its own tags (the pod it is); a replacement
+    named over REST, with no ask of its own, keeps the placeholder's. Restored from the journal and
+    from a snapshot alike."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    s = Scheduler.from_yaml(CONFIG, store=store, clock=Clock(), snapshot_every=0)
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 100}))
+    p.add_application("gang", BOB, queue="root.b")
+    ph_tags = {"kubernetes.io/meta/podName": "tg-gang-workers-0"}
+    assert p.allocate("gang", "ph0", Resource({"vcore": 1}), placeholder=True, task_group="w", tags=ph_tags)
+    assert p.allocate("gang", "ph1", Resource({"vcore": 1}), placeholder=True, task_group="w", tags=ph_tags)
+    p.add_ask("gang", "w0", Resource({"vcore": 1}), task_group="w", tags=POD)
+    p.schedule()
+    assert p.allocation("w0") is not None and p.allocation("w0").tags == POD
+    assert p.replace_placeholder("ph1", "w1", Resource({"vcore": 1}))
+    assert p.allocation("w1").tags == ph_tags
+    state = p.dump_state()
+    s.close(snapshot=False)
+    for _ in range(2):          # from the journal, then from the snapshot taken of it
+        again = Scheduler.from_yaml(CONFIG, store=store, clock=Clock(), snapshot_every=0)
+        assert again.partition("default").dump_state() == state
+        assert again.partition("default").allocation("w0").tags == POD
+        again.partition("default").take_snapshot()
+        again.close(snapshot=False)

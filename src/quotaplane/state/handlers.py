@@ -485,6 +485,11 @@ class PartitionState:
             self.ask_leaves(ask, allocated=True, t=ev.t)
         real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group, time=ev.t)
+        # the real allocation is its own pod (YuniKorn's shim tags the real ask with it); a replacement
+        # without an ask of its own (REST) keeps what the placeholder said
+        tags = ask.tags if ask is not None and ask.tags else ph.tags
+        if tags:
+            real.tags = dict(tags)
         # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
         # asked for nothing more (its usage was admitted then, a later config may be tighter)
         grew = any(v > 0 for v in replacement.up.resource.values())
