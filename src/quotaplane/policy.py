@@ -228,6 +228,12 @@ class QuotaPolicy(ABC):
         ``reasons``, fits (E6 inner-quota preemption); None when it preempts nothing. Changes nothing."""
         return None
 
+    def hold_victims(self, on: bool) -> None:
+        """Held preemption (issue 31 #3): the partition holds what it preempts until it is released.
+        A policy that preempts inside :meth:`apply` (reported by :meth:`take_preempted`) then refuses
+        instead and names its victims through :meth:`victims_for`; the others need do nothing."""
+        return None
+
     def withdraw(self, request: AdmissionRequest) -> object:
         """Take an admitted allocation out for a moment (a preemption trial): :meth:`restore` puts it
         back exactly. The running count is left alone."""

@@ -109,3 +109,53 @@ def test_a_held_victim_is_shown_preempted_in_yunikorns_allocation_dao() -> None:
     victim = next(iter(held))
     assert allocation_dao(p.allocation(victim), held)["preempted"] is True
     assert "preempted" not in allocation_dao(p.allocation("b0"), held)
+
+
+_TREE_CONFIG = """
+partitions:
+- name: default
+  quotatrees:
+    trees:
+    - '{"kind": "QuotaTree", "metadata": {"name": "T"}, "spec": {"resourceNames": ["vcore"], "nodes": {
+        "root": {"parent": "nil", "hard": "true", "quota": {"vcore": "8000"}},
+        "A": {"parent": "root", "hard": "true", "quota": {"vcore": "5000"}},
+        "B": {"parent": "root", "hard": "false", "quota": {"vcore": "3000"}}}}}'
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: q
+"""
+
+
+def test_a_quota_trees_preemption_is_held_until_the_victim_is_released() -> None:
+    """MCAD (F1): hi's allocation at hard node A fits only by preempting lo's borrowing beyond soft
+    node B. Held: the victim stays allocated on the tree, hi's ask waits with the reason, and takes
+    the room once the victim is released; the journal replays to the same state."""
+    clock, journal = Clock(), MemoryJournal()
+    s = Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock)
+    p = s.partition("default")
+    p.hold_preempted = True
+    p.add_node("n1", cpu(12))
+    p.add_application("lo", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "B"})
+    p.add_application("hi", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "A"})
+    rec = Recorder(p)
+    assert p.allocate("lo", "l1", cpu(3)) and p.allocate("lo", "l2", cpu(3))
+    p.add_ask("hi", "h1", cpu(3.5))
+    p.schedule()
+    (taken,) = rec.of("preempted")
+    assert taken["held"] is True and [a["allocationKey"] for a in taken["allocations"]] == ["l2"]
+    assert taken["reason"]["code"] == "forest.preempted"
+    forest = p.policies()[-1].manager
+    assert p.allocation("l2") is not None and forest.node_allocated("T", "root")["vcore"] == 6000
+    (ask,) = p.pending()
+    assert [v.code for v in ask.reasons] == ["forest.quota"] and "l2" in ask.reasons[0].message
+    for _ in range(3):                      # later cycles preempt nothing more
+        clock.advance(1)
+        p.schedule()
+    assert len(rec.of("preempted")) == 1 and sorted(p.preempting()) == ["l2"]
+    p.release("l2")
+    assert p.allocation("h1") is not None and p.pending() == [] and p.preempting() == {}
+    assert forest.node_allocated("T", "root")["vcore"] == 6500
+    again = Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock)
+    assert again.dump_state() == s.dump_state()

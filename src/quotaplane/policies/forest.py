@@ -50,7 +50,7 @@ from quotaplane.forest import (
 )
 from quotaplane.forest.manager import Withdrawal
 from quotaplane.policies.registry import Plugin
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
+from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "PLUGIN", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]
@@ -78,7 +78,7 @@ def _violation(path: str, message: str, shortfall: Mapping[str, int] | None = No
 class ForestPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`QuotaManager`."""
 
-    __slots__ = ("_last", "_preempted", "_targets", "default_forest", "manager")
+    __slots__ = ("_last", "_preempted", "_targets", "default_forest", "holds", "manager")
 
     key: ClassVar[str] = "quotatrees"
     checks_replacement: ClassVar[bool] = True
@@ -89,6 +89,8 @@ class ForestPolicy(QuotaPolicy):
         self.default_forest = default_forest
         self._targets: dict[str, _Target] = {}      # allocation key -> where it is allocated
         self._preempted: list[str] = []
+        #: the partition holds what it preempts (:meth:`hold_victims`)
+        self.holds = False
         # the last successful apply: (key, target, [(victim key, info, target)])
         self._last: tuple[str, _Target, list[tuple[str, ConsumerInfo, _Target]]] | None = None
 
@@ -209,7 +211,26 @@ class ForestPolicy(QuotaPolicy):
 
     # ------------------------------------------------------------------------------------ protocol
     def check(self, request: AdmissionRequest) -> list[Violation]:
-        """The ``forest.quota`` violation if ``request`` does not fit now, else ``[]``. Changes nothing."""
+        """The ``forest.quota`` violation if ``request`` does not fit now, else ``[]``. Changes nothing.
+
+        While victims are held (:meth:`hold_victims`), a request that fits only by preempting is
+        refused too: it waits until the victims :meth:`victims_for` names are gone."""
+        trial = self._trial(request)
+        if isinstance(trial, list):
+            return trial
+        r, target = trial
+        if not r.allocated:
+            return [self._refused(r, target)]
+        victims = self._victims(r)
+        if self.holds and victims:
+            what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+            return [_violation(target[1], f"the request fits {what} only by preempting "
+                                          f"{', '.join(victims)}: it waits until they are gone")]
+        return []
+
+    def _trial(self, request: AdmissionRequest) -> tuple[AllocationResponse, _Target] | list[Violation]:
+        """Try ``request`` on its trees and undo it: the manager's answer and where it went, or the
+        violations that refuse it before any try (``[]``: no tree applies). Changes nothing."""
         try:
             target = self.target_of(request)
             if target is None:
@@ -232,11 +253,39 @@ class ForestPolicy(QuotaPolicy):
                     self._undo(target, cid)
                 finally:
                     qm.remove_consumer(cid)
-            return [] if r.allocated else [self._refused(r, target)]
+            return r, target
         except _Refusal as refusal:
             return [refusal.violation]
         except QuotaError as exc:
             return [_violation(request.allocation_key, str(exc))]
+
+    def _victims(self, r: AllocationResponse) -> list[str]:
+        """The allocations an allocation answered ``r`` would preempt (MCAD's order)."""
+        return [vid for vid in r.preempted_ids if vid in self._targets]
+
+    def hold_victims(self, on: bool) -> None:
+        """Held preemption (issue 31 #3, the Kubernetes front): a request that fits only by preempting
+        is refused and its victims are proposed by :meth:`victims_for`; the partition holds them until
+        they are released, and the request fits once they are gone. Off: :meth:`apply` preempts and
+        the partition releases the victims at once (MCAD)."""
+        self.holds = on
+
+    def victims_for(self, request: AdmissionRequest, reasons: list[Violation]) -> Eviction | None:
+        """While victims are held: the allocations MCAD would preempt to admit ``request`` (in its
+        order), and why; None otherwise. Changes nothing."""
+        if not self.holds:
+            return None
+        trial = self._trial(request)
+        if isinstance(trial, list) or not trial[0].allocated:
+            return None
+        r, target = trial
+        victims = self._victims(r)
+        if not victims:
+            return None
+        what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+        reason = Violation(policy="forest", code="forest.preempted", path=target[1],
+                           message=f"preempted by {what} to admit {request.allocation_key!r}")
+        return Eviction(reason=reason, keys=tuple(victims))
 
     def check_replacement(self, old: AdmissionRequest, new: AdmissionRequest) -> list[Violation]:
         """:meth:`check` of ``new`` as if the allocation ``old`` were released first. Changes nothing.
@@ -294,6 +343,11 @@ class ForestPolicy(QuotaPolicy):
                 if not r.allocated:
                     qm.remove_consumer(cid)
                     return [self._refused(r, target)]
+                if self.holds and self._victims(r):     # held preemption: check() refused it already
+                    self._undo(target, cid)
+                    qm.remove_consumer(cid)
+                    return [_violation(target[1], "the request fits only by preempting; it waits until "
+                                                  "they are gone")]
                 self._targets[cid] = target
                 victims: list[tuple[str, ConsumerInfo, _Target]] = []
                 for vid in r.preempted_ids:

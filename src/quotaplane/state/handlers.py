@@ -97,7 +97,7 @@ class PartitionState:
         self.due_reclaims: list[Eviction] = []
         self.notes: list[dict[str, Any]] = []
         #: hold preempted allocations until they are released (a front that evicts: issue 31 #3)
-        self.hold_preempted = False
+        self._hold_preempted = False
         #: allocation key → {reason, preemptor, t} of allocations preempted and not yet released (held
         #: preemptions only; in memory: a restart forgets them and the preemptor decides again)
         self.preempting: dict[str, dict[str, Any]] = {}
@@ -127,6 +127,20 @@ class PartitionState:
         keep.sort(key=lambda e: (e[1], e[0]))
         self.policies = PolicySet(self.policies.queue, self.policies.ugm, [(k, p) for k, _, p in keep])
         self.policies.held = functools.partial(held, self)
+        for policy in self.policies.extension_policies:
+            policy.hold_victims(self._hold_preempted)
+
+    @property
+    def hold_preempted(self) -> bool:
+        """Preempted allocations are held until released (a front that evicts: issue 31 #3); every
+        policy that preempts follows it (a quota forest refuses and names its victims instead)."""
+        return self._hold_preempted
+
+    @hold_preempted.setter
+    def hold_preempted(self, on: bool) -> None:
+        self._hold_preempted = on
+        for policy in self.policies.extension_policies:
+            policy.hold_victims(on)
 
     def set_total(self) -> None:
         self.total = NodeIndex.total(self.nodes, self.node_index.unschedulable)
