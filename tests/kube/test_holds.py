@@ -5,8 +5,16 @@ REST allocate) — and the allocations say which pods they are. Each test failed
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from quotaplane.kube.api import RetryPolicy
+from quotaplane.kube.controller import ControllerOptions
 from quotaplane.scheduler import Scheduler
+from tests.kube.emulator import Emulator
 from tests.kube.harness import Front, node, pod
+
+FAST = RetryPolicy(attempts=3, base=0.01, max_delay=0.05)
 
 CONFIG = """
 partitions:
@@ -45,5 +53,103 @@ def test_a_gangs_real_allocations_say_which_pods_they_are() -> None:
             assert alloc.tags == {"kubernetes.io/meta/namespace": "team-a",
                                   "kubernetes.io/meta/podName": name,
                                   "kubernetes.io/label/role": "worker"}
+    finally:
+        f.close()
+
+
+# -- 1. a quota tree's preemption holds its victims until they are gone -------------------------------
+QST = "/apis/quota.codeflare.dev/v1alpha1/namespaces/kube-system/quotasubtrees"
+TREES = """
+partitions:
+- name: default
+  placementrules:
+  - name: tag
+    value: namespace
+    create: true
+  queues:
+  - name: root
+    submitacl: '*'
+"""
+
+
+def _subtree(name: str, parent: str, children: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"children": children}
+    if parent:
+        spec["parent"] = parent
+    return {"apiVersion": "quota.codeflare.dev/v1alpha1", "kind": "QuotaSubtree",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": {"tree": "quota_context"}},
+            "spec": spec}
+
+
+def _pods(f: Front) -> list[dict[str, Any]]:
+    return list(f.emulator.objects("pods"))
+
+
+def _running(f: Front) -> int:
+    """Cores of the pods that run or may start: ungated and not ended (1 core each)."""
+    return sum(1 for p in _pods(f) if not p["spec"].get("schedulingGates")
+               and p["status"].get("phase") not in ("Succeeded", "Failed"))
+
+
+def _tree_front() -> Front:
+    """MCAD's quota tree from QuotaSubtrees: context-root 4 cores; gold (hard) 2, bronze (soft) 1.
+    Bronze borrows the root's room (3 pods), gold takes one core, then a second gold pod is within
+    gold's quota and preempts a bronze borrower (MCAD). A budget keeps every bronze pod."""
+    e = Emulator(kubelet=True, graceful=True).start()
+    f = Front(Scheduler.from_yaml(TREES), emulator=e, retry=FAST,
+              options=ControllerOptions(reasons_every=0.05, retry_base=0.02, retry_max=0.1,
+                                        resync_every=0.2))
+    f.namespace("team-a")
+    f.node(node("n1", cpu="8"))
+    f.create(QST, _subtree("context-root", "", [
+        {"name": "context-root", "quotas": {"requests": {"cpu": "4"}}}]))
+    f.create(QST, _subtree("context-root-children", "context-root", [
+        {"name": "gold", "quotas": {"hardLimit": True, "requests": {"cpu": "2"}}},
+        {"name": "bronze", "quotas": {"hardLimit": False, "requests": {"cpu": "1"}}}]))
+    f.start()
+    f.wait(lambda: "quota_context" in f.scheduler.config_text)
+    for i in range(3):
+        f.submit(pod(f"b{i}", labels={"quota_context": "bronze", "app": "bronze"}))
+    f.wait(lambda: not any(f.gated(f"b{i}") for i in range(3)))
+    f.submit(pod("g0", labels={"quota_context": "gold"}))
+    f.wait(lambda: not f.gated("g0"))
+    f.create("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "bronze"},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "bronze"}}}})
+    return f
+
+
+def _tree_used(f: Front) -> int:
+    forest = f.scheduler.partition("default").policies()[-1]
+    return int(forest.manager.node_allocated("quota_context", "context-root").get("cpu", 0))
+
+
+def test_1_a_quota_trees_preemption_keeps_the_victim_charged_until_it_is_gone() -> None:
+    f = _tree_front()
+    try:
+        f.submit(pod("g1", labels={"quota_context": "gold"}))
+        controller = f.controller
+        assert controller is not None
+        f.wait(lambda: controller.stats.evictions["blocked"] >= 3, timeout=20)
+        p = f.scheduler.partition("default")
+        (victim,) = p.preempting()
+        assert victim.startswith("uid-team-a-b") and p.allocation(victim) is not None
+        assert f.gated("g1") and _running(f) == 4 and _tree_used(f) == 4000
+        assert f.emulator.evictions == []
+        blocked = [e for e in f.events() if e["reason"] == "EvictionBlocked"]
+        assert blocked and "forest" in str(p.preempting()[victim]["reason"])
+        # the budget allows it now: evicted, terminating and still charged until the kubelet is done
+        r = f.kubectl.patch("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/bronze",
+                            json={"spec": {"minAvailable": 2}},
+                            headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200
+        f.wait(lambda: len(f.emulator.evictions) == 1)
+        (_, name), = f.emulator.evictions
+        f.wait(lambda: (f.get_pod(name) or {}).get("metadata", {}).get("deletionTimestamp"))
+        time.sleep(0.3)
+        assert f.gated("g1") and _tree_used(f) == 4000
+        f.emulator.finish("team-a", name)
+        f.wait(lambda: not f.gated("g1"))
+        assert _running(f) == 4 and _tree_used(f) == 4000 and p.preempting() == {}
     finally:
         f.close()
