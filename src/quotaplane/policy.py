@@ -95,7 +95,10 @@ class Decision:
     ``allocated`` is true when every policy admitted the request (for ``what_if``: would admit it).
     ``reasons`` lists every violation of every policy when it is false. ``preempted`` lists the
     allocation keys that a policy preempted to make room (quota forests): the partition has already
-    released them, and the caller should stop the work they stand for.
+    released them, and the caller should stop the work they stand for. While the partition holds what
+    it preempts (``hold_preempted``, the Kubernetes front), a request that needs preemption is not
+    allocated: ``preempted`` names the victims it waits for (they stay charged until released) and
+    the request waits for their room as a pending ask.
     """
 
     allocated: bool

@@ -80,9 +80,9 @@ def test_a_held_preemption_given_up_may_be_decided_again() -> None:
     assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
 
 
-def test_a_synchronous_request_never_preempts_while_victims_are_held() -> None:
-    """A synchronous allocate cannot wait for a victim to go: in hold mode it is refused instead of
-    preempting (the asks of the Kubernetes front wait and preempt)."""
+def test_a_synchronous_request_no_preemption_can_help_is_refused_and_holds_nothing() -> None:
+    """Another elastic quota's allocations are no victims for a synchronous request (inner-quota
+    preemption stays within the quota; YuniKorn's preemption is for waiting asks)."""
     s, _, _ = _world()
     p = s.partition("default")
     for i in range(8):
@@ -159,3 +159,27 @@ def test_a_quota_trees_preemption_is_held_until_the_victim_is_released() -> None
     assert forest.node_allocated("T", "root")["vcore"] == 6500
     again = Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock)
     assert again.dump_state() == s.dump_state()
+
+
+def test_a_synchronous_request_that_needs_preemption_holds_its_victims_and_waits_as_an_ask() -> None:
+    """Held preemption for a synchronous allocate (issue 31): it cannot be admitted while its victims
+    run, so it is refused naming them (``preempted``), they are held, and the request waits as an ask
+    that takes their room once they are released. ``preempt=False`` preempts nothing."""
+    clock, journal = Clock(), MemoryJournal()
+    s = Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock)
+    p = s.partition("default")
+    p.hold_preempted = True
+    p.add_node("n1", cpu(12))
+    p.add_application("lo", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "B"})
+    p.add_application("hi", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "A"})
+    assert p.allocate("lo", "l1", cpu(3)) and p.allocate("lo", "l2", cpu(3))
+    quiet = p.allocate("hi", "h0", cpu(3.5), preempt=False)
+    assert not quiet and quiet.preempted == [] and p.preempting() == {} and p.pending() == []
+    d = p.allocate("hi", "h1", cpu(3.5))
+    assert not d.allocated and d.preempted == ["l2"] and [v.code for v in d.reasons] == ["forest.quota"]
+    assert sorted(p.preempting()) == ["l2"] and [a.allocation_key for a in p.pending()] == ["h1"]
+    again = p.allocate("hi", "h1", cpu(3.5))            # asked again while it waits: nothing more
+    assert not again.allocated and sorted(p.preempting()) == ["l2"] and len(p.pending()) == 1
+    p.release("l2")
+    assert p.allocation("h1") is not None and p.pending() == [] and p.preempting() == {}
+    assert Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock).dump_state() == s.dump_state()

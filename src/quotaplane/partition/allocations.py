@@ -56,16 +56,32 @@ def what_if(state: PartitionState, now: float, application_id: str, resource: Re
     return Decision(not reasons, reasons, queue=app.queue_path)
 
 
-def allocate(tx: Txn, spec: AllocationSpec) -> Decision:
-    """Admit one allocation through every policy, preempting when one may make room (E6, PR-Y)."""
+def allocate(tx: Txn, spec: AllocationSpec, *, preempt: bool = True) -> Decision:
+    """Admit one allocation through every policy, preempting when one may make room (E6, PR-Y;
+    ``preempt=False``: never). A request whose victims are held (``hold_preempted``) waits for them
+    as an ask (:func:`_wait_for_victims`)."""
     tx.state.waiting.asks.cycle_freed = False
     decision = tx.admit(spec)
     if decision.allocated:
         if tx.state.waiting.asks.cycle_freed:
             tx.after(_after_direct)
-    elif decision.reasons:
-        decision = preempt_for(tx, spec, decision, None)
+    elif decision.reasons and preempt:
+        decision = _wait_for_victims(tx, spec, preempt_for(tx, spec, decision, None))
     tx.state.history.decided(spec.application_id, decision)      # refusals by reason (issue 33)
+    return decision
+
+
+def _wait_for_victims(tx: Txn, spec: AllocationSpec, decision: Decision) -> Decision:
+    """A synchronous request whose victims are held (issue 31: they stay charged until their pods are
+    gone) cannot be admitted now: it is queued as an ask, so that their room goes to it once they are
+    released (YuniKorn allocates the ask that triggered a preemption when its victims are gone). The
+    refusal names the victims in ``preempted``; a request already waiting stays as it is."""
+    if decision.allocated or not decision.preempted or not tx.state.hold_preempted:
+        return decision
+    if spec.allocation_key not in tx.state.waiting.asks:
+        from quotaplane.partition.asks import add_ask  # asks imports this module's freed()
+
+        add_ask(tx, spec)
     return decision
 
 
@@ -79,7 +95,7 @@ def allocate_specs(tx: Txn, specs: Sequence[AllocationSpec]) -> list[Decision]:
     for spec in specs:
         decision = tx.admit(spec)
         if not decision.allocated and decision.reasons:
-            decision = preempt_for(tx, spec, decision, None)
+            decision = _wait_for_victims(tx, spec, preempt_for(tx, spec, decision, None))
         tx.state.history.decided(spec.application_id, decision)  # refusals by reason (issue 33)
         decisions.append(decision)
     if tx.state.waiting.asks.cycle_freed:

@@ -302,18 +302,21 @@ class Partition:
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
                  task_group: str | None = None, node: str | None = None,
-                 tags: Mapping[str, str] | None = None) -> Decision:
+                 tags: Mapping[str, str] | None = None, preempt: bool = True) -> Decision:
         """Admit one allocation through every policy (Q2), journal it, then answer (S1).
 
         ``placeholder=True`` marks a gang placeholder (``task_group`` required); ``node`` names the
         registered node it runs on, when known (quota is decided without it); ``tags`` are YuniKorn's
         ``allocationTags``, kept with it. Unknown application or node: NotFoundError; existing
-        ``allocation_key``: ConflictError (nothing counted twice).
+        ``allocation_key``: ConflictError (nothing counted twice). ``preempt=False``: nothing is
+        preempted for it (a running pod the Kubernetes front adopts again). While the partition holds
+        what it preempts (:attr:`hold_preempted`), a request that needs preemption is refused with its
+        held victims in ``preempted`` and waits for their room as a pending ask.
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
                              task_group, node, tags)
         with Txn(self._core) as tx:
-            return allocations.allocate(tx, spec)
+            return allocations.allocate(tx, spec, preempt=preempt)
 
     def allocate_batch(self, items: Sequence[Mapping[str, Any]]) -> list[Decision]:
         """Admit several allocations in order, journalled in one transaction; a decision per entry.

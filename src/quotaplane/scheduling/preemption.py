@@ -148,6 +148,9 @@ def _takeable(view: StateView, found: Eviction) -> tuple[str, ...]:
 def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: Ask | None) -> Decision:
     """Try to admit a refused request by preemption (E6, PR-Y); the refusal when nothing may go.
 
+    Held preemption (``hold_preempted``): the victims are only marked (they stay charged until
+    released) and the request is refused with them in ``preempted``; it waits for their room.
+
     The victims are planned (:func:`plan`), then released and the request admitted through ``tx``;
     both are committed together (``preempted`` with this preemptor, then ``allocated``), after what
     ``tx`` applied before (keeping the journal in decision order). A failed commit rebuilds the
@@ -155,8 +158,6 @@ def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: A
     """
     state = tx.state
     now = tx.clock()
-    if state.hold_preempted and ask is None:
-        return refused      # held victims go later: only a waiting ask can wait for them
     found = plan(state, state.apps[spec.application_id], spec.allocation_key, spec.resource, spec.priority,
                  spec.preemptible, refused, ask, now)
     if found is None:
@@ -164,10 +165,12 @@ def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: A
     keys, eviction = found
     tx.commit()
     if state.hold_preempted:
-        # issue 31 #3: the victims stay charged until released; the ask waits for their room
+        # issue 31 #3: the victims stay charged until released; the request waits for their room (a
+        # synchronous one as an ask: the caller queues it, YuniKorn's ask that triggered preemption)
         tx.hold(keys, eviction.reason.reason(), spec.allocation_key)
         tx.commit()         # the noted decision
-        return refused
+        return Decision(False, list(refused.reasons), list(keys), queue=refused.queue,
+                        allocation_key=refused.allocation_key)
     allocs = state.allocs
     tx.apply(E.Preempted(keys=keys, apps=tuple(allocs[k].application_id for k in keys),
                          reason=eviction.reason.reason(), preemptor=spec.allocation_key, t=now))
