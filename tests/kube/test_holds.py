@@ -153,3 +153,52 @@ def test_1_a_quota_trees_preemption_keeps_the_victim_charged_until_it_is_gone() 
         assert _running(f) == 4 and _tree_used(f) == 4000 and p.preempting() == {}
     finally:
         f.close()
+
+
+# -- 4. a synchronous REST allocate preempts in hold mode too, and waits for its victims ---------------
+def test_4_a_rest_allocate_that_needs_preemption_holds_its_victims_and_waits_for_them() -> None:
+    """The leader serves REST on the front's partition. A synchronous allocate that fits only by
+    preempting is answered 409 (not allocated now) naming the victims it is waiting for; they are held
+    (charged while their eviction is refused) and the request waits as an ask, allocated once they
+    are gone — never over the tree's quota."""
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    f = _tree_front()
+    try:
+        rest = TestClient(create_app(f.scheduler))
+        r = rest.post("/ws/v1/partition/default/applications", json={
+            "applicationID": "svc", "user": "carol", "groups": ["dev"],
+            "tags": {"namespace": "svc", "quotaplane.io/tree.quota_context": "gold"}})
+        assert r.status_code == 201, r.text
+        r = rest.post("/ws/v1/partition/default/allocations", json={
+            "applicationID": "svc", "allocationKey": "svc-0", "resource": {"vcore": 1000}})
+        assert r.status_code == 409, r.text
+        body = r.json()
+        assert body["allocated"] is False and [v["code"] for v in body["reasons"]] == ["forest.quota"]
+        (victim,) = body["preempted"]
+        p = f.scheduler.partition("default")
+        assert sorted(p.preempting()) == [victim] and p.allocation(victim) is not None
+        assert p.get_ask("svc-0") is not None and _tree_used(f) == 4000
+        controller = f.controller
+        assert controller is not None
+        f.wait(lambda: controller.stats.evictions["blocked"] >= 2, timeout=20)
+        assert p.allocation("svc-0") is None and _tree_used(f) == 4000
+        # the same request again while it waits: nothing more is preempted, nothing counted twice
+        again = rest.post("/ws/v1/partition/default/allocations", json={
+            "applicationID": "svc", "allocationKey": "svc-0", "resource": {"vcore": 1000}})
+        assert again.status_code == 409 and sorted(p.preempting()) == [victim]
+        r = f.kubectl.patch("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/bronze",
+                            json={"spec": {"minAvailable": 2}},
+                            headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200
+        f.wait(lambda: len(f.emulator.evictions) == 1)
+        (_, name), = f.emulator.evictions
+        f.wait(lambda: (f.get_pod(name) or {}).get("metadata", {}).get("deletionTimestamp"))
+        assert p.allocation("svc-0") is None and _tree_used(f) == 4000
+        f.emulator.finish("team-a", name)
+        f.wait(lambda: p.allocation("svc-0") is not None)
+        assert _tree_used(f) == 4000 and p.preempting() == {} and p.get_ask("svc-0") is None
+    finally:
+        f.close()

@@ -447,7 +447,7 @@ class Controller:
         node = pod_node(pod)
         decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
                                            node=node if node in self.partition.nodes() else None,
-                                           tags=pod_tags(pod))
+                                           tags=pod_tags(pod), preempt=False)   # it runs already
         if not decision.allocated:
             self._error(f"adopting running pod {name_of(pod)}: not within quota now "
                         f"({waiting_message(list(decision.reasons))}); it is not counted")
