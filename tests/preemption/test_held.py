@@ -63,7 +63,10 @@ def test_a_held_reclaim_keeps_the_victims_charged_until_they_are_released() -> N
     assert again.dump_state() == s.dump_state()
 
 
-def test_a_held_preemption_given_up_may_be_decided_again() -> None:
+def test_a_held_preemption_given_up_never_takes_the_same_victims_again() -> None:
+    """Given up (their eviction kept being refused), the victims stay and are never chosen again while
+    they live: the over-use monitor's later rounds hold nothing more (YuniKorn's victim stays marked
+    preempted; the next preemption picks others)."""
     s, clock, _ = _world()
     p = s.partition("default")
     p.check_timeouts()
@@ -77,6 +80,10 @@ def test_a_held_preemption_given_up_may_be_decided_again() -> None:
     held = sorted(p.preempting())
     assert held and all(p.allocation(k) is not None for k in held)
     p.cancel_preemption(held)
+    assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
+    for _ in range(3):
+        clock.advance(1)
+        p.check_timeouts()
     assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
 
 

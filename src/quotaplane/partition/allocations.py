@@ -120,10 +120,18 @@ def _check_batch(state: PartitionState, specs: Sequence[AllocationSpec]) -> None
 
 
 def cancel_preemption(tx: Txn, keys: Sequence[str]) -> None:
-    """Give held preemptions up (issue 31 #3): the allocations stay and may be chosen again; every
-    waiting ask is retried."""
+    """Give held preemptions up (issue 31 #3): the allocations stay and are never chosen as victims
+    again while they live (YuniKorn's victim stays marked; the next preemption picks others); every
+    waiting ask is retried, and the preemptor may try again at once: its attempt took nothing, and
+    the eviction was refused for far longer than YuniKorn's 15 s between attempts (PR-Y3)."""
+    state = tx.state
     for key in keys:
-        tx.state.preempting.pop(key, None)
+        held = state.preempting.pop(key, None)
+        if key in state.allocs:
+            state.spared.add(key)
+        preemptor = state.waiting.asks.get(str((held or {}).get("preemptor") or ""))
+        if preemptor is not None:
+            preemptor.preempt_after = 0.0
     tx.after(freed_all)
 
 

@@ -51,7 +51,8 @@ def check_timeouts(tx: Txn, t: float) -> list[str]:
         out = list(state.timed_out)
         reclaims = state.due_reclaims
     for found in [*reclaims, *quota_cuts]:
-        keys = tuple(k for k in found.keys if k in state.allocs)
+        # a victim whose held preemption was given up is not taken again (issue 31)
+        keys = tuple(k for k in found.keys if k in state.allocs and k not in state.spared)
         if state.hold_preempted:            # issue 31 #3: charged until released
             held = tx.hold(keys, found.reason.reason(), None, t)
             out.extend(f"{k}: held for preemption by {found.reason.policy} ({found.reason.path})"

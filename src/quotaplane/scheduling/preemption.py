@@ -18,7 +18,7 @@ with the preemptor's key) and the allocation, committed together.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import quotaplane.events as E
@@ -117,11 +117,20 @@ def plan(view: StateView, app: Application, key: str, resource: Resource, priori
         return None
     req = view.request(app, key, resource, priority, preemptible, first=not app.counted, t=now)
     found = find_victims(view.policies, req, refused.reasons, ask=ask, leaf=leaf, now=now,
-                         guarantees_on=enabled, allocations_of=functools.partial(allocations_of, view))
+                         guarantees_on=enabled, allocations_of=functools.partial(_candidates, view))
     if found is None:
         return None
     keys = _admitting_victims(view, req, found)
     return None if keys is None else (keys, found)
+
+
+def _candidates(view: StateView, leaf: Queue) -> Iterator[Allocation]:
+    """The allocations of ``leaf`` a preemption may choose: not those held already (they are going)
+    nor those whose preemption was given up (issue 31: the next preemption picks others)."""
+    going, spared = view.preempting, view.spared
+    for alloc in allocations_of(view, leaf):
+        if alloc.allocation_key not in going and alloc.allocation_key not in spared:
+            yield alloc
 
 
 def _admitting_victims(view: StateView, req: AdmissionRequest, found: Eviction) -> tuple[str, ...] | None:
@@ -138,10 +147,11 @@ def _admitting_victims(view: StateView, req: AdmissionRequest, found: Eviction) 
 
 def _takeable(view: StateView, found: Eviction) -> tuple[str, ...]:
     """The proposed victims when every one of them may go, else ``()`` (PR-S3 / item 7: never a
-    non-preemptible victim, nor one already being preempted)."""
+    non-preemptible victim, nor one already being preempted or whose preemption was given up)."""
     allocs = view.allocs
-    preempting = view.preempting
-    keys = tuple(k for k in found.keys if k in allocs and allocs[k].preemptible and k not in preempting)
+    preempting, spared = view.preempting, view.spared
+    keys = tuple(k for k in found.keys
+                 if k in allocs and allocs[k].preemptible and k not in preempting and k not in spared)
     return keys if len(keys) == len(found.keys) else ()
 
 

@@ -14,6 +14,7 @@ preemptor, which plans on a snapshot.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,6 +81,11 @@ class StateView(Protocol):
     @property
     def preempting(self) -> Mapping[str, Mapping[str, object]]:
         """The allocations preempted and held, by key."""
+        ...
+
+    @property
+    def spared(self) -> AbstractSet[str]:
+        """The allocations whose held preemption was given up: never chosen as victims again."""
         ...
 
     def request(self, app: Application, key: str, resource: Resource, priority: int = 0,

@@ -101,6 +101,10 @@ class PartitionState:
         #: allocation key → {reason, preemptor, t} of allocations preempted and not yet released (held
         #: preemptions only; in memory: a restart forgets them and the preemptor decides again)
         self.preempting: dict[str, dict[str, Any]] = {}
+        #: allocations whose held preemption was given up (their eviction kept being refused): never
+        #: chosen as victims again while they live — YuniKorn's victim stays marked preempted, and the
+        #: next preemption picks others
+        self.spared: set[str] = set()
         #: the pending asks and the notes of what the next cycle must retry
         self.waiting = Waiting()
         self.build_extensions(config)
@@ -459,6 +463,7 @@ class PartitionState:
                     skip: Any = None, noted: bool = False) -> None:
         alloc = self.allocs.pop(key)
         self.preempting.pop(key, None)
+        self.spared.discard(key)
         app = self.apps[alloc.application_id]
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, key)
