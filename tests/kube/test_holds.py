@@ -202,3 +202,64 @@ def test_4_a_rest_allocate_that_needs_preemption_holds_its_victims_and_waits_for
         assert _tree_used(f) == 4000 and p.preempting() == {} and p.get_ask("svc-0") is None
     finally:
         f.close()
+
+
+# -- 3. a preemption given up never picks the same victim again ---------------------------------------
+GUARANTEES = """
+partitions:
+- name: default
+  placementrules:
+  - name: tag
+    value: namespace
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: team-a
+      resources: {guaranteed: {vcore: 1}}
+    - name: team-b
+      resources: {guaranteed: {vcore: 2}}
+      properties: {preemption.delay: 1s}
+"""
+
+
+def test_3_a_victim_whose_preemption_was_given_up_is_not_picked_again() -> None:
+    """YuniKorn preemption for team-b's guarantee on a full 4-core node: newest victims first, but a
+    budget keeps team-a's two newest pods. Each refused victim is given up after eviction_timeout and
+    never picked again: the next preemption takes the next victim, until the oldest (unprotected) pod
+    is evicted and team-b's pod starts. Never more than the node runs."""
+    e = Emulator(kubelet=True, graceful=True).start()
+    f = Front(Scheduler.from_yaml(GUARANTEES), emulator=e, retry=FAST,
+              options=ControllerOptions(reasons_every=0.05, timeouts_every=0.1, retry_base=0.02,
+                                        retry_max=0.1, resync_every=0.2, eviction_timeout=0.5))
+    try:
+        f.namespace("team-a")
+        f.namespace("team-b")
+        f.node(node("n1", cpu="4"))
+        f.start()
+        for name, labels in (("a0", {}), ("a1", {"app": "web"}), ("a2", {"app": "web"})):
+            f.submit(pod(name, "team-a", labels=labels))
+            f.wait(lambda name=name: not f.gated(name, "team-a"))     # a2 is the newest
+            time.sleep(0.05)
+        f.submit(pod("b0", "team-b"))
+        f.wait(lambda: not f.gated("b0", "team-b"))
+        f.create("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+        f.submit(pod("b1", "team-b"))
+        seen: list[int] = []
+        deadline = time.monotonic() + 30
+        while not f.emulator.evictions and time.monotonic() < deadline:
+            seen.append(_running(f))
+            time.sleep(0.02)
+        assert f.emulator.evictions == [("team-a", "a0")]
+        given_up = [e["involvedObject"]["name"] for e in f.events("team-a")
+                    if e["reason"] == "PreemptionAbandoned"]
+        assert sorted(given_up) == ["a1", "a2"], given_up          # each once, then the next victim
+        f.wait(lambda: (f.get_pod("a0", "team-a") or {}).get("metadata", {}).get("deletionTimestamp"))
+        assert f.gated("b1", "team-b")                                # a0 still runs while it ends
+        f.emulator.finish("team-a", "a0")
+        f.wait(lambda: not f.gated("b1", "team-b"))
+        assert max(seen) <= 4 and _running(f) == 4
+    finally:
+        f.close()
