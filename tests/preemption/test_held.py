@@ -190,3 +190,24 @@ def test_a_synchronous_request_that_needs_preemption_holds_its_victims_and_waits
     p.release("l2")
     assert p.allocation("h1") is not None and p.pending() == [] and p.preempting() == {}
     assert Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock).dump_state() == s.dump_state()
+
+
+def test_a_front_holds_and_spares_again_what_it_was_doing_before_a_restart() -> None:
+    """Partition.hold marks live allocations held for a given reason (the noted held notice, like the
+    engine's own decision); Partition.spare marks them never to be chosen again. Unknown keys are
+    skipped, held ones are not marked twice."""
+    s, _, _ = _world()
+    p = s.partition("default")
+    rec = Recorder(p)
+    for i in range(3):
+        assert p.allocate("a", f"a{i}", cpu(1))
+    reason = {"policy": "elastic", "code": "elastic.revoked", "path": "team-a", "message": "over its runtime"}
+    assert p.hold(["a0", "gone"], reason) == ["a0"]
+    assert p.hold(["a0"], reason) == []
+    (note,) = rec.of("preempted")
+    assert note["held"] is True and note["reason"] == reason
+    assert p.preempting()["a0"]["reason"] == reason and _used(s) == 3000
+    p.spare(["a1", "gone"])
+    assert p.spared() == ["a1"]
+    p.release("a1")
+    assert p.spared() == []

@@ -529,10 +529,33 @@ class Partition:
             return {k: dict(v) for k, v in sorted(self._core.state.preempting.items())}
 
     def cancel_preemption(self, keys: Sequence[str]) -> None:
-        """Give held preemptions up (their victims could not be removed): the allocations stay, and may be
-        chosen again later."""
+        """Give held preemptions up (their victims could not be removed): the allocations stay and are
+        never chosen as victims again while they live (:meth:`spared`)."""
         with Txn(self._core) as tx:
             allocations.cancel_preemption(tx, keys)
+
+    def hold(self, keys: Sequence[str], reason: Mapping[str, str]) -> list[str]:
+        """Mark live allocations ``keys`` preempted and held for ``reason`` (``{policy, code, path,
+        message}``) without a decision of the engine: a front that evicts rebuilds the preemptions it
+        was carrying out from what the cluster shows, after a restart (held marks are not journalled
+        state). Keys unknown or held already are skipped; the keys marked (a held ``preempted`` notice)."""
+        why = {k: str(reason.get(k, "")) for k in ("policy", "code", "path", "message")}
+        with Txn(self._core) as tx:
+            held = tx.hold([k for k in keys if k in tx.state.allocs], why, None)
+            tx.commit()         # the noted decision
+            return held
+
+    def spare(self, keys: Sequence[str]) -> None:
+        """Never choose live allocations ``keys`` as victims again (their preemption was given up before
+        a restart, :meth:`cancel_preemption`); unknown keys are skipped."""
+        with self._core.lock:
+            state = self._core.state
+            state.spared.update(k for k in keys if k in state.allocs)
+
+    def spared(self) -> list[str]:
+        """The allocations whose held preemption was given up (never chosen as victims again)."""
+        with self._core.lock:
+            return sorted(self._core.state.spared)
 
     # -- configuration ------------------------------------------------------------------------------
     def validate_update(self, config: PartitionConfig) -> None:

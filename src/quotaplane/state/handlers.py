@@ -99,7 +99,7 @@ class PartitionState:
         #: hold preempted allocations until they are released (a front that evicts: issue 31 #3)
         self._hold_preempted = False
         #: allocation key → {reason, preemptor, t} of allocations preempted and not yet released (held
-        #: preemptions only; in memory: a restart forgets them and the preemptor decides again)
+        #: preemptions only; in memory: the Kubernetes front rebuilds them from its pods after a restart)
         self.preempting: dict[str, dict[str, Any]] = {}
         #: allocations whose held preemption was given up (their eviction kept being refused): never
         #: chosen as victims again while they live — YuniKorn's victim stays marked preempted, and the
