@@ -263,3 +263,112 @@ def test_3_a_victim_whose_preemption_was_given_up_is_not_picked_again() -> None:
         assert max(seen) <= 4 and _running(f) == 4
     finally:
         f.close()
+
+
+# -- 2. held preemptions survive a restart of the front ----------------------------------------------
+def _seed_002(store: str, eviction_timeout: float = 300.0, emulator: Emulator | None = None) -> Front:
+    from tests.preemption.helpers import seed_002_config
+
+    config = seed_002_config(revoke_delay=1).replace(
+        "  queues:\n  - name: root", "  placementrules:\n  - name: tag\n    value: namespace\n"
+        "    create: true\n  queues:\n  - name: root")
+    e = emulator or Emulator(kubelet=True, graceful=True).start()
+    return Front(Scheduler.from_yaml(config, store=store), emulator=e, retry=FAST,
+                 options=ControllerOptions(reasons_every=0.05, timeouts_every=0.2, retry_base=0.02,
+                                           retry_max=0.1, resync_every=0.2,
+                                           eviction_timeout=eviction_timeout))
+
+
+def _restarted(f: Front, store: str, eviction_timeout: float = 300.0) -> Front:
+    """The front stopped (the process gone: the scheduler closed) and started again on its store."""
+    f.stop()
+    f.scheduler.close()
+    g = _seed_002(store, eviction_timeout, emulator=f.emulator)
+    g.start()
+    return g
+
+
+def _blocked_reclaim(store: str, eviction_timeout: float = 300.0) -> Front:
+    """Seed 002 on the front: team-a borrows 7 of 8 cores under a budget that keeps all of them; team-b's
+    4 waiting pods make the reclaim hold 4 victims whose evictions the budget refuses."""
+    f = _seed_002(store, eviction_timeout)
+    f.namespace("team-a")
+    f.namespace("team-b")
+    f.node(node("n1", cpu="8"))
+    f.start()
+    for i in range(7):
+        f.submit(pod(f"a{i}", "team-a", labels={"app": "web"}))
+    f.submit(pod("b0", "team-b"))
+    f.wait(lambda: _running(f) == 8)
+    f.create("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+        "spec": {"minAvailable": 7, "selector": {"matchLabels": {"app": "web"}}}})
+    for i in range(1, 5):
+        f.submit(pod(f"b{i}", "team-b"))
+    controller = f.controller
+    assert controller is not None
+    f.wait(lambda: len(controller.stats.blocked) == 4, timeout=20)
+    return f
+
+
+def test_2_held_preemptions_survive_a_restart_of_the_front(tmp_path: Any) -> None:
+    """Rebuilt from the pods: a victim's QuotaAdmitted=False/Preempted condition (written before its
+    eviction was asked for) holds it again as the front starts, before any waiting pod is looked at,
+    with the preemption's reason and its time — so nothing is decided again and its eviction goes on."""
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    f = _blocked_reclaim(store)
+    g: Front | None = None
+    try:
+        before = f.scheduler.partition("default").preempting()
+        g = _restarted(f, store)
+        p = g.scheduler.partition("default")
+        after = p.preempting()                  # at once: the front is synced, no timeout ran yet
+        assert sorted(after) == sorted(before)
+        assert {k: v["reason"]["code"] for k, v in after.items()} == \
+            {k: v["reason"]["code"] for k, v in before.items()}
+        controller = g.controller
+        assert controller is not None
+        f.wait(lambda: len(controller.stats.blocked) == 4, timeout=20)
+        assert sorted(p.preempting()) == sorted(before) and _running(g) == 8
+        assert all(g.gated(f"b{i}", "team-b") for i in range(1, 5))
+    finally:
+        if g is not None:
+            g.stop()
+            g.scheduler.close()
+        f.close()
+
+
+def test_2_3_a_preemption_given_up_stays_given_up_after_a_restart(tmp_path: Any) -> None:
+    """A victim whose preemption was given up says so (QuotaAdmitted=True, reason PreemptionAbandoned);
+    a restarted front reads it and never takes that victim again, so the over-use monitor's rounds
+    after the restart hold nothing."""
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    f = _blocked_reclaim(store, eviction_timeout=0.5)
+    g: Front | None = None
+    try:
+        controller = f.controller
+        assert controller is not None
+        f.wait(lambda: controller.stats.evictions["abandoned"] >= 4, timeout=20)
+        given_up = sorted(f.scheduler.partition("default").spared())
+        assert len(given_up) == 4
+        names = [k.removeprefix("uid-team-a-") for k in given_up]
+        f.wait(lambda: all(condition(f, n).get("reason") == "PreemptionAbandoned" for n in names))
+        assert all(c["status"] == "True" for c in (condition(f, n) for n in names))
+        g = _restarted(f, store, eviction_timeout=0.5)
+        p = g.scheduler.partition("default")
+        assert p.spared() == given_up
+        time.sleep(2.0)                     # rounds of the reclaim (revokeDelay 1 s, every 0.2 s)
+        assert p.preempting() == {} and p.spared() == given_up and _running(g) == 8
+        assert g.controller is not None and g.controller.stats.evictions["blocked"] == 0
+    finally:
+        if g is not None:
+            g.stop()
+            g.scheduler.close()
+        f.close()
+
+
+def condition(f: Front, name: str, ns: str = "team-a") -> dict[str, Any]:
+    for c in (f.get_pod(name, ns) or {}).get("status", {}).get("conditions", []):
+        if c.get("type") == "QuotaAdmitted":
+            return dict(c)
+    return {}

@@ -334,7 +334,7 @@ def test_3_a_preemption_refused_for_too_long_is_given_up() -> None:
                     if e["reason"] == "PreemptionAbandoned"}
         # a pod whose preemption was given up says it is admitted again
         name = sorted(given_up)[0]
-        f.wait(lambda: condition(f, name, ns="team-a").get("reason") in ("Admitted", "Preempted"))
+        f.wait(lambda: condition(f, name, ns="team-a").get("reason") in ("PreemptionAbandoned", "Preempted"))
     finally:
         f.close()
 

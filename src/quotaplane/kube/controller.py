@@ -20,7 +20,8 @@ server last showed:
   ``EvictionByEvictionAPI``), then the Eviction API, then a Warning Event ``Preempted``. An eviction a
   PodDisruptionBudget refuses is retried with backoff and reported (a Warning Event
   ``EvictionBlocked``, the ``quotaplane_kube_evictions_blocked`` gauge); after
-  ``eviction_timeout`` the preemption is given up (Event ``PreemptionAbandoned``);
+  ``eviction_timeout`` the preemption is given up (Event ``PreemptionAbandoned``; the pod is admitted
+  again with ``QuotaAdmitted=True``, reason ``PreemptionAbandoned``, and never chosen again);
 * a pod that succeeded, failed or was deleted: its allocation is released, or its ask withdrawn. A pod
   being deleted while it runs on a node keeps its quota until it is gone: its containers still run.
 
@@ -31,8 +32,9 @@ every managed pod's gate and condition with the partition's decision and reconci
 so no lost call leaves a pod wrong for ever.
 
 Restart: before watching, everything is listed; ungated live pods whose allocation the journal holds
-stay counted, ungated pods the journal lacks but that carry the admitted mark are adopted, allocations
-and asks of managed applications whose pods are gone are released. Every handler is idempotent.
+stay counted, ungated pods the journal lacks but that carry the admitted mark are adopted, held
+preemptions are rebuilt from the victims' conditions (:mod:`quotaplane.kube.holds`), allocations and
+asks of managed applications whose pods are gone are released. Every handler is idempotent.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import Any
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
+from quotaplane.kube.holds import ABANDONED, CONDITION_ADMITTED, PREEMPTED, preemption_message, rebuild
 from quotaplane.kube.informer import Informer
 from quotaplane.kube.nodes import node_capacity, node_counts
 from quotaplane.kube.objects import mapping, name_of
@@ -83,8 +86,6 @@ log = logging.getLogger("quotaplane.kube")
 
 #: set on a pod in the ungate patch: the allocation that admitted it (adoption after a restart)
 ADMITTED_ANNOTATION = "quotaplane.io/allocation"
-#: the pod condition that says why a pod waits
-CONDITION_ADMITTED = "QuotaAdmitted"
 #: the application tag that marks applications the controller created
 MANAGED_TAG = "quotaplane.io/kube"
 _PLACEHOLDER = "placeholder"
@@ -187,6 +188,8 @@ class Controller:
         self._gang_min: dict[str, int] = {}
         #: keys of pods preempted and being evicted (never adopted again)
         self._evicting: dict[str, _Eviction] = {}
+        #: keys of pods whose preemption was given up (``QuotaAdmitted=True``, ``PreemptionAbandoned``)
+        self._spared: set[str] = set()
         #: the start-up listing is being applied (the only time running pods are adopted)
         self._syncing = False
         self._events: asyncio.Queue[tuple[str, str, dict[str, Any]]] | None = None
@@ -264,6 +267,7 @@ class Controller:
             configuration.batching = False
         configuration.flush()
         items = await self._first_list("pods") or []
+        self._hold_again(items)
         self._syncing = True
         try:
             for pod in items:
@@ -276,6 +280,21 @@ class Controller:
                 self._evicting[key] = _Eviction(held.get("reason") or {}, time.monotonic())
                 self._touch(key)
         self.synced.set()
+
+    def _hold_again(self, items: list[dict[str, Any]]) -> None:
+        """The preemptions this front was carrying out before it stopped, rebuilt from the pods
+        (:mod:`quotaplane.kube.holds`) before any waiting pod is looked at, so nothing is decided
+        again: each victim held again with its reason, its eviction resumed from when it was decided;
+        a victim whose preemption was given up is never chosen again."""
+        p = self.partition
+        live = [(pod_key(pod), pod) for pod in items if not is_finished(pod)]
+        found = rebuild((key, pod) for key, pod in live if p.allocation(key) is not None)
+        for key, (reason, since) in sorted(found.held.items()):
+            self._evicting.setdefault(key, _Eviction(reason, since))
+            p.hold([key], reason)
+        if found.spared:
+            p.spare(found.spared)
+            self._spared.update(found.spared)
 
     def _narrowed(self, kind: str) -> dict[str, Any]:
         """The one ConfigMap the front reads is listed and watched alone (namespace, field selector)."""
@@ -460,6 +479,7 @@ class Controller:
         self._failures.pop(key, None)
         self._ungated.discard(key)
         self._evicting.pop(key, None)
+        self._spared.discard(key)
         self.stats.blocked.discard(key)
         app_id = pod_app_id(pod)
         if p.allocation(key) is not None:
@@ -618,7 +638,7 @@ class Controller:
         if key in self._evicting:
             return not self._evicting[key].done
         if self._admitted(key) is not None:
-            if has_gate(pod) or _condition(pod)[:2] != ("True", "Admitted"):
+            if has_gate(pod) or _condition(pod)[:2] != ("True", self._admitted_reason(key)):
                 return True
             return key in self._ungated and self._said.get(key, ("",))[0] != "Admitted"
         ask = self.partition.get_ask(key)
@@ -661,11 +681,19 @@ class Controller:
                 return                      # gone meanwhile
             pod = fresh
         message = f"admitted by quotaplane to queue {queue}"
-        if _condition(pod)[:2] != ("True", "Admitted"):
-            await self._condition(pod, "True", "Admitted", message)
+        reason = self._admitted_reason(key)
+        if reason == ABANDONED:
+            message += "; its preemption was given up (its eviction kept being refused)"
+        if _condition(pod)[:2] != ("True", reason):
+            await self._condition(pod, "True", reason, message)
         if key in self._ungated and self._said.get(key, ("",))[0] != "Admitted":
             await self.api.event(pod, "Normal", "Admitted", message)
             self._said[key] = ("Admitted", message)
+
+    def _admitted_reason(self, key: str) -> str:
+        """``QuotaAdmitted=True``'s reason: ``Admitted``, or ``PreemptionAbandoned`` for a victim whose
+        preemption was given up (what a restarted front reads to spare it again)."""
+        return ABANDONED if key in self._spared else "Admitted"
 
     async def _ungate(self, key: str, pod: dict[str, Any]) -> dict[str, Any] | None:
         """Remove quotaplane's gate (and mark the pod admitted). A failed ``test`` (another controller
@@ -735,11 +763,9 @@ class Controller:
         if eviction.done or is_terminating(pod):
             eviction.done = True
             return
-        reason = eviction.reason
-        message = f"preempted by quotaplane: {reason.get('code', '')} at {reason.get('path', '')}: " \
-                  f"{reason.get('message', '')}".strip()
-        if _condition(pod) != ("False", "Preempted", message):
-            await self._condition(pod, "False", "Preempted", message)
+        message = preemption_message(eviction.reason)
+        if _condition(pod) != ("False", PREEMPTED, message):
+            await self._condition(pod, "False", PREEMPTED, message)
         try:
             await self.api.evict(pod, self.options.eviction_grace_seconds)
         except ApiCallError as exc:
@@ -762,7 +788,8 @@ class Controller:
         if time.monotonic() - eviction.since >= limit:
             self._evicting.pop(key, None)
             self.stats.blocked.discard(key)
-            self.partition.cancel_preemption([key])     # the engine may decide again (other victims)
+            self._spared.add(key)
+            self.partition.cancel_preemption([key])     # never this victim again: the engine picks others
             self.stats.evictions["abandoned"] += 1
             self._error(f"pod {name_of(pod)}: eviction refused for {limit:g}s ({why}); the preemption is "
                         "given up")
