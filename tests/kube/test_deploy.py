@@ -11,6 +11,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quotaplane.kube.api import KubeApi
 from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
@@ -122,6 +124,90 @@ def test_only_creates_and_identity_changes_wait_on_the_front() -> None:
             assert rule["operations"] == ["UPDATE"]
             updated |= set(rule["resources"])
     assert updated == covered
+
+
+_KINDS = {"pods": "Pod", "deployments": "Deployment", "daemonsets": "DaemonSet",
+          "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "jobs": "Job", "cronjobs": "CronJob"}
+#: an object's identity annotation: absent, or a value (the empty one included)
+_IDENTITY = st.one_of(st.none(), st.sampled_from(["", '{"user":"alice"}', '{"user":"bob"}']))
+
+
+def _object(kind: str, identity: str | None, *, meta: bool, annotations: bool, label: str) -> dict[str, Any]:
+    """An object of ``kind`` whose identity (the pod's, or its template's) is ``identity``; ``meta`` /
+    ``annotations``: whether the (template) metadata and its annotations are there at all."""
+    from quotaplane.kube.webhook import ANNOTATION_USER_INFO, WORKLOADS
+
+    inner: dict[str, Any] = {"labels": {"rev": label}} if meta else {}
+    if meta and (annotations or identity is not None):
+        inner["annotations"] = {"other": "x"}
+        if identity is not None:
+            inner["annotations"][ANNOTATION_USER_INFO] = identity
+    if kind == "Pod":
+        return {"metadata": {"name": "p", **inner}, "spec": {}}
+    obj: dict[str, Any] = {"metadata": {"name": "w", "labels": {"rev": label}}}
+    node = obj
+    for part in WORKLOADS[kind]:
+        node = node.setdefault(part, {})
+    node["spec"] = {"containers": []}
+    if meta:
+        node["metadata"] = inner
+    return obj
+
+
+def _identity_hooks() -> list[tuple[str, str]]:
+    """(kind, matchCondition expression) of every identity webhook, for every resource it covers."""
+    (validating,) = _kind("ValidatingWebhookConfiguration")
+    out = []
+    for hook in validating["webhooks"]:
+        if hook["clientConfig"]["service"]["path"] != "/validate-identity":
+            continue
+        (condition,) = hook["matchConditions"]
+        out += [(_KINDS[r], condition["expression"]) for rule in hook["rules"] for r in rule["resources"]]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(hook=st.sampled_from(_identity_hooks()), old_id=_IDENTITY, new_id=_IDENTITY,
+       shape=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+       labels=st.tuples(st.sampled_from("ab"), st.sampled_from("ab")))
+def test_the_identity_webhooks_are_called_exactly_when_the_identity_changes(
+        hook: tuple[str, str], old_id: str | None, new_id: str | None, shape: tuple[bool, bool, bool, bool],
+        labels: tuple[str, str]) -> None:
+    """Issue 31 #4, as the API server evaluates it (the matchConditions' CEL, tests/kube/cel.py): the
+    identity webhook — which fails closed — is called for an UPDATE exactly when the identity (the
+    pod's annotation, or its template's) changes, so every other update (labels, finalizers, scaling,
+    another controller's patch) goes through while the front is down. The condition never errs (an
+    error would refuse the update under failurePolicy Fail) whether or not the metadata and the
+    annotations are there. An absent annotation and an empty one are the same to it (both no
+    identity: the front reads neither as a user)."""
+    from quotaplane.kube.webhook import identity_of
+    from tests.kube.cel import evaluate
+
+    kind, expression = hook
+    old_meta, old_ann, new_meta, new_ann = shape
+    if kind == "Pod":
+        old_meta = new_meta = True              # a pod always has its metadata
+    if not old_meta:
+        old_id = None
+    if not new_meta:
+        new_id = None
+    old = _object(kind, old_id, meta=old_meta, annotations=old_ann, label=labels[0])
+    new = _object(kind, new_id, meta=new_meta, annotations=new_ann, label=labels[1])
+    called = evaluate(expression, obj=new, old=old)
+    assert called == ((identity_of(old, kind) or "") != (identity_of(new, kind) or ""))
+
+
+def test_the_cel_evaluator_errs_where_cel_does() -> None:
+    """The evaluator is no easier than the API server: a field absent outside has() is an error."""
+    from tests.kube.cel import CelError, evaluate
+
+    with pytest.raises(CelError):
+        evaluate("object.metadata.annotations['a'] != ''", obj={"metadata": {}}, old={})
+    with pytest.raises(CelError):
+        evaluate("size(object.metadata) > 0", obj={"metadata": {}}, old={})
+    assert evaluate("has(object.metadata.annotations)", obj={"metadata": {}}, old={}) is False
+    assert evaluate("has(object.metadata.annotations) && 'a' in object.metadata.annotations",
+                    obj={"metadata": {"annotations": {"a": "1"}}}, old={}) is True
 
 
 def test_webhooks_service_deployment_and_tls_agree() -> None:
