@@ -136,8 +136,8 @@ def test_1_a_quota_trees_preemption_keeps_the_victim_charged_until_it_is_gone() 
         assert victim.startswith("uid-team-a-b") and p.allocation(victim) is not None
         assert f.gated("g1") and _running(f) == 4 and _tree_used(f) == 4000
         assert f.emulator.evictions == []
-        blocked = [e for e in f.events() if e["reason"] == "EvictionBlocked"]
-        assert blocked and "forest" in str(p.preempting()[victim]["reason"])
+        f.wait(lambda: [e for e in f.events() if e["reason"] == "EvictionBlocked"])
+        assert p.preempting()[victim]["reason"]["code"] == "forest.preempted"
         # the budget allows it now: evicted, terminating and still charged until the kubelet is done
         r = f.kubectl.patch("/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/bronze",
                             json={"spec": {"minAvailable": 2}},
@@ -253,9 +253,12 @@ def test_3_a_victim_whose_preemption_was_given_up_is_not_picked_again() -> None:
             seen.append(_running(f))
             time.sleep(0.02)
         assert f.emulator.evictions == [("team-a", "a0")]
-        given_up = [e["involvedObject"]["name"] for e in f.events("team-a")
-                    if e["reason"] == "PreemptionAbandoned"]
-        assert sorted(given_up) == ["a1", "a2"], given_up          # each once, then the next victim
+
+        def given_up() -> list[str]:
+            return sorted(e["involvedObject"]["name"] for e in f.events("team-a")
+                          if e["reason"] == "PreemptionAbandoned")
+        f.wait(lambda: len(given_up()) >= 2)            # the Events are written after the decisions
+        assert given_up() == ["a1", "a2"], given_up()  # each once, then the next victim
         f.wait(lambda: (f.get_pod("a0", "team-a") or {}).get("metadata", {}).get("deletionTimestamp"))
         assert f.gated("b1", "team-b")                                # a0 still runs while it ends
         f.emulator.finish("team-a", "a0")
