@@ -5,6 +5,8 @@ pods never exceed what it holds."""
 
 from __future__ import annotations
 
+import pytest
+
 from quotaplane.journal import MemoryJournal
 from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
@@ -211,3 +213,37 @@ def test_a_front_holds_and_spares_again_what_it_was_doing_before_a_restart() -> 
     assert p.spared() == ["a1"]
     p.release("a1")
     assert p.spared() == []
+
+
+def test_held_marks_outlive_a_rebuild_after_a_failed_write_but_not_the_failed_writes_own() -> None:
+    """A write that fails after an irreversible change rebuilds the partition from its journal. The
+    held marks are memory, not journal: those decided before stay (the front is evicting those
+    victims; dropped, the engine would preempt more for the same room), and so do the spared ones;
+    a hold made by the failed write itself was never heard of and goes."""
+    from typing import Any
+
+    class Refusing(MemoryJournal):
+        refuse = False
+
+        def append(self, stream: str, events: Any, **kw: Any) -> int:
+            if self.refuse:
+                self.refuse = False
+                raise OSError("the journal refused the append")
+            return super().append(stream, events, **kw)
+
+    clock, journal = Clock(), Refusing()
+    s = Scheduler.from_yaml(_TREE_CONFIG, store=journal, clock=clock)
+    p = s.partition("default")
+    p.hold_preempted = True
+    p.add_node("n1", cpu(12))
+    p.add_application("lo", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "B"})
+    p.add_application("hi", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "A"})
+    for key, n in (("l1", 1), ("l2", 3), ("l3", 3)):
+        assert p.allocate("lo", key, cpu(n))
+    assert not p.allocate("hi", "h1", cpu(3.5)) and sorted(p.preempting()) == ["l2"]
+    p.spare(["l1"])
+    journal.refuse = True
+    with pytest.raises(OSError):
+        p.hold(["l3"], {"policy": "forest", "code": "forest.preempted", "path": "T", "message": "x"})
+    assert sorted(p.preempting()) == ["l2"] and p.spared() == ["l1"]
+    assert p.allocation("l2") is not None and p.allocation("l3") is not None

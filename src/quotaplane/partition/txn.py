@@ -143,9 +143,12 @@ class Core:
                 return False
             if fresh is None:
                 return False
-            hold = self.state.hold_preempted
+            hold, held, spared = self.state.hold_preempted, self.state.preempting, self.state.spared
             self.state = fresh.state
             self.state.hold_preempted = hold            # the front's setting, not the journal's
+            # held preemptions are memory too: the front is removing those victims (issue 31)
+            self.state.preempting.update((k, v) for k, v in held.items() if k in self.state.allocs)
+            self.state.spared.update(k for k in spared if k in self.state.allocs)
             self.state.waiting.asks.dirty = True        # the timer's next cycle looks at every ask
             log.last_seq = fresh.log.last_seq
             log.snapshot_seq = fresh.log.snapshot_seq
@@ -164,8 +167,8 @@ class Txn:
     clock. ``check_store=False``: do not rebuild or refuse at the start (the configuration path, which
     applies a configuration to a partition whatever its store's health)."""
 
-    __slots__ = ("_applied", "_broken", "_follow", "_irreversible", "_undos", "check_store", "clock", "core",
-                 "state")
+    __slots__ = ("_applied", "_broken", "_follow", "_held", "_irreversible", "_undos", "check_store", "clock",
+                 "core", "state")
 
     def __init__(self, core: Core, *, check_store: bool = True) -> None:
         self.core = core
@@ -179,6 +182,8 @@ class Txn:
         #: a handler failed half way: only a rebuild from the journal restores the state
         self._broken = False
         self._follow: list[FollowUp] = []
+        #: allocations held since the last commit point (a rebuild forgets them: never heard of)
+        self._held: list[str] = []
 
     # -- begin and end ------------------------------------------------------------------------------
     def __enter__(self) -> Txn:
@@ -326,6 +331,7 @@ class Txn:
         held = self.state.hold(keys, reason, preemptor, self.clock() if t is None else t)
         if held:
             self._irreversible = True
+            self._held.extend(held)
         return held
 
     def after(self, follow_up: FollowUp) -> None:
@@ -396,6 +402,8 @@ class Txn:
         log = core.log
         if core.rebuild is None and log.journal is None:
             return          # nothing to rebuild from (a partition in memory alone): it stays as it is
+        for key in self._held:          # decided by this write, never journalled nor heard of
+            self.state.preempting.pop(key, None)
         if log.poisoned is None:
             # a handler or a hook failed: what others queued for a group commit is decided and goes
             # first, so the journal holds everything before this write
@@ -409,5 +417,6 @@ class Txn:
     def _clear(self) -> None:
         self._applied = []
         self._undos = []
+        self._held = []
         self._irreversible = False
         self._broken = False
