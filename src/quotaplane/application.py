@@ -202,9 +202,11 @@ class Application:
         "count_order",
         "counted",
         "gang_style",
+        "max_used",
         "moves",
         "placeholder_since",
         "placeholder_timeout",
+        "placeholders_used",
         "queue_path",
         "reported_state",
         "started",
@@ -213,6 +215,7 @@ class Application:
         "state_since",
         "submit_time",
         "tags",
+        "used",
         "user",
         "watch",
     )
@@ -236,6 +239,14 @@ class Application:
         self.moves = 0
         self.submit_time = submit_time
         self.allocations: dict[str, Allocation] = {}
+        #: the running totals of its real allocations and of its gang placeholders, kept apart as
+        #: YuniKorn keeps ``allocatedResource`` and ``allocatedPlaceholder`` (objects/application.go)
+        self.used: dict[str, int] = {}
+        self.placeholders_used: dict[str, int] = {}
+        #: the component-wise maximum either total ever reached (YuniKorn's ``maxAllocatedResource``,
+        #: served as ``maxUsedResource``). Replaced, never changed in place, so that a mark taken
+        #: before a change holds the value to put back.
+        self.max_used: dict[str, int] = {}
         self.counted = False
         self.gang_style = gang_style
         self.placeholder_timeout = placeholder_timeout
@@ -256,6 +267,30 @@ class Application:
             for k, v in a.resource.items():
                 total[k] = total.get(k, 0) + v
         return Resource.of(dict(sorted(total.items())))
+
+    def charge(self, resource: Mapping[str, int], *, placeholder: bool) -> None:
+        """Add an allocation's ``resource`` to its total (placeholders apart) and raise
+        :attr:`max_used` where that total now exceeds it. Only the components of ``resource`` can
+        grow, so only they are compared: O(components), not O(allocations)."""
+        total = self.placeholders_used if placeholder else self.used
+        peak = self.max_used
+        rising: dict[str, int] | None = None
+        for k, v in resource.items():   # no dict.get: this runs on every admission (benchmarks/calls.py)
+            now = total[k] + v if k in total else v
+            total[k] = now
+            if k not in peak or now > peak[k]:
+                if rising is None:
+                    rising = dict(peak)
+                rising[k] = now
+        if rising is not None:
+            self.max_used = rising
+
+    def discharge(self, resource: Mapping[str, int], *, placeholder: bool) -> None:
+        """Take an allocation's ``resource`` off its total (released, replaced or taken back); the
+        maximum stays (YuniKorn never lowers it)."""
+        total = self.placeholders_used if placeholder else self.used
+        for k, v in resource.items():
+            total[k] -= v
 
     def move(self, trigger: str, t: float) -> bool:
         """Follow :data:`TRANSITIONS` for ``trigger`` at time ``t``; False when the state has no move."""
@@ -340,6 +375,7 @@ class Application:
             "placeholder_since": self.placeholder_since,
             "state_log": [[t, s] for t, s in self.state_log],
             "started": self.started,
+            "max_used": dict(sorted(self.max_used.items())),
         }
 
     def __repr__(self) -> str:

@@ -521,8 +521,8 @@ class AppRestore(Event):
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "state": _str, "state_since": _float, "placeholder_since": _opt(_float),
         "anchor_seq": _int, "added_seq": _int, "allocations": _opt(_strs), "state_log": _opt(_state_log),
-        "started": _opt(_float)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"state_log", "started"})
+        "started": _opt(_float), "max_used": _opt(_res)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"state_log", "started", "max_used"})
     app: str
     state: str
     state_since: float
@@ -534,6 +534,8 @@ class AppRestore(Event):
     state_log: tuple[tuple[float, str], ...] | None = None
     #: when it first entered Starting or Running (kept apart: the log holds the newest changes only)
     started: float | None = None
+    #: the most it ever held per resource (``maxUsedResource``): released allocations no longer show it
+    max_used: Resource | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -12,7 +12,7 @@ Kubernetes objects (K8-1, K8-2).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, overload
@@ -103,6 +103,11 @@ class Resource(Mapping[str, int]):
     def get(self, name: str, default: Any = None) -> Any:
         """The amount of ``name``, or ``default`` when the name is not present."""
         return self._values.get(name, default)
+
+    def items(self) -> ItemsView[str, int]:
+        """``(name, amount)`` pairs: the dict's own view (Mapping's generic one costs a Python call per
+        item, and every admission walks a resource)."""
+        return self._values.items()
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Resource is immutable")

@@ -270,7 +270,7 @@ class Txn:
                 return Decision(False, refused, queue=app.queue_path, allocation_key=key)
             # the policies counted it; the application's lifecycle moves below
             before = AppMark(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
-                             app.log_mark())
+                             app.log_mark(), app.max_used)
             ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
                              preemptible=spec.preemptible, placeholder=spec.placeholder,
                              task_group=spec.task_group, t=t,

@@ -135,10 +135,13 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
 def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]],
                     held: Container[str] = ()) -> dict[str, Any]:
     """``ApplicationDAOInfo``: usage, demand, the allocations and the waiting asks (``requests``), the
-    state with its ``stateLog``. Not modelled, so YuniKorn's empty value: ``maxUsedResource``,
-    ``rejectedMessage`` (rejected applications are not kept), ``placeholderData``, ``hasReserved``,
-    ``reservations``; ``resourceHistory`` is ``{}``. ``startTime`` is milliseconds, as in YuniKorn;
-    before the application started it is the zero time's milliseconds (YuniKorn sends the same)."""
+    state with its ``stateLog``. ``maxUsedResource`` is the component-wise maximum the application's
+    allocations ever reached (its real ones and its placeholders each, as YuniKorn's
+    ``maxAllocatedResource``), left out until it has held something. Not modelled, so YuniKorn's
+    empty value: ``rejectedMessage`` (rejected applications are not kept), ``placeholderData``,
+    ``hasReserved``, ``reservations``; ``resourceHistory`` is ``{}``. ``startTime`` is milliseconds, as
+    in YuniKorn; before the application started it is the zero time's milliseconds (YuniKorn sends the
+    same)."""
     pending: dict[str, int] = {}
     for ask, _ in asks:
         for k, v in ask.resource.items():
@@ -148,6 +151,7 @@ def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, 
     out: dict[str, Any] = {
         "applicationID": app.application_id,
         "usedResource": dict(sorted(_sum(app.allocations.values()).items())),
+        "maxUsedResource": dict(sorted(app.max_used.items())),
         "pendingResource": dict(sorted(pending.items())),
         "partition": partition,
         "queueName": app.queue_path,
@@ -164,8 +168,9 @@ def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, 
     }
     if finished is not None:
         out["finishedTime"] = nanos(finished)
-    return prune(out, "usedResource", "pendingResource", "submissionTime", "requests", "allocations",
-                 "applicationState", "user", "groups", "stateLog", "maxRequestPriority", "startTime")
+    return prune(out, "usedResource", "maxUsedResource", "pendingResource", "submissionTime", "requests",
+                 "allocations", "applicationState", "user", "groups", "stateLog", "maxRequestPriority",
+                 "startTime")
 
 
 def partition_dao(name: str, cluster_id: str, capacity: Resource, used: Resource, *, nodes: int,

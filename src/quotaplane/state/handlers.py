@@ -340,6 +340,7 @@ class PartitionState:
         if alloc.placeholder and not app.has_placeholders():
             app.placeholder_since = ev.t
         app.allocations[alloc.allocation_key] = alloc
+        app.charge(alloc.resource, placeholder=alloc.placeholder)
         self.allocs[alloc.allocation_key] = alloc
         started = not app.counted
         if started:
@@ -408,6 +409,7 @@ class PartitionState:
                                          ask_seq)
         del self.allocs[ev.key]
         del app.allocations[ev.key]
+        app.discharge(alloc.resource, placeholder=alloc.placeholder)
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, ev.key)
         undo.app.restore(app)
@@ -470,6 +472,7 @@ class PartitionState:
         if noted:
             self.notes.append({"type": "released", "allocationKey": key, "applicationID": app.application_id})
         del app.allocations[key]
+        app.discharge(alloc.resource, placeholder=alloc.placeholder)
         # with asks still pending the application keeps running (and counting)
         last = (app.counted and not app.allocations and not keep_counted
                 and not self.waiting.asks.has_application(app.application_id))
@@ -520,6 +523,8 @@ class PartitionState:
         # keep admission order: the real allocation takes the placeholder's place
         app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
                            (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
+        app.discharge(ph.resource, placeholder=True)
+        app.charge(real.resource, placeholder=False)
         del self.allocs[ph.allocation_key]
         self.allocs[real.allocation_key] = real
         if not app.has_placeholders():
@@ -625,6 +630,8 @@ class PartitionState:
             app.state_log.extend((float(t), str(s)) for t, s in ev.state_log)
             app.started = ev.started
         app.placeholder_since = ev.placeholder_since
+        if ev.max_used is not None:     # older snapshots lack it: the maximum of what they hold
+            app.max_used = dict(ev.max_used)
         app.anchor_seq = ev.anchor_seq
         app.added_seq = ev.added_seq
 

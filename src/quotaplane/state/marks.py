@@ -21,18 +21,20 @@ class AppMark(NamedTuple):
     anchor_seq: int
     placeholder_since: float | None
     log: LogMark
+    max_used: dict[str, int]
 
     @classmethod
     def of(cls, app: Application) -> AppMark:
         """The lifecycle of ``app`` now."""
         return cls(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
-                   app.log_mark())
+                   app.log_mark(), app.max_used)
 
     def restore(self, app: Application) -> None:
         """Put ``app``'s lifecycle back as it was when this mark was taken."""
         app.state, app.state_since, app.counted = self.state, self.state_since, self.counted
         app.anchor_seq, app.placeholder_since = self.anchor_seq, self.placeholder_since
         app.log_undo(self.log)
+        app.max_used = self.max_used
 
 
 class AllocationUndo(NamedTuple):

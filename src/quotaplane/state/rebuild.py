@@ -50,7 +50,8 @@ def _restore(app: Application) -> AppRestore:
     return AppRestore(app=app.application_id, state=app.state, state_since=app.state_since,
                       placeholder_since=app.placeholder_since, anchor_seq=app.anchor_seq,
                       added_seq=app.added_seq, allocations=tuple(app.allocations),
-                      state_log=tuple(app.state_log), started=app.started)
+                      state_log=tuple(app.state_log), started=app.started,
+                      max_used=Resource.of(app.max_used))
 
 
 #: a live allocation as a snapshot saw it: the allocation (only its node changes after admission)
