@@ -27,11 +27,10 @@ from quotaplane.events import ConfigApplied, Event
 from quotaplane.history.calendar import Calendar
 from quotaplane.history.engine import Accounting, Row, restart_at_now, restore_into, snapshot_of
 from quotaplane.history.fairshare import FairRank, standing_of
-from quotaplane.history.view import StateView, settings_of
+from quotaplane.history.view import PartitionState, StateView, settings_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.policy import Decision
-    from quotaplane.state.handlers import PartitionState
 
 __all__ = ["PartitionHistory"]
 

@@ -11,7 +11,7 @@ nodes an allocation counts in. Everything is read, nothing is changed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from quotaplane.config.history import HistorySettings, SettingsError, parse_settings
 from quotaplane.config.identity import UserGroup
@@ -20,9 +20,39 @@ from quotaplane.policy import AdmissionRequest
 from quotaplane.resources import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.state.handlers import PartitionState
+    from quotaplane.admission import PolicySet
+    from quotaplane.application import Allocation
+    from quotaplane.config.model import PartitionConfig
+    from quotaplane.queues import QueueTree
+    from quotaplane.scheduling.waiting import Waiting
+    from quotaplane.ugm import Manager
 
-__all__ = ["StateView", "settings_of"]
+__all__ = ["PartitionState", "StateView", "settings_of"]
+
+
+class PartitionState(Protocol):
+    """What the usage accounting reads of a partition's state
+    (:class:`quotaplane.state.handlers.PartitionState` is one). Declared here, where it is read, so
+    that the history imports nothing of the state that feeds it (no import circle, issue 29)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> PartitionConfig: ...
+    @property
+    def config_seq(self) -> int: ...
+    @property
+    def total(self) -> Resource: ...
+    @property
+    def queues(self) -> QueueTree: ...
+    @property
+    def ugm(self) -> Manager: ...
+    @property
+    def policies(self) -> PolicySet: ...
+    @property
+    def allocs(self) -> Mapping[str, Allocation]: ...
+    @property
+    def waiting(self) -> Waiting: ...
 
 
 def settings_of(extensions: Mapping[str, object]) -> HistorySettings:
