@@ -70,6 +70,17 @@ class _Refusal(Exception):
         self.violation = violation
 
 
+def _what(target: _Target) -> str:
+    """How a message names where an allocation goes: ``quota forest 'F'`` or ``quota tree 'T'``."""
+    return f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+
+
+def _waiting(target: _Target, victims: list[str]) -> Violation:
+    """Held preemption: the request fits only once ``victims``, held, are gone."""
+    return _violation(target[1], f"the request fits {_what(target)} only by preempting "
+                                 f"{', '.join(victims)}: it waits until they are gone")
+
+
 def _violation(path: str, message: str, shortfall: Mapping[str, int] | None = None) -> Violation:
     return Violation(policy="forest", code="forest.quota", path=path, message=message,
                      resource=Resource(dict(shortfall)) if shortfall else None)
@@ -179,7 +190,7 @@ class ForestPolicy(QuotaPolicy):
     def _refused(self, r: AllocationResponse, target: _Target) -> Violation:
         tree = r.failed_tree or next(iter(target[2]))
         node = r.failed_node or target[2].get(tree, "")
-        what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+        what = _what(target)
         missing = ", ".join(f"{k} {v}" for k, v in sorted(r.shortfall.items()))
         message = (f"the request does not fit {what} at node {node!r} of tree {tree!r}"
                    + (f" (short by {missing})" if missing else "") + f":{r.message.rstrip()}")
@@ -222,11 +233,7 @@ class ForestPolicy(QuotaPolicy):
         if not r.allocated:
             return [self._refused(r, target)]
         victims = self._victims(r)
-        if self.holds and victims:
-            what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
-            return [_violation(target[1], f"the request fits {what} only by preempting "
-                                          f"{', '.join(victims)}: it waits until they are gone")]
-        return []
+        return [_waiting(target, victims)] if self.holds and victims else []
 
     def _trial(self, request: AdmissionRequest) -> tuple[AllocationResponse, _Target] | list[Violation]:
         """Try ``request`` on its trees and undo it: the manager's answer and where it went, or the
@@ -282,7 +289,7 @@ class ForestPolicy(QuotaPolicy):
         victims = self._victims(r)
         if not victims:
             return None
-        what = f"quota forest {target[1]!r}" if target[0] == "forest" else f"quota tree {target[1]!r}"
+        what = _what(target)
         reason = Violation(policy="forest", code="forest.preempted", path=target[1],
                            message=f"preempted by {what} to admit {request.allocation_key!r}")
         return Eviction(reason=reason, keys=tuple(victims))
@@ -346,8 +353,7 @@ class ForestPolicy(QuotaPolicy):
                 if self.holds and self._victims(r):     # held preemption: check() refused it already
                     self._undo(target, cid)
                     qm.remove_consumer(cid)
-                    return [_violation(target[1], "the request fits only by preempting; it waits until "
-                                                  "they are gone")]
+                    return [_waiting(target, self._victims(r))]
                 self._targets[cid] = target
                 victims: list[tuple[str, ConsumerInfo, _Target]] = []
                 for vid in r.preempted_ids:
