@@ -5,6 +5,7 @@ REST allocate) — and the allocations say which pods they are. Each test failed
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -81,6 +82,27 @@ def _subtree(name: str, parent: str, children: list[dict[str, Any]]) -> dict[str
             "spec": spec}
 
 
+class _Peak:
+    """The most cores running or about to start at once, sampled from the API server's store while a
+    test runs (across restarts of the front: the emulator stays)."""
+
+    def __init__(self, f: Front) -> None:
+        self.f, self.peak = f, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.peak = max(self.peak, _running(self.f))
+            self.stop.wait(0.02)
+
+    def close(self) -> int:
+        self.stop.set()
+        self.thread.join(5)
+        return self.peak
+
+
 def _pods(f: Front) -> list[dict[str, Any]]:
     return list(f.emulator.objects("pods"))
 
@@ -126,6 +148,7 @@ def _tree_used(f: Front) -> int:
 
 def test_1_a_quota_trees_preemption_keeps_the_victim_charged_until_it_is_gone() -> None:
     f = _tree_front()
+    peak = _Peak(f)
     try:
         f.submit(pod("g1", labels={"quota_context": "gold"}))
         controller = f.controller
@@ -151,7 +174,9 @@ def test_1_a_quota_trees_preemption_keeps_the_victim_charged_until_it_is_gone() 
         f.emulator.finish("team-a", name)
         f.wait(lambda: not f.gated("g1"))
         assert _running(f) == 4 and _tree_used(f) == 4000 and p.preempting() == {}
+        assert peak.close() == 4                # the tree's 4 cores, never more, all along
     finally:
+        peak.close()
         f.close()
 
 
@@ -321,6 +346,7 @@ def test_2_held_preemptions_survive_a_restart_of_the_front(tmp_path: Any) -> Non
     store = f"sqlite:///{tmp_path / 'state.db'}"
     f = _blocked_reclaim(store)
     g: Front | None = None
+    peak = _Peak(f)
     try:
         before = f.scheduler.partition("default").preempting()
         g = _restarted(f, store)
@@ -334,7 +360,9 @@ def test_2_held_preemptions_survive_a_restart_of_the_front(tmp_path: Any) -> Non
         f.wait(lambda: len(controller.stats.blocked) == 4, timeout=20)
         assert sorted(p.preempting()) == sorted(before) and _running(g) == 8
         assert all(g.gated(f"b{i}", "team-b") for i in range(1, 5))
+        assert peak.close() == 8                # through the restart: never more than the node
     finally:
+        peak.close()
         if g is not None:
             g.stop()
             g.scheduler.close()
