@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, check_all
 from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.partition.asks import add_ask
+from quotaplane.partition.follow_up import freed, freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.policy import Decision
 from quotaplane.resources import Resource
@@ -21,16 +23,6 @@ from quotaplane.state.handlers import PartitionState
 
 __all__ = ["allocate", "allocate_specs", "cancel_preemption", "freed", "freed_all", "release",
            "release_batch", "what_if"]
-
-
-def freed(tx: Txn) -> None:
-    """The follow-up of a change that gave quota back: the waiting asks it may unblock get a cycle."""
-    tx.core.scheduler.freed(tx)
-
-
-def freed_all(tx: Txn) -> None:
-    """The follow-up of a change no wake key tells (a node, a config): every waiting ask is retried."""
-    tx.core.scheduler.freed(tx, full=True)
 
 
 def _after_direct(tx: Txn) -> None:
@@ -79,7 +71,6 @@ def _wait_for_victims(tx: Txn, spec: AllocationSpec, decision: Decision) -> Deci
     if decision.allocated or not decision.preempted or not tx.state.hold_preempted:
         return decision
     if spec.allocation_key not in tx.state.waiting.asks:
-        from quotaplane.partition.asks import add_ask  # asks imports this module's freed()
 
         add_ask(tx, spec)
     return decision

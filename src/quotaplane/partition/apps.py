@@ -11,7 +11,7 @@ from quotaplane.admission import check_id
 from quotaplane.application import GANG_HARD, GANG_SOFT
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, InputError, NotFoundError
-from quotaplane.partition.allocations import freed
+from quotaplane.partition.follow_up import freed
 from quotaplane.partition.submission import Submission
 from quotaplane.partition.txn import Txn
 from quotaplane.policy import Decision

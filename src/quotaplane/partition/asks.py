@@ -15,7 +15,7 @@ import quotaplane.events as E
 from quotaplane.admission import AllocationSpec
 from quotaplane.application import Allocation
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.partition.allocations import freed
+from quotaplane.partition.follow_up import freed
 from quotaplane.partition.nodes import check_int64_sum
 from quotaplane.partition.txn import Txn
 from quotaplane.scheduling.asks import Ask

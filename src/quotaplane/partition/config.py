@@ -7,7 +7,7 @@ from __future__ import annotations
 import quotaplane.events as E
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import NotLeaderError
-from quotaplane.partition.allocations import freed_all
+from quotaplane.partition.follow_up import freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.state.handlers import PartitionState
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import quotaplane.events as E
 from quotaplane.errors import ConflictError, InputError, NotFoundError
-from quotaplane.partition.allocations import freed, freed_all
+from quotaplane.partition.follow_up import freed, freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.resources import INT64_MAX, Resource
 from quotaplane.state.nodes import NodeIndex
