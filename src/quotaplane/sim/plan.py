@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from quotaplane.sim.command import ProgressLines
+from quotaplane.sim.progress import ProgressLines
 
 __all__ = ["PlanOptions", "run_plan"]
 
