@@ -30,15 +30,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from quotaplane.journal.base import Journal
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
-    from quotaplane.server.app import Service
 
-__all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds", "default_margin"]
+__all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds", "Service", "default_margin"]
+
+
+class Service(Protocol):
+    """What the leadership rounds touch of the service that runs them
+    (:class:`quotaplane.server.app.Service` is it). Declared here, where it is used, so that this module
+    imports nothing of the app above it (no import circle, issue 29)."""
+
+    scheduler: Scheduler
+
+    def sync_group_commit(self) -> None:
+        """Group commit on exactly the partitions this instance leads."""
 
 _log = logging.getLogger("quotaplane.server.ha")
 

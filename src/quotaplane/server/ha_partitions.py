@@ -65,11 +65,10 @@ from typing import TYPE_CHECKING
 
 from quotaplane.errors import NotLeaderError
 from quotaplane.journal.base import Journal
-from quotaplane.server.ha import LEASE_STREAM, LeaseRounds, default_margin
+from quotaplane.server.ha import LEASE_STREAM, LeaseRounds, Service, default_margin
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduler import Scheduler
-    from quotaplane.server.app import Service
 
 __all__ = ["CLAIM_PREFIX", "PartitionLeadership"]
 

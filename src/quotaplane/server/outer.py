@@ -21,7 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI
 from pydantic import ValidationError
@@ -31,9 +31,36 @@ from quotaplane.server.errors import exception_response, status_for
 from quotaplane.server.logs import ACCESS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.server.app import Service
+    from quotaplane.server.auth import Tokens
+    from quotaplane.server.durability import CommitBarrier
+    from quotaplane.server.limits import Limits
+    from quotaplane.server.metrics import Metrics
+    from quotaplane.server.write_routing import WriteRouter
 
-__all__ = ["App", "Outer"]
+__all__ = ["App", "Outer", "Service"]
+
+
+class Service(Protocol):
+    """What the outer layer reads of the service per request (:class:`quotaplane.server.app.Service`
+    is it). Declared here, where it is read, so that this module imports nothing of the app that
+    installs it (no import circle, issue 29)."""
+
+    browser: BrowserPolicy
+    limits: Limits
+    tokens: Tokens
+    barrier: CommitBarrier
+    router: WriteRouter | None
+    metrics: Metrics
+
+    @property
+    def group_commit_on(self) -> bool:
+        """True while answers wait for group commits."""
+
+    def form_types(self, method: str, path: str) -> frozenset[str]:
+        """The media types besides JSON and YAML the operation documents for its body."""
+
+    async def refresh_for_read(self, method: str, path: str) -> None:
+        """Bring the partitions a read shows that another instance leads up to their streams."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
