@@ -141,3 +141,144 @@ def test_no_import_circle_between_parts() -> None:
 
     for part in sorted(edges):
         visit(part, [])
+
+
+# -- the module map (issue 29) ---------------------------------------------------------------------------
+
+
+def _module_of(path: Path) -> str:
+    return "quotaplane." + _module_name(path) if _module_name(path) != "__init__" else "quotaplane"
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """Every module of ``src/`` that ``path`` imports anywhere: at the top, inside functions, under
+    ``TYPE_CHECKING`` (a type-only import is an import: it ties the two modules' meanings together).
+    ``from package import name`` is an import of the submodule when ``name`` is one, else of the package."""
+    me = _module_of(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                origin = node.module or ""
+            for alias in node.names:
+                sub = f"{origin}.{alias.name}"
+                if sub in modules:
+                    out.add(sub)
+                elif origin in modules:
+                    out.add(origin)
+    out.discard(me)
+    return out
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Issue 29: 0 import circles between modules, type-only and in-function imports included (before:
+    four, each hidden behind ``TYPE_CHECKING`` or a function-level import)."""
+    paths = {_module_of(p): p for p in _modules()}
+    modules = set(paths)
+    edges = {m: _module_imports(p, modules) for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(v: str) -> None:       # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part: list[str] = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for module in sorted(modules):
+        if module not in index:
+            connect(module)
+    shown = [f"{' <-> '.join(c)}: " + "; ".join(f"{m} imports {sorted(edges[m] & set(c))}" for m in c)
+             for c in circles]
+    assert not circles, "import circles:\n" + "\n".join(shown)
+
+
+#: modules over :data:`MAX_LINES`, each with the reason it is one module (issue 29: "no module is over
+#: 600 lines without a stated reason"). A module that shrinks under the limit must leave this list.
+LONG_MODULES: dict[str, str] = {
+    "history/engine.py": "the accounting engine of issue 33, landed whole; its split is on issue 33's list "
+                         "(the history row)",
+    "kube/controller.py": "the Kubernetes front's one controller: a task per watched kind sharing one "
+                          "action queue; the kinds' handlers are short and read together",
+    "partition/facade.py": "the public Partition API (docs/library.md): one documented method per operation, "
+                           "each a few lines handing a transaction to partition/'s write modules",
+    "state/handlers.py": "the only code that changes a partition's state: one short method per event "
+                         "type (events.py), kept together so every change of state is in one place",
+    "sim/recorded.py": "a journal read back as a workload: one reader per event type of the journal",
+    "sim/engine.py": "the replay engine: the trace's event kinds driven through a real partition",
+    "forest/manager.py": "MCAD's quota manager (seed 003): trees, forests and consumers behind one lock, "
+                         "as upstream keeps them",
+    "elastic/manager.py": "Koordinator's elastic quota manager (seed 002) as upstream keeps it: quota "
+                          "groups, runtime quota, admission and reclaim",
+    "queues/tree.py": "YuniKorn's queue tree (seed 004, rules M-1 … M-6): configured and dynamic queues "
+                      "and their usage, one structure",
+    "sim/metrics.py": "what a replay measures, per queue, user and quota: one recorder per event kind",
+    "client.py": "the REST client, sync and async side by side (each method twice, the same shape)",
+    "policies/forest.py": "the quota forest behind the policy protocol: admission, release, replacement "
+                          "and its REST/metric views of one engine",
+}
+
+MAX_LINES = 600
+
+
+def test_no_module_over_600_lines_without_a_stated_reason() -> None:
+    long = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in _modules()}
+    over = sorted(name for name, n in long.items() if n > MAX_LINES and name not in LONG_MODULES)
+    assert not over, f"modules over {MAX_LINES} lines with no reason in LONG_MODULES: {over}"
+    stale = sorted(name for name in LONG_MODULES if long.get(name, 0) <= MAX_LINES)
+    assert not stale, f"no longer over {MAX_LINES} lines (or gone): take them off LONG_MODULES: {stale}"
+
+
+#: radon grade C or worse (cyclomatic complexity over 10) allowed, as a share of the functions and
+#: methods: issue 29 asks for under 4 % overall and in ``scheduling/``. Where today is above that, the
+#: ceiling is today's figure so that it can only go down (the lead's note says how far it is).
+RADON_CEILINGS: dict[str, float] = {"": 6.1, "scheduling": 4.1, "partition": 4.0}
+
+
+def _radon_share(prefix: str) -> tuple[float, list[str]]:
+    from radon.complexity import cc_rank, cc_visit
+    from radon.visitors import Class
+
+    total, bad = 0, []
+    for path in _modules():
+        rel = str(path.relative_to(SRC))
+        if prefix and not rel.startswith(prefix + "/"):
+            continue
+        for block in cc_visit(path.read_text()):
+            if isinstance(block, Class):       # its methods are listed on their own
+                continue
+            total += 1
+            if cc_rank(block.complexity) >= "C":
+                bad.append(f"{rel}:{block.lineno} {block.name} ({block.complexity})")
+    return 100.0 * len(bad) / max(total, 1), bad
+
+
+def test_radon_grade_c_or_worse_stays_under_its_ceiling() -> None:
+    for prefix, ceiling in RADON_CEILINGS.items():
+        share, bad = _radon_share(prefix)
+        assert share <= ceiling, (f"{prefix or 'src'}: {share:.2f} % of functions at radon grade C or worse "
+                                  f"(ceiling {ceiling} %):\n" + "\n".join(sorted(bad)))
