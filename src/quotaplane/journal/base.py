@@ -292,6 +292,16 @@ def stream_moved(stream: str, last: int, after: int, holder: str | None) -> NotL
                           "another writer appended to it meanwhile; nothing was written", leader=holder)
 
 
+def check_append(stream: object, events: object, holder: object | None) -> list[str]:
+    """The arguments of :meth:`Journal.append`, checked as every store checks them: the stream, the
+    events (returned as canonical JSON texts) and the lease holder when one is named."""
+    check_stream(stream)
+    texts = check_events(events)
+    if holder is not None:
+        check_lease_args(stream, holder)
+    return texts
+
+
 def check_lease_args(stream: object, holder: object, ttl: object | None = None) -> None:
     """Validate lease arguments: non-empty stream and holder, finite positive ttl (``ValueError``)."""
     check_stream(stream)

@@ -18,7 +18,7 @@ from quotaplane.errors import InputError, NotLeaderError
 from quotaplane.journal.base import (
     JournalCompactedError,
     JournalError,
-    check_events,
+    check_append,
     check_lease_args,
     check_seq,
     check_state,
@@ -162,10 +162,7 @@ class MemoryJournal(LocalLeaseCalls):
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
                after: int | None = None) -> int:
         """Append events in one step; see :meth:`Journal.append`."""
-        check_stream(stream)
-        texts = check_events(events)
-        if holder is not None:
-            check_lease_args(stream, holder)
+        texts = check_append(stream, events, holder)
         with self._lock:
             self._check_open()
             if holder is not None:

@@ -61,7 +61,7 @@ from quotaplane.journal.base import (
     JournalCompactedError,
     JournalError,
     OutcomeUnknownError,
-    check_events,
+    check_append,
     check_lease_args,
     check_seq,
     check_state,
@@ -330,10 +330,7 @@ class PostgresJournal:
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
                after: int | None = None) -> int:
         """Append events in one transaction; see :meth:`Journal.append` and the module doc (fencing)."""
-        check_stream(stream)
-        texts = check_events(events)
-        if holder is not None:
-            check_lease_args(stream, holder)
+        texts = check_append(stream, events, holder)
         q = self._q
         with self._lock:
             conn = self._connection()

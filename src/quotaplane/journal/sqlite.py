@@ -53,8 +53,7 @@ from quotaplane.journal.base import (
     JournalCompactedError,
     JournalError,
     JournalLockedError,
-    check_events,
-    check_lease_args,
+    check_append,
     check_seq,
     check_state,
     check_stream,
@@ -81,6 +80,33 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS snapshots (stream TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
     " state TEXT NOT NULL, saved_at REAL NOT NULL)",
 )
+
+
+class _Write:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any failure: every write transaction of the
+    store. A class, not a generator context manager: an append runs it (two calls, not five)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        conn = self._conn
+        try:
+            if exc_type is None:
+                conn.execute("COMMIT")
+                return
+        except BaseException:
+            if conn.in_transaction:     # a COMMIT that failed (SQLITE_BUSY, disk full) left it open
+                conn.execute("ROLLBACK")
+            raise
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 class SQLiteJournal(LocalLeaseCalls):
@@ -257,10 +283,7 @@ class SQLiteJournal(LocalLeaseCalls):
     def append(self, stream: str, events: Sequence[Mapping[str, Any]], *, holder: str | None = None,
                after: int | None = None) -> int:
         """Append events in one committed transaction; see :meth:`Journal.append`."""
-        check_stream(stream)
-        texts = check_events(events)
-        if holder is not None:
-            check_lease_args(stream, holder)
+        texts = check_append(stream, events, holder)
         with self._lock:
             conn = self._c()
             if holder is not None:
@@ -273,8 +296,7 @@ class SQLiteJournal(LocalLeaseCalls):
                 return last
             new_last = last + len(texts)
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _Write(conn):
                     if len(texts) == 1:  # the common case (one allocation): skip executemany's overhead
                         conn.execute("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
                                      (stream, new_last, texts[0]))
@@ -286,11 +308,6 @@ class SQLiteJournal(LocalLeaseCalls):
                                      (stream, new_last))
                     # no UPDATE of streams.last_seq per append: the live counter is max(events.seq),
                     # recomputed at open (halves the cost of a single append; see the module doc)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 raise JournalError(f"append to {stream!r} failed in {self.url!r}: {exc}") from exc
             if counters is None:
@@ -373,8 +390,7 @@ class SQLiteJournal(LocalLeaseCalls):
                 if row is not None and seq < int(row[0]):
                     raise InputError(f"snapshot seq {seq} is older than the saved snapshot at {row[0]} of "
                                      f"stream {stream!r}")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _Write(conn):
                     if counters is None:
                         conn.execute("INSERT INTO streams(stream, last_seq, compacted_seq) VALUES (?, 0, 0)",
                                      (stream,))
@@ -384,11 +400,6 @@ class SQLiteJournal(LocalLeaseCalls):
                         "saved_at = excluded.saved_at", (stream, seq, text, time.time()))
                     compacted = self._compact_sql(conn, stream, seq, counters) \
                         if self._compact_on_snapshot else None
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 raise JournalError(f"snapshot of {stream!r} failed in {self.url!r}: {exc}") from exc
             if counters is None:
@@ -420,14 +431,8 @@ class SQLiteJournal(LocalLeaseCalls):
                 if row is None or int(row[0]) <= counters[1]:
                     return 0
                 upto = int(row[0])
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _Write(conn):
                     self._compact_sql(conn, stream, upto, counters)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 raise JournalError(f"compaction of {stream!r} failed in {self.url!r}: {exc}") from exc
             removed = upto - counters[1]
