@@ -253,20 +253,27 @@ def test_no_module_over_600_lines_without_a_stated_reason() -> None:
     assert not stale, f"no longer over {MAX_LINES} lines (or gone): take them off LONG_MODULES: {stale}"
 
 
-#: radon grade C or worse (cyclomatic complexity over 10) allowed, as a share of the functions and
-#: methods: issue 29 asks for under 4 % overall and in ``scheduling/``. Where today is above that, the
-#: ceiling is today's figure so that it can only go down (the lead's note says how far it is).
-RADON_CEILINGS: dict[str, float] = {"": 6.1, "scheduling": 4.1, "partition": 4.0}
+#: radon grade C or worse (cyclomatic complexity over 10), as a share of the functions and methods, must
+#: stay under these ceilings. Issue 29 asks for under 4 % overall and in ``scheduling/`` (5.2 % and
+#: 10.4 % at f16ba7b). ``scheduling/`` and the core (the write path, the state, the journal, the
+#: policies) are under 4 %; the whole of ``src/`` is not yet (engines, server, sim, kube and the usage
+#: history added since are above it), so its ceiling is today's figure: it can only go down.
+RADON_CEILINGS: dict[str, tuple[tuple[str, ...], float]] = {
+    "src": ((), 6.0),
+    "scheduling": (("scheduling/",), 4.0),
+    "core": (("partition/", "state/", "journal/", "policies/", "admission.py", "application.py", "events.py",
+              "notices.py", "policy.py", "scheduler.py", "errors.py", "resources.py"), 4.0),
+}
 
 
-def _radon_share(prefix: str) -> tuple[float, list[str]]:
+def _radon_share(prefixes: tuple[str, ...]) -> tuple[float, list[str]]:
     from radon.complexity import cc_rank, cc_visit
     from radon.visitors import Class
 
     total, bad = 0, []
     for path in _modules():
         rel = str(path.relative_to(SRC))
-        if prefix and not rel.startswith(prefix + "/"):
+        if prefixes and not rel.startswith(prefixes):
             continue
         for block in cc_visit(path.read_text()):
             if isinstance(block, Class):       # its methods are listed on their own
@@ -278,7 +285,7 @@ def _radon_share(prefix: str) -> tuple[float, list[str]]:
 
 
 def test_radon_grade_c_or_worse_stays_under_its_ceiling() -> None:
-    for prefix, ceiling in RADON_CEILINGS.items():
-        share, bad = _radon_share(prefix)
-        assert share <= ceiling, (f"{prefix or 'src'}: {share:.2f} % of functions at radon grade C or worse "
-                                  f"(ceiling {ceiling} %):\n" + "\n".join(sorted(bad)))
+    for name, (prefixes, ceiling) in RADON_CEILINGS.items():
+        share, bad = _radon_share(prefixes)
+        assert share < ceiling, (f"{name}: {share:.2f} % of functions at radon grade C or worse "
+                                 f"(ceiling {ceiling} %):\n" + "\n".join(sorted(bad)))

@@ -209,7 +209,7 @@ class QuotaPreemption:
         seen: set[str] = set()
         running: list[Queue] = []          # queues preempting in this tick: their subtrees wait
         for q in queues:
-            if q.is_root or not q.managed or q.max is None:
+            if not _enforced(q):
                 continue
             if any(r in q.chain for r in running):
                 seen.update(self.due_at.keys() & {q.path})
@@ -223,3 +223,8 @@ class QuotaPreemption:
         for path in [p for p in self.due_at if p not in seen]:
             del self.due_at[path]          # back within its max (or the delay was removed): cleared
         return out
+
+
+def _enforced(q: Queue) -> bool:
+    """A queue whose max quota preemption enforces: configured (managed), not the root, with a max."""
+    return not q.is_root and q.managed and q.max is not None
