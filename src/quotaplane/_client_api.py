@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from quotaplane.config.identity import UserGroup
-from quotaplane.errors import ConflictError, NotFoundError, QuotaplaneError
+from quotaplane.errors import ConflictError, InputError, NotFoundError, QuotaplaneError
 from quotaplane.policy import Decision, Violation
 from quotaplane.resources import Resource
 
@@ -288,7 +288,7 @@ class _api:
         asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
                  if v is not None]
         if len(asked) != 1:
-            raise ValueError("name exactly one of queue, user, group or quota")
+            raise InputError("name exactly one of queue, user, group or quota")
         (kind, name), = asked
         return _Call("GET", f"/partition/{partition}/standing", _dict, params={"kind": kind, "name": name})
 

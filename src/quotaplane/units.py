@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from quotaplane.errors import InputError
 from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
 
 __all__ = ["UNLIMITED_FROM", "amount", "is_unlimited", "parse_resources", "percent", "resources"]
@@ -122,7 +123,7 @@ def _vcore(text: str) -> int:
     except ValueError:
         value = parse_k8s_quantity(text)
         if value < 0:
-            raise ValueError(f"negative quantity {text!r}") from None
+            raise InputError(f"negative quantity {text!r}") from None
         return math.ceil(value * 1000)
 
 
@@ -135,7 +136,7 @@ def parse_resources(words: Iterable[str]) -> dict[str, int]:
         name, sep, text = word.partition("=")
         name, text = name.strip(), text.strip()
         if not sep or not name or not text:
-            raise ValueError(f"{word!r}: expected NAME=QUANTITY (for example cpu=2 or memory=4Gi)")
+            raise InputError(f"{word!r}: expected NAME=QUANTITY (for example cpu=2 or memory=4Gi)")
         try:
             if name == "vcore":
                 key, value = "vcore", _vcore(text)
@@ -147,11 +148,11 @@ def parse_resources(words: Iterable[str]) -> dict[str, int]:
                 except ValueError:
                     key, value = name, Resource.from_k8s({name: text})[name]
         except ValueError as exc:
-            raise ValueError(f"{word!r}: not a quantity ({exc})") from None
+            raise InputError(f"{word!r}: not a quantity ({exc})") from None
         if value > INT64_MAX:
-            raise ValueError(f"{word!r}: too large")
+            raise InputError(f"{word!r}: too large")
         if key in out:
             also = " (cpu is vcore)" if key == "vcore" else ""
-            raise ValueError(f"{word!r}: {key} is given twice{also}")
+            raise InputError(f"{word!r}: {key} is given twice{also}")
         out[key] = value
     return out

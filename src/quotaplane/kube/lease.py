@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from quotaplane.errors import InputError
 from quotaplane.kube.api import KubeApi, status_code
 from quotaplane.kube.objects import mapping
 
@@ -49,7 +50,7 @@ class LeaseElector:
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
-            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+            raise InputError("need lease_duration > renew_deadline > retry_period > 0")
         self.api = api
         self.name = name
         self.namespace = namespace

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaplane.config.identity import UserGroup
+from quotaplane.errors import InputError
 from quotaplane.k8s.convert import pod_namespace, pod_resource
 from quotaplane.kube.objects import mapping
 from quotaplane.resources import Resource
@@ -181,27 +182,27 @@ def task_groups(pod: Mapping[str, Any]) -> list[TaskGroup]:
     try:
         groups = json.loads(raw) if isinstance(raw, str) else None
     except ValueError as exc:
-        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: not JSON ({exc})") from None
+        raise InputError(f"{ANNOTATION_TASK_GROUPS}: not JSON ({exc})") from None
     if not isinstance(groups, list):
-        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: must be a JSON array of task groups")
+        raise InputError(f"{ANNOTATION_TASK_GROUPS}: must be a JSON array of task groups")
     out: list[TaskGroup] = []
     for i, group in enumerate(groups):
         if not isinstance(group, Mapping):
-            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}]: must be an object")
+            raise InputError(f"{ANNOTATION_TASK_GROUPS}[{i}]: must be an object")
         fields = {str(k).lower(): v for k, v in group.items()}
         name, members, minimum = fields.get("name"), fields.get("minmember"), fields.get("minresource")
         if not isinstance(name, str) or not name:
-            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}]: task group name is empty")
+            raise InputError(f"{ANNOTATION_TASK_GROUPS}[{i}]: task group name is empty")
         if not isinstance(minimum, Mapping):
-            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minResource is missing")
+            raise InputError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minResource is missing")
         if not isinstance(members, int) or isinstance(members, bool) or members <= 0:
-            raise ValueError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minMember must be a positive integer")
+            raise InputError(f"{ANNOTATION_TASK_GROUPS}[{i}] ({name}): minMember must be a positive integer")
         requests = {"spec": {"containers": [{"name": "tg", "resources": {"requests": dict(minimum)}}]}}
         resource = pod_resource(requests)
         out.append(TaskGroup(name, members, resource))
     names = [g.name for g in out]
     if len(set(names)) != len(names):
-        raise ValueError(f"{ANNOTATION_TASK_GROUPS}: task group names repeat")
+        raise InputError(f"{ANNOTATION_TASK_GROUPS}: task group names repeat")
     return out
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.config.files import validate_conf
+from quotaplane.errors import InputError
 from quotaplane.kube.objects import mapping
 from quotaplane.kube.pods import ANNOTATION_USER_INFO, GATE
 
@@ -130,14 +131,14 @@ def review_error(review: Any, message: str) -> dict[str, Any]:
 
 def _request(review: Any) -> Mapping[str, Any]:
     if not isinstance(review, Mapping):
-        raise ValueError("an AdmissionReview must be a JSON object")
+        raise InputError("an AdmissionReview must be a JSON object")
     if review.get("kind") not in (None, "AdmissionReview"):
-        raise ValueError(f"expected kind AdmissionReview, not {review.get('kind')!r}")
+        raise InputError(f"expected kind AdmissionReview, not {review.get('kind')!r}")
     request = review.get("request")
     if not isinstance(request, Mapping):
-        raise ValueError("AdmissionReview without a 'request'")
+        raise InputError("AdmissionReview without a 'request'")
     if not isinstance(request.get("uid"), str) or not request["uid"]:
-        raise ValueError("AdmissionReview request without a 'uid'")
+        raise InputError("AdmissionReview request without a 'uid'")
     return request
 
 

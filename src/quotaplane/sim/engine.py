@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
-from quotaplane.errors import QuotaplaneError, RejectedError
+from quotaplane.errors import InputError, QuotaplaneError, RejectedError
 from quotaplane.resources import Resource
 from quotaplane.scheduling import SORT_POLICY_PROPERTY
 from quotaplane.sim.metrics import AppCells, Recorder
@@ -148,16 +148,16 @@ class Simulator:
         config = load_config(config_text)
         names = [pc.name for pc in config.partitions]
         if partition.lower() not in names:
-            raise ValueError(f"partition {partition!r} is not in the configuration (partitions: "
+            raise InputError(f"partition {partition!r} is not in the configuration (partitions: "
                              f"{', '.join(names)})")
         if sample_interval is not None and not (math.isfinite(sample_interval) and sample_interval > 0):
-            raise ValueError(f"sample interval must be a positive number of seconds, got {sample_interval!r}")
+            raise InputError(f"sample interval must be a positive number of seconds, got {sample_interval!r}")
         self.now = 0.0
         self.partition = Partition(config.partition(partition.lower()), journal=None, clock=self._clock)
         self.partition.subscribe(self._on_notice)
         self.sample_interval = sample_interval
         if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
-            raise ValueError(f"cycle interval must be a non-negative number of seconds, "
+            raise InputError(f"cycle interval must be a non-negative number of seconds, "
                              f"got {cycle_interval!r}")
         self.cycle_interval = cycle_interval
         if cycle_interval > 0:

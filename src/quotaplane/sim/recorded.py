@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from quotaplane import errors
 from quotaplane.resources import Resource
 from quotaplane.sim.metrics import AppCells, Recorder
 from quotaplane.sim.trace import TraceEvent
@@ -56,7 +57,7 @@ CYCLE_SNAP = 0.45
 PREEMPTION_SNAP = 0.25
 
 
-class RecordedError(ValueError):
+class RecordedError(errors.InputError):
     """The store cannot give a workload (unreachable, empty, no such partition, a window with nothing)."""
 
 

@@ -32,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from quotaplane import errors
 from quotaplane.sim.trace import TraceEvent
 
 __all__ = ["Run", "Setting", "SweepError", "Variant", "apply_settings", "parse_vary", "run_dask",
@@ -40,7 +41,7 @@ __all__ = ["Run", "Setting", "SweepError", "Variant", "apply_settings", "parse_v
 _FIELDS = ("guaranteed", "max")
 
 
-class SweepError(ValueError):
+class SweepError(errors.InputError):
     """A ``--vary`` that cannot be applied; the message names it."""
 
 

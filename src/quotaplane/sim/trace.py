@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from quotaplane import errors
 from quotaplane.resources import Resource
 
 __all__ = ["OPS", "InputError", "TraceError", "TraceEvent", "load_trace", "parse_csv", "parse_events",
@@ -50,7 +51,7 @@ _CSV_FIELDS = ("t", "op", "node", "capacity", "app", "user", "groups", "queue", 
 _MAX_PROBLEMS = 50
 
 
-class TraceError(ValueError):
+class TraceError(errors.InputError):
     """A trace that cannot be replayed. ``problems`` lists ``"line N: field 'f': reason"`` strings;
     ``line`` is the line of the first problem (1-based; the header of a CSV file is line 1)."""
 
@@ -482,7 +483,7 @@ def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
     return parse_events(raws, source)
 
 
-class InputError(ValueError):
+class InputError(errors.InputError):
     """An input file that cannot be read; the message is one line naming the file and why."""
 
 
