@@ -46,6 +46,7 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from quotaplane.errors import InputError
 from quotaplane.server.errors import ApiError
 
 __all__ = ["MIN_TOKEN_LENGTH", "ROLES", "SESSION_COOKIE", "SESSION_TTL", "Tokens", "load_tokens",
@@ -91,18 +92,18 @@ class Tokens:
         self._by_digest: dict[bytes, str] = {}
         for role, values in (tokens or {}).items():
             if role not in _RANK:
-                raise ValueError(f"unknown role {role!r} in tokens (roles: {', '.join(ROLES)})")
+                raise InputError(f"unknown role {role!r} in tokens (roles: {', '.join(ROLES)})")
             if isinstance(values, str):
                 values = [values]
             for token in values:
                 if not isinstance(token, str) or not token.strip():
-                    raise ValueError(f"empty token for role {role!r}")
+                    raise InputError(f"empty token for role {role!r}")
                 d = _digest(token.strip())
                 # A token listed under two roles gets the stronger one.
                 if d not in self._by_digest or _RANK[role] > _RANK[self._by_digest[d]]:
                     self._by_digest[d] = role
         if session_ttl <= 0:
-            raise ValueError(f"the session lifetime must be positive, not {session_ttl}")
+            raise InputError(f"the session lifetime must be positive, not {session_ttl}")
         self.anonymous_read = anonymous_read
         self.session_ttl = session_ttl
         self.clock = clock
@@ -231,7 +232,7 @@ class Tokens:
 
 def _structured_tokens(data: Any) -> dict[str, list[str]]:
     if not isinstance(data, dict):
-        raise ValueError("tokens must be a mapping role -> token or list of tokens")
+        raise InputError("tokens must be a mapping role -> token or list of tokens")
     out: dict[str, list[str]] = {}
     for role, values in data.items():
         vals = [values] if isinstance(values, str) else list(values or [])
@@ -247,7 +248,7 @@ def _pair_tokens(text: str) -> dict[str, list[str]]:
             continue
         role, sep, token = item.partition("=")
         if not sep or not token.strip():
-            raise ValueError(f"bad token entry {item!r}: expected role=token")
+            raise InputError(f"bad token entry {item!r}: expected role=token")
         result.setdefault(role.strip(), []).append(token.strip())
     return result
 
@@ -293,7 +294,7 @@ def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: boo
     for role, values in merged.items():
         for token in values:
             if 0 < len(token.strip()) < MIN_TOKEN_LENGTH:
-                raise ValueError(f"a token of role {role!r} is {len(token.strip())} characters long: at "
+                raise InputError(f"a token of role {role!r} is {len(token.strip())} characters long: at "
                                  f"least {MIN_TOKEN_LENGTH} are needed (e.g. python3 -c 'import secrets; "
                                  "print(secrets.token_urlsafe(24))')")
     if anonymous_read is None:
@@ -302,5 +303,5 @@ def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: boo
     try:
         ttl = float(ttl_text) if ttl_text else SESSION_TTL
     except ValueError:
-        raise ValueError(f"QUOTAPLANE_SESSION_TTL must be a number of seconds, not {ttl_text!r}") from None
+        raise InputError(f"QUOTAPLANE_SESSION_TTL must be a number of seconds, not {ttl_text!r}") from None
     return Tokens(merged, anonymous_read=anonymous_read, session_ttl=ttl)

@@ -35,6 +35,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
+from quotaplane.errors import InputError
+
 __all__ = ["LOOPBACK_HOSTS", "BrowserPolicy", "default_allowed_hosts", "host_name", "media_type"]
 
 #: the default allow-list without tokens: names that only ever resolve to this machine
@@ -106,7 +108,7 @@ class BrowserPolicy:
         except ValueError:
             pass
         if any(c in text for c in "/:@ ") or "*" in text:
-            raise ValueError(f"allowed host {entry!r} is not a host name, address, network or *.domain")
+            raise InputError(f"allowed host {entry!r} is not a host name, address, network or *.domain")
         self._names.add(text)
 
     def host_allowed(self, host: bytes | None) -> bool:
@@ -160,7 +162,7 @@ class BrowserPolicy:
 def _origin(text: str) -> str:
     t = text.strip().lower().rstrip("/")
     if t != "*" and "://" not in t:
-        raise ValueError(f"allowed origin {text!r} is not an origin (scheme://host[:port]) or *")
+        raise InputError(f"allowed origin {text!r} is not an origin (scheme://host[:port]) or *")
     return t
 
 

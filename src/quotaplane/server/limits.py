@@ -41,6 +41,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quotaplane.errors import InputError
+
 __all__ = ["LIMIT_NAMES", "Limits", "LimitsCollector", "StreamSlots", "default_max_connections",
            "open_files_limit", "parse_limit"]
 
@@ -92,9 +94,9 @@ class Limits:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"limit {_option(f.name)} must be a positive number, got {value!r}")
+                raise InputError(f"limit {_option(f.name)} must be a positive number, got {value!r}")
         if self.max_batch > BATCH_CEILING:
-            raise ValueError(f"limit max-batch must be at most {BATCH_CEILING:,}, got {self.max_batch}")
+            raise InputError(f"limit max-batch must be at most {BATCH_CEILING:,}, got {self.max_batch}")
 
     @classmethod
     def from_settings(cls, environ: Mapping[str, str] | None = None, options: Iterable[str] = (),
@@ -112,7 +114,7 @@ class Limits:
             option, sep, raw = item.partition("=")
             name = option.strip().lower().replace("-", "_")
             if not sep or name not in LIMIT_NAMES:
-                raise ValueError(f"--limit {item!r}: expected NAME=VALUE with NAME one of "
+                raise InputError(f"--limit {item!r}: expected NAME=VALUE with NAME one of "
                                  + ", ".join(_option(n) for n in LIMIT_NAMES))
             values[name] = parse_limit(name, raw.strip(), where=f"--limit {option.strip()}")
         return cls(**values)
@@ -146,19 +148,19 @@ def parse_limit(name: str, raw: str, *, where: str | None = None) -> int | float
     if name in _SECONDS:
         m = _DURATION.match(raw)
         if m is None:
-            raise ValueError(f"{where}: {raw!r} is not a duration in seconds (e.g. 10, 2.5s, 500ms, 1m)")
+            raise InputError(f"{where}: {raw!r} is not a duration in seconds (e.g. 10, 2.5s, 500ms, 1m)")
         value = float(m.group(1)) * {"ms": 0.001, "m": 60.0}.get((m.group(2) or "s").lower(), 1.0)
         if value <= 0:
-            raise ValueError(f"{where}: must be more than 0 seconds, got {raw!r}")
+            raise InputError(f"{where}: must be more than 0 seconds, got {raw!r}")
         return value
     m = _SIZE.match(raw)
     if m is None or (m.group(2) and name not in _BYTES):
         kind = "a size in bytes (e.g. 1048576, 64KiB, 8MiB)" if name in _BYTES else "a whole number"
-        raise ValueError(f"{where}: {raw!r} is not {kind}")
+        raise InputError(f"{where}: {raw!r} is not {kind}")
     unit = (m.group(2) or "").lower().rstrip("b")
     count = int(m.group(1)) * _UNITS.get(unit, 1)
     if count <= 0:
-        raise ValueError(f"{where}: must be more than 0, got {raw!r}")
+        raise InputError(f"{where}: must be more than 0, got {raw!r}")
     return count
 
 

@@ -14,6 +14,8 @@ import logging
 import time
 from typing import Any
 
+from quotaplane.errors import InputError
+
 __all__ = ["ACCESS", "LOG_FORMATS", "JsonFormatter", "configure_logging"]
 
 #: the access log's logger
@@ -44,10 +46,10 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str = "warning", fmt: str = "text", access_log: bool = False) -> None:
     """Set the root logger's level and format (stderr), and turn the access log on or off."""
     if fmt not in LOG_FORMATS:
-        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
+        raise InputError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r} (debug, info, warning, error)")
+        raise InputError(f"unknown log level {level!r} (debug, info, warning, error)")
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else
                          logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
