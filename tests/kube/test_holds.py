@@ -403,3 +403,30 @@ def condition(f: Front, name: str, ns: str = "team-a") -> dict[str, Any]:
         if c.get("type") == "QuotaAdmitted":
             return dict(c)
     return {}
+
+
+def test_2_a_front_whose_journal_was_lost_adopts_and_holds_its_victims_again(tmp_path: Any) -> None:
+    """The store lost (the front starts on an empty one): the running pods are adopted from their
+    admitted mark, and the victims whose condition says Preempted are adopted and held again before any
+    waiting pod is looked at — so they stay charged and their evictions go on; never over the node."""
+    f = _blocked_reclaim(f"sqlite:///{tmp_path / 'state.db'}")
+    g: Front | None = None
+    peak = _Peak(f)
+    try:
+        before = sorted(f.scheduler.partition("default").preempting())
+        g = _restarted(f, f"sqlite:///{tmp_path / 'other.db'}")
+        p = g.scheduler.partition("default")
+        assert sorted(p.preempting()) == before
+        assert all(p.allocation(k) is not None for k in before)
+        controller = g.controller
+        assert controller is not None
+        g.wait(lambda: len(controller.stats.blocked) == 4, timeout=20)
+        assert all(g.gated(f"b{i}", "team-b") for i in range(1, 5))
+        assert int(p.queues.queue("root").allocated.get("vcore")) == 8000
+        assert peak.close() == 8
+    finally:
+        peak.close()
+        if g is not None:
+            g.stop()
+            g.scheduler.close()
+        f.close()

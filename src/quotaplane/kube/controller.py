@@ -285,16 +285,26 @@ class Controller:
         """The preemptions this front was carrying out before it stopped, rebuilt from the pods
         (:mod:`quotaplane.kube.holds`) before any waiting pod is looked at, so nothing is decided
         again: each victim held again with its reason, its eviction resumed from when it was decided;
-        a victim whose preemption was given up is never chosen again."""
+        a victim whose preemption was given up is never chosen again. A victim the journal lacks (a
+        store lost) is adopted first, as any running pod that carries the admitted mark."""
         p = self.partition
-        live = [(pod_key(pod), pod) for pod in items if not is_finished(pod)]
-        found = rebuild((key, pod) for key, pod in live if p.allocation(key) is not None)
+        live = {pod_key(pod): pod for pod in items if not is_finished(pod)}
+        found = rebuild(live.items())
+        for key in sorted([*found.held, *found.spared]):
+            pod = live[key]
+            if p.allocation(key) is None and not has_gate(pod) and \
+                    _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
+                self.pods[key] = pod
+                self._adopt(key, pod)
         for key, (reason, since) in sorted(found.held.items()):
+            if p.allocation(key) is None:
+                continue
             self._evicting.setdefault(key, _Eviction(reason, since))
             p.hold([key], reason)
-        if found.spared:
-            p.spare(found.spared)
-            self._spared.update(found.spared)
+        spared = [key for key in found.spared if p.allocation(key) is not None]
+        if spared:
+            p.spare(spared)
+            self._spared.update(spared)
 
     def _narrowed(self, kind: str) -> dict[str, Any]:
         """The one ConfigMap the front reads is listed and watched alone (namespace, field selector)."""
