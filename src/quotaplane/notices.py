@@ -141,22 +141,31 @@ class Notifier:
 
     def recorded(self, events: Sequence[E.Event], last_seq: int) -> None:
         """``events`` were journalled, the last one under ``last_seq``: tell every subscriber."""
+        # each kind is told only when it has someone to tell: this runs at every commit
         if self.listeners:
-            t = self.clock() if self.clock is not None else 0.0
-            frozen = tuple(events)
-            for listener in list(self.listeners):
-                try:
-                    listener(frozen, t)
-                except Exception:  # a broken listener must not break the partition
-                    self.listeners.remove(listener)
+            self._tell_listeners(events)
         if self.observers:
-            for observer in list(self.observers):
-                try:
-                    observer(events, last_seq)
-                except Exception:  # a broken observer must not break the partition
-                    self.observers.remove(observer)
-        if not self.subscribers:
-            return
+            self._tell_observers(events, last_seq)
+        if self.subscribers:
+            self._tell_subscribers(events, last_seq)
+
+    def _tell_listeners(self, events: Sequence[E.Event]) -> None:
+        t = self.clock() if self.clock is not None else 0.0
+        frozen = tuple(events)
+        for listener in list(self.listeners):
+            try:
+                listener(frozen, t)
+            except Exception:  # a broken listener must not break the partition
+                self.listeners.remove(listener)
+
+    def _tell_observers(self, events: Sequence[E.Event], last_seq: int) -> None:
+        for observer in list(self.observers):
+            try:
+                observer(events, last_seq)
+            except Exception:  # a broken observer must not break the partition
+                self.observers.remove(observer)
+
+    def _tell_subscribers(self, events: Sequence[E.Event], last_seq: int) -> None:
         first = last_seq - len(events) + 1
         for i, ev in enumerate(events):
             notice = notice_of(ev, self.partition, first + i, self.queue_of)

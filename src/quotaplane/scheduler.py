@@ -44,6 +44,21 @@ SCHEDULER_STREAM = "scheduler"
 _log = logging.getLogger("quotaplane.scheduler")
 
 
+def _configs_of(journal: Journal) -> tuple[dict[int, str], str | None]:
+    """The configurations of the scheduler stream by sequence number, and the digest of the one the
+    service last started with (None when it never started with one)."""
+    texts: dict[int, str] = {}
+    started_with: str | None = None
+    for seq, ev in journal.read(SCHEDULER_STREAM):
+        if ev.get("type") == "config":
+            texts[seq] = ev["text"]
+            if isinstance(ev.get("start"), str):
+                started_with = ev["start"]
+    if not texts:
+        raise JournalReplayError("the journal holds no configuration")
+    return texts, started_with
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -195,15 +210,7 @@ class Scheduler:
     def _restore(cls, journal: Journal, *, clock: Callable[[], float] | None, snapshot_every: int,
                  partition_options: dict[str, Any] | None, holder: str | None,
                  leads: Callable[[str], bool] | None = None) -> Scheduler:
-        texts: dict[int, str] = {}
-        started_with: str | None = None
-        for seq, ev in journal.read(SCHEDULER_STREAM):
-            if ev.get("type") == "config":
-                texts[seq] = ev["text"]
-                if isinstance(ev.get("start"), str):
-                    started_with = ev["start"]
-        if not texts:
-            raise JournalReplayError("the journal holds no configuration")
+        texts, started_with = _configs_of(journal)
         last = max(texts)
         config = _load(texts[last])
         sched = cls(config, text=texts[last], journal=journal, clock=clock, snapshot_every=snapshot_every,
@@ -220,17 +227,21 @@ class Scheduler:
                 sched._partitions[p.name] = p
         # A crash between the scheduler's config event and a partition's marker: catch up now.
         for pc in config.partitions:
-            if not sched.leads(pc.name):
-                continue          # its leader does (this instance replays what it writes)
-            p = sched._partitions.get(pc.name)
-            if p is None:
-                p = sched._new_partition(pc, last)
-                sched._partitions[pc.name] = p
-                p.record_config(last, follower_ok=True)
-            elif p.config_seq != last:
-                p.apply_config(pc, last)
-                p.record_config(last, follower_ok=True)
+            if sched.leads(pc.name):      # else its leader does (this instance replays what it writes)
+                sched._catch_up_config(pc, last)
         return sched
+
+    def _catch_up_config(self, pc: PartitionConfig, last: int) -> None:
+        """Partition ``pc.name`` at config ``last`` after a restore: created when the journal has no
+        stream for it yet, the config applied when its stream stops before the config's marker."""
+        p = self._partitions.get(pc.name)
+        if p is None:
+            p = self._new_partition(pc, last)
+            self._partitions[pc.name] = p
+            p.record_config(last, follower_ok=True)
+        elif p.config_seq != last:
+            p.apply_config(pc, last)
+            p.record_config(last, follower_ok=True)
 
     def _restore_partition(self, stream: str) -> Partition | None:
         name = _partition_of(stream)
@@ -302,51 +313,64 @@ class Scheduler:
             for p in existing:        # one step: no request sees half of the new config
                 stack.enter_context(p.lock)
             if validate:
-                # before journalling: a policy may refuse a reload its live state cannot take
-                # (e.g. the forest policy: a quota tree still in use dropped), changing nothing
-                for pc in config.partitions:
-                    found = self._partitions.get(pc.name)
-                    if found is None:
-                        continue
-                    try:
-                        found.validate_update(pc)
-                    except ConfigError:
-                        raise
-                    except ValueError as exc:
-                        # contract: update_config raises qp.ConfigError (and changes nothing)
-                        raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
-            event: list[dict[str, Any]] = [{"type": "config", "text": text}]
-            if start:
-                event[0]["start"] = _digest(text)
-            # fenced like every partition write: a leader that lost its lease must not change config
-            seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
-                   else self.journal.append(SCHEDULER_STREAM, event))
-            # the config event is the commit point: a restart applies it, so it is in force from now
-            self._texts[seq] = text
-            self._configs[seq] = config
-            self.config = config
-            self.config_text = text
-            self.config_seq = seq
-            if start:
-                self._started_with = event[0]["start"]
+                self._validate_update(config)
+            seq = self._journal_config(config, text, start=start)
             for pc in config.partitions:
-                if not self.leads(pc.name):
-                    continue      # led by another instance: it applies the config, this one replays
-                found = self._partitions.get(pc.name)
-                if found is None:
-                    found = self._new_partition(pc, seq)
-                    self._partitions[pc.name] = found
-                    if self._group_commit is not None:
-                        self._group_commit(found)
-                else:
-                    found.apply_config(pc, seq)
-                try:
-                    found.record_config(seq)
-                except JournalError as exc:
-                    # issue 14 #2: the partition is rebuilt from its journal once the store can be
-                    # read, and then applies this config (Scheduler._rebuilt)
-                    _log.warning("partition %s could not journal config #%d (%s); it applies it when "
-                                 "it recovers from the store failure", pc.name, seq, exc)
+                # a partition led by another instance: that one applies the config, this one replays it
+                if self.leads(pc.name):
+                    self._apply_to_partition(pc, seq)
+
+    def _validate_update(self, config: SchedulerConfig) -> None:
+        """Before journalling: a policy may refuse a reload its live state cannot take (e.g. the forest
+        policy: a quota tree still in use dropped), changing nothing."""
+        for pc in config.partitions:
+            found = self._partitions.get(pc.name)
+            if found is None:
+                continue
+            try:
+                found.validate_update(pc)
+            except ConfigError:
+                raise
+            except ValueError as exc:
+                # contract: update_config raises qp.ConfigError (and changes nothing)
+                raise ConfigError(f"partition {pc.name!r}: {exc}") from exc
+
+    def _journal_config(self, config: SchedulerConfig, text: str, *, start: bool) -> int:
+        """Journal the config event — the commit point: a restart applies it, so it is in force from
+        now — and take it as the config in force; its sequence number."""
+        event: list[dict[str, Any]] = [{"type": "config", "text": text}]
+        if start:
+            event[0]["start"] = _digest(text)
+        # fenced like every partition write: a leader that lost its lease must not change config
+        seq = (self.journal.append(SCHEDULER_STREAM, event, holder=self.holder) if self.holder is not None
+               else self.journal.append(SCHEDULER_STREAM, event))
+        self._texts[seq] = text
+        self._configs[seq] = config
+        self.config = config
+        self.config_text = text
+        self.config_seq = seq
+        if start:
+            self._started_with = event[0]["start"]
+        return seq
+
+    def _apply_to_partition(self, pc: PartitionConfig, seq: int) -> None:
+        """Config ``seq`` in partition ``pc.name``, led here: a new partition, or the new config applied
+        and recorded in the partition's stream."""
+        found = self._partitions.get(pc.name)
+        if found is None:
+            found = self._new_partition(pc, seq)
+            self._partitions[pc.name] = found
+            if self._group_commit is not None:
+                self._group_commit(found)
+        else:
+            found.apply_config(pc, seq)
+        try:
+            found.record_config(seq)
+        except JournalError as exc:
+            # issue 14 #2: the partition is rebuilt from its journal once the store can be
+            # read, and then applies this config (Scheduler._rebuilt)
+            _log.warning("partition %s could not journal config #%d (%s); it applies it when "
+                         "it recovers from the store failure", pc.name, seq, exc)
 
     def catch_up(self, *, skip: Collection[str] = ()) -> int:
         """Apply what other instances appended to the journal since this one last read (a follower;

@@ -86,18 +86,28 @@ class RebuildCapture:
     def events(self) -> list[Event]:
         """Every config that matters, then what was submitted, counted and admitted under it (see the
         module docstring), then the asks, each application's lifecycle fields and the memos."""
-        allocations = self._allocations
-        seqs = sorted({seq for seq, _ in self._added} | {seq for seq, _ in self._counted}
-                      | {a.config_seq for a, _ in allocations} | {self._config_seq})
+        added, counted = _by_seq(self._added), _by_seq(self._counted)
+        allocations: dict[int, list[AllocationAt]] = {}
+        for at in self._allocations:
+            allocations.setdefault(at[0].config_seq, []).append(at)
         out: list[Event] = []
-        for i, seq in enumerate(seqs):
+        # grouped once, not scanned once per config: a snapshot of many configs stays linear
+        for i, seq in enumerate(sorted({*added, *counted, *allocations, self._config_seq})):
             out.append(ConfigApplied(seq=seq))
             if i == 0:
                 out.extend(self._nodes)
-            out.extend(ev for at, ev in self._added if at == seq)
-            out.extend(ev for at, ev in self._counted if at == seq)
-            out.extend(_allocated(a, node) for a, node in allocations if a.config_seq == seq)
+            out.extend(added.get(seq, ()))
+            out.extend(counted.get(seq, ()))
+            out.extend(_allocated(a, node) for a, node in allocations.get(seq, ()))
         return [*out, *self._asks, *self._restores, *self._memos]
+
+
+def _by_seq(pairs: Iterable[tuple[int, Event]]) -> dict[int, list[Event]]:
+    """``(config seq, event)`` pairs grouped by seq, each group in the pairs' order."""
+    out: dict[int, list[Event]] = {}
+    for seq, ev in pairs:
+        out.setdefault(seq, []).append(ev)
+    return out
 
 
 def _memos(extensions: Iterable[tuple[str, QuotaPolicy]]) -> list[Event]:
