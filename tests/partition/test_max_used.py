@@ -131,3 +131,22 @@ def test_the_yunikorn_application_dao_serves_it() -> None:
         # Go's omitempty: an application that never held anything has no maxUsedResource
         assert "maxUsedResource" not in listed["idle"]
     s.close()
+
+
+def test_the_dao_s_used_resource_is_the_real_allocations_as_in_yunikorn() -> None:
+    # YuniKorn's usedResource is allocatedResource: placeholders are totalled apart (allocatedPlaceholder)
+    s = Scheduler.from_yaml(CONFIG, clock=Clock())
+    p = _partition(s)
+    p.add_application("gang", BOB, queue="root.b")
+    p.allocate("gang", "ph1", Resource({"vcore": 1000}), placeholder=True, task_group="tg")
+    p.allocate("gang", "ph2", Resource({"vcore": 1000}), placeholder=True, task_group="tg")
+    with TestClient(create_app(s, history_interval=3600)) as c:
+        one = c.get("/ws/v1/partition/default/application/gang").json()
+        assert "usedResource" not in one                        # only placeholders: nothing real held
+        assert one["maxUsedResource"] == {"vcore": 2000}
+        assert [a["allocationKey"] for a in one["allocations"]] == ["ph1", "ph2"]
+        p.replace_placeholder("ph1", "r1", Resource({"vcore": 1500}))
+        one = c.get("/ws/v1/partition/default/application/gang").json()
+        assert one["usedResource"] == {"vcore": 1500}
+        assert one["maxUsedResource"] == {"vcore": 2000}
+    s.close()

@@ -135,8 +135,10 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
 def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]],
                     held: Container[str] = ()) -> dict[str, Any]:
     """``ApplicationDAOInfo``: usage, demand, the allocations and the waiting asks (``requests``), the
-    state with its ``stateLog``. ``maxUsedResource`` is the component-wise maximum the application's
-    allocations ever reached (its real ones and its placeholders each, as YuniKorn's
+    state with its ``stateLog``. ``usedResource`` is what its real allocations hold, as YuniKorn's
+    ``allocatedResource`` (gang placeholders are counted apart there; they are listed in
+    ``allocations``). ``maxUsedResource`` is the component-wise maximum the application's allocations
+    ever reached (its real ones and its placeholders each, as YuniKorn's
     ``maxAllocatedResource``), left out until it has held something. Not modelled, so YuniKorn's
     empty value: ``rejectedMessage`` (rejected applications are not kept), ``placeholderData``,
     ``hasReserved``, ``reservations``; ``resourceHistory`` is ``{}``. ``startTime`` is milliseconds, as
@@ -150,7 +152,8 @@ def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, 
     finished = app.finished_at()
     out: dict[str, Any] = {
         "applicationID": app.application_id,
-        "usedResource": dict(sorted(_sum(app.allocations.values()).items())),
+        # YuniKorn's allocatedResource: the real allocations only (placeholders have their own total)
+        "usedResource": {k: v for k, v in sorted(app.used.items()) if v},
         "maxUsedResource": dict(sorted(app.max_used.items())),
         "pendingResource": dict(sorted(pending.items())),
         "partition": partition,
