@@ -178,3 +178,32 @@ def test_a_parent_splits_its_excess_among_children_by_their_usage_above_guarante
     assert p.queues.queue("root.p").allocated == cpu(4)
     assert p.queues.queue("root.p.c1").allocated == cpu(3)
     assert p.queues.queue("root.p.c2").allocated == cpu(1)
+
+
+def test_held_quota_preemption_takes_no_more_while_its_victims_go() -> None:
+    """Held preemption (issue 31, the Kubernetes front): the cut's victims stay charged until released,
+    so the queue still looks over its max when the next delay has passed. It preempts nothing more
+    while they go (they will make the room); a victim given up is spared and the next cut picks
+    others."""
+    s, clock = _world(config(10), MemoryJournal())
+    p = s.partition("default")
+    p.hold_preempted = True
+    for i, prio in enumerate([0, 5, 0, 5, 0, 9, 9, 5]):
+        clock.advance(1)
+        assert p.allocate("app", f"k{i}", cpu(1), priority=prio)
+    s.update_config(config(5))
+    p.check_timeouts()
+    clock.advance(10)
+    p.check_timeouts()
+    assert sorted(p.preempting()) == ["k0", "k2", "k4"]
+    for _ in range(4):                       # the delays pass again and again: nothing more is taken
+        clock.advance(10)
+        p.check_timeouts()
+    assert sorted(p.preempting()) == ["k0", "k2", "k4"]
+    assert p.queues.queue("root.leaf").allocated == cpu(8)
+    p.cancel_preemption(["k4"])              # its eviction was refused too long: the next cut picks another
+    for _ in range(3):
+        clock.advance(10)
+        p.check_timeouts()
+    assert sorted(p.preempting()) == ["k0", "k2", "k7"]       # the next: lowest priority, newest (PR-Q4)
+    assert p.spared() == ["k4"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import quotaplane.events as E
 from quotaplane.partition.txn import Txn
@@ -16,6 +18,10 @@ from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.scheduling.questions import allocations_of
 from quotaplane.state.handlers import PartitionState
 from quotaplane.state.timeouts import timeouts_due
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.application import Allocation
+    from quotaplane.queues.queue import Queue
 
 __all__ = ["check_timeouts"]
 
@@ -35,7 +41,15 @@ def _quota_cuts(state: PartitionState, now: float) -> list[Eviction]:
         state.quota_preemption.due_at.clear()
         return []
     queues = [q for path in sorted(state.queues.paths()) if (q := state.queues.queue(path)) is not None]
-    return state.quota_preemption.tick(queues, now, functools.partial(allocations_of, state))
+    return state.quota_preemption.tick(queues, now, functools.partial(_cut_candidates, state))
+
+
+def _cut_candidates(state: PartitionState, leaf: Queue) -> Iterator[Allocation]:
+    """A leaf's allocations a quota cut may take: not those whose held preemption was given up (issue
+    31: the cut picks others). Held ones stay candidates: the cut chooses them again, and holding
+    them again is a no-op — so nothing more is taken while they go."""
+    spared = state.spared
+    return (a for a in allocations_of(state, leaf) if a.allocation_key not in spared)
 
 
 def check_timeouts(tx: Txn, t: float) -> list[str]:
