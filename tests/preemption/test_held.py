@@ -182,6 +182,8 @@ def test_a_synchronous_request_that_needs_preemption_holds_its_victims_and_waits
     p.add_application("lo", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "B"})
     p.add_application("hi", ALICE, queue="root.q", tags={"quotaplane.io/tree.T": "A"})
     assert p.allocate("lo", "l1", cpu(3)) and p.allocate("lo", "l2", cpu(3))
+    would = p.what_if("hi", cpu(3.5))          # the same answer allocate gives, changing nothing
+    assert not would.allocated and would.preempted == ["l2"] and p.preempting() == {}
     quiet = p.allocate("hi", "h0", cpu(3.5), preempt=False)
     assert not quiet and quiet.preempted == [] and p.preempting() == {} and p.pending() == []
     d = p.allocate("hi", "h1", cpu(3.5))

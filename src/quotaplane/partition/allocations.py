@@ -37,13 +37,16 @@ def _after_direct(tx: Txn) -> None:
 def what_if(state: PartitionState, now: float, application_id: str, resource: Resource, priority: int,
             preemptible: bool) -> Decision:
     """The decision :func:`allocate` would give now, with every reason; changes nothing. A request it
-    would admit by preempting others (E6) is answered allocated with those keys in ``preempted``."""
+    would admit by preempting others (E6) is answered allocated with those keys in ``preempted``; while
+    the partition holds what it preempts, not allocated (it would wait for them), with the same keys."""
     app = state.active_app(application_id)
     req = state.request(app, "", resource, priority, preemptible, first=not app.counted)
     reasons = check_all(state.policies, req)
     if reasons:
         found = plan(state, app, "", resource, priority, preemptible, Decision(False, reasons), None, now)
         if found is not None:
+            if state.hold_preempted:        # allocate would hold them and wait (issue 31)
+                return Decision(False, reasons, list(found[0]), queue=app.queue_path)
             return Decision(True, [], list(found[0]), queue=app.queue_path)
     return Decision(not reasons, reasons, queue=app.queue_path)
 

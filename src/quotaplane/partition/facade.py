@@ -292,7 +292,8 @@ class Partition:
         """The decision :meth:`allocate` would give now, with every reason; changes nothing.
 
         A request that :meth:`allocate` would admit by preempting others (E6) is answered allocated,
-        with those allocation keys in ``preempted`` (REST ``wouldPreempt``).
+        with those allocation keys in ``preempted`` (REST ``wouldPreempt``); while the partition holds
+        what it preempts (:attr:`hold_preempted`), not allocated, as :meth:`allocate` would answer.
         """
         res = as_resource(resource)
         with self._core.lock:
