@@ -76,19 +76,32 @@ def amount(name: str, value: int, *, named: bool = True) -> str:
     ``nvidia.com/gpu`` 4 → ``4 GPUs``, ``pods`` 110 → ``110 pods``; any other name → ``name 7``
     (``named=False``: ``7``). A "no limit" sentinel is ``unlimited``."""
     if is_unlimited(value):
-        return f"{_LABEL.get(name, 'GPUs' if _is_gpu(name) else name)} unlimited" if named else "unlimited"
+        return _unlimited(name) if named else "unlimited"
     if name == "vcore":
         cores = Fraction(value, 1000)
-        return f"{_number(cores, 3)} {'core' if cores == 1 else 'cores'}"
+        return f"{_number(cores, 3)} {_plural('core', cores)}"
     if name == "memory":
         return _bytes(value)
     if name == "pods":
-        return f"{value:,} {'pod' if value == 1 else 'pods'}"
+        return f"{value:,} {_plural('pod', value)}"
     if _is_gpu(name):
-        return f"{value:,} {'GPU' if value == 1 else 'GPUs'}" + ("" if name.endswith("/gpu") or name == "gpu"
-                                                                  or not named else f" ({name})")
+        return _gpus(name, value, named=named)
     text = _bytes(value) if _is_bytes(name) else f"{value:,}"
     return f"{name} {text}" if named else text
+
+
+def _plural(word: str, n: int | Fraction) -> str:
+    return word if n == 1 else word + "s"
+
+
+def _unlimited(name: str) -> str:
+    return f"{_LABEL.get(name, 'GPUs' if _is_gpu(name) else name)} unlimited"
+
+
+def _gpus(name: str, value: int, *, named: bool) -> str:
+    """``4 GPUs``; a GPU resource other than the plain ``…/gpu`` is named after it when ``named``."""
+    plain = name.endswith("/gpu") or name == "gpu"
+    return f"{value:,} {'GPU' if value == 1 else 'GPUs'}" + ("" if plain or not named else f" ({name})")
 
 
 _ORDER = {"vcore": 0, "memory": 1}
@@ -127,6 +140,18 @@ def _vcore(text: str) -> int:
         return math.ceil(value * 1000)
 
 
+def _quantity(name: str, text: str) -> tuple[str, int]:
+    """``name=text`` in internal units (``cpu`` is ``vcore``); ValueError when ``text`` is no quantity."""
+    if name == "vcore":
+        return "vcore", _vcore(text)
+    if name == "cpu":
+        return "vcore", Resource.from_k8s({"cpu": text})["vcore"]
+    try:
+        return name, Resource.from_config({name: text})[name]
+    except ValueError:
+        return name, Resource.from_k8s({name: text})[name]
+
+
 def parse_resources(words: Iterable[str]) -> dict[str, int]:
     """``NAME=QUANTITY`` words in internal units, the configuration's way and Kubernetes' way:
     ``cpu=2`` and ``vcore=2`` are 2000 milli-cores, ``vcore=500m`` 500, ``memory=1Gi`` and
@@ -138,15 +163,7 @@ def parse_resources(words: Iterable[str]) -> dict[str, int]:
         if not sep or not name or not text:
             raise InputError(f"{word!r}: expected NAME=QUANTITY (for example cpu=2 or memory=4Gi)")
         try:
-            if name == "vcore":
-                key, value = "vcore", _vcore(text)
-            elif name == "cpu":
-                key, value = "vcore", Resource.from_k8s({"cpu": text})["vcore"]
-            else:
-                try:
-                    key, value = name, Resource.from_config({name: text})[name]
-                except ValueError:
-                    key, value = name, Resource.from_k8s({name: text})[name]
+            key, value = _quantity(name, text)
         except ValueError as exc:
             raise InputError(f"{word!r}: not a quantity ({exc})") from None
         if value > INT64_MAX:
