@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -229,6 +230,12 @@ class QuotaPolicy(ABC):
     def victims_for(self, request: AdmissionRequest, reasons: list[Violation]) -> Eviction | None:
         """Allocations this policy would preempt so that ``request``, refused only by this policy for
         ``reasons``, fits (E6 inner-quota preemption); None when it preempts nothing. Changes nothing."""
+        return None
+
+    def never_victims(self, keys: AbstractSet[str]) -> None:
+        """The allocations the partition never takes as victims again (held preemptions given up,
+        issue 31): a policy that chooses its victims itself chooses others. ``keys`` is the partition's
+        own live set. The others need do nothing (the partition drops such victims from their plans)."""
         return None
 
     def hold_victims(self, on: bool) -> None:

@@ -67,8 +67,8 @@ def test_a_held_reclaim_keeps_the_victims_charged_until_they_are_released() -> N
 
 def test_a_held_preemption_given_up_never_takes_the_same_victims_again() -> None:
     """Given up (their eviction kept being refused), the victims stay and are never chosen again while
-    they live: the over-use monitor's later rounds hold nothing more (YuniKorn's victim stays marked
-    preempted; the next preemption picks others)."""
+    they live (YuniKorn's victim stays marked preempted): the over-use monitor's next round picks
+    others in their place — as many as the quota still needs — and holds no more after that."""
     s, clock, _ = _world()
     p = s.partition("default")
     p.check_timeouts()
@@ -80,13 +80,16 @@ def test_a_held_preemption_given_up_never_takes_the_same_victims_again() -> None
         clock.advance(1)
         p.check_timeouts()
     held = sorted(p.preempting())
-    assert held and all(p.allocation(k) is not None for k in held)
+    assert len(held) == 1 and all(p.allocation(k) is not None for k in held)
     p.cancel_preemption(held)
     assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
-    for _ in range(3):
+    assert p.spared() == held
+    for _ in range(5):
         clock.advance(1)
         p.check_timeouts()
-    assert p.preempting() == {} and all(p.allocation(k) is not None for k in held)
+    others = sorted(p.preempting())
+    assert len(others) == 1 and not set(others) & set(held)
+    assert all(p.allocation(k) is not None for k in held + others)
 
 
 def test_a_synchronous_request_no_preemption_can_help_is_refused_and_holds_nothing() -> None:

@@ -17,6 +17,7 @@ remove it. ``revoke(now)`` gives the allocation keys the over-use monitor wants 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ NAMESPACE_TAG = "namespace"
 class ElasticPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`ElasticQuotaManager`."""
 
-    __slots__ = ("manager", "preemption")
+    __slots__ = ("manager", "preemption", "spared")
 
     key: ClassVar[str] = "elasticquotas"
     reclaims: ClassVar[bool] = True
@@ -52,6 +53,12 @@ class ElasticPolicy(QuotaPolicy):
         self.manager = manager
         #: E6 inner-quota preemption on (``elasticquotas: {preemption: false}`` turns it off)
         self.preemption = True
+        #: allocations never taken as victims again (the partition's live set, :meth:`never_victims`)
+        self.spared: AbstractSet[str] = frozenset()
+
+    def never_victims(self, keys: AbstractSet[str]) -> None:
+        """Held preemptions given up (issue 31): the reclaim and inner-quota preemption choose others."""
+        self.spared = keys
 
     def quota_of(self, request: AdmissionRequest) -> str:
         """The quota group the request's application maps to (by its tags)."""
@@ -128,7 +135,8 @@ class ElasticPolicy(QuotaPolicy):
         if not self.preemption or any(v.code != "elastic.runtime" or v.path != quota for v in reasons):
             return None
         try:
-            victims = self.manager.preemption_victims(quota, request.resource, request.priority)
+            victims = self.manager.preemption_victims(quota, request.resource, request.priority,
+                                                      skip=self.spared)
         except (KeyError, ValueError):
             return None
         if not victims:
@@ -178,7 +186,7 @@ class ElasticPolicy(QuotaPolicy):
         return [Eviction(Violation(policy="elastic", code="elastic.revoked", path=quota,
                                   message=f"quota {quota} used more than its runtime for longer than "
                                           f"revokeDelay ({delay:g}s)"), tuple(keys))
-                for quota, keys in self.manager.revoke_groups(now)]
+                for quota, keys in self.manager.revoke_groups(now, skip=self.spared)]
 
     def memo(self) -> dict[str, Any]:
         """State a snapshot rebuild cannot derive from allocations: the over-use monitor's clock."""

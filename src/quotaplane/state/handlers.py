@@ -133,6 +133,7 @@ class PartitionState:
         self.policies.held = functools.partial(held, self)
         for policy in self.policies.extension_policies:
             policy.hold_victims(self._hold_preempted)
+            policy.never_victims(self.spared)
 
     @property
     def hold_preempted(self) -> bool:
