@@ -7,7 +7,8 @@ docs/operations.md ("What is promised: reads, writes, unknown outcomes"):
   (409 does not fit, 4xx): only a done or an unknown answer may stand behind a journalled change;
 * **unknown as unchanged** — a change the journal holds although every attempt was answered 503
   ("nothing was changed");
-* **double** — an allocation key journalled twice (a retry that applied a change again);
+* **double** — an allocation key allocated or released twice in the journal (a retry that applied a
+  change again);
 * **over limit** — at some point of a partition's journal its queue held more than its maximum (two
   admissions that together exceed the limit);
 * **split brain** — two instances serving one partition at once, by their leadership log (each
@@ -15,7 +16,10 @@ docs/operations.md ("What is promised: reads, writes, unknown outcomes"):
 * **stale reads** — a read sent after an allocation was answered done and before its release was
   sent that says "not there", or sent after its release was answered done that says "there";
   ``stale past margin`` counts those sent more than the lease margin after the answer they missed;
-* **server errors** — answers outside the model (500 and the like).
+* **server errors** — answers outside the model (500 and the like);
+* **state vs journal** — after every fault, once the writers are held and every partition is led
+  again, what each instance serves of a partition (the application's allocations, key and amount)
+  differs from what replaying the partition's journal gives (:func:`state_disagreements`).
 
 An unknown outcome (502, no answer) is allowed either way; the journal decides it.
 """
@@ -30,7 +34,8 @@ from typing import Any
 
 from tests.faults.workload import Record
 
-__all__ = ["Verdict", "check", "journal_events", "leadership_intervals"]
+__all__ = ["Verdict", "check", "journal_events", "leadership_intervals", "live_allocations",
+           "state_disagreements"]
 
 _DONE = {"ok"}
 _MAY = {"ok", "unknown", "exists"}       # answers that may stand behind an applied change
@@ -54,6 +59,8 @@ class Verdict:
     stale_reads: list[str] = field(default_factory=list)
     stale_past_margin: list[str] = field(default_factory=list)
     server_errors: list[str] = field(default_factory=list)
+    state_vs_journal: list[str] = field(default_factory=list)
+    state_checks: int = 0
     reads: int = 0
     leaderless: dict[str, float] = field(default_factory=dict)
 
@@ -61,7 +68,8 @@ class Verdict:
     def ok(self) -> bool:
         """True when nothing the model forbids happened."""
         return not (self.lost or self.phantom or self.unknown_as_unchanged or self.double or self.over_limit
-                    or self.split_brain or self.stale_past_margin or self.stale_reads or self.server_errors)
+                    or self.split_brain or self.stale_past_margin or self.stale_reads or self.server_errors
+                    or self.state_vs_journal)
 
     def summary(self) -> dict[str, Any]:
         """The figures (counts) and the first cases of each kind."""
@@ -74,13 +82,16 @@ class Verdict:
             "over limit": len(self.over_limit), "split brain": len(self.split_brain),
             "stale reads": len(self.stale_reads), "stale reads past the margin": len(self.stale_past_margin),
             "server errors": len(self.server_errors),
+            "state compared with the journal (after each fault)": self.state_checks,
+            "state vs journal": len(self.state_vs_journal),
             "longest without a leader (s)": {p: round(v, 2) for p, v in sorted(self.leaderless.items())},
         }
         cases = {k: v[:5] for k, v in (("lost", self.lost), ("phantom", self.phantom),
                                        ("unknown as unchanged", self.unknown_as_unchanged),
                                        ("double", self.double), ("over limit", self.over_limit),
                                        ("split brain", self.split_brain), ("stale reads", self.stale_reads),
-                                       ("server errors", self.server_errors)) if v}
+                                       ("server errors", self.server_errors),
+                                       ("state vs journal", self.state_vs_journal)) if v}
         if cases:
             out["cases"] = cases
         return out
@@ -164,6 +175,8 @@ def check(records: list[Record], events: dict[str, list[tuple[int, dict[str, Any
                     v.over_limit.append(f"{partition}: {used} slots held after seq {seq} (limit {limit})")
             elif kind == "released":
                 key = (partition, str(ev["key"]))
+                if key in released:
+                    v.double.append(f"{partition}/{ev['key']} released twice (seq {seq})")
                 released.add(key)
                 used -= live.pop(str(ev["key"]), 0)
 
@@ -189,6 +202,31 @@ def check(records: list[Record], events: dict[str, list[tuple[int, dict[str, Any
     if window is not None:
         _leaderless(v, leadership, list(events), window)
     return v
+
+
+def live_allocations(events: list[tuple[int, dict[str, Any]]]) -> dict[str, int]:
+    """What replaying one partition's journal holds: allocation key → slots."""
+    live: dict[str, int] = {}
+    for _seq, ev in events:
+        if ev.get("type") == "allocated":
+            live[str(ev["key"])] = int(dict(ev.get("resource") or {}).get("slots", 0))
+        elif ev.get("type") == "released":
+            live.pop(str(ev["key"]), None)
+    return live
+
+
+def state_disagreements(where: str, served: dict[str, int], journalled: dict[str, int]) -> list[str]:
+    """How the allocations an instance serves (``served``, key → slots) differ from the journal's
+    (``journalled``); empty when they agree. ``where`` names the instance and partition."""
+    out = []
+    for key in sorted(served.keys() - journalled.keys()):
+        out.append(f"{where}: serves {key}, the journal does not hold it")
+    for key in sorted(journalled.keys() - served.keys()):
+        out.append(f"{where}: the journal holds {key}, it does not serve it")
+    for key in sorted(served.keys() & journalled.keys()):
+        if served[key] != journalled[key]:
+            out.append(f"{where}: {key} is {served[key]} slots, {journalled[key]} in the journal")
+    return out
 
 
 def _stale(v: Verdict, key: tuple[str, str], allocs: list[Record], rels: list[Record], reads: list[Record],

@@ -17,6 +17,9 @@ Faults (each on a random instance unless said otherwise):
 * ``freeze`` — one instance's connections frozen (nothing moves, no error) for the ttl plus
   0.5–1.5 s, then thawed.
 
+After every fault (and the pause that follows it) the writers are held, and once every partition is
+led again what every instance serves is compared with the journal (the checker's "state vs journal").
+
 Prints the figures as JSON and exits 1 when the verdict is not clean.
 """
 
@@ -34,7 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.faults.checker import Verdict, check, journal_events, leadership_intervals
+from tests.faults.checker import (
+    Verdict,
+    check,
+    journal_events,
+    leadership_intervals,
+    live_allocations,
+    state_disagreements,
+)
 from tests.faults.cluster import LIMIT, Cluster, OwnServer
 from tests.faults.workload import Workload
 
@@ -113,8 +123,58 @@ def leaderless_after(faults: list[Fault], spans: dict[str, list[tuple[str, float
             if at < until:
                 worst = max(worst, until - at)
         out.setdefault(f.kind, []).append(worst)
-    return {k: {"faults": len(v), "longest s": round(max(v), 2), "median s": round(sorted(v)[len(v) // 2], 2)}
-            for k, v in out.items()}
+    return {k: {"faults": len(v), "p50 s": percentile(v, 0.5), "p99 s": percentile(v, 0.99),
+                "longest s": round(max(v), 2)} for k, v in out.items()}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` percentile of ``values`` (rounded to 10 ms)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 1))           # ceil(n q), at least the first
+    return round(ordered[int(rank) - 1], 2)
+
+
+def served_allocations(url: str, partition: str) -> dict[str, int] | None:
+    """The allocations (key → slots) ``url`` serves of the application ``app`` in ``partition``;
+    None when it does not answer them now (503 while it is not sure of its lease, no answer)."""
+    import httpx
+
+    try:
+        r = httpx.get(f"{url}/ws/v1/partition/{partition}/application/app", timeout=10)
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200:
+        return None
+    return {str(a["allocationKey"]): int(dict(a.get("resource") or {}).get("slots", 0))
+            for a in r.json().get("allocations") or ()}
+
+
+def compare_with_journal(cluster: Cluster, settle: float) -> list[str]:
+    """With the writers held: wait until every partition is led, then until every live instance
+    serves of every partition what the journal holds (a change decided before the hold may still be
+    on its way to the store for up to the store's op_timeout: ``settle`` seconds are allowed for it).
+    The disagreements left after that (empty when the state and the journal agree)."""
+    try:
+        cluster.wait_led(120)
+    except RuntimeError as e:
+        return [f"not led 120 s after the fault: {e}"]
+    deadline = time.monotonic() + settle
+    while True:
+        found: list[str] = []
+        events = journal_events(cluster.store, cluster.partitions)
+        for inst in cluster.instances:
+            if not inst.alive():
+                continue
+            for partition in cluster.partitions:
+                served = served_allocations(inst.url, partition)
+                if served is None:
+                    found.append(f"{inst.name}/{partition}: not answered")
+                    continue
+                found += state_disagreements(f"{inst.name}/{partition}", served,
+                                             live_allocations(events[partition]))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.25)
 
 
 def run(store: str | None, *, kinds: list[str], each: int, instances: int = 3, partitions: int = 3,
@@ -130,6 +190,8 @@ def run(store: str | None, *, kinds: list[str], each: int, instances: int = 3, p
     cluster = Cluster(base, instances=instances, partitions=partitions, ttl=ttl, op_timeout=op_timeout,
                       workdir=workdir)
     faults: list[Fault] = []
+    disagreements: list[str] = []
+    compared = 0
     try:
         with cluster:
             cluster.start()
@@ -149,6 +211,14 @@ def run(store: str | None, *, kinds: list[str], each: int, instances: int = 3, p
                         print(f"[{n}/{len(plan)}] {kind} {fault.target} {fault.end - fault.start:.1f} s",
                               file=sys.stderr, flush=True)
                     time.sleep(rnd.uniform(*pause))
+                    quiet = work.hold()
+                    try:
+                        found = compare_with_journal(cluster, settle=4 * ttl + 2 * op_timeout)
+                    finally:
+                        work.resume()
+                    compared += 1
+                    disagreements += [f"after fault {n} ({kind} {fault.target}"
+                                      f"{'' if quiet else ', writers not quiet'}): {d}" for d in found]
                 cluster.heal()
                 cluster.wait_led(180)
                 time.sleep(2 * ttl)             # the last writes after the faults, through every instance
@@ -163,6 +233,7 @@ def run(store: str | None, *, kinds: list[str], each: int, instances: int = 3, p
         margin = default_margin(ttl, max(0.2, min(1.0, ttl / 5)))
         verdict = check(work.records, events, limit=LIMIT, leadership=spans, margin=margin,
                         window=(window_start, window_end))
+        verdict.state_vs_journal, verdict.state_checks = disagreements, compared
         figures = {"faults": {k: sum(1 for f in faults if f.kind == k) for k in kinds},
                    "seconds": round(window_end - window_start, 1),
                    "after a fault, until every partition is led again": leaderless_after(faults, spans,

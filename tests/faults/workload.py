@@ -75,6 +75,10 @@ class Workload:
         self.partitions = partitions
         self.records: list[Record] = []
         self._stop = threading.Event()
+        self._go = threading.Event()          # cleared by hold(): workers wait before their next request
+        self._go.set()
+        self._busy = 0                        # requests under way (hold() waits for them to end)
+        self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._timeout = timeout
         self._pause = pause
@@ -96,15 +100,47 @@ class Workload:
         for t in self._threads:
             t.start()
 
+    def hold(self, timeout: float | None = None) -> bool:
+        """Let no worker send another request, and wait until every request under way is answered
+        (or ``timeout``, by default the request timeout and 5 s, passes): the cluster is then quiet,
+        and the state an instance serves can be compared with the journal. True when quiet."""
+        self._go.clear()
+        deadline = time.monotonic() + (self._timeout + 5 if timeout is None else timeout)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._busy == 0:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def resume(self) -> None:
+        """Let the workers go on after :meth:`hold`."""
+        self._go.set()
+
     def stop(self) -> None:
         """Stop every worker (each finishes its request under way) and wait for them."""
         self._stop.set()
+        self._go.set()
         for t in self._threads:
             t.join(self._timeout + 30)
 
     def _call(self, http: httpx.Client, op: str, partition: str, key: str, amount: int, instance: str,
               url: str, retry: bool = False) -> Record:
         base = f"{url}/ws/v1/partition/{partition}"
+        while True:                           # counted as under way only while not held (see hold())
+            self._go.wait()
+            with self._lock:
+                if self._go.is_set():
+                    self._busy += 1
+                    break
+        try:
+            return self._send(http, op, base, partition, key, amount, instance, retry)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def _send(self, http: httpx.Client, op: str, base: str, partition: str, key: str, amount: int,
+              instance: str, retry: bool) -> Record:
         sent = time.monotonic()
         body: object = None
         try:
