@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.events import ConfigApplied, Event
@@ -85,17 +84,18 @@ class PartitionHistory:
         elif not fresh.enabled and self.engine is not None:
             self.engine = None
 
-    @contextmanager
-    def journalling(self, batch: Sequence[Event]) -> Iterator[None]:
-        """The partition journals ``batch`` inside this block: it is accounted for when the journal
-        took it — or earlier, when a snapshot is taken meanwhile (the snapshot is at the batch's
-        end, and so must be the history in it). A batch the journal refused is not accounted for."""
+    def journalling(self, batch: Sequence[Event]) -> None:
+        """The partition journals ``batch`` from now until :meth:`journalled`: it is accounted for when
+        the journal took it — or earlier, when a snapshot is taken meanwhile (the snapshot is at the
+        batch's end, and so must be the history in it). Two plain calls, not a context manager: every
+        commit makes them (benchmarks/calls.py)."""
         self._batch = batch
-        try:
-            yield
-        finally:
-            self._batch = None
-        self.observe(batch)
+
+    def journalled(self, batch: Sequence[Event], *, written: bool) -> None:
+        """The journal took ``batch`` (``written``) or refused it: a refused batch is not accounted for."""
+        self._batch = None
+        if written:
+            self.observe(batch)
 
     def _catch_up(self) -> None:
         """A snapshot is being taken while a batch is journalled: account for it now."""

@@ -357,10 +357,12 @@ class Txn:
         reversible = not (self._irreversible or self._broken)
         log = core.log
         batch = [*events, *notes] if notes else events
+        history = state.history                         # the usage accounting (issue 33) sees it
+        history.journalling(batch)
         try:
-            with state.history.journalling(batch):      # the usage accounting (issue 33) sees it
-                log.record(batch, recoverable=reversible)
+            log.record(batch, recoverable=reversible)
         except BaseException as exc:
+            history.journalled(batch, written=False)
             if reversible:
                 self._undo()
                 # a failed group commit poisoned the partition: its own change is undone exactly, the
@@ -371,6 +373,7 @@ class Txn:
                 self._rebuild(exc)
             self._clear()
             raise
+        history.journalled(batch, written=True)
         self._applied = []
         self._undos = []
         self._irreversible = False
