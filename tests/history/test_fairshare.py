@@ -50,7 +50,7 @@ def test_idle_for_one_half_life_is_exactly_half_and_the_integral_matches_the_clo
 
 
 def test_decay_survives_many_half_lives_and_a_snapshot() -> None:
-    from quotaplane.history.engine import restore_into, snapshot_of
+    from quotaplane.history.snapshot import restore_into, snapshot_of
 
     a = _engine(1)
     a.observe([E.AppAdded(app="x", user="u", groups=(), queue="root.a", t=0.0),

@@ -40,473 +40,63 @@ Applications (many, short-lived) write hour and day rows only.
 
 Which application belongs to which group or elastic quota, and what each scope is guaranteed, is
 read from the partition through a :class:`View` (read-only) when the event that decides it is seen.
+
+The engine is three modules: :mod:`~quotaplane.history.scopes` (the data it counts in),
+:mod:`~quotaplane.history.periods` (time, rollup periods, decayed usage, reading: :class:`Ledger`)
+and this one (what each event means: allocations, asks, borrowing and lending). Its state as data
+(snapshots) is :mod:`~quotaplane.history.snapshot`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
 
 import quotaplane.events as E
-from quotaplane.errors import InputError
 from quotaplane.history.calendar import RESOLUTIONS, Calendar
+from quotaplane.history.periods import Ledger
+from quotaplane.history.scopes import (
+    APPLICATION,
+    GROUP,
+    KINDS,
+    METRICS,
+    QUEUE,
+    QUOTA,
+    TREE,
+    USER,
+    AppState,
+    Charge,
+    Row,
+    Scope,
+    ScopeInfo,
+    Share,
+    Siblings,
+    TreeTarget,
+    View,
+    bump,
+    level_of,
+    ms_of,
+    vec_of,
+)
 from quotaplane.history.sketch import WaitSketch
-from quotaplane.resources import Resource
 
 __all__ = [
-    "APPLICATION",
-    "GROUP",
-    "KINDS",
-    "METRICS",
-    "QUEUE",
-    "QUOTA",
-    "TREE",
-    "USER",
-    "Accounting",
-    "Row",
-    "ScopeInfo",
-    "TreeTarget",
-    "View",
-    "ms_of",
-    "restart_at_now",
-    "restore_into",
-    "snapshot_of",
+    "APPLICATION", "GROUP", "KINDS", "METRICS", "QUEUE", "QUOTA", "TREE", "USER",
+    "Accounting", "Row", "Scope", "ScopeInfo", "TreeTarget", "View", "ms_of",
 ]
 
-QUEUE, USER, GROUP, QUOTA, TREE, APPLICATION = "queue", "user", "group", "quota", "tree", "application"
-#: every kind of scope, in the order reports list them
-KINDS = (QUEUE, USER, GROUP, QUOTA, TREE, APPLICATION)
-#: the integrated metrics, by their key in a row
-METRICS = {"used": "u", "waiting": "w", "borrowed": "b", "lent": "l"}
 
-#: a scope's guarantee (``None``: it has none and neither borrows nor lends), its parent scope's
-#: name (``None``: a top scope), its max (``None``: not set)
-ScopeInfo = tuple[dict[str, int] | None, str | None, dict[str, int] | None]
-#: a quota tree an allocation counts in: the tree, its group node, the amounts in the tree's units
-TreeTarget = tuple[str, str, dict[str, int]]
-
-# the coarser resolutions a period's changes roll into: minute → hour → day → week and month
-_UP = {0: (1,), 1: (2,), 2: (3, 4), 3: (), 4: ()}
-_NRES = len(RESOLUTIONS)
-
-
-def ms_of(t: float) -> int:
-    """An event time (seconds, float) in whole milliseconds, as the engine counts it."""
-    return round(t * 1000)
-
-
-class View(Protocol):
-    """What the engine reads of its partition (read-only; see :mod:`quotaplane.history.view`)."""
-
-    def guarantees(self) -> dict[str, dict[str, ScopeInfo]]:
-        """Per kind (queue, quota, tree), every scope with what it is guaranteed, its parent, its max."""
-
-    def timezone(self) -> str:
-        """The time zone of the periods (the partition's ``history.timezone``)."""
-
-    def half_life(self) -> int:
-        """The half-life of decayed usage in ms when fair share with memory is on, else 0."""
-
-    def queue_info(self, path: str) -> ScopeInfo:
-        """One queue's guarantee, parent and max (a dynamic queue made by an application)."""
-
-    def group_of(self, app: str, user: str, groups: tuple[str, ...], queue: str) -> str | None:
-        """The group the user group manager chose (or would choose) for ``app``; None: none."""
-
-    def quota_of(self, key: str, tags: Mapping[str, str]) -> str | None:
-        """The elastic quota allocation or ask ``key`` counts in; None without elastic quotas."""
-
-    def tree_targets(self, key: str, app: str, queue: str, user: str, groups: tuple[str, ...],
-                     tags: Mapping[str, str], resource: Mapping[str, int]) -> list[TreeTarget]:
-        """Per quota tree an allocation or ask of ``resource`` counts in: the tree, its group node
-        and the amounts in the tree's units; empty without trees."""
-
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One scope at the end of one rollup period (a boundary) in which it changed.
-
-    ``data``: ``{"u"|"w"|"b"|"l": {resource: [integral, level]}, "g": guarantee, "x": max,
-    "c": {counter: total}, "s": waits of the period}`` — integrals in resource-milliseconds since
-    history began, levels at the boundary; keys absent when empty.
-    """
-
-    resolution: int
-    t: int
-    kind: str
-    name: str
-    data: dict[str, Any]
-
-
-class _Sib:
-    """The children of one parent: what they borrow together (per resource) and who may lend."""
-
-    __slots__ = ("bsum", "lenders")
-
-    def __init__(self) -> None:
-        self.bsum: dict[str, int] = {}
-        self.lenders: list[Scope] = []
-
-
-#: per resource ``[level, moment]`` (see the module docstring)
-Cells = dict[str, list[int]]
-#: a scope and the amount an allocation or ask counts in it
-_Share = tuple["Scope", dict[str, int]]
-
-
-class Scope:
-    """One scope: per metric its cells (see the module docstring), its guarantee and max, its
-    counters and the waits of its open periods. Times are relative to the engine's origin."""
-
-    __slots__ = ("b", "counts", "e", "guar", "kind", "l", "max", "name", "open", "sib", "u", "w")
-
-    def __init__(self, kind: str, name: str) -> None:
-        self.kind = kind
-        self.name = name
-        self.u: Cells = {}
-        self.w: Cells = {}
-        self.b: Cells = {}
-        self.l: Cells = {}
-        #: None: no guarantee (a queue without one, users, groups, applications); else per resource
-        self.guar: dict[str, int] | None = None
-        self.max: dict[str, int] | None = None
-        self.sib: _Sib | None = None
-        self.counts: dict[str, int] = {}
-        self.open: list[WaitSketch | None] = [None] * _NRES
-        #: per resource ``Σ Δ·2^(t/T½)`` over the changes of ``used`` (decayed usage; fair share on)
-        self.e: dict[str, float] = {}
-
-    def cells(self, metric: str) -> Cells:
-        """The cells of ``metric`` (used, waiting, borrowed, lent)."""
-        key = METRICS.get(metric)
-        if key is None:
-            raise InputError(f"unknown metric {metric!r}; one of {', '.join(METRICS)}")
-        cells: Cells = getattr(self, key)
-        return cells
-
-    def integral(self, metric: str, at: int) -> dict[str, int]:
-        """The integral of ``metric`` up to relative time ``at`` (not before its last change)."""
-        out = {r: c[0] * at - c[1] for r, c in self.cells(metric).items()}
-        return {r: v for r, v in out.items() if v}
-
-    def level(self, metric: str) -> dict[str, int]:
-        """The level of ``metric`` now."""
-        return {r: c[0] for r, c in self.cells(metric).items() if c[0]}
-
-    def row(self, at: int, sketch: WaitSketch | None) -> dict[str, Any]:
-        """This scope at relative time ``at`` (a boundary) as a row's data."""
-        data: dict[str, Any] = {}
-        for key in ("u", "w", "b", "l"):
-            cells: Cells = getattr(self, key)
-            if cells:
-                data[key] = {r: [c[0] * at - c[1], c[0]] for r, c in sorted(cells.items())}
-        if self.guar is not None:
-            data["g"] = dict(sorted(self.guar.items()))
-        if self.max is not None:
-            data["x"] = dict(sorted(self.max.items()))
-        if self.counts:
-            data["c"] = dict(sorted(self.counts.items()))
-        if sketch is not None and sketch.count:
-            data["s"] = sketch.to_json()
-        return data
-
-
-def _bump(cells: Cells, r: str, d: int, t: int) -> None:
-    """Change the level of ``r`` by ``d`` at relative time ``t``."""
-    c = cells.get(r)
-    if c is None:
-        cells[r] = [d, d * t]
-    else:
-        c[0] += d
-        c[1] += d * t
-
-
-def _level(cells: Cells, r: str) -> int:
-    c = cells.get(r)
-    return c[0] if c is not None else 0
-
-
-class _Charge:
-    """A live allocation or waiting ask: its application, amount, when, and the elastic quotas and
-    quota-tree nodes it counts in (with the amount in each; its application's scopes are the
-    application's)."""
-
-    __slots__ = ("app", "eager", "resource", "t")
-
-    def __init__(self, app: str, resource: dict[str, int], t: int, eager: list[tuple[Scope, dict[str, int]]]
-                 ) -> None:
-        self.app = app
-        self.resource = resource
-        self.t = t
-        self.eager = eager
-
-
-class _App:
-    """An application the engine knows: where it runs, its scopes, its live allocations and asks."""
-
-    __slots__ = ("allocs", "asks", "chain", "eager_q", "epoch", "group", "groups", "lazy_u", "lazy_w",
-                 "new_waits", "own", "prop_e", "prop_u", "prop_w", "queue", "tags", "user", "user_scope")
-
-    def __init__(self, queue: str, user: str, groups: tuple[str, ...], tags: dict[str, str], own: Scope,
-                 chain: list[Scope], user_scope: Scope) -> None:
-        self.queue = queue
-        self.user = user
-        self.groups = groups
-        self.tags = tags
-        self.allocs: set[str] = set()
-        self.asks: set[str] = set()
-        self.own = own
-        #: the queue chain, leaf first
-        self.chain = chain
-        self.user_scope = user_scope
-        #: the group its allocations and asks count in (None: no group; False: not asked yet)
-        self.group: Scope | bool | None = False
-        #: the scopes that take the application's used (queues without a guarantee, user, group)
-        #: and waiting (every queue, user, group) once per period: ``prop_*`` is what they have
-        self.lazy_u: list[Scope] = []
-        self.lazy_w: list[Scope] = []
-        self.prop_u: Cells = {}
-        self.prop_w: Cells = {}
-        self.prop_e: dict[str, float] = {}
-        #: waits not yet given to the lazily fed scopes
-        self.new_waits: WaitSketch | None = None
-        #: the queues of its chain with a guarantee: its allocations change them at once
-        self.eager_q: list[Scope] = []
-        #: the config epoch its group was asked in
-        self.epoch = -1
-
-    def scopes(self) -> list[Scope]:
-        """Every scope the application counts in by itself (queues, user, group, its own)."""
-        group = self.group
-        return [*self.chain, self.user_scope, *([group] if isinstance(group, Scope) else []), self.own]
-
-
-def _vec(resource: Mapping[str, int]) -> dict[str, int]:
-    items = resource.plain() if isinstance(resource, Resource) else resource   # no Mapping protocol per item
-    return {r: v for r, v in items.items() if v}
-
-
-class Accounting:
-    """The accounting of one partition (see the module docstring).
-
-    ``view`` is what the engine reads of its partition; ``calendar`` where periods start.
-    ``now`` is the newest event time seen (ms), None before the first timed event; ``origin`` the
-    first one (moments count time from it).
-    """
+class Accounting(Ledger):
+    """The accounting of one partition (see the module docstring and :class:`Ledger`)."""
 
     def __init__(self, view: View, calendar: Calendar | None = None) -> None:
-        self.view = view
-        self.calendar = calendar if calendar is not None else Calendar()
-        self.now: int | None = None
-        self.origin = 0
-        self._rel = 0
-        #: configs applied so far (an application's group is asked once per config)
-        self._epoch = 0
-        #: decayed usage (fair share with memory): the half-life in ms (0: off), the time the
-        #: exponential moments count from, and ``2^((now − that)/T½)``
-        self.half_life = 0
-        self._e_origin = 0
-        self._w = 1.0
-        #: the next boundary of each resolution after ``now``
-        self.next: list[int] = [0] * _NRES
-        self.scopes: dict[tuple[str, str], Scope] = {}
-        self._sibs: dict[tuple[str, str | None], _Sib] = {}
-        self._info: dict[str, dict[str, ScopeInfo]] = {QUEUE: {}, QUOTA: {}, TREE: {}}
-        self.apps: dict[str, _App] = {}
-        self.allocs: dict[str, _Charge] = {}
-        self.asks: dict[str, _Charge] = {}
-        #: per resolution: the scopes changed since its last boundary
-        self.dirty: list[set[Scope]] = [set() for _ in range(_NRES)]
-        #: applications whose changes the lazily fed scopes have not received yet
-        self._pending: set[_App] = set()
-        #: rows of the periods that ended, oldest first, until the store takes them
-        self.outbox: list[Row] = []
-        #: scopes of removed applications, forgotten once their last periods are written
-        self._retired: set[Scope] = set()
-        self._handlers: dict[type[E.Event], Callable[[Any], None]] = {
+        super().__init__(view, calendar)
+        self._handlers.update({
             E.ConfigApplied: self._config, E.NodeAdded: self._nodes, E.NodeUpdated: self._nodes,
             E.NodeRemoved: self._node_removed, E.AppAdded: self._app_added, E.AppRemoved: self._app_removed,
             E.Allocated: self._allocated, E.Released: self._released, E.Replaced: self._replaced,
             E.Timeouts: self._timeouts, E.AskAdded: self._ask_added, E.AskRemoved: self._ask_removed,
             E.Preempted: self._preempted, E.Noted: self._noted,
-        }
-
-    # -- feeding -------------------------------------------------------------------------------------
-    def observe(self, events: Iterable[E.Event]) -> None:
-        """Account for ``events`` (journalled, in journal order)."""
-        handlers = self._handlers
-        for ev in events:
-            handler = handlers.get(type(ev))
-            if handler is not None:
-                handler(ev)
-
-    def _at(self, t: float) -> int:
-        """Move time to event time ``t`` (never backwards), closing the periods it crosses."""
-        ms = round(t * 1000)
-        now = self.now
-        if now is None:
-            self.now = self.origin = ms
-            self.next = [self.calendar.next(res, ms) for res in RESOLUTIONS]
-            return ms
-        if ms <= now:
-            return now
-        if ms >= self.next[0]:
-            self._cross(ms)
-        self.now = ms
-        self._rel = ms - self.origin
-        if self.half_life:
-            self._weigh()
-        return ms
-
-    def _weigh(self) -> None:
-        """``2^((now − e_origin)/T½)`` (exact powers of two for whole half-lives); every 32 half-lives
-        the moments are rebased (they would lose their precision)."""
-        half = self.half_life
-        k, rem = divmod(self._rel - self._e_origin, half)
-        if k >= 32:
-            self.propagate()
-            shift = math.ldexp(1.0, -k)
-            for s in self.scopes.values():
-                for r in s.e:
-                    s.e[r] *= shift
-            for app in self.apps.values():
-                for r in app.prop_e:
-                    app.prop_e[r] *= shift
-            self._e_origin += k * half
-            k = 0
-        self._w = math.ldexp(2.0 ** (rem / half), k)
-
-    def decayed(self, s: Scope, at: int | None = None) -> dict[str, float]:
-        """``s``'s usage decayed with the half-life, ``∫ used(u)·2^(−(t−u)/T½) du`` per resource, in
-        resource-milliseconds, at ``at`` ms (default: now; never before now). Empty while off."""
-        half = self.half_life
-        if not half or self.now is None:
-            return {}
-        self.propagate()
-        t = max(self.now if at is None else at, self.now) - self.origin - self._e_origin
-        k, rem = divmod(t, half)
-        back = math.ldexp(2.0 ** (-rem / half), -k)
-        scale = half / math.log(2)
-        out = {}
-        for r, e in s.e.items():
-            c = s.u.get(r)
-            v = scale * ((c[0] if c is not None else 0) - e * back)
-            if v > 0:
-                out[r] = v
-        return out
-
-    def set_half_life(self, half_life_ms: int) -> None:
-        """Decay usage with this half-life (0: stop). A new half-life starts decayed usage at zero."""
-        if half_life_ms == self.half_life:
-            return
-        self.propagate()
-        self.half_life = half_life_ms
-        self._e_origin = self._rel
-        self._w = 1.0
-        for s in self.scopes.values():
-            s.e = {r: float(c[0]) for r, c in s.u.items() if c[0]} if half_life_ms else {}
-        for app in self.apps.values():
-            app.prop_e = dict(app.own.e)
-
-    def advance(self, t: float) -> None:
-        """Move time to ``t`` (seconds) with no event: close the periods it crosses (a quiet
-        partition's open periods end without waiting for its next event)."""
-        if self.now is not None:
-            self._at(t)
-
-    def _cross(self, ms: int) -> None:
-        self.propagate()
-        cal = self.calendar
-        nxt = self.next
-        origin = self.origin
-        for i, res in enumerate(RESOLUTIONS):
-            b = nxt[i]
-            if ms < b:
-                continue
-            dirty = self.dirty[i]
-            if dirty:
-                up = _UP[i]
-                rows = self.outbox
-                for s in sorted(dirty, key=_scope_order):
-                    sketch = s.open[i]
-                    if i or s.kind != APPLICATION:    # applications: hours and days (there are many)
-                        rows.append(Row(i, b, s.kind, s.name, s.row(b - origin, sketch)))
-                    if sketch is not None:
-                        s.open[i] = None
-                        for j in up:
-                            have = s.open[j]
-                            if have is None:
-                                s.open[j] = _copy(sketch)
-                            else:
-                                have.merge(sketch)
-                for j in up:
-                    if j > 2:   # applications roll up to days, not weeks and months (they come and go)
-                        self.dirty[j] |= {s for s in dirty if s.kind != APPLICATION}
-                    else:
-                        self.dirty[j] |= dirty
-                dirty.clear()
-            nxt[i] = cal.next(res, ms)
-        if self._retired:
-            self._forget_retired()
-
-    def _forget_retired(self) -> None:
-        """Forget the scopes of removed applications once their last periods are written."""
-        dirty = self.dirty
-        for s in list(self._retired):
-            if any(s in d for d in dirty[:3]) or any(x is not None for x in s.open[:3]):
-                continue
-            self._retired.discard(s)
-            self.scopes.pop((s.kind, s.name), None)
-
-    def propagate(self) -> None:
-        """Give every application's changes since the last call to its lazily fed scopes."""
-        pending = self._pending
-        if not pending:
-            return
-        dirty = self.dirty[0]
-        for app in pending:
-            for own, prop, lazy in ((app.own.u, app.prop_u, app.lazy_u), (app.own.w, app.prop_w, app.lazy_w)):
-                key = "u" if own is app.own.u else "w"
-                for r, c in own.items():
-                    p = prop.get(r)
-                    if p is None:
-                        dl, dm = c[0], c[1]
-                        prop[r] = [dl, dm]
-                    else:
-                        dl, dm = c[0] - p[0], c[1] - p[1]
-                        if not dl and not dm:
-                            continue
-                        p[0], p[1] = c[0], c[1]
-                    for s in lazy:
-                        cells: Cells = getattr(s, key)
-                        have = cells.get(r)
-                        if have is None:
-                            cells[r] = [dl, dm]
-                        else:
-                            have[0] += dl
-                            have[1] += dm
-                dirty.update(lazy)
-            if app.own.e:
-                prop_e = app.prop_e
-                for r, e in app.own.e.items():
-                    de = e - prop_e.get(r, 0.0)
-                    if de:
-                        prop_e[r] = e
-                        for s in app.lazy_u:
-                            s.e[r] = s.e.get(r, 0.0) + de
-            waits = app.new_waits
-            if waits is not None:
-                app.new_waits = None
-                for s in app.lazy_w:
-                    sk = s.open[0]
-                    if sk is None:
-                        s.open[0] = _copy(waits)
-                    else:
-                        sk.merge(waits)
-        pending.clear()
+        })
 
     # -- scopes ----------------------------------------------------------------------------------------
     def _scope(self, kind: str, name: str) -> Scope:
@@ -529,7 +119,7 @@ class Accounting:
         if s.guar is not None and (parent is not None or s.kind != TREE):   # trees' roots share nothing
             sib = self._sibs.get((s.kind, parent))
             if sib is None:
-                sib = self._sibs[(s.kind, parent)] = _Sib()
+                sib = self._sibs[(s.kind, parent)] = Siblings()
             s.sib = sib
             if s.guar and s not in sib.lenders:
                 sib.lenders.append(s)
@@ -697,10 +287,10 @@ class Accounting:
                 continue
             g = s.guar
             for r in set(s.u) | set(s.b):
-                nb = 0 if g is None else max(0, _level(s.u, r) - g.get(r, 0))
-                d = nb - _level(s.b, r)
+                nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
+                d = nb - level_of(s.b, r)
                 if d:
-                    _bump(s.b, r, d, t)
+                    bump(s.b, r, d, t)
                     self.dirty[0].add(s)
             if s.sib is not None:
                 bsum = s.sib.bsum
@@ -715,11 +305,11 @@ class Accounting:
             else:
                 for r, c in list(s.l.items()):
                     if c[0]:
-                        _bump(s.l, r, -c[0], t)
+                        bump(s.l, r, -c[0], t)
                         self.dirty[0].add(s)
 
     # -- an application's scopes ---------------------------------------------------------------------
-    def _split(self, app: _App) -> None:
+    def _split(self, app: AppState) -> None:
         """Which of the application's scopes take its changes at once (queues with a guarantee)
         and which once per period (the others); the lazily fed ones must be up to date."""
         group = app.group if isinstance(app.group, Scope) else None
@@ -728,7 +318,7 @@ class Accounting:
         app.lazy_w = [*app.chain, *tail]
         app.eager_q = [q for q in app.chain if q.guar is not None]
 
-    def _regroup(self, app_id: str, app: _App) -> None:
+    def _regroup(self, app_id: str, app: AppState) -> None:
         """The group of an application without allocations is asked again (seed 001 U4: its next
         first allocation decides, by the limits in force); what it waits for moves to the new group
         now. The answer changes only with the config, so it is asked once per config."""
@@ -744,18 +334,18 @@ class Accounting:
             for r, c in app.own.w.items():
                 if c[0]:
                     if isinstance(old, Scope):
-                        _bump(old.w, r, -c[0], t)
+                        bump(old.w, r, -c[0], t)
                         self.dirty[0].add(old)
                     if isinstance(group, Scope):
-                        _bump(group.w, r, c[0], t)
+                        bump(group.w, r, c[0], t)
                         self.dirty[0].add(group)
         app.group = group
         self._split(app)
 
-    def _eager(self, key: str, app_id: str, app: _App, vec: dict[str, int]) -> list[_Share]:
+    def _eager(self, key: str, app_id: str, app: AppState, vec: dict[str, int]) -> list[Share]:
         """The scopes other than the application's own an allocation (or ask) changes at once: the
         elastic quota chain and the quota-tree nodes (its queues with a guarantee: ``eager_q``)."""
-        out: list[_Share] = []
+        out: list[Share] = []
         info = self._info
         if not info[QUOTA] and not info[TREE]:
             return out
@@ -767,7 +357,7 @@ class Accounting:
         if info[TREE]:
             for tree, node, amounts in view.tree_targets(key, app_id, app.queue, app.user, app.groups,
                                                          app.tags, vec):
-                amounts = _vec(amounts)
+                amounts = vec_of(amounts)
                 out.extend((s, amounts) for s in self._chain(TREE, f"{tree}/{node}"))
         return out
 
@@ -778,8 +368,8 @@ class Accounting:
             return
         if not app.allocs and app.epoch != self._epoch:
             self._regroup(app_id, app)
-        vec = _vec(resource)
-        charge = _Charge(app_id, vec, t, self._eager(key, app_id, app, vec))
+        vec = vec_of(resource)
+        charge = Charge(app_id, vec, t, self._eager(key, app_id, app, vec))
         self.allocs[key] = charge
         app.allocs.add(key)
         use = self._use
@@ -790,7 +380,7 @@ class Accounting:
             use(s, v, 1)
         self._pending.add(app)
 
-    def _release(self, key: str) -> _Charge | None:
+    def _release(self, key: str) -> Charge | None:
         charge = self.allocs.pop(key, None)
         if charge is None:
             return None
@@ -916,7 +506,8 @@ class Accounting:
         chain = [self._scope(QUEUE, ".".join(parts[:i])) for i in range(len(parts), 0, -1)]
         own = self._scope(APPLICATION, ev.app)
         self._retired.discard(own)
-        app = _App(ev.queue, ev.user, tuple(ev.groups), dict(ev.tags), own, chain, self._scope(USER, ev.user))
+        app = AppState(ev.queue, ev.user, tuple(ev.groups), dict(ev.tags), own, chain,
+                       self._scope(USER, ev.user))
         self.apps[ev.app] = app
         self._regroup(ev.app, app)
 
@@ -966,8 +557,8 @@ class Accounting:
             return
         if not app.allocs and app.epoch != self._epoch:
             self._regroup(ev.app, app)
-        vec = _vec(ev.resource)
-        ask = _Charge(ev.app, vec, now, self._eager(ev.key, ev.app, app, vec))
+        vec = vec_of(ev.resource)
+        ask = Charge(ev.app, vec, now, self._eager(ev.key, ev.app, app, vec))
         self.asks[ev.key] = ask
         app.asks.add(ev.key)
         self._want(app.own, vec, 1)
@@ -1020,200 +611,3 @@ class Accounting:
         for s in app.scopes():
             for code in dict.fromkeys(codes):
                 s.counts["refused:" + code] = s.counts.get("refused:" + code, 0) + 1
-
-    # -- reading -------------------------------------------------------------------------------------
-    def parent_of(self, kind: str, name: str) -> str | None:
-        """The parent of a queue, elastic quota or tree node (None: a top one, or another kind)."""
-        info = self._info.get(kind, {}).get(name)
-        if info is not None:
-            return info[1]
-        if kind == QUEUE and "." in name:
-            return name.rpartition(".")[0]
-        return None
-
-    def scope(self, kind: str, name: str) -> Scope | None:
-        """The scope ``kind``/``name`` (up to date), or None when it never counted anything."""
-        self.propagate()
-        return self.scopes.get((kind, name))
-
-    def integral(self, kind: str, name: str, metric: str, at: int | None = None) -> dict[str, int]:
-        """The integral (resource-ms) of ``metric`` of a scope up to ``at`` ms (default and at
-        least: now)."""
-        self.propagate()
-        s = self.scopes.get((kind, name))
-        if s is None or self.now is None:
-            return {}
-        return s.integral(metric, max(at if at is not None else self.now, self.now) - self.origin)
-
-    def take_rows(self) -> list[Row]:
-        """The rows of the periods that ended (the store takes them)."""
-        rows, self.outbox = self.outbox, []
-        return rows
-
-
-def _scope_order(s: Scope) -> tuple[str, str]:
-    return s.kind, s.name
-
-
-def _copy(sketch: WaitSketch) -> WaitSketch:
-    out = WaitSketch()
-    out.merge(sketch)
-    return out
-
-
-# -- the engine's state as data (snapshots) ---------------------------------------------------------------
-SNAPSHOT_VERSION = 1
-
-
-def _cells_json(cells: Cells) -> dict[str, list[int]]:
-    return {r: [c[0], c[1]] for r, c in sorted(cells.items())}
-
-
-def _cells_of(data: Any) -> Cells:
-    return {str(r): [int(c[0]), int(c[1])] for r, c in (data or {}).items()}
-
-
-def _sketch_json(s: WaitSketch | None) -> dict[str, object] | None:
-    return None if s is None else s.to_json()
-
-
-def _sketch_of(data: Any) -> WaitSketch | None:
-    return None if data is None else WaitSketch.from_json(data)
-
-
-def snapshot_of(a: Accounting) -> dict[str, Any]:
-    """The engine's state as plain JSON data (:func:`restore_into` reads it back).
-
-    The live allocations are not in it: a snapshot restores the partition with them, and
-    :func:`restore_into` takes them from there. The waiting asks' times are (they are the engine's
-    own, never earlier than an event seen before them).
-    """
-    a.propagate()
-    scopes = []
-    for (kind, name), s in sorted(a.scopes.items()):
-        entry: dict[str, Any] = {"k": kind, "n": name}
-        for key in ("u", "w", "b", "l"):
-            cells: Cells = getattr(s, key)
-            if cells:
-                entry[key] = _cells_json(cells)
-        if s.counts:
-            entry["c"] = dict(sorted(s.counts.items()))
-        if any(x is not None for x in s.open):
-            entry["o"] = [_sketch_json(x) for x in s.open]
-        if s.e:
-            entry["e"] = dict(sorted(s.e.items()))
-        scopes.append(entry)
-    apps = {}
-    for app_id, app in sorted(a.apps.items()):
-        group = app.group
-        apps[app_id] = {"queue": app.queue, "user": app.user, "groups": list(app.groups),
-                        "tags": dict(app.tags), "group": group.name if isinstance(group, Scope) else group,
-                        "prop_u": _cells_json(app.prop_u), "prop_w": _cells_json(app.prop_w),
-                        "new_waits": _sketch_json(app.new_waits), "epoch": app.epoch,
-                        **({"prop_e": dict(sorted(app.prop_e.items()))} if app.prop_e else {})}
-    return {
-        "version": SNAPSHOT_VERSION, "zone": a.calendar.name, "now": a.now, "origin": a.origin,
-        "epoch": a._epoch, "next": list(a.next), "half_life": a.half_life, "e_origin": a._e_origin,
-        "info": {kind: {name: [info[0], info[1], info[2]] for name, info in sorted(table.items())}
-                 for kind, table in sorted(a._info.items())},
-        "scopes": scopes,
-        "dirty": [sorted([s.kind, s.name] for s in d) for d in a.dirty],
-        "retired": sorted([s.kind, s.name] for s in a._retired),
-        "apps": apps,
-        "asks": {key: ask.t for key, ask in sorted(a.asks.items())},
-        "outbox": [[r.resolution, r.t, r.kind, r.name, r.data] for r in a.outbox],
-    }
-
-
-def restart_at_now(a: Accounting) -> None:
-    """Keep the levels, forget the past: every integral is zero now (a snapshot written before the
-    history existed restores the partition without it; history starts again there)."""
-    a.propagate()
-    t = a._rel
-    for s in a.scopes.values():
-        for key in ("u", "w", "b", "l"):
-            cells: Cells = getattr(s, key)
-            for c in cells.values():
-                c[1] = c[0] * t
-        s.counts = {}
-        s.open = [None] * _NRES
-    for app in a.apps.values():
-        for own, prop in ((app.own.u, app.prop_u), (app.own.w, app.prop_w)):
-            prop.clear()
-            prop.update({r: [c[0], c[1]] for r, c in own.items()})
-        app.new_waits = None
-    a.dirty = [set() for _ in range(_NRES)]
-    a.outbox = []
-    a._retired = set()
-
-
-def restore_into(a: Accounting, data: Mapping[str, Any],
-                 allocations: Iterable[tuple[str, str, Mapping[str, int]]],
-                 asks: Iterable[tuple[str, str, Mapping[str, int]]]) -> None:
-    """Put the state :func:`snapshot_of` wrote into the fresh engine ``a``, with the partition's live
-    ``allocations`` and waiting ``asks`` (key, application, resource) at the snapshot's instant.
-    ``ValueError`` when ``data`` is not such a state."""
-    if data.get("version") != SNAPSHOT_VERSION:
-        raise InputError(f"history snapshot version {data.get('version')!r} is not {SNAPSHOT_VERSION}")
-    a.calendar = Calendar(str(data["zone"]))
-    a.now = None if data["now"] is None else int(data["now"])
-    a.origin = int(data["origin"])
-    a._rel = (a.now - a.origin) if a.now is not None else 0
-    a._epoch = int(data["epoch"])
-    a.half_life = int(data.get("half_life") or 0)
-    a._e_origin = int(data.get("e_origin") or 0)
-    a.next = [int(x) for x in data["next"]]
-    a._info = {kind: {name: (info[0], info[1], info[2]) for name, info in table.items()}
-               for kind, table in data["info"].items()}
-    for kind in (QUEUE, QUOTA, TREE):
-        a._info.setdefault(kind, {})
-    a.scopes = {}
-    a._sibs = {}
-    for entry in data["scopes"]:
-        s = a._scope(str(entry["k"]), str(entry["n"]))
-        s.u, s.w, s.b, s.l = (_cells_of(entry.get(k)) for k in ("u", "w", "b", "l"))
-        s.counts = {str(k): int(v) for k, v in (entry.get("c") or {}).items()}
-        if entry.get("o"):
-            s.open = [_sketch_of(x) for x in entry["o"]]
-        s.e = {str(r): float(v) for r, v in (entry.get("e") or {}).items()}
-    for s in a.scopes.values():          # what the siblings borrow together, from the levels
-        if s.sib is not None:
-            for r, c in s.b.items():
-                if c[0]:
-                    s.sib.bsum[r] = s.sib.bsum.get(r, 0) + c[0]
-    a.dirty = [{a._scope(k, n) for k, n in d} for d in data["dirty"]]
-    a._retired = {a._scope(k, n) for k, n in data["retired"]}
-    a.apps = {}
-    for app_id, x in data["apps"].items():
-        parts = str(x["queue"]).split(".")
-        chain = [a._scope(QUEUE, ".".join(parts[:i])) for i in range(len(parts), 0, -1)]
-        app = _App(str(x["queue"]), str(x["user"]), tuple(x["groups"]), dict(x["tags"]),
-                   a._scope(APPLICATION, app_id), chain, a._scope(USER, str(x["user"])))
-        g = x["group"]
-        app.group = a._scope(GROUP, g) if isinstance(g, str) else (None if g is None else False)
-        app.prop_u, app.prop_w = _cells_of(x["prop_u"]), _cells_of(x["prop_w"])
-        app.new_waits = _sketch_of(x.get("new_waits"))
-        app.epoch = int(x["epoch"])
-        app.prop_e = {str(r): float(v) for r, v in (x.get("prop_e") or {}).items()}
-        a._split(app)
-        a.apps[app_id] = app
-    a.allocs, a.asks = {}, {}
-    for key, app_id, resource in allocations:
-        holder = a.apps.get(app_id)
-        if holder is None:
-            continue
-        vec = _vec(resource)
-        a.allocs[key] = _Charge(app_id, vec, a.now or 0, a._eager(key, app_id, holder, vec))
-        holder.allocs.add(key)
-    times = data["asks"]
-    for key, app_id, resource in asks:
-        holder = a.apps.get(app_id)
-        if holder is None or key not in times:
-            continue
-        vec = _vec(resource)
-        a.asks[key] = _Charge(app_id, vec, int(times[key]), a._eager(key, app_id, holder, vec))
-        holder.asks.add(key)
-    a.outbox = [Row(int(r[0]), int(r[1]), str(r[2]), str(r[3]), r[4]) for r in data["outbox"]]
-    a._pending = set()
-    if a.half_life:
-        a._weigh()

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from quotaplane.events import ConfigApplied, Event
 from quotaplane.history.calendar import Calendar
-from quotaplane.history.engine import Accounting, Row, restart_at_now, restore_into, snapshot_of
+from quotaplane.history.engine import Accounting, Row
 from quotaplane.history.fairshare import FairRank, standing_of
+from quotaplane.history.snapshot import restart_at_now, restore_into, snapshot_of
 from quotaplane.history.view import PartitionState, StateView, settings_of
 
 if TYPE_CHECKING:  # pragma: no cover
