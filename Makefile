@@ -56,8 +56,13 @@ env: $(STAMP)
 run: $(STAMP)
 	$(BIN)/quotaplane serve --config examples/queues.yaml --store sqlite:///quotaplane-state.db --host $(HOST) --port $(PORT)
 
+#: test processes for `make test` (pytest-xdist; each file runs whole on one of them, since a file's
+#: module fixtures — a served app, a browser — are shared by its tests); 0 runs everything in one
+TEST_JOBS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]   # 5: none selected
 
 # the random-fault tests at the issue's full count (1,000 injected failures each; `make test` runs 300):
 # `.ci/run` runs it after `make test`

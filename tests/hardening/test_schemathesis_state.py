@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
@@ -26,6 +27,9 @@ from quotaplane.server.auth import Tokens
 from tests.forest.helpers import tree_doc
 from tests.server.conftest import ADMIN, CONFIG, TOKENS
 from tests.server.test_schemathesis import DOCUMENT_BODIES, _beyond_int64, _negative_only_in_query_or_headers
+
+#: make test spreads schemathesis's items one by one (see the `serial` marker in pyproject.toml)
+pytestmark = pytest.mark.serial
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ELASTIC = (EXAMPLES / "elastic-quotas.yaml").read_text()

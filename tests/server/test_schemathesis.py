@@ -7,6 +7,7 @@ sent with every generated request. ``max_examples`` stays modest to keep the run
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, positive_data_acceptance
@@ -16,6 +17,9 @@ from quotaplane.resources import INT64_MAX, INT64_MIN
 from quotaplane.server.app import create_app
 from quotaplane.server.auth import Tokens
 from tests.server.conftest import ADMIN, CONFIG, TOKENS
+
+#: make test spreads schemathesis's items one by one (see the `serial` marker in pyproject.toml)
+pytestmark = pytest.mark.serial
 
 #: what YuniKorn's router (httprouter, Go's http.NotFound) answers for no route or another method
 _ROUTER_TEXT = ("404 page not found\n", "Method Not Allowed\n")
