@@ -217,8 +217,14 @@ def live_allocations(events: list[tuple[int, dict[str, Any]]]) -> dict[str, int]
 
 def state_disagreements(where: str, served: dict[str, int], journalled: dict[str, int]) -> list[str]:
     """How the allocations an instance serves (``served``, key → slots) differ from the journal's
-    (``journalled``); empty when they agree. ``where`` names the instance and partition."""
+    (``journalled``); empty when they agree. ``where`` names the instance and partition. The key
+    ``""`` stands for the queue's usage (what it says it holds, against the journal's total)."""
     out = []
+    served, journalled = dict(served), dict(journalled)
+    if "" in served or "" in journalled:
+        held, total = served.pop("", 0), journalled.pop("", 0)
+        if held != total:
+            out.append(f"{where}: the queue holds {held} slots, the journal {total}")
     for key in sorted(served.keys() - journalled.keys()):
         out.append(f"{where}: serves {key}, the journal does not hold it")
     for key in sorted(journalled.keys() - served.keys()):

@@ -135,18 +135,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def served_allocations(url: str, partition: str) -> dict[str, int] | None:
-    """The allocations (key → slots) ``url`` serves of the application ``app`` in ``partition``;
-    None when it does not answer them now (503 while it is not sure of its lease, no answer)."""
+    """The allocations (key → slots) ``url`` serves of the application ``app`` in ``partition``,
+    and under the key ``""`` the slots its queue ``root.q`` says it holds (the usage admissions are
+    decided by, kept apart from the allocations); None when it does not answer them now (503 while
+    it is not sure of its lease, no answer)."""
     import httpx
 
     try:
-        r = httpx.get(f"{url}/ws/v1/partition/{partition}/application/app", timeout=10)
+        app = httpx.get(f"{url}/ws/v1/partition/{partition}/application/app", timeout=10)
+        queue = httpx.get(f"{url}/ws/v1/partition/{partition}/queue/root.q", timeout=10)
     except httpx.HTTPError:
         return None
-    if r.status_code != 200:
+    if app.status_code != 200 or queue.status_code != 200:
         return None
-    return {str(a["allocationKey"]): int(dict(a.get("resource") or {}).get("slots", 0))
-            for a in r.json().get("allocations") or ()}
+    served = {str(a["allocationKey"]): int(dict(a.get("resource") or {}).get("slots", 0))
+              for a in app.json().get("allocations") or ()}
+    served[""] = int(dict(queue.json().get("allocatedResource") or {}).get("slots", 0))
+    return served
 
 
 def compare_with_journal(cluster: Cluster, settle: float) -> list[str]:
@@ -170,8 +175,9 @@ def compare_with_journal(cluster: Cluster, settle: float) -> list[str]:
                 if served is None:
                     found.append(f"{inst.name}/{partition}: not answered")
                     continue
-                found += state_disagreements(f"{inst.name}/{partition}", served,
-                                             live_allocations(events[partition]))
+                journalled = live_allocations(events[partition])
+                journalled[""] = sum(journalled.values())      # the queue holds what its allocations do
+                found += state_disagreements(f"{inst.name}/{partition}", served, journalled)
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.25)

@@ -101,3 +101,9 @@ def test_the_state_an_instance_serves_is_compared_with_the_journal_key_by_key() 
 def test_time_to_recover_percentiles_are_nearest_rank() -> None:
     values = [float(n) for n in range(1, 101)]
     assert (percentile(values, 0.5), percentile(values, 0.99), percentile([3.0], 0.99)) == (50.0, 99.0, 3.0)
+
+
+def test_a_queue_usage_that_drifted_from_its_allocations_is_a_disagreement() -> None:
+    assert state_disagreements("i0/p0", {"a": 2, "": 2}, {"a": 2, "": 2}) == []
+    assert state_disagreements("i0/p0", {"a": 2, "": 5}, {"a": 2, "": 2}) == [
+        "i0/p0: the queue holds 5 slots, the journal 2"]
