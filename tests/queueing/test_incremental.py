@@ -114,16 +114,16 @@ _STEP = st.tuples(
     st.integers(0, 12))
 
 
-def _run(twin: Twin, steps: list[tuple[str, int, int, int, int, int]]) -> None:
+def _run(twin: Twin, steps: list[tuple[str, int, int, int, int, int]], leaves: list[str] = LEAVES) -> None:
     for i, (op, leaf, user, size, prio, wait) in enumerate(steps):
         twin.clock.advance(wait)
         u = USERS[user]
-        app = f"{LEAVES[leaf]}-{u.user}"
+        app = f"{leaves[leaf]}-{u.user}"
         key = f"k{i}"
 
         def ensure(p: Partition, app: str = app, u: UserGroup = u, leaf: int = leaf) -> None:
             if p.application(app) is None:
-                p.add_application(app, u, queue=f"root.{LEAVES[leaf]}")
+                p.add_application(app, u, queue=f"root.{leaves[leaf]}")
 
         if op in ("ask", "big_ask"):
             amount = size * 2 if op == "big_ask" else size
@@ -168,6 +168,56 @@ def test_incremental_cycles_equal_full_cycles(steps: list[tuple[str, int, int, i
     twin = Twin()
     twin.each(lambda p: p.add_node("n0", _v(cluster)))
     _run(twin, steps)
+
+
+#: guaranteed at three levels (division, department, leaf), preemption on with short delays, full leaves
+#: under maxima: the wide tree of benchmarks/scale.py in small (issue 39)
+DEEP = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: d
+      resources: {guaranteed: {vcore: 8}}
+      properties: {preemption.delay: 4s}
+      queues:
+      - name: p
+        resources: {guaranteed: {vcore: 5}, max: {vcore: 7}}
+        queues:
+        - name: l1
+          resources: {guaranteed: {vcore: 2}, max: {vcore: 3}}
+          properties: {preemption.delay: 3s}
+        - name: l2
+          resources: {max: {vcore: 3}}
+          properties: {application.sort.policy: fair}
+      - name: q
+        resources: {guaranteed: {vcore: 2}}
+        queues:
+        - name: l3
+          resources: {max: {vcore: 2}}
+    - name: e
+      resources: {guaranteed: {vcore: 3}, max: {vcore: 5}}
+      limits:
+      - {limit: alice, users: [alice], maxresources: {vcore: 2}}
+      queues:
+      - name: l4
+        properties: {preemption.delay: 6s}
+"""
+
+DEEP_LEAVES = ["d.p.l1", "d.p.l2", "d.q.l3", "e.l4"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_STEP, min_size=1, max_size=40), st.integers(4, 16))
+def test_incremental_cycles_equal_full_cycles_with_guarantees_at_several_levels(
+        steps: list[tuple[str, int, int, int, int, int]], cluster: int) -> None:
+    """The same, on a tree with guaranteed at three levels, maxima at three levels and preemption on
+    (issue 39: a release wakes only the asks its chain's guarantees can unblock)."""
+    twin = Twin(DEEP)
+    twin.each(lambda p: p.add_node("n0", _v(cluster)))
+    _run(twin, [(op, leaf % len(DEEP_LEAVES), *rest) for op, leaf, *rest in steps], DEEP_LEAVES)
 
 
 WIDE = """

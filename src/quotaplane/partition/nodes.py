@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import quotaplane.events as E
 from quotaplane.errors import ConflictError, InputError, NotFoundError
-from quotaplane.partition.follow_up import freed, freed_all
+from quotaplane.partition.follow_up import freed
 from quotaplane.partition.txn import Txn
 from quotaplane.resources import INT64_MAX, Resource
 from quotaplane.state.nodes import NodeIndex
@@ -42,7 +42,8 @@ def add_node(tx: Txn, node_id: str, capacity: Resource, schedulable: bool) -> No
     check_int64_sum(state.total, capacity, f"node {node_id!r}: the cluster's total")
     tx.apply(E.NodeAdded(node=node_id, capacity=capacity, schedulable=None if schedulable else False,
                          t=tx.clock()))
-    tx.after(freed_all)             # the cluster grew: the root and every elastic total
+    # the cluster grew: only what waits on the root's max or on another policy can move (issue 39)
+    tx.after(tx.core.scheduler.cluster_grew)
 
 
 def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: bool | None) -> None:
@@ -58,7 +59,7 @@ def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: b
                              state.node_index.unschedulable)
     check_int64_sum(others, new_cap, f"node {node_id!r}: the cluster's total")
     tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock()))
-    tx.after(freed_all)             # the cluster may have grown
+    tx.after(tx.core.scheduler.cluster_grew)     # the cluster may have grown (issue 39)
 
 
 def remove_node(tx: Txn, node_id: str) -> None:

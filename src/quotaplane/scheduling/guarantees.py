@@ -47,7 +47,9 @@ __all__ = [
     "PREEMPTION_DELAY_DEFAULT",
     "PREEMPT_ATTEMPT_EVERY",
     "QUEUE_CODES",
+    "below_guaranteed",
     "below_guaranteed_with",
+    "guarantee_blockers",
     "guarantee_victims",
     "may_preempt_for_guarantee",
     "preemption_delay",
@@ -208,6 +210,38 @@ def below_guaranteed_with(leaf: Queue, request: Resource) -> bool:
     :func:`guarantee_victims` finds nothing whatever the other queues hold."""
     req = {k: v for k, v in request._values.items() if v > 0}
     return bool(req) and _under_guaranteed_after(leaf, req, {})
+
+
+def guarantee_blockers(leaf: Queue, request: Resource) -> list[str] | None:
+    """The queues of the leaf's chain that keep :func:`below_guaranteed_with` false now: those with a
+    guaranteed that ``request`` would put above it in one of its types. ``[]``: none (the ask is below
+    guaranteed with itself); None: no queue of the chain has a guaranteed (PR-Y2: it never may
+    preempt for one), or the request is empty. O(depth · types)."""
+    req = {k: v for k, v in request._values.items() if v > 0}
+    if not req:
+        return None
+    found = False
+    out: list[str] = []
+    for q in leaf.chain:
+        g = q.guaranteed
+        if g is None or q.is_root:
+            continue
+        found = True
+        used = q._alloc
+        gv = g._values
+        if any(name in gv and used.get(name, 0) + amount > gv[name] for name, amount in req.items()):
+            out.append(q.path)
+    return out if found else None
+
+
+def below_guaranteed(q: Queue) -> bool:
+    """``q`` uses less than its guaranteed in some type: only then may an ask that ``q`` kept above its
+    guaranteed (:func:`guarantee_blockers`) fit below it (a release wakes such asks only then)."""
+    g = q.guaranteed
+    if g is None:
+        return False
+    used = q._alloc
+    return any(used.get(name, 0) < amount for name, amount in g._values.items())
 
 
 def guarantee_victims(leaf: Queue, request: Resource, priority: int,

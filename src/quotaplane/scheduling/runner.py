@@ -222,6 +222,15 @@ class PendingAsks:
         waiting.asks.dirty = True
         self.run_if_needed(tx)
 
+    def cluster_grew(self, tx: Transaction) -> None:
+        """A node was added or changed: the cluster (the root's max, every extension policy's total)
+        may have grown. Only asks held back by the cluster size (``q:root``) or by another policy
+        (:data:`~quotaplane.scheduling.wake.ANY`) can be unblocked by that: no queue ``max`` below
+        the root, user or group limit, guaranteed or reservation depends on the nodes (issue 39:
+        this ran a full cycle, linear in every waiting ask)."""
+        tx.state.waiting.wake(("q:root",))
+        self.freed(tx)
+
     def run_if_needed(self, tx: Transaction) -> None:
         """The automatic cycle after a change. It runs again (up to :data:`MAX_CYCLES_PER_CHANGE` in
         all) when a cycle gave quota back itself (preemption, a smaller placeholder replacement, a

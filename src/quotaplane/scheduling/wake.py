@@ -20,6 +20,16 @@ Keys (strings, so that the index is deterministic and cheap):
     release frees ``q:`` of every queue from its leaf to the root.
 ``u:<user>:<path>`` / ``g:<path>``
     a user's / any group's ``maxresources`` set at ``path`` (a release frees them along its chain).
+``gq:<path>``
+    the ``guaranteed`` of queue ``path`` (YuniKorn preemption, PR-Y2): an ask held back by queue
+    maxima alone, whose preemption delay passed, may preempt only once every queue of its chain
+    with a guaranteed stays at or below it with the ask added. It waits on the queues that do not
+    (:func:`~quotaplane.scheduling.guarantees.guarantee_blockers`); a release frees ``gq:`` of a
+    queue of its chain only when that queue is then below its guaranteed in some type — a queue at
+    or above its guaranteed keeps every such ask above it, so nothing is retried. Before its delay
+    passes an ask needs no ``gq:`` key: the timer (:attr:`~quotaplane.scheduling.waiting.Waiting.timed`)
+    retries it when the delay passes (issue 39: a release used to retry every ask below the nearest
+    guaranteed).
 ``r:<path>``
     a reservation in force at ``path`` (``queue.reserved``): freed when the reserving ask is allocated
     or withdrawn (:mod:`quotaplane.scheduling.reservations`).
@@ -42,7 +52,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from quotaplane.scheduling.guarantees import QUEUE_CODES, below_guaranteed_with, preemption_delay
+from quotaplane.scheduling.guarantees import (
+    QUEUE_CODES,
+    below_guaranteed,
+    guarantee_blockers,
+    preemption_delay,
+)
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +87,8 @@ def release_keys(user: str, leaf: Queue, *, last: bool) -> list[str]:
     """The keys a release by ``user`` in ``leaf`` frees (``last``: its application left the running
     count)."""
     keys = [key for key, _ in chain_places(leaf, user)]
+    # called after the release: a queue still at or above its guaranteed keeps its asks above it
+    keys += ["gq:" + q.path for q in leaf.chain if q.parent is not None and below_guaranteed(q)]
     if last:
         keys.append(RUNNING_COUNT)
     return keys
@@ -114,13 +131,18 @@ def _always_retried(ask: Ask, leaf: Queue, active: bool) -> bool:
 
 
 def _with_guarantees(keys: list[str], ask: Ask, leaf: Queue, now: float) -> list[str]:
-    """An ask held back by queue maxima alone, YuniKorn preemption on: it also waits for its chain to
-    fall below its guaranteed, and once it may preempt it is retried every time."""
-    for q in leaf.chain:
-        if q.guaranteed is not None and q.parent is not None:
-            keys.append("q:" + q.path)
-    if now >= ask.created + preemption_delay(leaf) and below_guaranteed_with(leaf, ask.resource):
+    """An ask held back by queue maxima alone, YuniKorn preemption on (PR-Y2, PR-Y3): before its
+    delay passes it waits on its keys alone (the timer retries it then); after, it also waits for
+    the queues of its chain that keep it above their guaranteed, and once none does it may preempt
+    and is retried every time. O(depth · types)."""
+    if now < ask.created + preemption_delay(leaf):
+        return keys
+    blockers = guarantee_blockers(leaf, ask.resource)
+    if blockers is None:                # no guaranteed on its chain: it never may preempt
+        return keys
+    if not blockers:
         return [ANY]
+    keys += ["gq:" + path for path in blockers]
     return keys
 
 
