@@ -506,7 +506,22 @@ class PartitionState:
         ask = self.waiting.asks.remove(ev.key)        # a pending ask replacing a placeholder ends
         if ask is not None:
             self.ask_leaves(ask, allocated=True, t=ev.t)
-        real = Allocation(ev.key, app.application_id, ev.resource, priority=ph.priority,
+        real = self._real_of(ev, ph, ask, replacement)
+        self._swap_in(app, ph, real)
+        if not app.has_placeholders():
+            app.placeholder_since = None
+        app.move(ALLOCATED, ev.t)
+        if len(self.waiting.asks):
+            self._wake(app, last=False)             # a smaller real allocation gives quota back
+            if self.waiting.asks.has_application(app.application_id):
+                self.waiting.touch(app.application_id)
+        self.release_preempted(preempted, real.allocation_key, ev.t)
+        return [k for _, k in preempted]
+
+    def _real_of(self, ev: E.Replaced, ph: Allocation, ask: Ask | None,
+                 replacement: Replacement) -> Allocation:
+        """The real allocation replacing placeholder ``ph``: its flags, task group and node."""
+        real = Allocation(ev.key, ph.application_id, ev.resource, priority=ph.priority,
                           preemptible=ph.preemptible, placeholder=False, task_group=ph.task_group, time=ev.t)
         # the real allocation is its own pod (YuniKorn's shim tags the real ask with it); a replacement
         # without an ask of its own (REST) keeps what the placeholder said
@@ -517,26 +532,20 @@ class PartitionState:
         # asked for nothing more (its usage was admitted then, a later config may be tighter)
         grew = any(v > 0 for v in replacement.up.resource.values())
         real.config_seq = self.config_seq if grew else ph.config_seq
+        return real
+
+    def _swap_in(self, app: Application, ph: Allocation, real: Allocation) -> None:
+        """``real`` takes placeholder ``ph``'s place: its node, its rank in admission order, its usage."""
         if ph.node is not None:                     # the real allocation runs where its placeholder ran
             self.node_index.unplace(ph.node, ph.allocation_key)
             real.node = ph.node
             self.node_index.place(ph.node, real.allocation_key)
-        # keep admission order: the real allocation takes the placeholder's place
         app.allocations = {(real.allocation_key if k == ph.allocation_key else k):
                            (real if k == ph.allocation_key else a) for k, a in app.allocations.items()}
         app.discharge(ph.resource, placeholder=True)
         app.charge(real.resource, placeholder=False)
         del self.allocs[ph.allocation_key]
         self.allocs[real.allocation_key] = real
-        if not app.has_placeholders():
-            app.placeholder_since = None
-        app.move(ALLOCATED, ev.t)
-        if len(self.waiting.asks):
-            self._wake(app, last=False)             # a smaller real allocation gives quota back
-            if self.waiting.asks.has_application(app.application_id):
-                self.waiting.touch(app.application_id)
-        self.release_preempted(preempted, real.allocation_key, ev.t)
-        return [k for _, k in preempted]
 
 
     def timeouts(self, ev: E.Timeouts) -> None:
