@@ -183,6 +183,10 @@ class AskQueue:
         """True while ``application_id`` has at least one pending ask."""
         return application_id in self._by_app
 
+    def count_of(self, application_id: str) -> int:
+        """How many asks of ``application_id`` wait. O(1)."""
+        return len(self._by_app.get(application_id, ()))
+
     def of_application(self, application_id: str) -> list[Ask]:
         """The pending asks of one application, in scheduling order."""
         return sorted(self._by_app.get(application_id, {}).values(), key=Ask.sort_key)

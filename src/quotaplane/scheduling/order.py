@@ -22,7 +22,7 @@ with one heap per parent queue so an attempt costs ``O(depth · log fanout)`` ra
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quotaplane.application import ACCEPTED, ACTIVE_STATES, NEW, STARTING
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
 
 __all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "Rank", "candidates", "leaf_asks", "order_applications",
-           "stateaware_holds_back", "usage_shares"]
+           "positions", "stateaware_holds_back", "usage_shares"]
 
 #: The values of the ``application.sort.policy`` queue property.
 SORT_POLICIES = ("fifo", "fair", "stateaware")
@@ -333,3 +333,86 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             for h, _key, child in pending_children:
                 heapq.heappush(h, (key_of(child), child.name))
 
+
+
+def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], wanted: Iterable[Ask],
+              rank: Rank | None = None) -> dict[str, int]:
+    """Where each of ``wanted`` stands in the scheduling order now: its 1-based index in
+    :func:`candidates` over the current usage (no ask allocated), without ordering the others.
+
+    With nothing allocated, :func:`candidates` is a depth-first walk with the children of every queue
+    in their fair-share order, so an ask's position is the asks of the siblings ordered before each
+    queue of its chain, plus its index in its leaf's order (:func:`leaf_asks`). The siblings' asks
+    are counted per application (O(1) each), never listed or sorted: the cost is
+    O(depth · fanout + the applications of the queues ordered before) plus the ordering of the
+    wanted asks' own leaves — not of every pending ask (issue 39). Asks :func:`candidates` would not
+    yield (their application takes no allocation now, or ``stateaware`` holds it back) get none.
+    ``tests/queueing/test_positions.py`` pins it to the global order.
+    """
+    key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
+        lambda c: (rank.queue(c), *_queue_key(c)))
+    counts: dict[str, int] = {}
+    offsets: dict[str, int] = {}
+    in_leaf: dict[str, dict[str, int]] = {}
+
+    def count(q: Queue) -> int:
+        n = counts.get(q.path)
+        if n is None:
+            n = _leaf_count(asks, q, apps, rank) if q.is_leaf else sum(count(c) for c in q.children.values())
+            counts[q.path] = n
+        return n
+
+    def offset(q: Queue) -> int:
+        parent = q.parent
+        if parent is None or q is root:
+            return 0
+        n = offsets.get(q.path)
+        if n is None:
+            mine = (key_of(q), q.name)
+            n = offset(parent) + sum(count(s) for s in parent.children.values()
+                                     if s is not q and (key_of(s), s.name) < mine)
+            offsets[q.path] = n
+        return n
+
+    out: dict[str, int] = {}
+    for ask in wanted:
+        app = apps.get(ask.application_id)
+        if app is None or ask.allocation_key not in asks:
+            continue
+        leaf = _leaf_of(root, app.queue_path)
+        if leaf is None or ask.application_id not in leaf.applications:
+            continue
+        order = in_leaf.get(leaf.path)
+        if order is None:
+            order = {a.allocation_key: i for i, a in enumerate(leaf_asks(asks, leaf, apps, rank=rank))}
+            in_leaf[leaf.path] = order
+        i = order.get(ask.allocation_key)
+        if i is not None:
+            out[ask.allocation_key] = offset(leaf) + i + 1
+    return out
+
+
+def _leaf_of(root: Queue, path: str) -> Queue | None:
+    """The leaf queue at ``path`` below ``root`` (None: not there, or not a leaf)."""
+    names = path.split(".")
+    if names[0] != root.name:
+        return None
+    q: Queue | None = root
+    for name in names[1:]:
+        q = q.children.get(name) if q is not None else None
+    return q if q is not None and q.is_leaf else None
+
+
+def _leaf_count(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application], rank: Rank | None) -> int:
+    """How many asks :func:`leaf_asks` yields for ``leaf``: every ask of its active applications, but
+    in a ``stateaware`` leaf, which lets some wait (then counted by walking its order)."""
+    if leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware":
+        return sum(1 for _ in leaf_asks(asks, leaf, apps, rank=rank))
+    n = 0
+    for a in leaf.applications:
+        k = asks.count_of(a)
+        if k:
+            app = apps.get(a)
+            if app is not None and app.state in ACTIVE_STATES:
+                n += k
+    return n

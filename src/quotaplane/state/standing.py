@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import InputError
-from quotaplane.scheduling.order import candidates
+from quotaplane.scheduling.order import positions
 from quotaplane.scheduling.questions import reasons_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,26 +47,46 @@ def _sum(items: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _positions(state: PartitionState) -> dict[str, int]:
+def _positions(state: PartitionState, asks: list[Ask]) -> dict[str, int]:
+    """The positions of ``asks`` alone (:func:`~quotaplane.scheduling.order.positions`: the global
+    order is never built; issue 39)."""
     root = state.queues.queue("root")
-    if root is None:
+    if root is None or not asks:
         return {}
-    return {ask.allocation_key: i + 1
-            for i, (_, ask) in enumerate(candidates(state.waiting.asks, root, state.apps,
-                                                    rank=state.history.rank()))}
+    return positions(state.waiting.asks, root, state.apps, asks, rank=state.history.rank())
 
 
-def _waiting(state: PartitionState, asks: Iterable[Ask], at: int) -> list[dict[str, Any]]:
-    positions = _positions(state)
+def _waiting(state: PartitionState, asks: list[Ask], at: int) -> list[dict[str, Any]]:
+    positions_of = _positions(state, asks)
     out = []
     for ask in asks:
         app = state.apps.get(ask.application_id)
         out.append({"allocationKey": ask.allocation_key, "applicationID": ask.application_id,
                     "queue": app.queue_path if app is not None else "",
                     "resource": dict(sorted(ask.resource.items())), "priority": ask.priority,
-                    "position": positions.get(ask.allocation_key),
+                    "position": positions_of.get(ask.allocation_key),
                     "reasons": [v.to_dict() for v in reasons_of(state, ask, at)]})
     out.sort(key=lambda w: (w["position"] is None, w["position"] or 0, w["allocationKey"]))
+    return out
+
+
+def _asks_of(state: PartitionState, apps: Iterable[str]) -> list[Ask]:
+    """The waiting asks of ``apps`` (O(their asks): the other waiting asks are not looked at)."""
+    waiting = state.waiting.asks
+    return [ask for a in apps for ask in waiting.of_application_unsorted(a)]
+
+
+def _apps_below(state: PartitionState, path: str) -> list[str]:
+    """The applications with waiting asks placed in queue ``path`` or below it."""
+    waiting = state.waiting.asks
+    stack = [q] if (q := state.queues.queue(path)) is not None else []
+    out: list[str] = []
+    while stack:
+        q = stack.pop()
+        if q.is_leaf:
+            out += [a for a in q.applications if waiting.has_application(a)]
+        else:
+            stack.extend(q.children.values())
     return out
 
 
@@ -132,9 +152,7 @@ def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, 
     if kind == "queue":
         if state.queues.queue(name) is None:
             return None
-        asks = [a for a in state.waiting.asks.all()
-                if (app := state.apps.get(a.application_id)) is not None
-                and (app.queue_path == name or app.queue_path.startswith(name + "."))]
+        asks = _asks_of(state, _apps_below(state, name))
         return {"kind": kind, "name": name, "queue": _queue_view(state, name),
                 "waiting": _waiting(state, asks, at)}
     if kind in ("user", "group"):
@@ -143,7 +161,7 @@ def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, 
                 if (a.user.user == name if kind == "user" else name in a.user.groups)}
         if dao is None and not apps:
             return None
-        asks = [a for a in state.waiting.asks.all() if a.application_id in apps]
+        asks = _asks_of(state, apps)
         queues = sorted({state.apps[a].queue_path for a in apps})
         return {"kind": kind, "name": name, "limits": _flatten_usage((dao or {}).get("queues")),
                 "queues": [_queue_view(state, q) for q in queues if state.queues.queue(q) is not None],
@@ -155,6 +173,6 @@ def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, 
         tag = "quota.scheduling.koordinator.sh/name"
         apps = {a.application_id for a in state.apps.values()
                 if a.tags.get(tag) == name or a.tags.get("namespace") == name}
-        asks = [a for a in state.waiting.asks.all() if a.application_id in apps]
+        asks = _asks_of(state, apps)
         return {"kind": kind, "name": name, "elastic": view, "waiting": _waiting(state, asks, at)}
     raise InputError(f"standing of a {kind!r}: ask for one of {', '.join(KINDS)}")

@@ -1,0 +1,114 @@
+"""Positions without a global sort (issue 39): :func:`quotaplane.scheduling.order.positions` of any set
+of asks equals their index in the global order (:func:`~quotaplane.scheduling.order.candidates` over
+every pending ask, its slow twin), on random histories over a tree with fifo, fair and stateaware
+leaves, several levels, guaranteed and maxima, priorities, applications that cannot take allocations,
+and fair share with memory on or off; and standing reports those positions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.partition import Partition
+from quotaplane.scheduler import Scheduler
+from quotaplane.scheduling.order import candidates, positions
+from tests.partition.helpers import Clock
+
+CONFIG = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: d
+      resources: {guaranteed: {vcore: 6}}
+      queues:
+      - name: f
+        resources: {max: {vcore: 4}}
+      - name: fair
+        resources: {guaranteed: {vcore: 2}}
+        properties: {application.sort.policy: fair}
+      - name: p
+        queues:
+        - name: s
+          properties: {application.sort.policy: stateaware}
+        - name: g
+          resources: {guaranteed: {vcore: 1}, max: {vcore: 3}}
+    - name: e
+      resources: {max: {vcore: 5}}
+"""
+LEAVES = ["d.f", "d.fair", "d.p.s", "d.p.g", "e"]
+USERS = [UserGroup("alice", ["dev"]), UserGroup("bob", ["ops"]), UserGroup("carol", ["dev"])]
+
+
+def _global(p: Partition) -> dict[str, int]:
+    state = p._core.state
+    root = state.queues.queue("root")
+    assert root is not None
+    return {ask.allocation_key: i + 1 for i, (_, ask) in
+            enumerate(candidates(state.waiting.asks, root, state.apps, rank=state.history.rank()))}
+
+
+_STEP = st.tuples(st.sampled_from(["ask", "ask", "ask", "allocate", "release", "withdraw", "remove_app",
+                                   "tick"]),
+                  st.integers(0, len(LEAVES) - 1), st.integers(0, len(USERS) - 1), st.integers(1, 3),
+                  st.integers(0, 2))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_STEP, min_size=1, max_size=40), st.booleans(), st.integers(0, 3), st.data())
+def test_positions_equal_the_global_order(steps: list[tuple[str, int, int, int, int]], fair: bool,
+                                          apps_per_user: int, data: Any) -> None:
+    text = CONFIG if not fair else CONFIG.replace(
+        "- name: default\n", "- name: default\n  history: {fairshare: {enabled: true, halflife: 30m}}\n", 1)
+    clock = Clock()
+    p = Scheduler.from_yaml(text, clock=clock).partition("default")
+    p.add_node("n", Resource({"vcore": 9000}))
+    for i, (op, leaf, user, size, prio) in enumerate(steps):
+        clock.advance(7)
+        u = USERS[user]
+        app = f"{LEAVES[leaf]}-{u.user}-{i % (apps_per_user + 1)}"
+        if op in ("ask", "allocate") and p.application(app) is None:
+            p.add_application(app, u, queue=f"root.{LEAVES[leaf]}")
+        if op == "ask":
+            p.add_ask(app, f"k{i}", Resource({"vcore": size * 1000}), priority=prio)
+        elif op == "allocate":
+            p.allocate(app, f"k{i}", Resource({"vcore": size * 1000}))
+        elif op == "release" and (allocs := p.allocations()):
+            p.release(allocs[size * 7 % len(allocs)].allocation_key)
+        elif op == "withdraw" and (pending := p.pending()):
+            p.remove_ask(pending[size * 5 % len(pending)].allocation_key)
+        elif op == "remove_app" and p.application(app) is not None:
+            p.remove_application(app)
+        elif op == "tick":
+            p.check_timeouts()
+        expected = _global(p)
+        state = p._core.state
+        root = state.queues.queue("root")
+        assert root is not None
+        pending = state.waiting.asks.unsorted()
+        wanted = data.draw(st.lists(st.sampled_from(pending), unique_by=lambda a: a.allocation_key)) \
+            if pending else []
+        got = positions(state.waiting.asks, root, state.apps, wanted, rank=state.history.rank())
+        assert got == {a.allocation_key: expected[a.allocation_key] for a in wanted
+                       if a.allocation_key in expected}
+        for u in USERS:
+            if not any(a.user.user == u.user for a in state.apps.values()):
+                continue
+            st_user = p.standing("user", u.user)
+            if st_user is not None:
+                assert {w["allocationKey"]: w["position"] for w in st_user["waiting"]} == \
+                    {a.allocation_key: expected.get(a.allocation_key) for a in pending
+                     if (ap := p.application(a.application_id)) is not None and ap.user.user == u.user}
+        for q in ("root", "root.d", "root.d.p", "root.e"):
+            st_queue = p.standing("queue", q)
+            assert st_queue is not None
+            assert {w["allocationKey"]: w["position"] for w in st_queue["waiting"]} == \
+                {a.allocation_key: expected.get(a.allocation_key) for a in pending
+                 if (ap := p.application(a.application_id)) is not None
+                 and (ap.queue_path == q or ap.queue_path.startswith(q + "."))}
