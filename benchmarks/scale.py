@@ -33,6 +33,9 @@ Figures (each against its target, and against a same-run baseline where a ratio 
   to open it again (snapshot + journal tail).
 - ``kueue``: admissions per CPU second for the two published shapes, against Kueue's ~43/s and ~42/s.
 
+- ``service`` (issue 39): the same tree served by a real uvicorn (its timeouts loop running); over HTTP, a
+  release that frees one ask and the standing of a leaf and of an idle user, at each step of waiting asks.
+
 Run: ``.venv/bin/python benchmarks/scale.py`` (full size: ``--scale 1``; the default ``--scale 0.1``
 takes a few minutes). ``--only waiting,decisions`` runs a subset. Results go to
 ``benchmarks/results/scale.json``. The test suite runs it at a tiny size as a smoke test.
@@ -321,6 +324,94 @@ def _measure_waiting(w: WideTree, touched: list[str], samples: int, rng: random.
             "standing_idle_user": _quantiles(idle_standing), "position_of_ask": _quantiles(positions)}
 
 
+def service(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
+    """Issue 39 through the REST service: the wide tree served by a real uvicorn (its timeouts loop
+    running, holding the partition's lock at every tick), and over HTTP at each step of waiting asks:
+    a release that frees room for one waiting ask (``DELETE …/allocation/{key}``), the standing of a
+    leaf queue and of an idle user (``GET …/standing``). Wall-clock milliseconds per request; the
+    baseline is the first step (asks waiting only in the touched leaves)."""
+    import http.client
+    import threading
+
+    import uvicorn
+
+    from quotaplane.server.app import create_app
+
+    w = WideTree(Shape.of(scale))
+    rng = random.Random(39)
+    touched = rng.sample(w.leaves, min(len(w.leaves), max(10, samples // 4)))
+    w.add_asks(touched, len(touched) * 8)
+    others = [leaf for leaf in w.leaves if leaf not in set(touched)] or w.leaves
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(create_app(w.scheduler), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def get(path: str) -> float:
+        start = time.perf_counter()
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, (path, r.status)
+        return time.perf_counter() - start
+
+    def release(leaf: str) -> float:
+        key = w.running[leaf].pop(0)
+        start = time.perf_counter()
+        conn.request("DELETE", f"/ws/v1/partition/default/allocation/{key}")
+        r = conn.getresponse()
+        r.read()
+        took = time.perf_counter() - start
+        assert r.status == 200, r.status
+        with w.p.lock:
+            got = [k for k in w.waiting[leaf] if w.p.allocation(k) is not None]
+            assert len(got) == 1, got
+            w.waiting[leaf].remove(got[0])
+            w.running[leaf].append(got[0])
+            apps = w.apps[leaf]
+            new = w._key("w")
+            w.p.add_ask(apps[len(w.waiting[leaf]) % len(apps)], new, CORE)
+            w.waiting[leaf].append(new)
+        return took
+
+    rows = []
+    try:
+        for target in [0, *steps]:
+            add = target - (w.pending - len(touched) * 8) if target else 0
+            if add > 0:
+                with w.p.lock:
+                    w.add_asks(others, add)
+            row: dict[str, Any] = {
+                "release_frees_one": _quantiles([release(touched[i % len(touched)]) for i in range(samples)]),
+                "standing_leaf": _quantiles([get("/ws/v1/partition/default/standing?kind=queue&name="
+                                                 + rng.choice(touched))
+                                             for _ in range(max(5, samples // 4))]),
+                "standing_idle_user": _quantiles([get(f"/ws/v1/partition/default/standing?kind=user&name="
+                                                      f"{rng.choice(w.idle_users)}")
+                                                  for _ in range(max(5, samples // 4))]),
+                "pending": w.pending}
+            rows.append(row)
+            print(f"  service: {w.pending} pending: " + ", ".join(
+                f"{k} {v['p50_ms']}/{v['p99_ms']}" for k, v in row.items() if isinstance(v, dict)),
+                flush=True)
+    finally:
+        conn.close()
+        server.should_exit = True
+        thread.join(10)
+    base = rows[0]
+    for row in rows[1:]:
+        row["ratios_p50"] = {k: round(v["p50_ms"] / max(base[k]["p50_ms"], 1e-3), 2)
+                             for k, v in row.items() if isinstance(v, dict) and "p50_ms" in v}
+    return {"steps": rows}
+
+
 def decisions(scale: float, ops: int) -> dict[str, Any]:
     """Mixed allocate/release with asks arriving on the same touched leaves, at 1x, 10x, 100x untouched."""
     out: dict[str, Any] = {}
@@ -512,6 +603,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {"scale": scale, "targets": TARGETS}
     if "waiting" in sections:
         results["waiting"] = waiting(scale, steps, args.samples)
+    if "service" in sections:
+        results["service"] = service(scale, steps, args.samples)
     if "decisions" in sections:
         results["decisions"] = decisions(scale, max(2000, round(20_000 * min(1.0, scale * 10))))
     if "restart" in sections:

@@ -27,5 +27,7 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     assert out["restart"]["tail_events"] > 0
     for shape in out["kueue"].values():
         assert shape["workloads"] > 0
+    served = scale.main(["--scale", "0.002", "--samples", "8", "--only", "service", "--out", "scale-svc"])
+    assert served["service"]["steps"][-1]["pending"] > served["service"]["steps"][0]["pending"]
     written = json.loads((tmp_path / "scale-smoke.json").read_text())
     assert written["results"]["scale"] == 0.002
