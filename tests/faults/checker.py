@@ -2,7 +2,9 @@
 the instances wrote) and the instances' leadership log. What it accepts is the model written in
 docs/operations.md ("What is promised: reads, writes, unknown outcomes"):
 
-* **lost** — an allocation or a release answered done (2xx) that the journal does not hold;
+* **lost** — an allocation or a release answered done (2xx) that the journal does not hold — or
+  answered as done by a retry's "already there" (409 exists) / "already gone" (404 to a release of
+  an allocation the journal holds);
 * **phantom** — a change the journal holds although every attempt of it was refused with a decision
   (409 does not fit, 4xx): only a done or an unknown answer may stand behind a journalled change;
 * **unknown as unchanged** — a change the journal holds although every attempt was answered 503
@@ -183,19 +185,28 @@ def check(records: list[Record], events: dict[str, list[tuple[int, dict[str, Any
     for key, ops in by_key.items():
         name = f"{key[0]}/{key[1]}"
         allocs, rels = ops.get("allocate", []), ops.get("release", [])
-        if any(r.outcome in _DONE for r in allocs) and key not in allocated:
-            v.lost.append(f"allocation {name} answered done, not in the journal")
-        if any(r.outcome in _DONE for r in rels) and key not in released:
-            v.lost.append(f"release of {name} answered done, not in the journal")
+        # the same key is the same request: a 409 "exists" to an allocation, a 404 to the release
+        # of an allocation the journal holds, say it is done as surely as a 2xx does
+        if any(r.outcome in _DONE or r.outcome == "exists" for r in allocs) and key not in allocated:
+            v.lost.append(f"allocation {name} answered done or 'exists', not in the journal")
+        said_gone = key in allocated and any(r.outcome == "absent" for r in rels)
+        if (said_gone or any(r.outcome in _DONE for r in rels)) and key not in released:
+            v.lost.append(f"release of {name} answered done or 'not there', not in the journal")
         for applied, attempts, what in ((key in allocated, allocs, "allocation"),
                                         (key in released, rels, "release")):
             if not applied or not attempts or any(r.outcome in _MAY for r in attempts):
                 continue
+            said = "; ".join(f"{r.outcome} {r.status} at {r.instance} {r.sent:.3f}-{r.received:.3f}"
+                             + (f" ({r.detail})" if r.detail else "") for r in attempts)
             if all(r.outcome == "unavailable" for r in attempts):
-                v.unknown_as_unchanged.append(f"{what} of {name} answered 503 'nothing was changed', applied")
+                v.unknown_as_unchanged.append(f"{what} of {name} answered 503 'nothing was changed', "
+                                              f"applied: {said}")
+            elif what == "release" and all(r.outcome in ("unavailable", "absent") for r in attempts):
+                # a 404 after a 503 says the first one had released it: that 503 changed something
+                v.unknown_as_unchanged.append(f"{what} of {name} answered 503 'nothing was changed' and then "
+                                              f"404, applied: {said}")
             else:
-                v.phantom.append(f"{what} of {name} journalled, answered "
-                                 f"{sorted({r.outcome for r in attempts})}")
+                v.phantom.append(f"{what} of {name} journalled, answered: {said}")
         _stale(v, key, allocs, rels, ops.get("read", []), margin)
 
     _split_brain(v, leadership)
@@ -243,14 +254,18 @@ def _stale(v: Verdict, key: tuple[str, str], allocs: list[Record], rels: list[Re
     for r in reads:
         if r.outcome not in ("exists", "absent"):
             continue                              # refused (503) or unanswered: nothing claimed
-        name = f"{key[0]}/{key[1]} read at {r.instance}"
+        name = f"{key[0]}/{key[1]} read at {r.instance} {r.sent:.3f}-{r.received:.3f}"
+        history = "; ".join(f"{a.op} {a.outcome} {a.status} at {a.instance} {a.sent:.3f}-{a.received:.3f}"
+                            for a in sorted(allocs + rels, key=lambda a: a.sent))
         if (r.outcome == "absent" and done_alloc is not None and r.sent > done_alloc
                 and (first_release_sent is None or r.received < first_release_sent)):
-            v.stale_reads.append(f"{name}: not there {r.sent - done_alloc:.3f} s after its allocation")
+            v.stale_reads.append(f"{name}: not there {r.sent - done_alloc:.3f} s after its allocation "
+                                 f"({history})")
             if r.sent - done_alloc > margin:
                 v.stale_past_margin.append(name)
         if r.outcome == "exists" and done_release is not None and r.sent > done_release:
-            v.stale_reads.append(f"{name}: still there {r.sent - done_release:.3f} s after its release")
+            v.stale_reads.append(f"{name}: still there {r.sent - done_release:.3f} s after its release "
+                                 f"({history})")
             if r.sent - done_release > margin:
                 v.stale_past_margin.append(name)
 

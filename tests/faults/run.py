@@ -26,6 +26,7 @@ Prints the figures as JSON and exits 1 when the verdict is not clean.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -233,6 +234,9 @@ def run(store: str | None, *, kinds: list[str], each: int, instances: int = 3, p
             window_end = time.monotonic()
         # every instance stopped: nothing lands in the journal after this read
         events = journal_events(cluster.store, cluster.partitions)
+        with (cluster.workdir / "records.jsonl").open("w") as out:     # for a look at the cases later
+            for r in work.records:
+                out.write(json.dumps(dataclasses.asdict(r)) + "\n")
         spans = leadership_intervals(cluster.leadership_log)
         from quotaplane.server.ha import default_margin
 
@@ -292,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the figures (JSON) there too")
     ap.add_argument("--workdir", type=Path, help="keep the instances' logs there")
     args = ap.parse_args(argv)
+    # a bounded run (CI's timeout) ends with SIGTERM: exit through the finally blocks, so the
+    # instances, the proxies and the suite's own PostgreSQL are stopped and its schema dropped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = [k for k in args.kinds.split(",") if k]
     verdict, figures = run(None if args.own_server else args.store, kinds=kinds, each=args.each,
                            instances=args.instances, partitions=args.partitions, ttl=args.ttl,

@@ -107,3 +107,9 @@ def test_a_queue_usage_that_drifted_from_its_allocations_is_a_disagreement() -> 
     assert state_disagreements("i0/p0", {"a": 2, "": 2}, {"a": 2, "": 2}) == []
     assert state_disagreements("i0/p0", {"a": 2, "": 5}, {"a": 2, "": 2}) == [
         "i0/p0: the queue holds 5 slots, the journal 2"]
+
+
+def test_an_exists_or_not_there_answer_the_journal_contradicts_is_lost() -> None:
+    v = judge([rec("allocate", "a", "unknown", 1, status=502), rec("allocate", "a", "exists", 2, status=409),
+               rec("allocate", "b", "ok", 3), rec("release", "b", "absent", 4, status=404)], [alloc("b")])
+    assert len(v.lost) == 2 and not v.ok

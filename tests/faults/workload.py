@@ -39,6 +39,7 @@ class Record:
     status: int             # 0: no answer
     outcome: str
     retry: bool = False
+    detail: str = ""        # what a refusal or a 5xx said (its message), to tell the cases apart
 
 
 def _outcome(op: str, status: int, body: object) -> str:
@@ -162,8 +163,9 @@ class Workload:
             return rec
         except httpx.HTTPError:
             status = 0
+        detail = str(body.get("message", ""))[:300] if isinstance(body, dict) and status >= 500 else ""
         rec = Record(op, partition, key, amount, instance, sent, time.monotonic(), status,
-                     _outcome(op, status, body), retry)
+                     _outcome(op, status, body), retry, detail)
         self.records.append(rec)
         return rec
 
