@@ -45,6 +45,7 @@ class Ask:
         "seq",
         "tags",
         "task_group",
+        "timer_at",
     )
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
@@ -63,6 +64,9 @@ class Ask:
         self.reasons_at = -2
         #: the ask may try YuniKorn preemption again from this time on (PR-Y3: once per 15 s)
         self.preempt_after = 0.0
+        #: the time of its last entry in the scheduler's timer heap (:attr:`Waiting.timed`), so that one
+        #: time is filed once
+        self.timer_at = -1.0
         #: reservations (:mod:`quotaplane.scheduling.reservations`): the places that held it back when
         #: it arrived (wake keys, and their queue paths), how often later requests overtook it there,
         #: after how many overtakes and from when (its delay) its reservation is in force

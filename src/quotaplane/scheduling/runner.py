@@ -170,8 +170,15 @@ class PendingAsks:
     def _reindex(state: StateView, application_id: str) -> None:
         waiting = state.waiting
         keys: list[str] = []
+        now = state.clock()
+        timed = state.config.preemption.enabled
         for ask in waiting.asks.of_application_unsorted(application_id):
             keys.extend(wait_keys(state, ask, None))
+            if timed and ask.preempt_after > now and ask.timer_at != ask.preempt_after:
+                # it tried preemption: it may again only then (PR-Y3), and waits on no guaranteed
+                # until (wake.ask_keys): the timer retries it instead of every change
+                ask.timer_at = ask.preempt_after
+                heapq.heappush(waiting.timed, (ask.preempt_after, ask.seq, ask.allocation_key))
         if keys or not waiting.asks.has_application(application_id):
             waiting.index.set(application_id, keys)
         else:                   # cannot happen (a refused ask has keys); retry it every time then
@@ -187,7 +194,10 @@ class PendingAsks:
         timed: list[tuple[float, int, str]] = []
         for ask in waiting.asks.unsorted():
             at = preempt_at(state, ask)
+            if at is not None:
+                at = max(at, ask.preempt_after)     # its next preemption attempt (PR-Y3)
             if at is not None and at > now:
+                ask.timer_at = at
                 timed.append((at, ask.seq, ask.allocation_key))
         heapq.heapify(timed)
         waiting.timed = timed

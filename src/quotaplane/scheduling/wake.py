@@ -103,7 +103,8 @@ def ask_keys(ask: Ask, user: str, leaf: Queue, *, active: bool, preemption: bool
     its own, since that one's keys are its application's too). ``preemption``: YuniKorn preemption
     is on; an ask held back by queue maxima alone also waits for its chain to fall below its
     guaranteed, and once it may preempt (its delay passed, its chain below guaranteed with it) it is
-    retried every time, since what it could take changes with every allocation anywhere.
+    retried every time, since what it could take changes with every allocation anywhere — until
+    its next attempt, after which it may not preempt for 15 s (the timer wakes it then).
     """
     if _always_retried(ask, leaf, active):
         return [ANY]
@@ -132,11 +133,12 @@ def _always_retried(ask: Ask, leaf: Queue, active: bool) -> bool:
 
 def _with_guarantees(keys: list[str], ask: Ask, leaf: Queue, now: float) -> list[str]:
     """An ask held back by queue maxima alone, YuniKorn preemption on (PR-Y2, PR-Y3): before its
-    delay passes it waits on its keys alone (the timer retries it then); after, it also waits for
+    delay passes, and within 15 s of its last preemption attempt, it waits on its keys alone (the
+    timer retries it when it may preempt again); after, it also waits for
     the queues of its chain that keep it above their guaranteed, and once none does it may preempt
     and is retried every time. O(depth · types)."""
-    if now < ask.created + preemption_delay(leaf):
-        return keys
+    if now < ask.created + preemption_delay(leaf) or now < ask.preempt_after:
+        return keys         # it may not preempt yet (PR-Y3): the timer retries it when it may
     blockers = guarantee_blockers(leaf, ask.resource)
     if blockers is None:                # no guaranteed on its chain: it never may preempt
         return keys
