@@ -93,3 +93,33 @@ def test_a_failed_commit_answers_503_to_the_change_and_to_a_read_served_meanwhil
 
     asyncio.run(main())
     s.stop_group_commit()
+
+
+def test_a_change_durable_in_a_new_group_is_not_answered_503_for_the_old_group_s_failure() -> None:
+    # issue 32 #3, found by the fault suite (SIGSTOP past the lease): a write that reached the
+    # paused leader started while the partition's group commit was the old one; the pause lapsed
+    # the lease, the old group's commit was refused (fenced) and its epoch moved; the lease was
+    # taken again, a new group started, and the write was decided and committed through it. Its
+    # answer was 503 "nothing was changed" for the old group's failure, although it was durable.
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        _on_this_loop(p)
+        write = barrier.epochs("/ws/v1/partition/default/allocations")    # started with the old group
+        reset_marks()
+        p.allocate("app", "doomed", {"vcore": 1})                         # another request's change …
+        j.fail = True
+        assert isinstance(await barrier.settle(()), CommitFailedError)     # … whose commit fails
+        j.fail = False
+        assert p.recover()
+        p.stop_group_commit()                                             # lapsed, then led again
+        _on_this_loop(p)
+        reset_marks()                                                     # the write's own context
+        p.allocate("app", "kept", {"vcore": 1})
+        assert await barrier.settle(write) is None                        # durable: not a 503
+        assert any(ev.get("key") == "kept" for _, ev in j.read(p.stream))
+
+    asyncio.run(main())
+    s.stop_group_commit()

@@ -12,7 +12,9 @@ it in the request's context): 201 if that commit held, 503 if it failed
 journal before it serves anything again, so a refused change is never seen. A request that changed
 nothing there (a read, a refusal) waits for everything decided so far; if a commit failed while it
 was served (the partition's failure ``epoch`` moved between its start and its answer) it answers 503
-too, since it may have seen a change that was undone — harmless, nothing was changed by it. Health and
+too, since it may have seen a change that was undone — harmless, nothing was changed by it (a request
+that changed the partition is judged by its own commit alone, even when the partition's group was
+replaced while it waited: its change was decided on the rebuilt state). Health and
 metrics routes do not wait.
 """
 
@@ -90,8 +92,14 @@ class CommitBarrier:
                 outcome = await _durable(loop, group, mark)
                 if outcome is not None:
                     return outcome
+        # a partition this request changed is judged by its own change's commit alone: a group of
+        # that partition replaced while the request waited (the lease lapsed and was taken again, a
+        # rebuild) failed before the change was decided on the rebuilt state, so that failure undid
+        # nothing the answer rests on — answering 503 "nothing was changed" for it would be false
+        # (issue 32 #3, found by the fault suite under SIGSTOP)
+        changed_partitions = {group.name for group in changed}
         for group, epoch in epochs:
-            if group in changed:
+            if group in changed or group.name in changed_partitions:
                 continue
             if group.epoch != epoch:
                 return CommitFailedError(f"partition {group.name!r}: a journal commit failed while this "
