@@ -246,3 +246,46 @@ def test_a_release_retries_only_the_asks_of_the_queue_it_freed(monkeypatch: pyte
     p.release("fill7")
     assert tried == ["k7-0", "k7-1", "k7-2"]          # two fit, the third is refused; no other queue
     assert [a.allocation_key for a in p.pending()][:3] == ["k0-0", "k0-1", "k0-2"]
+
+
+GUARANTEED_TREE = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+""" + "".join(f"""    - name: d{d}
+      resources: {{guaranteed: {{vcore: 8}}}}
+      queues:
+""" + "".join(f"""      - name: p{p}
+        resources: {{guaranteed: {{vcore: 4}}}}
+        queues:
+""" + "".join(f"""        - name: l{leaf}
+          resources: {{max: {{vcore: 2}}}}
+""" for leaf in range(3)) for p in range(2)) for d in range(2))
+
+
+@pytest.mark.parametrize("delay_passed", [False, True])
+def test_a_release_retries_only_the_asks_it_can_unblock_below_guarantees(
+        monkeypatch: pytest.MonkeyPatch, delay_passed: bool) -> None:
+    """Issue 39: with guaranteed on the divisions and departments and preemption on, asks held back by
+    their own leaf's max wait on that leaf alone — a release in one leaf tries its asks, none of the
+    other leaves' (before, every ask below the nearest guaranteed was retried). Also once their
+    preemption delay passed: the departments are above their guaranteed, so nothing may preempt."""
+    clock = Clock()
+    p = Scheduler.from_yaml(GUARANTEED_TREE, clock=clock).partition("default")
+    p.add_node("n", _v(1000))
+    leaves = [f"root.d{d}.p{q}.l{leaf}" for d in range(2) for q in range(2) for leaf in range(3)]
+    for i, leaf in enumerate(leaves):
+        p.add_application(f"app{i}", ALICE, queue=leaf)
+        assert p.allocate(f"app{i}", f"fill{i}", _v(2)).allocated
+        for j in range(2):
+            p.add_ask(f"app{i}", f"k{i}-{j}", _v(1))
+    if delay_passed:
+        clock.advance(60)
+        p.check_timeouts()                  # the asks' preemption delay passed: each tries once
+    tried = _count_tries(p, monkeypatch)
+    p.release("fill4")
+    assert tried == ["k4-0", "k4-1"]
+    assert p.allocation("k4-0") is not None and p.allocation("k4-1") is not None
