@@ -73,6 +73,15 @@ class Verdict:
                     or self.split_brain or self.stale_past_margin or self.stale_reads or self.server_errors
                     or self.state_vs_journal)
 
+    @property
+    def holds_the_promise(self) -> bool:
+        """True when nothing docs/operations.md promises was broken: :attr:`ok` but for stale reads
+        within the lease margin, which the promise (and issue 32's bar) leaves open — a read sent
+        milliseconds after a hand-back may still miss the change (docs/operations.md, "Open")."""
+        return not (self.lost or self.phantom or self.unknown_as_unchanged or self.double or self.over_limit
+                    or self.split_brain or self.stale_past_margin or self.server_errors
+                    or self.state_vs_journal)
+
     def summary(self) -> dict[str, Any]:
         """The figures (counts) and the first cases of each kind."""
         out: dict[str, Any] = {

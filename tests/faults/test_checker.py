@@ -113,3 +113,13 @@ def test_an_exists_or_not_there_answer_the_journal_contradicts_is_lost() -> None
     v = judge([rec("allocate", "a", "unknown", 1, status=502), rec("allocate", "a", "exists", 2, status=409),
                rec("allocate", "b", "ok", 3), rec("release", "b", "absent", 4, status=404)], [alloc("b")])
     assert len(v.lost) == 2 and not v.ok
+
+
+def test_the_promise_leaves_stale_reads_within_the_margin_open_but_not_past_it() -> None:
+    within = [rec("allocate", "a", "ok", 1.0, 1.1), rec("read", "a", "absent", 1.3, status=404)]
+    v = judge(within, [alloc("a")])
+    assert len(v.stale_reads) == 1 and not v.stale_past_margin
+    assert v.holds_the_promise and not v.ok
+    past = [rec("allocate", "a", "ok", 1.0, 1.1), rec("read", "a", "absent", 2.0, status=404)]
+    w = judge(past, [alloc("a")])
+    assert w.stale_past_margin and not w.holds_the_promise
