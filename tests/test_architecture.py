@@ -15,10 +15,11 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "quotaplane"
 
 #: part -> the modules (dotted, below ``quotaplane``; a package name covers its submodules)
 PARTS: dict[str, tuple[str, ...]] = {
-    "base": ("resources", "config", "errors", "units"),
+    "base": ("resources", "config", "errors", "units", "flavors.names"),
     "ugm": ("ugm",), "queues": ("queues",), "elastic": ("elastic",), "forest": ("forest",),
     "k8s": ("k8s", "placement"),
     "policies": ("policy", "policies"),
+    "flavors": ("flavors",),
     "events": ("events",),
     "journal": ("journal",),
     "core": ("application", "admission", "notices", "state", "scheduling", "partition", "scheduler",
@@ -37,16 +38,18 @@ ALLOWED: dict[str, set[str]] = {
     "ugm": {"base"}, "queues": {"base"}, "elastic": {"base"}, "forest": {"base"},
     "k8s": {"base"},
     "policies": {"base", "ugm", "queues", "elastic", "forest"},
+    "flavors": {"base", "policies"},
     "events": {"base"},
     "journal": {"base", "events"},
-    "core": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "events", "journal"},
-    "server": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "events", "journal", "core",
-               "package"},
+    "core": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events", "journal"},
+    "server": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events",
+               "journal", "core", "package"},
     "client": {"base", "policies"},
     "kube": {"base", "k8s", "policies", "events", "core", "server", "package"},
     "sim": {"base", "core", "policies", "events", "journal", "package"},
     "cli": {"base", "core", "events", "journal", "server", "sim", "package", "k8s", "kube", "client"},
-    "package": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "events", "journal", "core"},
+    "package": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events",
+                "journal", "core"},
 }
 
 #: third-party modules the core must never import (HTTP, terminal, plotting)

@@ -211,8 +211,8 @@ class Resource(Mapping[str, int]):
         """Parse YuniKorn config quantities (Q-1 … Q-6).
 
         Values are YAML integers or strings of non-negative integers with an optional SI or binary
-        suffix; only ``vcore`` is converted to milli and accepts ``m``. Raises :class:`ValueError`
-        naming the resource and the text.
+        suffix; only ``vcore`` (and its flavored names ``vcore@FLAVOR``, docs/flavors.md) is converted
+        to milli and accepts ``m``. Raises :class:`ValueError` naming the resource and the text.
         """
         if mapping is None:
             return cls()
@@ -224,7 +224,7 @@ class Resource(Mapping[str, int]):
                 raise InputError(f"invalid resource name {name!r}")
             text = _config_text(name, raw)
             try:
-                data[name] = parse_vcore(text) if name == VCORE else parse_quantity(text)
+                data[name] = parse_vcore(text) if _is_vcore(name) else parse_quantity(text)
             except ValueError as exc:
                 raise InputError(f"resource {name!r}: {exc}") from None
         return cls.of(data)
@@ -233,8 +233,9 @@ class Resource(Mapping[str, int]):
     def from_k8s(cls, mapping: Mapping[str, Any] | None) -> Resource:
         """Parse a Kubernetes ResourceList (K8-1, K8-2).
 
-        ``cpu`` becomes ``vcore`` in milli-cores (rounded up); other names keep their name and take
-        the quantity's value rounded up. Decimals, exponents and every Kubernetes suffix are allowed;
+        ``cpu`` becomes ``vcore`` in milli-cores (rounded up), a flavored ``cpu@FLAVOR`` becomes
+        ``vcore@FLAVOR`` (docs/flavors.md); other names keep their name and take the quantity's value
+        rounded up. Decimals, exponents and every Kubernetes suffix are allowed;
         negative amounts are a :class:`ValueError` (contract.md), as is overflow.
         """
         if mapping is None:
@@ -249,9 +250,9 @@ class Resource(Mapping[str, int]):
                 value = parse_k8s_quantity(raw)
                 if value < 0:
                     raise InputError(f"negative quantity {raw!r}")
-                if name == "cpu":
+                if name == "cpu" or name.startswith(_CPU_FLAVORED):
                     amount = _ceil(value * 1000)
-                    key = VCORE
+                    key = VCORE + name[3:]
                 else:
                     amount = _ceil(value)
                     key = name
@@ -261,6 +262,15 @@ class Resource(Mapping[str, int]):
                 raise InputError(f"resource {name!r}: {exc}") from None
             data[key] = data.get(key, 0) + amount
         return cls.of(data)
+
+
+_VCORE_FLAVORED = VCORE + "@"
+_CPU_FLAVORED = "cpu@"
+
+
+def _is_vcore(name: str) -> bool:
+    """``vcore`` or one of its flavored names (``vcore@spot``): counted in milli-cores."""
+    return name == VCORE or (name.startswith(_VCORE_FLAVORED) and len(name) > len(_VCORE_FLAVORED))
 
 
 def _check_amount(name: object, amount: object) -> int:

@@ -75,6 +75,10 @@ def amount(name: str, value: int, *, named: bool = True) -> str:
     """One amount in human units: ``vcore`` 2500 → ``2.5 cores``, ``memory`` 2**33 → ``8 Gi``,
     ``nvidia.com/gpu`` 4 → ``4 GPUs``, ``pods`` 110 → ``110 pods``; any other name → ``name 7``
     (``named=False``: ``7``). A "no limit" sentinel is ``unlimited``."""
+    base, at, flavor = name.rpartition("@")
+    if at and base and flavor:      # a flavored name (docs/flavors.md): the resource's units, its flavor
+        text = amount(base, value, named=named)
+        return f"{text} ({flavor})" if named else text
     if is_unlimited(value):
         return _unlimited(name) if named else "unlimited"
     if name == "vcore":
@@ -109,7 +113,10 @@ _ORDER = {"vcore": 0, "memory": 1}
 
 def _ordered(r: Mapping[str, int]) -> list[tuple[str, int]]:
     """cores first, memory second, GPUs next, then the rest by name."""
-    return sorted(r.items(), key=lambda kv: (_ORDER.get(kv[0], 2 if _is_gpu(kv[0]) else 3), kv[0]))
+    def key(kv: tuple[str, int]) -> tuple[int, str]:
+        base = kv[0].rpartition("@")[0] or kv[0]         # a flavored name sorts with its resource
+        return _ORDER.get(base, 2 if _is_gpu(base) else 3), kv[0]
+    return sorted(r.items(), key=key)
 
 
 def resources(r: Mapping[str, int] | None, *, empty: str = "-", sep: str = ", ") -> str:

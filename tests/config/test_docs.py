@@ -37,9 +37,12 @@ def test_full_examples_load(block: str) -> None:
 def test_queue_example_loads_under_root() -> None:
     block = next(b for b in YAML_BLOCKS if b.startswith("- name: engineering"))
     block = block.replace("[...]", "[]")  # the doc elides lists
-    cfg = load_config(queues("- name: root\n  queues:\n" + textwrap.indent(block, "    ")))
+    flavors = "resourceflavors: [{name: a100, resources: [nvidia.com/gpu]}, {name: h100, resources: " \
+        "[nvidia.com/gpu]}]\n"                 # the example's queue lists them
+    cfg = load_config(queues("- name: root\n  queues:\n" + textwrap.indent(block, "    "), flavors))
     q = cfg.partition("default").queue("root.engineering")
     assert q is not None and q.max_applications == 200 and q.submit_acl == " engineering"
+    assert q.flavors == ("a100", "h100") and q.lending_limit == {"nvidia.com/gpu": 2}
 
 
 def test_cli_output_block_matches_the_cli() -> None:

@@ -25,6 +25,7 @@ a failing load returns nothing, which makes validation all-or-nothing (U13).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from datetime import date, datetime
@@ -36,8 +37,12 @@ from quotaplane.config._fields import FieldReader, describe, is_bool
 from quotaplane.config.history import SettingsError
 from quotaplane.config.history import parse_settings as parse_history
 from quotaplane.config.model import (
+    FAIR_SHARING_STRATEGIES,
     ChildTemplateConfig,
+    FairSharingConfig,
     FilterConfig,
+    FlavorConfig,
+    FungibilityConfig,
     LimitConfig,
     NodeSortPolicyConfig,
     PartitionConfig,
@@ -45,6 +50,8 @@ from quotaplane.config.model import (
     PreemptionConfig,
     QueueConfig,
     SchedulerConfig,
+    TaintConfig,
+    TolerationConfig,
 )
 from quotaplane.config.validate import (
     PLACEMENT_RULE_NAMES,
@@ -80,12 +87,28 @@ _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "
                    "usergroupresolver",
                    # the usage history's settings (docs/history.md): kept with the extensions as plain
                    # data, checked here; not a policy
-                   "history")
+                   "history",
+                   # Kueue's resource flavors and fair sharing (docs/flavors.md, docs/fair-sharing.md)
+                   "resourceflavors", "fairsharing")
 # beside them, the keys of the declared policy plug-ins (quotaplane.config.extensions): their values are
 # kept as plain data and checked by their plug-in
 _QUEUE_KEYS = ("name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
-               "childtemplate", "queues", "limits")
-_RESOURCES_KEYS = ("guaranteed", "max")
+               "childtemplate", "queues", "limits", "flavors", "flavorfungibility")
+_RESOURCES_KEYS = ("guaranteed", "max", "borrowinglimit", "lendinglimit")
+_TEMPLATE_RESOURCES_KEYS = ("guaranteed", "max")
+_FLAVOR_KEYS = ("name", "resources", "nodelabels", "nodetaints", "tolerations")
+_TAINT_KEYS = ("key", "value", "effect")
+_TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationseconds")
+_FUNGIBILITY_KEYS = ("whencanborrow", "whencanpreempt", "preference")
+_FAIR_SHARING_KEYS = ("enabled", "preemptionstrategies")
+#: Kueue's fungibility words, and the deprecated aliases it still reads (KQ-O2)
+_WHEN_CAN_BORROW = {"maystopsearch": "MayStopSearch", "trynextflavor": "TryNextFlavor",
+                    "borrow": "MayStopSearch"}
+_WHEN_CAN_PREEMPT = {"maystopsearch": "MayStopSearch", "trynextflavor": "TryNextFlavor",
+                     "preempt": "MayStopSearch"}
+_PREFERENCE = {"borrowingoverpreemption": "BorrowingOverPreemption",
+               "preemptionoverborrowing": "PreemptionOverBorrowing"}
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TEMPLATE_KEYS = ("maxapplications", "properties", "resources")
 _LIMIT_KEYS = ("limit", "users", "groups", "maxresources", "maxapplications")
 _RULE_KEYS = ("name", "value", "create", "parent", "filter")
@@ -181,6 +204,8 @@ class _Builder(FieldReader):
                                                           f"preemption of {what}"))
         node_sort = self.node_sort_policy(pm, what)
         resolver = self.user_group_resolver(pm, what)
+        flavors = self.resource_flavors(pm, what)
+        fair = self.fair_sharing(pm, what)
         plugged: dict[str, Any] = {}
         for key in extensions.declared():
             if key in pm:
@@ -204,10 +229,12 @@ class _Builder(FieldReader):
             # After V-11 the partition limits equal the root's (copied when root had none).
             name=name, root=root, placement_rules=tuple(rules), limits=limits or root.limits,
             preemption=preemption, node_sort_policy=node_sort,
-            extensions=MappingProxyType(plugged), line=line, user_group_resolver=resolver)
+            extensions=MappingProxyType(plugged), line=line, user_group_resolver=resolver,
+            resource_flavors=flavors, fair_sharing=fair)
         self.index.set(part, "name", self.key_line(pm, "name") if "name" in pm else line)
         self.index.set(part, "limits", self.key_line(pm, "limits") if "limits" in pm else line)
         self.index.set(part, "nodesortpolicy", self.key_line(pm, "nodesortpolicy"))
+        self.index.set(part, "resourceflavors", self.key_line(pm, "resourceflavors"))
         return part
 
     def root_queue(self, pm: dict[Any, Any], what: str,
@@ -235,11 +262,7 @@ class _Builder(FieldReader):
         # V-11: partition limits are copied onto root when root has none (YUNIKORN-2260).
         if partition_limits and not root.limits:
             old = root
-            root = QueueConfig(
-                name=old.name, path=old.path, parent=True, max=old.max, guaranteed=old.guaranteed,
-                max_applications=old.max_applications, submit_acl=old.submit_acl, admin_acl=old.admin_acl,
-                properties=old.properties, child_template=old.child_template, limits=partition_limits,
-                queues=old.queues, line=old.line)
+            root = dataclasses.replace(old, parent=True, limits=partition_limits)
             self.index.move(old, root)
             self.broken = [(root if o is old else o, f) for (o, f) in self.broken]
         return root
@@ -266,6 +289,7 @@ class _Builder(FieldReader):
             return None
         self.string(qm, "name", what)  # reports a name that is not a string
         max_res, guaranteed, res_ok = self.queue_resources(qm, what)
+        borrowing, lending = self.queue_limits(qm, what)
         template = self.child_template(qm, what)
         limits = self.limits(qm, "limits", what)
         children = self.queue_children(qm, path, depth, what)
@@ -277,8 +301,11 @@ class _Builder(FieldReader):
             submit_acl=self.optional_string(qm, "submitacl", what),
             admin_acl=self.optional_string(qm, "adminacl", what),
             properties=self.properties(qm, "properties", what),
-            child_template=template, limits=limits, queues=children, line=line)
-        for ok, field in ((apps_ok, "maxapplications"), (res_ok[0], "max"), (res_ok[1], "guaranteed")):
+            child_template=template, limits=limits, queues=children, line=line,
+            flavors=self.queue_flavors(qm, what), flavor_fungibility=self.fungibility(qm, what),
+            borrowing_limit=borrowing[0], lending_limit=lending[0])
+        for ok, field in ((apps_ok, "maxapplications"), (res_ok[0], "max"), (res_ok[1], "guaranteed"),
+                          (borrowing[1], "borrowinglimit"), (lending[1], "lendinglimit")):
             if not ok:
                 self.broken.append((q, field))
         self.index_queue(q, qm, line)
@@ -309,6 +336,199 @@ class _Builder(FieldReader):
         guaranteed, g_ok = self.resource(rm, "guaranteed", what)
         return max_res, guaranteed, (max_ok, g_ok)
 
+    def queue_limits(self, qm: dict[Any, Any], what: str
+                     ) -> tuple[tuple[Resource | None, bool], tuple[Resource | None, bool]]:
+        """The queue's ``resources.borrowinglimit`` and ``resources.lendinglimit`` (docs/config.md
+        "Borrowing and lending limits"), each with whether it parsed. An amount of 0 is a limit (it
+        lends or borrows nothing): a name missing from the map is unlimited, ``{vcore: 0}`` is not."""
+        raw_res = qm.get("resources")
+        if not isinstance(raw_res, dict):
+            return (None, True), (None, True)
+        out: list[tuple[Resource | None, bool]] = []
+        for key in ("borrowinglimit", "lendinglimit"):
+            value = raw_res.get(key)
+            if value is None:
+                out.append((None, True))
+                continue
+            out.append(self.resource(raw_res, key, what))
+        return out[0], out[1]
+
+    def queue_flavors(self, qm: dict[Any, Any], what: str) -> tuple[str, ...] | None:
+        """The queue's ``flavors``: the flavor names tried for its requests, in order."""
+        if qm.get("flavors") is None:
+            return None
+        names, lines, ok = self.names(qm, "flavors", what)
+        if not ok:
+            return None
+        seen: set[str] = set()
+        for name, nline in zip(names, lines, strict=True):
+            if name in seen:
+                self.add(nline, f"flavor '{name}' is listed twice in the flavors of {what}")
+            seen.add(name)
+        return names
+
+    def fungibility(self, qm: dict[Any, Any], what: str) -> FungibilityConfig | None:
+        """Kueue's ``flavorFungibility`` of a queue (KQ-O2, KQ-O3 rule 8)."""
+        raw = qm.get("flavorfungibility")
+        if raw is None:
+            return None
+        fwhat = f"flavorfungibility of {what}"
+        line = self.key_line(qm, "flavorfungibility")
+        fm = self.mapping(raw, fwhat, _FUNGIBILITY_KEYS, line)
+        if fm is None:
+            return None
+        borrow = self.choice(fm, "whencanborrow", fwhat, _WHEN_CAN_BORROW, "MayStopSearch")
+        preempt = self.choice(fm, "whencanpreempt", fwhat, _WHEN_CAN_PREEMPT, "TryNextFlavor")
+        preference = self.choice(fm, "preference", fwhat, _PREFERENCE, "")
+        if preference and not (borrow == preempt == "TryNextFlavor"):
+            # KQ-O3 rule 8: a preference only compares flavors the search went on past
+            self.add(self.key_line(fm, "preference"),
+                     f"'preference' of {fwhat} may be set only when whencanborrow and whencanpreempt are "
+                     "both TryNextFlavor")
+        return FungibilityConfig(when_can_borrow=borrow, when_can_preempt=preempt, preference=preference,
+                                 line=line)
+
+    def choice(self, m: dict[Any, Any], key: str, what: str, words: dict[str, str], default: str) -> str:
+        """One of ``words`` (case-insensitive; the value is its canonical spelling), else ``default``
+        and a problem naming the allowed words."""
+        value = m.get(key)
+        if value is None:
+            return default
+        if isinstance(value, str) and value.lower() in words:
+            return words[value.lower()]
+        allowed = sorted(set(words.values()))
+        self.add(self.key_line(m, key), f"'{key}' of {what} must be one of {', '.join(allowed)}, got "
+                                         f"{describe(value)}")
+        return default
+
+    def resource_flavors(self, pm: dict[Any, Any], what: str) -> tuple[FlavorConfig, ...]:
+        """The partition's ``resourceflavors`` (Kueue's ResourceFlavor objects, KQ-O1)."""
+        raw = pm.get("resourceflavors")
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.add(self.key_line(pm, "resourceflavors"),
+                     f"'resourceflavors' of {what} must be a list, got {describe(raw)}")
+            return ()
+        out: list[FlavorConfig] = []
+        for i, item in enumerate(raw):
+            line = self.item_line(raw, i)
+            fm = self.mapping(item, f"resource flavor {i + 1} of {what}", _FLAVOR_KEYS, line)
+            if fm is None:
+                continue
+            name = self.string(fm, "name", f"resource flavor {i + 1} of {what}")
+            fwhat = f"resource flavor '{name}' of {what}" if name else f"resource flavor {i + 1} of {what}"
+            resources, res_lines, _ = self.names(fm, "resources", fwhat)
+            flavor = FlavorConfig(
+                name=name, resources=resources, node_labels=self.labels(fm, "nodelabels", fwhat),
+                node_taints=self.taints(fm, fwhat), tolerations=self.tolerations(fm, "tolerations", fwhat),
+                line=line)
+            self.index.set(flavor, "name", self.key_line(fm, "name") if "name" in fm else line)
+            self.index.set(flavor, "resources", self.key_line(fm, "resources") if "resources" in fm else line)
+            for j, rline in enumerate(res_lines):
+                self.index.set(flavor, f"resources[{j}]", rline)
+            out.append(flavor)
+        return tuple(out)
+
+    def labels(self, m: dict[Any, Any], key: str, what: str) -> MappingProxyType[str, str]:
+        """A map of label name to value, both strings."""
+        value = m.get(key)
+        if value is None:
+            return MappingProxyType({})
+        if not isinstance(value, dict):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a mapping of label to value, got "
+                                             f"{describe(value)}")
+            return MappingProxyType({})
+        out: dict[str, str] = {}
+        for name, raw in value.items():
+            if not isinstance(name, str) or not isinstance(raw, str):
+                self.add(self.key_line(value, name), f"label {name!r} of {what} must be a string with a "
+                                                     f"string value (quote it), got {describe(raw)}")
+                continue
+            out[name] = raw
+        return MappingProxyType(dict(sorted(out.items())))
+
+    def taints(self, fm: dict[Any, Any], what: str) -> tuple[TaintConfig, ...]:
+        raw = fm.get("nodetaints")
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.add(self.key_line(fm, "nodetaints"), f"'nodetaints' of {what} must be a list, got "
+                                                       f"{describe(raw)}")
+            return ()
+        out: list[TaintConfig] = []
+        for i, item in enumerate(raw):
+            twhat = f"taint {i + 1} of {what}"
+            tm = self.mapping(item, twhat, _TAINT_KEYS, self.item_line(raw, i))
+            if tm is None:
+                continue
+            key = self.string(tm, "key", twhat)
+            if not key:
+                self.add(self.item_line(raw, i), f"{twhat} needs a key")
+            effect = self.string(tm, "effect", twhat)
+            if effect not in _TAINT_EFFECTS:
+                self.add(self.key_line(tm, "effect") if "effect" in tm else self.item_line(raw, i),
+                         f"'effect' of {twhat} must be one of {', '.join(_TAINT_EFFECTS)}, got "
+                         f"{describe(tm.get('effect'))}")
+            out.append(TaintConfig(key=key, value=self.string(tm, "value", twhat), effect=effect))
+        return tuple(out)
+
+    def tolerations(self, m: dict[Any, Any], key: str, what: str) -> tuple[TolerationConfig, ...]:
+        raw = m.get(key)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.add(self.key_line(m, key), f"'{key}' of {what} must be a list, got {describe(raw)}")
+            return ()
+        out: list[TolerationConfig] = []
+        for i, item in enumerate(raw):
+            twhat = f"toleration {i + 1} of {what}"
+            tm = self.mapping(item, twhat, _TOLERATION_KEYS, self.item_line(raw, i))
+            if tm is None:
+                continue
+            operator = self.string(tm, "operator", twhat, "Equal")
+            if operator not in ("Equal", "Exists"):
+                self.add(self.key_line(tm, "operator"), f"'operator' of {twhat} must be Equal or Exists, "
+                                                        f"got {describe(operator)}")
+            effect = self.string(tm, "effect", twhat)
+            if effect and effect not in _TAINT_EFFECTS:
+                self.add(self.key_line(tm, "effect"), f"'effect' of {twhat} must be empty or one of "
+                                                      f"{', '.join(_TAINT_EFFECTS)}, got {describe(effect)}")
+            tkey = self.string(tm, "key", twhat)
+            value = self.string(tm, "value", twhat)
+            if operator == "Exists" and value:
+                self.add(self.key_line(tm, "value"),
+                         f"{twhat}: a toleration with operator Exists has no value")
+            if not tkey and operator != "Exists":
+                self.add(self.item_line(raw, i), f"{twhat}: an empty key needs operator Exists")
+            out.append(TolerationConfig(key=tkey, operator=operator, value=value, effect=effect))
+        return tuple(out)
+
+    def fair_sharing(self, pm: dict[Any, Any], what: str) -> FairSharingConfig | None:
+        """The partition's ``fairsharing`` (Kueue's configuration ``fairSharing``, KQ-S)."""
+        raw = pm.get("fairsharing")
+        if raw is None:
+            return None
+        fwhat = f"fairsharing of {what}"
+        line = self.key_line(pm, "fairsharing")
+        fm = self.mapping(raw, fwhat, _FAIR_SHARING_KEYS, line)
+        if fm is None:
+            return None
+        enabled = self.boolean(fm, "enabled", fwhat) if "enabled" in fm else True
+        strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES
+        if "preemptionstrategies" in fm:
+            names, _, ok = self.names(fm, "preemptionstrategies", fwhat)
+            # KQ-S: Kueue accepts exactly these three lists (pkg/config/validation.go)
+            allowed = ((FAIR_SHARING_STRATEGIES[0],), (FAIR_SHARING_STRATEGIES[1],), FAIR_SHARING_STRATEGIES)
+            if ok and names in allowed:
+                strategies = names
+            elif ok:
+                self.add(self.key_line(fm, "preemptionstrategies"),
+                         f"'preemptionstrategies' of {fwhat} must be one of "
+                         + "; ".join("[" + ", ".join(a) + "]" for a in allowed)
+                         + f", got [{', '.join(names)}]")
+        return FairSharingConfig(enabled=enabled, preemption_strategies=strategies, line=line)
+
     def queue_children(self, qm: dict[Any, Any], path: str, depth: int, what: str
                        ) -> tuple[QueueConfig, ...]:
         raw_children = qm.get("queues")
@@ -324,14 +544,17 @@ class _Builder(FieldReader):
         """Record the lines of the queue's fields (validation messages name them)."""
         idx = self.index
         idx.set(q, "name", self.key_line(qm, "name") if "name" in qm else line)
-        for key in ("maxapplications", "submitacl", "adminacl"):
+        for key in ("maxapplications", "submitacl", "adminacl", "properties"):
             if key in qm:
                 idx.set(q, key, self.key_line(qm, key))
         raw_res = qm.get("resources")
         if isinstance(raw_res, dict):
-            for key in ("max", "guaranteed"):
+            for key in ("max", "guaranteed", "borrowinglimit", "lendinglimit"):
                 if key in raw_res:
                     idx.set(q, key, self.key_line(raw_res, key))
+        for key in ("flavors", "flavorfungibility"):
+            if key in qm:
+                idx.set(q, key, self.key_line(qm, key))
 
     def child_template(self, qm: dict[Any, Any], what: str) -> ChildTemplateConfig | None:
         raw = qm.get("childtemplate")
@@ -345,7 +568,7 @@ class _Builder(FieldReader):
         max_res, guaranteed, ok = None, None, (True, True)
         raw_res = tm.get("resources")
         if raw_res is not None:
-            rm = self.mapping(raw_res, f"resources of {twhat}", _RESOURCES_KEYS,
+            rm = self.mapping(raw_res, f"resources of {twhat}", _TEMPLATE_RESOURCES_KEYS,
                               self.key_line(tm, "resources"))
             if rm is not None:
                 max_res, max_ok = self.resource(rm, "max", twhat)

@@ -18,7 +18,10 @@ from quotaplane.resources import Resource
 
 __all__ = [
     "ChildTemplateConfig",
+    "FairSharingConfig",
     "FilterConfig",
+    "FlavorConfig",
+    "FungibilityConfig",
     "LimitConfig",
     "NodeSortPolicyConfig",
     "PartitionConfig",
@@ -26,6 +29,8 @@ __all__ = [
     "PreemptionConfig",
     "QueueConfig",
     "SchedulerConfig",
+    "TaintConfig",
+    "TolerationConfig",
 ]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -55,6 +60,20 @@ class ChildTemplateConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FungibilityConfig:
+    """Kueue's ``flavorFungibility`` of a queue (KQ-F6, KQ-F7): what the flavor search does when a flavor
+    fits only by borrowing (``when_can_borrow``) or only by preempting (``when_can_preempt``) —
+    ``MayStopSearch`` takes it, ``TryNextFlavor`` looks further — and which of two such flavors it
+    prefers (``preference``: ``BorrowingOverPreemption``, ``PreemptionOverBorrowing``, "" = unset,
+    which acts as ``BorrowingOverPreemption``)."""
+
+    when_can_borrow: str = "MayStopSearch"
+    when_can_preempt: str = "TryNextFlavor"
+    preference: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueConfig:
     """A configured queue and its children. ``path`` is the full lower-case path (``root.a.b``)."""
 
@@ -71,6 +90,14 @@ class QueueConfig:
     limits: tuple[LimitConfig, ...] = ()
     queues: tuple[QueueConfig, ...] = ()
     line: int | None = None
+    #: the resource flavors tried for this queue's requests, in order (None: the parent's; docs/flavors.md)
+    flavors: tuple[str, ...] | None = None
+    #: how the flavor search goes on (None: the parent's, else Kueue's defaults)
+    flavor_fungibility: FungibilityConfig | None = None
+    #: how much above its guaranteed the queue's subtree may use, per resource (None: unlimited)
+    borrowing_limit: Resource | None = None
+    #: how much of the subtree's unused guaranteed others may use, per resource (None: all of it)
+    lending_limit: Resource | None = None
 
     @property
     def is_leaf(self) -> bool:
@@ -142,6 +169,58 @@ class NodeSortPolicyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TaintConfig:
+    """A taint of a resource flavor (Kubernetes' ``{key, value, effect}``; KQ-O1)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class TolerationConfig:
+    """A toleration (Kubernetes' ``{key, operator, value, effect}``): ``operator`` ``Equal`` or
+    ``Exists``; an empty ``key`` with ``Exists`` tolerates every taint, an empty ``effect`` every
+    effect."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorConfig:
+    """A resource flavor (Kueue's ResourceFlavor, KQ-O1): a kind of node, told by its labels.
+
+    ``resources`` are the resource names counted per flavor (Kueue's ``coveredResources``): a request
+    for them is charged under the flavored names ``NAME@FLAVOR`` as well (docs/flavors.md). Nodes
+    whose labels include every ``node_labels`` entry count for the flavor.
+    """
+
+    name: str
+    resources: tuple[str, ...]
+    node_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    node_taints: tuple[TaintConfig, ...] = ()
+    tolerations: tuple[TolerationConfig, ...] = ()
+    line: int | None = None
+
+
+#: Kueue's preemption strategies of fair sharing (KQ-S, ``fairSharing.preemptionStrategies``)
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharingConfig:
+    """Kueue's fair sharing for a partition (KQ-S): queues are ordered and preempt by their weighted
+    share of what they borrow; ``preemption_strategies`` as Kueue's configuration lists them."""
+
+    enabled: bool = True
+    preemption_strategies: tuple[str, ...] = FAIR_SHARING_STRATEGIES
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionConfig:
     """One partition: its queue tree (``root``), placement rules and partition-wide settings.
 
@@ -161,6 +240,10 @@ class PartitionConfig:
     #: YuniKorn's ``usergroupresolver.type`` (e.g. "os", "ldap"): accepted and kept; quotaplane takes the
     #: user and groups from each request and resolves nothing itself
     user_group_resolver: str = ""
+    #: the resource flavors (``resourceflavors``; docs/flavors.md), in order
+    resource_flavors: tuple[FlavorConfig, ...] = ()
+    #: Kueue's fair sharing (``fairsharing``), None: off
+    fair_sharing: FairSharingConfig | None = None
 
     def queue(self, path: str) -> QueueConfig | None:
         """The configured queue at ``path`` (case-insensitive), or None."""

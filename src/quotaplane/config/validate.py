@@ -184,6 +184,9 @@ class _Checker:
         self.queue_max_applications(root)
         self.limit_resource(root, {}, {})
         self.limit_max_applications(root, {}, {})
+        from quotaplane.config.validate_flavors import check_flavors  # it builds on this module
+
+        self.problems.extend(check_flavors(p, self.idx))
 
     # -- checkQueues: ACLs, limits, child names ---------------------------------------------------
     def queues(self, q: QueueConfig, level: int) -> None:

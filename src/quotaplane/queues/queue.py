@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from quotaplane.config.model import ChildTemplateConfig
+from quotaplane.config.model import ChildTemplateConfig, FungibilityConfig
 from quotaplane.queues.acl import ACL
 from quotaplane.resources import Resource
 
@@ -50,11 +50,15 @@ class Queue:
         "_pending",
         "admin_acl",
         "applications",
+        "borrowing_limit",
         "chain",
         "child_template",
         "children",
+        "flavors",
+        "fungibility",
         "guaranteed",
         "is_leaf",
+        "lending_limit",
         "managed",
         "max",
         "max_applications",
@@ -88,6 +92,10 @@ class Queue:
     child_template: ChildTemplateConfig | None
     submit_acl: ACL
     admin_acl: ACL
+    flavors: tuple[str, ...] | None
+    fungibility: FungibilityConfig | None
+    borrowing_limit: Resource | None
+    lending_limit: Resource | None
 
     def __init__(self, name: str, parent: Queue | None, *, is_leaf: bool, managed: bool) -> None:
         self.name = name
@@ -111,6 +119,14 @@ class Queue:
         self.child_template = None
         self.submit_acl = ACL(None)
         self.admin_acl = ACL(None)
+        #: the resource flavors its requests try, in order (None: the parent's; docs/flavors.md)
+        self.flavors = None
+        #: the flavor search's fungibility (None: the parent's)
+        self.fungibility = None
+        #: how much above its guaranteed its subtree may use / how much of its unused guaranteed others
+        #: may use, per resource (None: unlimited; queues.limits)
+        self.borrowing_limit = None
+        self.lending_limit = None
 
     @property
     def allocated(self) -> Resource:
@@ -143,6 +159,22 @@ class Queue:
             if q.child_template is not None:
                 return q.child_template
             q = q.parent
+        return None
+
+    def effective_flavors(self) -> tuple[str, ...] | None:
+        """The flavors this queue's requests try: its own list, else the nearest ancestor's (None: every
+        flavor of the partition, in its order)."""
+        for q in self.chain:
+            if q.flavors is not None:
+                return q.flavors
+        return None
+
+    def effective_fungibility(self) -> FungibilityConfig | None:
+        """The flavor search's fungibility: this queue's, else the nearest ancestor's (None: Kueue's
+        defaults)."""
+        for q in self.chain:
+            if q.fungibility is not None:
+                return q.fungibility
         return None
 
     def ancestors(self) -> Iterator[Queue]:

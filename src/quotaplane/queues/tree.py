@@ -19,6 +19,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import ChildTemplateConfig, PartitionConfig, QueueConfig
 from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.queues.acl import ACL
+from quotaplane.queues.limits import Limits
 from quotaplane.queues.properties import (
     PROP_PREEMPTION_POLICY,
     PROP_PRIORITY_OFFSET,
@@ -68,7 +69,7 @@ class QueueTree:
     Not thread safe by itself: the partition serialises every call under its lock.
     """
 
-    __slots__ = ("_by_path", "_cluster", "_partition", "_root")
+    __slots__ = ("_by_path", "_cluster", "_eff_guaranteed", "_limits", "_partition", "_root")
 
     _root: Queue
     _by_path: dict[str, Queue]
@@ -80,6 +81,8 @@ class QueueTree:
         self._root = Queue(ROOT, None, is_leaf=False, managed=True)
         self._by_path = {ROOT: self._root}
         self._cluster = None
+        self._eff_guaranteed: dict[str, dict[str, int]] = {}
+        self._limits = Limits(self.effective_guaranteed)
         self.update_config(partition_config)
 
     # ------------------------------------------------------------------------------------------------
@@ -90,6 +93,7 @@ class QueueTree:
         rules), mark queues gone from the config ``Draining``, drop the draining queues that are empty.
         Allocated usage and running applications are kept."""
         self._partition = partition_config.name
+        self._eff_guaranteed = {}
         seen: set[str] = set()
         self._sync(None, partition_config.root, seen)
         # Managed queues missing from the config drain, with their whole subtree (dynamic queues under a
@@ -105,6 +109,7 @@ class QueueTree:
         for q in reversed(list(self._walk(self._root))):
             if q.is_draining and q.is_empty():
                 self._detach(q)
+        self._limits.rebuild(list(self._walk(self._root)))
 
     def _sync(self, parent: Queue | None, qc: QueueConfig, seen: set[str]) -> None:
         path = qc.path.lower()
@@ -126,6 +131,10 @@ class QueueTree:
         q.admin_acl = ACL(qc.admin_acl)
         q.own_properties = dict(qc.properties)
         q.child_template = qc.child_template
+        q.flavors = qc.flavors
+        q.fungibility = qc.flavor_fungibility
+        q.borrowing_limit = None if q.is_root else qc.borrowing_limit
+        q.lending_limit = None if q.is_root else qc.lending_limit
         for child in qc.queues:
             self._sync(q, child, seen)
 
@@ -248,6 +257,7 @@ class QueueTree:
                     child.properties = self._merged_properties(q, {})
                 q.children[part] = child
                 self._by_path[child.path] = child
+                self._eff_guaranteed = {}
             q = child
         if not q.is_leaf:
             raise ConflictError(f"queue {q.path!r} is a parent queue, applications need a leaf queue")
@@ -282,6 +292,7 @@ class QueueTree:
         if max_res is not None or guaranteed is not None:
             q.max = max_res
             q.guaranteed = guaranteed
+            self._eff_guaranteed = {}
 
     # ------------------------------------------------------------------------------------------------
     # applications placed in a queue (for draining / clean-up decisions)
@@ -310,8 +321,25 @@ class QueueTree:
             self._detach(q)
             q = parent
 
+    def effective_guaranteed(self, q: Queue) -> Mapping[str, int]:
+        """A queue's guaranteed as its subtree holds it: its own amount of a resource, else the sum of its
+        children's (a parent without a guaranteed passes its children's up, as V-18 reads it)."""
+        found = self._eff_guaranteed.get(q.path)
+        if found is None:
+            found = dict(q.guaranteed._values) if q.guaranteed is not None else {}
+            for child in q.children.values():
+                for name, amount in self.effective_guaranteed(child).items():
+                    if q.guaranteed is None or name not in q.guaranteed._values:
+                        found[name] = found.get(name, 0) + amount
+            self._eff_guaranteed[q.path] = found
+        return found
+
     def _detach(self, q: Queue) -> None:
         assert q.parent is not None
+        self._eff_guaranteed = {}
+        if q.borrowing_limit is not None or q.lending_limit is not None:
+            q.borrowing_limit = q.lending_limit = None
+            self._limits.rebuild([x for x in self._walk(self._root) if x is not q])
         q.parent.children.pop(q.name, None)
         self._by_path.pop(q.path, None)
 
@@ -371,7 +399,14 @@ class QueueTree:
                 if used.get(name, 0) + amount > (limit if limit > 0 else 0):
                     limits.append(self._over(q, request, max_res, strict=strict))
                     break
+        if self._limits.active:
+            limits.extend(self._limits.check(self._get(path), request, self._cluster))
         return limits
+
+    @property
+    def limits(self) -> Limits:
+        """The tree's borrowing and lending limits (:mod:`quotaplane.queues.limits`)."""
+        return self._limits
 
     @staticmethod
     def _over(q: Queue, request: Mapping[str, int], max_res: Resource | None, *,
