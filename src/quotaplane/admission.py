@@ -18,13 +18,14 @@ from typing import Any
 
 from quotaplane.config.identity import check_name
 from quotaplane.errors import InputError
+from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["AllocationSpec", "PolicySet", "admit", "apply_all", "as_resource", "check_all", "check_id",
-           "validate_spec"]
+           "check_labels", "validate_spec"]
 
 #: (policy that let it go, allocation key): an allocation a policy preempted while admitting another
 Preempted = tuple[QuotaPolicy, str]
@@ -147,6 +148,10 @@ class AllocationSpec:
     node: str | None = None
     #: YuniKorn's ``allocationTags`` (string to string), None: none
     tags: dict[str, str] | None = None
+    #: where it may run (node selector, affinity, tolerations), for choosing its flavors; None: anywhere
+    constraints: FlavorRequest | None = None
+    #: set when ``resource`` is already charged per these flavors (resource → flavor): no search
+    flavors: dict[str, str] | None = None
 
 
 def check_id(value: object, what: str) -> str:
@@ -174,7 +179,8 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
 
 def validate_spec(application_id: Any, allocation_key: Any, resource: Any, priority: Any = 0,
                   preemptible: Any = True, placeholder: Any = False, task_group: Any = None,
-                  node: Any = None, tags: Any = None) -> AllocationSpec:
+                  node: Any = None, tags: Any = None, node_selector: Any = None, node_affinity: Any = None,
+                  tolerations: Any = None) -> AllocationSpec:
     """Check the arguments of ``Partition.allocate`` (``ValueError`` naming the first bad one)."""
     check_id(application_id, "application id")
     check_id(allocation_key, "allocation key")
@@ -184,8 +190,26 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     _check_flags(priority, preemptible, placeholder, task_group)
     if node is not None:
         check_id(node, "node id")
+    constraints = None
+    if node_selector is not None or node_affinity is not None or tolerations is not None:
+        constraints = FlavorRequest.parse(node_selector, node_affinity, tolerations) or None
     return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None, node, check_tags(tags))
+                          task_group or None, node, check_tags(tags), constraints)
+
+
+def check_labels(labels: Any) -> dict[str, str] | None:
+    """Node labels: an object of non-empty label names to string values (``ValueError`` naming the
+    first bad entry); None: none given."""
+    if labels is None:
+        return None
+    if not isinstance(labels, Mapping):
+        raise ValueError("node labels must be an object of label to value")
+    for k, v in labels.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError(f"node label {k!r}: the name must be a non-empty string")
+        if not isinstance(v, str):
+            raise ValueError(f"node label {k!r}: the value must be a string, not {type(v).__name__}")
+    return dict(labels)
 
 
 def check_tags(tags: Any) -> dict[str, str] | None:

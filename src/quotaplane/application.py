@@ -138,8 +138,8 @@ class Allocation:
     it was admitted. ``node`` is the node it runs on, when known (issue 15 #2).
     """
 
-    __slots__ = ("allocation_key", "application_id", "config_seq", "node", "placeholder", "preemptible",
-                 "priority", "resource", "tags", "task_group", "time")
+    __slots__ = ("allocation_key", "application_id", "config_seq", "flavors", "node", "placeholder",
+                 "preemptible", "priority", "resource", "tags", "task_group", "time")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -156,6 +156,8 @@ class Allocation:
         self.node: str | None = None
         #: YuniKorn's ``allocationTags`` (e.g. the pod it is), None when none were given
         self.tags: dict[str, str] | None = None
+        #: the resource flavor of each requested resource counted per flavor (docs/flavors.md), None: none
+        self.flavors: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""
@@ -179,6 +181,8 @@ class Allocation:
             out["nodeID"] = node
         if self.tags:
             out["allocationTags"] = dict(sorted(self.tags.items()))
+        if self.flavors:
+            out["flavors"] = dict(self.flavors)
         return out
 
     def __repr__(self) -> str:

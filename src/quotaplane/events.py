@@ -213,12 +213,14 @@ class NodeAdded(Event):
 
     TYPE: ClassVar[str] = "node_added"
     FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _opt(_bool),
-                                          "t": _opt(_float)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"schedulable", "t"})
+                                          "t": _opt(_float), "labels": _opt(_tags)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"schedulable", "t", "labels"})
     node: str
     capacity: Resource
     schedulable: bool | None = None
     t: float | None = None
+    #: the node's labels, written only when given (they select its resource flavors, docs/flavors.md)
+    labels: dict[str, str] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -228,12 +230,14 @@ class NodeUpdated(Event):
 
     TYPE: ClassVar[str] = "node_updated"
     FIELDS: ClassVar[dict[str, _Conv]] = {"node": _str, "capacity": _res, "schedulable": _bool,
-                                          "t": _opt(_float)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"t"})
+                                          "t": _opt(_float), "labels": _opt(_tags)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"t", "labels"})
     node: str
     capacity: Resource
     schedulable: bool
     t: float | None = None
+    #: the node's labels after the change, written only when they changed (None: unchanged)
+    labels: dict[str, str] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -299,14 +303,16 @@ class Allocated(Event):
     ``preempted`` is ``None`` in a snapshot's rebuild list (the preemptions happened before it).
     ``node``: the node it runs on, when the caller named one (written only then). ``tags``: the
     allocation's tags (YuniKorn's ``allocationTags``, e.g. the pod it is), written only when given.
+    ``flavors``: the resource flavor chosen for each requested resource counted per flavor
+    (docs/flavors.md), written only then; ``resource`` is what was charged, flavored names included.
     """
 
     TYPE: ClassVar[str] = "allocated"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "key": _str, "resource": _res, "priority": _int, "preemptible": _bool,
         "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs),
-        "node": _opt(_str), "tags": _opt(_tags)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node", "tags"})
+        "node": _opt(_str), "tags": _opt(_tags), "flavors": _opt(_tags)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node", "tags", "flavors"})
     app: str
     key: str
     resource: Resource
@@ -318,6 +324,7 @@ class Allocated(Event):
     preempted: tuple[str, ...] | None = None
     node: str | None = None
     tags: dict[str, str] | None = None
+    flavors: dict[str, str] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
@@ -329,7 +336,7 @@ class Allocated(Event):
             task_group, preempted, node = data["task_group"], data.get("preempted"), data.get("node")
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
-        if "tags" in data:
+        if "tags" in data or "flavors" in data:
             return _generic_from_json(cls, data)        # rare: the written-out path stays the common one
         if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
                 and type(placeholder) is bool and (task_group is None or type(task_group) is str)
@@ -357,6 +364,8 @@ class Allocated(Event):
             out["node"] = self.node
         if self.tags is not None:
             out["tags"] = dict(self.tags)
+        if self.flavors is not None:
+            out["flavors"] = dict(self.flavors)
         return out
 
 
@@ -420,8 +429,9 @@ class AskAdded(Event):
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "key": _str, "app": _str, "resource": _res, "priority": _int, "preemptible": _bool, "seq": _int,
         "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str), "places": _opt(_strs),
-        "overtaken": _opt(_int), "tags": _opt(_tags)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken", "tags"})
+        "overtaken": _opt(_int), "tags": _opt(_tags), "constraints": _opt(_any_map)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken", "tags",
+                                                "constraints"})
     key: str
     app: str
     resource: Resource
@@ -437,6 +447,9 @@ class AskAdded(Event):
     overtaken: int | None = None
     #: the ask's tags (YuniKorn's ``allocationTags``), written only when given
     tags: dict[str, str] | None = None
+    #: where it may run, for choosing its resource flavors (``nodeSelector``, ``affinity``,
+    #: ``tolerations``; docs/flavors.md), written only when given
+    constraints: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -37,6 +37,8 @@ CODES: tuple[str, ...] = (
     "queue.max",
     "queue.maxapplications",
     "queue.reserved",
+    "queue.borrowinglimit",
+    "queue.lendinglimit",
     "root.capacity",
     "user.maxresources",
     "user.maxapplications",
@@ -46,6 +48,8 @@ CODES: tuple[str, ...] = (
     "elastic.runtime",
     "elastic.min",
     "forest.quota",
+    "flavor.nomatch",
+    "flavor.none",
 )
 
 #: Why allocations were taken away (the ``reason`` of a ``preempted`` event; docs/preemption.md).
@@ -100,6 +104,10 @@ class Decision:
     it preempts (``hold_preempted``, the Kubernetes front), a request that needs preemption is not
     allocated: ``preempted`` names the victims it waits for (they stay charged until released) and
     the request waits for their room as a pending ask.
+
+    With resource flavors (docs/flavors.md), ``flavors`` gives the flavor chosen for each requested
+    resource counted per flavor, and ``flavor_attempts`` every flavor the search tried, in order, with
+    its mode, borrowing level and reasons (:class:`quotaplane.flavors.assign.Attempt`).
     """
 
     allocated: bool
@@ -107,6 +115,8 @@ class Decision:
     preempted: list[str] = field(default_factory=list)
     queue: str = ""
     allocation_key: str = ""
+    flavors: dict[str, str] = field(default_factory=dict)
+    flavor_attempts: tuple[Any, ...] = ()
 
     def __bool__(self) -> bool:
         return self.allocated
@@ -121,6 +131,10 @@ class Decision:
         out["reasons"] = [v.to_dict() for v in self.reasons]
         if self.preempted:
             out["preempted"] = list(self.preempted)
+        if self.flavors:
+            out["flavors"] = dict(self.flavors)
+        if self.flavor_attempts:
+            out["flavorAttempts"] = [a.to_dict() for a in self.flavor_attempts]
         return out
 
 

@@ -271,9 +271,9 @@ def _count_tries(p: Partition, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     tried: list[str] = []
     real = Txn.admit
 
-    def counting(tx: Txn, spec: Any) -> Any:
+    def counting(tx: Txn, spec: Any, *args: Any) -> Any:
         tried.append(spec.allocation_key)
-        return real(tx, spec)
+        return real(tx, spec, *args)
 
     monkeypatch.setattr(Txn, "admit", counting)
     return tried

@@ -14,7 +14,8 @@ __all__ = ["GroupStatic", "Pod", "Quota", "describe_quota", "limited_of"]
 class Pod:
     """One pod of a quota (pod form of the contract)."""
 
-    __slots__ = ("asked", "assigned", "pod_id", "preemptible", "priority", "quota", "request", "start_time")
+    __slots__ = ("asked", "asked_request", "assigned", "pod_id", "preemptible", "priority", "quota",
+                 "request", "start_time")
 
     def __init__(self, pod_id: str, quota: str, request: Dims, priority: int, preemptible: bool,
                  assigned: bool, start_time: float) -> None:
@@ -27,6 +28,9 @@ class Pod:
         self.start_time = start_time
         #: added pending (a waiting ask, PR-K1): undoing its assignment makes it pending again
         self.asked = not assigned
+        #: the request it waited with, when it was assigned with another (charged under resource
+        #: flavors: docs/flavors.md); undoing the assignment puts it back
+        self.asked_request: Dims | None = None
 
     def dump(self) -> dict[str, Any]:
         """The pod as plain sorted data (``dump_state``)."""

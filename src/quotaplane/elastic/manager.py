@@ -285,20 +285,33 @@ class ElasticQuotaManager:
             self._count_used(q, pod, 1)
         self._rt.leaf_changed(q)
 
-    def assign_pod(self, pod_id: str, *, start_time: float | None = None) -> None:
+    def assign_pod(self, pod_id: str, *, start_time: float | None = None,
+                   request: Mapping[str, int] | None = None) -> None:
         """Mark a pending pod as assigned (bound); it now counts in used. Unknown id: ``KeyError``.
 
-        ``start_time``: when it was assigned (decision P6: victims' age), when given.
+        ``start_time``: when it was assigned (decision P6: victims' age), when given. ``request``: what
+        it is assigned with, when that differs from what it waited with (a request charged under a
+        resource flavor, docs/flavors.md); :meth:`unassign_pod` puts the waiting one back.
         """
         pod = self._pods[pod_id]
         if pod.assigned:
             return
+        q = self._q[pod.quota]
+        if request is not None:
+            req = dict(nonneg(request)._values)
+            if req != pod.request:
+                add_into(q.raw_request, pod.request, -1)
+                add_into(q.raw_request, req)
+                pod.asked_request, pod.request = pod.request, req
         pod.assigned = True
         if start_time is not None:
             pod.start_time = float(start_time)
-        q = self._q[pod.quota]
         self._count_used(q, pod, 1)
         self._rt.leaf_changed(q)
+
+    def pod_request(self, pod_id: str) -> Resource:
+        """What a known pod requests (``KeyError`` otherwise)."""
+        return Resource.of(dict(self._pods[pod_id].request))
 
     def unassign_pod(self, pod_id: str, *, start_time: float = 0.0) -> None:
         """Undo :meth:`assign_pod`: the pod is pending again (its request still counts). Unknown id:
@@ -310,6 +323,10 @@ class ElasticQuotaManager:
         pod.start_time = float(start_time)
         q = self._q[pod.quota]
         self._count_used(q, pod, -1)
+        if pod.asked_request is not None:
+            add_into(q.raw_request, pod.request, -1)
+            add_into(q.raw_request, pod.asked_request)
+            pod.request, pod.asked_request = pod.asked_request, None
         self._rt.leaf_changed(q)
 
     def is_pending(self, pod_id: str) -> bool:
@@ -450,15 +467,19 @@ class ElasticQuotaManager:
                                               include_request=include_request)]
 
     def violations(self, name: str, request: Mapping[str, int], *, preemptible: bool = True,
-                   include_request: bool = False) -> list[Violation]:
+                   include_request: bool = False, extra: Mapping[str, int] | None = None) -> list[Violation]:
         """:meth:`check` as ``(code, quota, message, shortfall)`` tuples (codes ``elastic.runtime`` /
-        ``elastic.min``; the shortfall is how much is missing per resource name)."""
+        ``elastic.min``; the shortfall is how much is missing per resource name). ``extra``: demand
+        the quota's request lacks (a waiting pod charged under a resource flavor it did not wait with)."""
         q = self._leaf(name)
         req = mask(nonneg(request)._values, q.max)
+        more = mask(nonneg(extra)._values, q.max) if extra else None
         if name in SPECIAL_QUOTAS:
             limits = {name: q.max}
         elif include_request:
             limits = self._rt.runtime_with_extra(q, req)
+        elif more:
+            limits = self._rt.runtime_with_extra(q, more)
         else:
             self._rt.ensure(q)
             limits = {name: q.runtime}

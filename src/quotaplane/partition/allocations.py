@@ -13,11 +13,13 @@ from collections.abc import Sequence
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, check_all
 from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.partition.asks import add_ask
 from quotaplane.partition.follow_up import freed, freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.policy import Decision
 from quotaplane.resources import Resource
+from quotaplane.scheduling import flavoring
 from quotaplane.scheduling.preemption import plan, preempt_for
 from quotaplane.state.handlers import PartitionState
 
@@ -35,11 +37,17 @@ def _after_direct(tx: Txn) -> None:
 
 
 def what_if(state: PartitionState, now: float, application_id: str, resource: Resource, priority: int,
-            preemptible: bool) -> Decision:
+            preemptible: bool, constraints: FlavorRequest | None = None) -> Decision:
     """The decision :func:`allocate` would give now, with every reason; changes nothing. A request it
     would admit by preempting others (E6) is answered allocated with those keys in ``preempted``; while
-    the partition holds what it preempts, not allocated (it would wait for them), with the same keys."""
+    the partition holds what it preempts, not allocated (it would wait for them), with the same keys.
+    One counted per flavor names the flavors it would be charged under (docs/flavors.md)."""
     app = state.active_app(application_id)
+    if state.flavors is not None:
+        flavored = flavoring.what_if(state, app, AllocationSpec(application_id, "", resource, priority,
+                                                                preemptible, constraints=constraints), now)
+        if flavored is not None:
+            return flavored
     req = state.request(app, "", resource, priority, preemptible, first=not app.counted)
     reasons = check_all(state.policies, req)
     if reasons:

@@ -38,11 +38,12 @@ import quotaplane.partition.recovery as recovery
 import quotaplane.partition.subscriptions as subscriptions
 import quotaplane.partition.timers as timers
 import quotaplane.state.views as views
-from quotaplane.admission import AllocationSpec, as_resource, check_id, validate_spec
+from quotaplane.admission import AllocationSpec, as_resource, check_id, check_labels, validate_spec
 from quotaplane.application import GANG_SOFT, Allocation, Application
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import InputError, JournalReplayError, NotFoundError
+from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.history.partition import PartitionHistory
 from quotaplane.journal.base import Journal
 from quotaplane.journal.group_commit import DEFAULT_MAX_EVENTS, Background, GroupCommit, Offload
@@ -170,9 +171,16 @@ class Partition:
         return list(self._core.state.policies.extensions)
 
     def nodes(self) -> dict[str, Resource]:
-        """Registered nodes and their capacities, by node id."""
+        """Registered nodes and their capacities, by node id. With resource flavors a node's capacity
+        also counts each resource of the flavors its labels select under the flavored name
+        (``nvidia.com/gpu@a100``, docs/flavors.md), as the cluster's total does."""
         with self._core.lock:
-            return dict(sorted(self._core.state.nodes.items()))
+            state = self._core.state
+            catalog = state.flavors
+            if catalog is None:
+                return dict(sorted(state.nodes.items()))
+            labels = state.node_labels
+            return {n: catalog.node_capacity(c, labels.get(n)) for n, c in sorted(state.nodes.items())}
 
     def node_schedulable(self, node_id: str) -> bool:
         """False for a registered node that takes no new allocations (cordoned); its capacity is not in
@@ -288,34 +296,45 @@ class Partition:
 
     # -- allocations --------------------------------------------------------------------------------
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
-                preemptible: bool = True) -> Decision:
+                preemptible: bool = True, node_selector: Mapping[str, str] | None = None,
+                node_affinity: Sequence[Mapping[str, Any]] | None = None,
+                tolerations: Sequence[Mapping[str, str]] | None = None) -> Decision:
         """The decision :meth:`allocate` would give now, with every reason; changes nothing.
 
         A request that :meth:`allocate` would admit by preempting others (E6) is answered allocated,
         with those allocation keys in ``preempted`` (REST ``wouldPreempt``); while the partition holds
-        what it preempts (:attr:`hold_preempted`), not allocated, as :meth:`allocate` would answer.
+        what it preempts (:attr:`hold_preempted`), not allocated, as :meth:`allocate` would answer. One
+        counted per resource flavor names the flavors it would be charged under.
         """
         res = as_resource(resource)
+        constraints = None
+        if node_selector is not None or node_affinity is not None or tolerations is not None:
+            constraints = FlavorRequest.parse(node_selector, node_affinity, tolerations) or None
         with self._core.lock:
             return allocations.what_if(self._core.state, self.clock(), application_id, res, priority,
-                                       preemptible)
+                                       preemptible, constraints)
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
                  task_group: str | None = None, node: str | None = None,
-                 tags: Mapping[str, str] | None = None, preempt: bool = True) -> Decision:
+                 tags: Mapping[str, str] | None = None, preempt: bool = True,
+                 node_selector: Mapping[str, str] | None = None,
+                 node_affinity: Sequence[Mapping[str, Any]] | None = None,
+                 tolerations: Sequence[Mapping[str, str]] | None = None) -> Decision:
         """Admit one allocation through every policy (Q2), journal it, then answer (S1).
 
         ``placeholder=True`` marks a gang placeholder (``task_group`` required); ``node`` names the
         registered node it runs on, when known (quota is decided without it); ``tags`` are YuniKorn's
-        ``allocationTags``, kept with it. Unknown application or node: NotFoundError; existing
-        ``allocation_key``: ConflictError (nothing counted twice). ``preempt=False``: nothing is
-        preempted for it (a running pod the Kubernetes front adopts again). While the partition holds
-        what it preempts (:attr:`hold_preempted`), a request that needs preemption is refused with its
-        held victims in ``preempted`` and waits for their room as a pending ask.
+        ``allocationTags``, kept with it. ``node_selector``, ``node_affinity`` (Kubernetes'
+        ``nodeSelectorTerms``) and ``tolerations`` restrict the resource flavors it may be charged under
+        (docs/flavors.md). Unknown application or node: NotFoundError; existing ``allocation_key``:
+        ConflictError (nothing counted twice). ``preempt=False``: nothing is preempted for it (a running
+        pod the Kubernetes front adopts again). While the partition holds what it preempts
+        (:attr:`hold_preempted`), a request that needs preemption is refused with its held victims in
+        ``preempted`` and waits for their room as a pending ask.
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group, node, tags)
+                             task_group, node, tags, node_selector, node_affinity, tolerations)
         with Txn(self._core) as tx:
             return allocations.allocate(tx, spec, preempt=preempt)
 
@@ -336,7 +355,9 @@ class Partition:
                 item.get("allocation_key", item.get("allocationKey")), item.get("resource"),
                 item.get("priority", 0), item.get("preemptible", True), item.get("placeholder", False),
                 item.get("task_group", item.get("taskGroupName")), item.get("node", item.get("nodeID")),
-                item.get("tags", item.get("allocationTags"))))
+                item.get("tags", item.get("allocationTags")),
+                item.get("node_selector", item.get("nodeSelector")),
+                item.get("node_affinity", item.get("nodeAffinity")), item.get("tolerations")))
         return self.allocate_specs(specs)
 
     def allocate_specs(self, specs: Sequence[AllocationSpec]) -> list[Decision]:
@@ -384,29 +405,47 @@ class Partition:
 
     # -- nodes --------------------------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, int] | Resource, *,
-                 schedulable: bool = True) -> None:
+                 schedulable: bool = True, labels: Mapping[str, str] | None = None) -> None:
         """Register a node; the root queue's max grows by its capacity (seed 004); duplicate: Conflict.
 
         A node registered ``schedulable=False`` (cordoned) adds nothing to the cluster's capacity until
-        :meth:`update_node` makes it schedulable.
+        :meth:`update_node` makes it schedulable. ``labels`` (label → value) select the resource flavors
+        it counts for (docs/flavors.md "Nodes").
         """
         check_id(node_id, "node id")
         if not isinstance(schedulable, bool):
             raise InputError("schedulable must be a boolean")
         res = as_resource(capacity, "capacity")
         with Txn(self._core) as tx:
-            nodes.add_node(tx, node_id, res, schedulable)
+            nodes.add_node(tx, node_id, res, schedulable, check_labels(labels))
 
     def update_node(self, node_id: str, *, capacity: Mapping[str, int] | Resource | None = None,
-                    schedulable: bool | None = None) -> None:
-        """Change a node's capacity or schedulability (cordon: ``schedulable=False`` keeps the node and
-        the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
+                    schedulable: bool | None = None, labels: Mapping[str, str] | None = None) -> None:
+        """Change a node's capacity, schedulability or labels (cordon: ``schedulable=False`` keeps the
+        node and the allocations on it, and takes its capacity out of the cluster's total). Unknown node:
         NotFoundError; nothing to change: no event."""
         with Txn(self._core) as tx:
             if schedulable is not None and not isinstance(schedulable, bool):
                 raise InputError("schedulable must be a boolean")
             nodes.update_node(tx, node_id, None if capacity is None else as_resource(capacity, "capacity"),
-                              schedulable)
+                              schedulable, check_labels(labels))
+
+    def node_labels(self, node_id: str) -> dict[str, str]:
+        """The labels a node was registered with ({} when none). Unknown node: NotFoundError."""
+        with self._core.lock:
+            state = self._core.state
+            if node_id not in state.nodes:
+                raise NotFoundError(f"node {node_id!r} not found in partition {state.name!r}")
+            return dict(state.node_labels.get(node_id, {}))
+
+    def node_flavors(self, node_id: str) -> list[str]:
+        """The resource flavors a node counts for, in the partition's order ([] without flavors)."""
+        with self._core.lock:
+            state = self._core.state
+            labels = state.node_labels.get(node_id)
+            if node_id not in state.nodes:
+                raise NotFoundError(f"node {node_id!r} not found in partition {state.name!r}")
+            return [] if state.flavors is None else state.flavors.node_flavors(labels)
 
     def remove_node(self, node_id: str) -> None:
         """Remove a node; the root queue's max shrinks and every allocation on the node is released
@@ -458,14 +497,19 @@ class Partition:
 
     def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                 priority: int = 0, preemptible: bool = True, placeholder: bool = False,
-                task_group: str | None = None, tags: Mapping[str, str] | None = None) -> Ask:
+                task_group: str | None = None, tags: Mapping[str, str] | None = None,
+                node_selector: Mapping[str, str] | None = None,
+                node_affinity: Sequence[Mapping[str, Any]] | None = None,
+                tolerations: Sequence[Mapping[str, str]] | None = None) -> Ask:
         """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
 
         Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
         :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
+        ``node_selector``, ``node_affinity`` and ``tolerations`` as for :meth:`allocate`.
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group, tags=tags)
+                             task_group, tags=tags, node_selector=node_selector, node_affinity=node_affinity,
+                             tolerations=tolerations)
         with Txn(self._core) as tx:
             return asks.add_ask(tx, spec)
 

@@ -33,32 +33,43 @@ def _known(tx: Txn, node_id: str) -> Resource:
     return capacity
 
 
-def add_node(tx: Txn, node_id: str, capacity: Resource, schedulable: bool) -> None:
-    """Register a node; the cluster (the root queue's max) grows by its capacity unless it is cordoned."""
+def add_node(tx: Txn, node_id: str, capacity: Resource, schedulable: bool,
+             labels: Mapping[str, str] | None = None) -> None:
+    """Register a node; the cluster (the root queue's max) grows by its capacity unless it is cordoned.
+    ``labels`` select the resource flavors it counts for (docs/flavors.md)."""
     state = tx.state
     if node_id in state.nodes:
         raise ConflictError(f"node {node_id!r} already exists in partition {state.name!r}")
     # issue 14 #4: the cluster size is served as the root's maxResource; Go clients read int64
-    check_int64_sum(state.total, capacity, f"node {node_id!r}: the cluster's total")
+    counted = capacity if state.flavors is None else state.flavors.node_capacity(capacity, labels)
+    check_int64_sum(state.total, counted, f"node {node_id!r}: the cluster's total")
     tx.apply(E.NodeAdded(node=node_id, capacity=capacity, schedulable=None if schedulable else False,
-                         t=tx.clock()))
+                         t=tx.clock(), labels=dict(sorted(labels.items())) if labels else None))
     # the cluster grew: only what waits on the root's max or on another policy can move (issue 39)
     tx.after(tx.core.scheduler.cluster_grew)
 
 
-def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: bool | None) -> None:
-    """Change a node's capacity or schedulability; nothing to change: no event."""
+def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: bool | None,
+                labels: Mapping[str, str] | None = None) -> None:
+    """Change a node's capacity, schedulability or labels (None: unchanged); nothing to change: no
+    event."""
     state = tx.state
     before = _known(tx, node_id)
     was = state.node_index.schedulable(node_id)
     new_cap = before if capacity is None else capacity
     now = was if schedulable is None else schedulable
-    if new_cap == before and now == was:
+    old_labels = state.node_labels.get(node_id, {})
+    new_labels = None if labels is None or dict(labels) == old_labels else dict(sorted(labels.items()))
+    if new_cap == before and now == was and new_labels is None:
         return
-    others = NodeIndex.total({n: c for n, c in state.nodes.items() if n != node_id},
+    catalog = state.flavors
+    others = NodeIndex.total({n: c if catalog is None else catalog.node_capacity(c, state.node_labels.get(n))
+                              for n, c in state.nodes.items() if n != node_id},
                              state.node_index.unschedulable)
-    check_int64_sum(others, new_cap, f"node {node_id!r}: the cluster's total")
-    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock()))
+    counted = new_cap if catalog is None else \
+        catalog.node_capacity(new_cap, old_labels if new_labels is None else new_labels)
+    check_int64_sum(others, counted, f"node {node_id!r}: the cluster's total")
+    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock(), labels=new_labels))
     tx.after(tx.core.scheduler.cluster_grew)     # the cluster may have grown (issue 39)
 
 

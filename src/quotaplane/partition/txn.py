@@ -39,13 +39,16 @@ from quotaplane.admission import AllocationSpec, admit
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.policy import Decision
 from quotaplane.resources import Resource
+from quotaplane.scheduling import flavoring
 from quotaplane.state.marks import AllocationUndo, AppMark
 from quotaplane.state.undo import Undo, undo_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.flavors.assign import Attempt
     from quotaplane.journal.group_commit import GroupCommit
     from quotaplane.journal.log import PartitionLog
     from quotaplane.notices import Notifier
+    from quotaplane.scheduling.asks import Ask
     from quotaplane.scheduling.runner import PendingAsks
     from quotaplane.state.handlers import PartitionState
 
@@ -250,10 +253,13 @@ class Txn:
         else:
             self._undos.append(undo)
 
-    def admit(self, spec: AllocationSpec) -> Decision:
+    def admit(self, spec: AllocationSpec, ask: Ask | None = None) -> Decision:
         """Admit ``spec`` through every policy (Q2) and apply it as an ``allocated`` event, or refuse
         it changing nothing. Unknown or inactive application, unknown node: NotFoundError or
-        ConflictError; an allocation key that exists: ConflictError (nothing counted twice)."""
+        ConflictError; an allocation key that exists: ConflictError (nothing counted twice).
+
+        With resource flavors the request's flavors are chosen first (docs/flavors.md; ``ask``: the
+        waiting ask it is, whose preemption the search may plan), and it is charged under them."""
         state = self.state
         app = state.active_app(spec.application_id)
         key = spec.allocation_key
@@ -262,20 +268,28 @@ class Txn:
         if spec.node is not None and spec.node not in state.nodes:
             raise NotFoundError(f"node {spec.node!r} not found in partition {state.name!r}")
         t = self.clock()
-        req = state.request(app, key, spec.resource, spec.priority, spec.preemptible, first=not app.counted,
-                            t=t)
+        resource, flavors = spec.resource, spec.flavors
+        attempts: tuple[Attempt, ...] = ()
+        if state.flavors is not None and flavors is None:
+            choice = flavoring.choose_for(state, app, spec, ask, t)
+            if choice is not None:
+                if choice.mode != flavoring.FIT:
+                    return flavoring.refusal(choice, app, key)
+                resource, flavors, attempts = choice.resource, choice.flavors, choice.attempts
+        req = state.request(app, key, resource, spec.priority, spec.preemptible, first=not app.counted, t=t)
         try:
             refused, preempted = admit(state.policies, req)
             if refused:
-                return Decision(False, refused, queue=app.queue_path, allocation_key=key)
+                return Decision(False, refused, queue=app.queue_path, allocation_key=key,
+                                flavor_attempts=attempts)
             # the policies counted it; the application's lifecycle moves below
             before = AppMark(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
                              app.log_mark(), app.max_used)
-            ev = E.Allocated(app=spec.application_id, key=key, resource=spec.resource, priority=spec.priority,
+            ev = E.Allocated(app=spec.application_id, key=key, resource=resource, priority=spec.priority,
                              preemptible=spec.preemptible, placeholder=spec.placeholder,
                              task_group=spec.task_group, t=t,
                              preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node,
-                             tags=spec.tags)
+                             tags=spec.tags, flavors=flavors or None)
             undo = AllocationUndo(req, before, state.waiting.asks.get(key))
             state.after_allocated(app, ev, preempted)
         except BaseException:
@@ -285,7 +299,8 @@ class Txn:
         self._undos.append(functools.partial(state.undo_allocated, ev, undo))
         if ev.preempted:            # a policy released others for it: only a rebuild gives them back
             self._irreversible = True
-        return Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key)
+        return Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key,
+                        flavors=flavors or {}, flavor_attempts=attempts)
 
     def replace(self, placeholder_key: str, allocation_key: str, resource: Resource) -> Decision:
         """Replace gang placeholder ``placeholder_key`` by the real allocation (seed 001,
@@ -299,6 +314,9 @@ class Txn:
         if allocation_key in state.allocs:
             raise ConflictError(f"allocation {allocation_key!r} already exists in partition {state.name!r}")
         app = state.active_app(ph.application_id)
+        if ph.flavors and state.flavors is not None:
+            # the real allocation takes the flavors its placeholder held (docs/flavors.md)
+            resource = flavoring.pinned(state.flavors, AllocationSpec("", "", resource), ph.flavors).resource
         ev = E.Replaced(placeholder=placeholder_key, key=allocation_key, resource=resource, t=self.clock())
         try:
             replacement = state.replacement(ev)

@@ -72,8 +72,13 @@ class ElasticPolicy(QuotaPolicy):
         try:
             # a waiting ask is in its quota's request already (PR-K2): the runtime counts it once
             waiting = self.manager.is_pending(request.allocation_key)
+            extra = None
+            if waiting:
+                # charged under a resource flavor it did not wait with: that demand is not counted yet
+                asked = self.manager.pod_request(request.allocation_key)
+                extra = {k: v - asked.get(k, 0) for k, v in request.resource.items() if v > asked.get(k, 0)}
             found = self.manager.violations(quota, request.resource, preemptible=request.preemptible,
-                                            include_request=not waiting)
+                                            include_request=not waiting, extra=extra)
         except QuotaValidationError as exc:
             # Reference §3.4: pods cannot be linked to a parent quota.
             return [Violation(policy="elastic", code="elastic.runtime", path=quota, message=exc.message,
@@ -107,8 +112,8 @@ class ElasticPolicy(QuotaPolicy):
         quota = self.quota_of(request)
         key = request.allocation_key
         try:
-            if self.manager.is_pending(key):
-                self.manager.assign_pod(key, start_time=request.time)      # the waiting ask is allocated
+            if self.manager.is_pending(key):                               # the waiting ask is allocated
+                self.manager.assign_pod(key, start_time=request.time, request=request.resource)
             else:
                 self.manager.add_pod(quota, key, request.resource, priority=request.priority,
                                      preemptible=request.preemptible, assigned=True, start_time=request.time)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from quotaplane.events import AskAdded
+from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.policy import Violation
 from quotaplane.resources import Resource
 
@@ -30,6 +31,7 @@ class Ask:
         "allocation_key",
         "application_id",
         "bound",
+        "constraints",
         "created",
         "overtaken",
         "place_paths",
@@ -77,6 +79,8 @@ class Ask:
         self.reserve_at = float("inf")
         #: YuniKorn's ``allocationTags`` of the request (the allocation inherits them), None: none
         self.tags: dict[str, str] | None = None
+        #: where it may run, for choosing its resource flavors (docs/flavors.md), None: anywhere
+        self.constraints: FlavorRequest | None = None
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -110,7 +114,8 @@ class Ask:
                         priority=self.priority, preemptible=self.preemptible, seq=self.seq, t=self.created,
                         placeholder=True if self.placeholder else None, task_group=self.task_group,
                         places=self.places or None, overtaken=self.overtaken or None,
-                        tags=dict(self.tags) if self.tags else None)
+                        tags=dict(self.tags) if self.tags else None,
+                        constraints=self.constraints.to_dict() if self.constraints else None)
 
     @classmethod
     def from_event(cls, ev: AskAdded) -> Ask:
@@ -119,6 +124,8 @@ class Ask:
                   placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
         ask.overtaken = ev.overtaken or 0
         ask.tags = dict(ev.tags) if ev.tags else None
+        if ev.constraints:
+            ask.constraints = FlavorRequest.from_dict(ev.constraints) or None
         return ask
 
     def __repr__(self) -> str:

@@ -40,6 +40,7 @@ from quotaplane.resources import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation
+    from quotaplane.queues.limits import Limits
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
@@ -55,8 +56,9 @@ __all__ = [
     "preemption_delay",
 ]
 
-#: refusals that YuniKorn preemption may lift (PR-Y2: queue headroom, node capacity)
-QUEUE_CODES = frozenset({"queue.max", "root.capacity"})
+#: refusals that YuniKorn preemption may lift (PR-Y2: queue headroom, node capacity; and a queue's
+#: headroom that another queue's lending limit keeps: victims above their guaranteed free it too)
+QUEUE_CODES = frozenset({"queue.max", "root.capacity", "queue.lendinglimit"})
 
 #: ``preemption.delay`` when unset or invalid (PR-Y3: YuniKorn's 30 s)
 PREEMPTION_DELAY_DEFAULT = 30.0
@@ -173,14 +175,17 @@ def _leaves(fence: Queue, p: float, ask_leaf: Queue) -> list[tuple[Queue, float]
     return out
 
 
-def _short(leaf: Queue, request: Mapping[str, int]) -> dict[str, Dims]:
-    """What the ask misses at each queue of its chain (by path): ``allocated + ask − max`` > 0."""
+def _short(leaf: Queue, request: Mapping[str, int], limits: Limits | None = None) -> dict[str, Dims]:
+    """What the ask misses at each queue of its chain (by path): ``allocated + ask − max`` > 0, with what
+    other queues' lending limits keep under that max counted as used (docs/config.md)."""
     need: dict[str, Dims] = {}
+    lending = limits is not None and bool(limits.lending)
     for q in leaf.chain:
         mx = q.max
         if mx is None:
             continue
         miss = {name: q._alloc.get(name, 0) + amount - mx._values[name]
+                + (limits.held_off(leaf, q, name) if lending and limits is not None and q is not leaf else 0)
                 for name, amount in request.items() if name in mx._values}
         miss = {k: v for k, v in miss.items() if v > 0}
         if miss:
@@ -245,7 +250,8 @@ def below_guaranteed(q: Queue) -> bool:
 
 
 def guarantee_victims(leaf: Queue, request: Resource, priority: int,
-                      allocations_of: Callable[[Queue], Iterable[Allocation]]) -> Eviction | None:
+                      allocations_of: Callable[[Queue], Iterable[Allocation]],
+                      limits: Limits | None = None) -> Eviction | None:
     """The allocations an ask of ``request`` at ``priority`` in ``leaf`` would preempt to restore its
     queue's guaranteed resources (PR-Y), or None. Changes nothing.
 
@@ -255,7 +261,7 @@ def guarantee_victims(leaf: Queue, request: Resource, priority: int,
     req = {k: v for k, v in request._values.items() if v > 0}
     if not req or not _under_guaranteed_after(leaf, req, {}):
         return None
-    need = _short(leaf, req)
+    need = _short(leaf, req, limits)
     if not need:
         return None
     fence = _fence_root(leaf, req)

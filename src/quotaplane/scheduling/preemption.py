@@ -58,7 +58,8 @@ def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequen
     if ask is not None and all(v.code in QUEUE_CODES for v in reasons) and \
             may_preempt_for_guarantee(ask, leaf, now, guarantees_on):
         ask.preempt_after = now + PREEMPT_ATTEMPT_EVERY
-        return guarantee_victims(leaf, request.resource, request.priority, allocations_of)
+        return guarantee_victims(leaf, request.resource, request.priority, allocations_of,
+                                 policies.queue.tree.limits)
     return None
 
 
@@ -168,8 +169,14 @@ def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: A
     """
     state = tx.state
     now = tx.clock()
+    from quotaplane.scheduling.flavoring import for_preemption  # it plans with this module
+
+    flavored = for_preemption(state, spec, refused)
+    if flavored is None:
+        return refused      # no flavor of it may preempt (docs/flavors.md)
+    spec, why = flavored
     found = plan(state, state.apps[spec.application_id], spec.allocation_key, spec.resource, spec.priority,
-                 spec.preemptible, refused, ask, now)
+                 spec.preemptible, why, ask, now)
     if found is None:
         return refused
     keys, eviction = found
@@ -180,12 +187,13 @@ def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: A
         tx.hold(keys, eviction.reason.reason(), spec.allocation_key)
         tx.commit()         # the noted decision
         return Decision(False, list(refused.reasons), list(keys), queue=refused.queue,
-                        allocation_key=refused.allocation_key)
+                        allocation_key=refused.allocation_key, flavor_attempts=refused.flavor_attempts)
     allocs = state.allocs
     tx.apply(E.Preempted(keys=keys, apps=tuple(allocs[k].application_id for k in keys),
                          reason=eviction.reason.reason(), preemptor=spec.allocation_key, t=now))
-    decision = tx.admit(spec)
+    decision = tx.admit(spec, ask)
     tx.commit()
     if not decision.allocated:              # cannot happen: plan() checked that it fits
         return decision
-    return Decision(True, [], list(keys), queue=decision.queue, allocation_key=decision.allocation_key)
+    return Decision(True, [], list(keys), queue=decision.queue, allocation_key=decision.allocation_key,
+                    flavors=decision.flavors, flavor_attempts=refused.flavor_attempts)

@@ -310,8 +310,9 @@ class PendingAsks:
             if placeholder is not None:
                 return self._replace_for(tx, ask, placeholder)
         spec = AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
-                              ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags)
-        decision = tx.admit(spec)
+                              ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags,
+                              constraints=ask.constraints)
+        decision = tx.admit(spec, ask)
         if decision.allocated:
             if tx.uncommitted >= CYCLE_FLUSH_EVERY:
                 tx.commit()

@@ -22,10 +22,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
     from quotaplane.config.model import PartitionConfig
     from quotaplane.events import Event
+    from quotaplane.flavors.catalog import Catalog
     from quotaplane.policy import AdmissionRequest, Decision
     from quotaplane.queues import QueueTree
     from quotaplane.resources import Resource
     from quotaplane.scheduling.order import Rank
+    from quotaplane.scheduling.asks import Ask
     from quotaplane.scheduling.reservations import Reservations
     from quotaplane.scheduling.waiting import Waiting
     from quotaplane.ugm import Manager
@@ -63,6 +65,11 @@ class StateView(Protocol):
 
     @property
     def reservations(self) -> Reservations: ...
+
+    @property
+    def flavors(self) -> Catalog | None:
+        """The partition's resource flavors (None: none declared)."""
+        ...
 
     @property
     def apps(self) -> Mapping[str, Application]: ...
@@ -118,9 +125,9 @@ class Transaction(Protocol):
         """The partition's clock now."""
         ...
 
-    def admit(self, spec: AllocationSpec) -> Decision:
+    def admit(self, spec: AllocationSpec, ask: Ask | None = None) -> Decision:
         """Admit ``spec`` through every policy and apply it (journalled at the next commit point), or
-        refuse it changing nothing."""
+        refuse it changing nothing (``ask``: the waiting ask it is)."""
         ...
 
     def replace(self, placeholder_key: str, allocation_key: str, resource: Resource) -> Decision:

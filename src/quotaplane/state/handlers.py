@@ -34,6 +34,8 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import ConflictError, JournalReplayError, NotFoundError
 from quotaplane.history.partition import PartitionHistory
+from quotaplane.flavors.catalog import Catalog
+from quotaplane.flavors.names import flavors_in
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
@@ -77,6 +79,10 @@ class PartitionState:
         #: waiting asks' reservations (issue 13): checked by every admission (``PolicySet.held``)
         self.reservations = Reservations()
         self.nodes: dict[str, Resource] = {}
+        #: the labels of the nodes registered with labels (they select resource flavors)
+        self.node_labels: dict[str, dict[str, str]] = {}
+        #: the resource flavors (docs/flavors.md), None: the partition declares none
+        self.flavors: Catalog | None = Catalog.of(config)
         #: the allocations on each node and the nodes that take no new ones (issue 15 #2)
         self.node_index = NodeIndex()
         self.total: Resource = _EMPTY
@@ -148,17 +154,36 @@ class PartitionState:
             policy.hold_victims(on)
 
     def set_total(self) -> None:
-        self.total = NodeIndex.total(self.nodes, self.node_index.unschedulable)
+        self.total = self.cluster_total()
         self.queues.set_cluster_resource(self.total)
         for p in self.policies.extension_policies:
             p.set_cluster_resource(self.total)
 
+    def cluster_total(self) -> Resource:
+        """The cluster's capacity from the nodes; with resource flavors, each node also counts under the
+        flavored names of the flavors its labels select (docs/flavors.md "Nodes")."""
+        catalog = self.flavors
+        if catalog is None:
+            return NodeIndex.total(self.nodes, self.node_index.unschedulable)
+        labels = self.node_labels
+        return NodeIndex.total({n: catalog.node_capacity(c, labels.get(n)) for n, c in self.nodes.items()},
+                               self.node_index.unschedulable)
+
     def node_added(self, ev: E.NodeAdded) -> None:
+        if ev.labels:
+            self.node_labels[ev.node] = dict(ev.labels)
+        else:
+            self.node_labels.pop(ev.node, None)
         self.nodes[ev.node] = ev.capacity
         self.node_index.set_schedulable(ev.node, ev.schedulable is not False)
         self.set_total()
 
     def node_updated(self, ev: E.NodeUpdated) -> None:
+        if ev.labels is not None:
+            if ev.labels:
+                self.node_labels[ev.node] = dict(ev.labels)
+            else:
+                self.node_labels.pop(ev.node, None)
         self.nodes[ev.node] = ev.capacity
         self.node_index.set_schedulable(ev.node, ev.schedulable)
         self.set_total()
@@ -171,6 +196,7 @@ class PartitionState:
                 if key in self.allocs:
                     self.release_one(key, ev.t, noted=True)
         del self.nodes[ev.node]
+        self.node_labels.pop(ev.node, None)
         self.node_index.forget(ev.node)
         self.set_total()
 
@@ -335,6 +361,8 @@ class PartitionState:
         alloc.config_seq = self.config_seq
         if ev.tags:
             alloc.tags = dict(ev.tags)
+        if ev.flavors:
+            alloc.flavors = dict(ev.flavors)
         if ev.node is not None:
             alloc.node = ev.node
             self.node_index.place(ev.node, ev.key)
@@ -528,6 +556,8 @@ class PartitionState:
         tags = ask.tags if ask is not None and ask.tags else ph.tags
         if tags:
             real.tags = dict(tags)
+        if ph.flavors:          # charged in its placeholder's flavors (docs/flavors.md)
+            real.flavors = flavors_in(ev.resource) or None
         # snapshot rebuild re-admits it under this config: the placeholder's when the replacement
         # asked for nothing more (its usage was admitted then, a later config may be tighter)
         grew = any(v > 0 for v in replacement.up.resource.values())
@@ -649,11 +679,23 @@ class PartitionState:
         """Adopt config ``seq``; release what a policy let go because of it (see Partition.apply_config)."""
         self.config = config
         self.config_seq = seq
+        catalog = Catalog.of(config)
+        if (catalog is None and self.flavors is None) or \
+                (catalog is not None and catalog.same_as(self.flavors)):
+            recount = False
+        else:
+            self.flavors = catalog
+            recount = True
+        if recount:
+            self.total = self.cluster_total()
         self.queues.update_config(config)
         self.queues.set_cluster_resource(self.total)
         self.ugm.update_config(config)
         self.placement.update_rules(config.placement_rules)
         self.build_extensions(config)
+        if recount:                 # the flavors changed: so did every policy's cluster total
+            for policy in self.policies.extension_policies:
+                policy.set_cluster_resource(self.total)
         self._reservation_settings()
         dropped = [(p, key) for p in self.policies.extension_policies for key in p.take_preempted()]
         self.config_t = None

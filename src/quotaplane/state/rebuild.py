@@ -43,7 +43,8 @@ def _app_added(app: Application) -> AppAdded:
 def _allocated(a: Allocation, node: str | None) -> Allocated:
     return Allocated(app=a.application_id, key=a.allocation_key, resource=a.resource, priority=a.priority,
                      preemptible=a.preemptible, placeholder=a.placeholder, task_group=a.task_group, t=a.time,
-                     node=node, tags=dict(a.tags) if a.tags else None)
+                     node=node, tags=dict(a.tags) if a.tags else None,
+                     flavors=dict(a.flavors) if a.flavors else None)
 
 
 def _restore(app: Application) -> AppRestore:

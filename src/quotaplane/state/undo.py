@@ -58,7 +58,8 @@ def _node_added(state: PartitionState, ev: E.NodeAdded) -> Undo:
 
 def _node_updated(state: PartitionState, ev: E.NodeUpdated) -> Undo:
     before = E.NodeUpdated(node=ev.node, capacity=state.nodes[ev.node],
-                           schedulable=state.node_index.schedulable(ev.node))
+                           schedulable=state.node_index.schedulable(ev.node),
+                           labels=None if ev.labels is None else dict(state.node_labels.get(ev.node, {})))
 
     def undo() -> None:
         state.node_updated(before)
@@ -69,7 +70,8 @@ def _node_removed(state: PartitionState, ev: E.NodeRemoved) -> Undo | None:
     if ev.t is not None and state.node_index.on(ev.node):
         return None                  # it releases the allocations on the node
     back = E.NodeAdded(node=ev.node, capacity=state.nodes[ev.node],
-                       schedulable=None if state.node_index.schedulable(ev.node) else False)
+                       schedulable=None if state.node_index.schedulable(ev.node) else False,
+                       labels=state.node_labels.get(ev.node))
 
     def undo() -> None:
         state.node_added(back)
