@@ -10,7 +10,7 @@ the engines' ``dao``/``to_dict`` methods), so these models only describe them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
 
@@ -28,6 +28,7 @@ __all__ = [
     "ClusterOut",
     "EventBatchOut",
     "NodeBody",
+    "Placement",
     "ResourceMap",
     "WhatIfBody",
 ]
@@ -80,12 +81,62 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=False)
 
 
+#: a Kubernetes label name or value (a map entry)
+LabelName = Annotated[StrictStr, Field(min_length=1, max_length=317)]
+Labels = dict[LabelName, Annotated[StrictStr, Field(max_length=63)]]
+
+
 class NodeBody(_Body):
     """``PUT /ws/v1/partition/{p}/node/{node}``: the node's capacity."""
 
     capacity: ResourceMap = Field(description="capacity in internal units, e.g. {\"vcore\": 16000}")
     schedulable: StrictBool = Field(default=True, description=(
         "false: cordoned — keeps its allocations, adds nothing to the cluster's capacity"))
+    labels: Labels | None = Field(default=None, description=(
+        "the node's labels; they select the resource flavors it counts for (docs/flavors.md)"))
+
+
+class Toleration(_Body):
+    """A Kubernetes toleration (``{key, operator, value, effect}``)."""
+
+    key: StrictStr = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: StrictStr = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    tolerationSeconds: int | None = None
+
+
+class NodeSelectorRequirement(_Body):
+    """One requirement of a node selector term (Kubernetes' ``{key, operator, values}``)."""
+
+    key: LabelName
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[StrictStr] = Field(default_factory=list, max_length=1024)
+
+
+class NodeSelectorTerm(_Body):
+    """A node selector term: every requirement holds (the terms of an affinity are ORed)."""
+
+    matchExpressions: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=1024)
+
+
+class Placement(_Body):
+    """Where a request may run, for choosing its resource flavors (docs/flavors.md)."""
+
+    nodeSelector: Labels | None = Field(default=None, description=(
+        "label → value; a flavor whose node labels disagree on a key is not used"))
+    nodeAffinity: list[NodeSelectorTerm] | None = Field(default=None, max_length=1024, description=(
+        "required node affinity (Kubernetes' nodeSelectorTerms, ORed), matched against flavor labels"))
+    tolerations: list[Toleration] | None = Field(default=None, max_length=1024, description=(
+        "a flavor's NoSchedule/NoExecute taints must be tolerated"))
+
+    def placement(self) -> dict[str, Any]:
+        """The keyword arguments of ``Partition.allocate`` / ``add_ask`` / ``what_if``."""
+        return {"node_selector": self.nodeSelector,
+                "node_affinity": None if self.nodeAffinity is None else
+                [t.model_dump() for t in self.nodeAffinity],
+                "tolerations": None if self.tolerations is None else
+                [t.model_dump(exclude={"tolerationSeconds"}) for t in self.tolerations]}
 
 
 class ApplicationBody(_Body):
@@ -99,7 +150,7 @@ class ApplicationBody(_Body):
     tags: dict[StrictStr, StrictStr] | None = None
 
 
-class AllocationBody(_Body):
+class AllocationBody(Placement):
     """``POST /ws/v1/partition/{p}/allocations`` (also one entry of a batch)."""
 
     applicationID: Name
@@ -118,7 +169,7 @@ class AllocationNodeBody(_Body):
     nodeID: Name
 
 
-class WhatIfBody(_Body):
+class WhatIfBody(Placement):
     """``POST /ws/v1/partition/{p}/whatif``: an allocation body; the key is optional and unused."""
 
     applicationID: Name

@@ -24,7 +24,7 @@ from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
-from quotaplane.server.models import AllocationTags, Name, Priority, ResourceMap, _Body
+from quotaplane.server.models import AllocationTags, Name, Placement, Priority, ResourceMap
 from quotaplane.server.streams import Feed, bound_send_buffer
 
 __all__ = ["AskBody", "router", "scheduling_loop"]
@@ -33,7 +33,7 @@ __all__ = ["AskBody", "router", "scheduling_loop"]
 SCHEDULE_INTERVAL = 0.5
 
 
-class AskBody(_Body):
+class AskBody(Placement):
     """``POST /ws/v1/partition/{p}/application/{app}/asks``: one pending request."""
 
     # the document says what the partition checks: a placeholder belongs to a task group
@@ -77,7 +77,7 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
                         preemptible=body.preemptible, placeholder=body.placeholder,
-                        task_group=body.taskGroupName, tags=body.allocationTags)
+                        task_group=body.taskGroupName, tags=body.allocationTags, **body.placement())
         with p.lock:
             allocated = p.allocation(body.allocationKey) is not None
             out = ask_json(ask)

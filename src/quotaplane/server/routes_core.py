@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from quotaplane.admission import AllocationSpec
 from quotaplane.config.identity import NAME_PATTERN, UserGroup
 from quotaplane.errors import NotFoundError, RejectedError
+from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body, resource_dict
 from quotaplane.server.errors import ApiError
@@ -82,6 +83,7 @@ def allocation_json(a: Any) -> dict[str, Any]:
         "placeholder": bool(getattr(a, "placeholder", False)),
         **({"nodeID": a.node} if getattr(a, "node", None) is not None else {}),
         **({"allocationTags": dict(sorted(a.tags.items()))} if getattr(a, "tags", None) else {}),
+        **({"flavors": dict(a.flavors)} if getattr(a, "flavors", None) else {}),
     }
 
 
@@ -108,6 +110,14 @@ def check_admin_or_owner(p: Any, application_id: str, user: str | None, groups: 
                             f"the adminacl of queue {app.queue_path!r}", extra={"code": "acl.admin"})
 
 
+def _constraints(body: AllocationBody) -> FlavorRequest | None:
+    """An allocation entry's placement (docs/flavors.md), checked; None when it gives none."""
+    if body.nodeSelector is None and body.nodeAffinity is None and body.tolerations is None:
+        return None
+    args = body.placement()
+    return FlavorRequest.parse(args["node_selector"], args["node_affinity"], args["tolerations"]) or None
+
+
 def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[int, dict[str, Any]]:
     """``POST …/allocations``: (201 or 409, the decision's JSON). Raises the usual errors."""
     service.ensure_writable(partition)
@@ -115,7 +125,7 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     start = time.perf_counter()
     decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
                           priority=body.priority, preemptible=body.preemptible, node=body.nodeID,
-                          tags=body.allocationTags)
+                          tags=body.allocationTags, **body.placement())
     service.metrics.admission.observe(time.perf_counter() - start)
     service.metrics.observe_decision(decision)
     out = decision.to_dict()
@@ -173,7 +183,8 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         with p.lock:
             held = p.preempting()
-            out = [node_dao(n, c, p.node_schedulable(n), p.node_allocations(n), held)
+            out = [node_dao(n, c, p.node_schedulable(n), p.node_allocations(n), held, p.node_labels(n),
+                            p.node_flavors(n))
                    for n, c in p.nodes().items()]
         return json(out)
 
@@ -187,7 +198,7 @@ def router(service: Any) -> APIRouter:
             if capacity is None:
                 raise NotFoundError("Node not found")
             return json(node_dao(node, capacity, p.node_schedulable(node), p.node_allocations(node),
-                                 p.preempting()))
+                                 p.preempting(), p.node_labels(node), p.node_flavors(node)))
 
     @r.put("/ws/v1/partition/{partition}/node/{node}", response_model=None,
             openapi_extra=json_body(NodeBody), status_code=201,
@@ -204,14 +215,14 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         capacity = Resource(body.capacity)
         if node in p.nodes():
-            p.update_node(node, capacity=capacity, schedulable=body.schedulable)
+            p.update_node(node, capacity=capacity, schedulable=body.schedulable, labels=body.labels)
             status = 200
         else:
-            p.add_node(node, capacity, schedulable=body.schedulable)
+            p.add_node(node, capacity, schedulable=body.schedulable, labels=body.labels)
             status = 201
         with p.lock:
             return json(node_dao(node, p.nodes()[node], p.node_schedulable(node), p.node_allocations(node),
-                                 p.preempting()),
+                                 p.preempting(), p.node_labels(node), p.node_flavors(node)),
                         status)
 
     @r.delete("/ws/v1/partition/{partition}/node/{node}", response_model=None, dependencies=admin,
@@ -385,7 +396,8 @@ def router(service: Any) -> APIRouter:
         # fresh dicts: build the validated specs directly instead of validating each entry a second
         # time, and adopt the amounts without Resource's per-amount checks.
         entries = [AllocationSpec(a.applicationID, a.allocationKey, Resource.of(a.resource), a.priority,
-                                  a.preemptible, node=a.nodeID, tags=a.allocationTags or None)
+                                  a.preemptible, node=a.nodeID, tags=a.allocationTags or None,
+                                  constraints=_constraints(a))
                    for a in body.allocations]
         start = time.perf_counter()
         decisions = p.allocate_specs(entries)
@@ -409,7 +421,7 @@ def router(service: Any) -> APIRouter:
         body = await parse_body(request, WhatIfBody)
         p = service.partition(partition)
         decision = p.what_if(body.applicationID, Resource(body.resource),
-                             priority=body.priority, preemptible=body.preemptible)
+                             priority=body.priority, preemptible=body.preemptible, **body.placement())
         metrics.observe_whatif(decision)
         out = decision.to_dict()
         # item 7: the allocation keys allocate would preempt now ([] when none)

@@ -84,13 +84,16 @@ def _sum(allocs: Iterable[Allocation]) -> dict[str, int]:
 
 
 def node_dao(node_id: str, capacity: Resource, schedulable: bool,
-             allocations: list[Allocation], held: Container[str] = ()) -> dict[str, Any]:
+             allocations: list[Allocation], held: Container[str] = (),
+             labels: Mapping[str, str] | None = None, flavors: Sequence[str] = ()) -> dict[str, Any]:
     """``NodeDAOInfo`` of a registered node: capacity, the allocations on it and what they leave.
 
     ``available`` is capacity minus allocated with zero amounts pruned (``refreshAvailableResource``;
     it can be negative when bound pods exceed a shrunk node); ``utilized`` the percentages of
     ``GetUtilizedResource``. Host and rack names, attributes, occupied (foreign) resources and
-    reservations are not modelled: omitted, ``isReserved`` false.
+    reservations are not modelled: omitted, ``isReserved`` false. A node registered with labels shows
+    them as its ``attributes`` (YuniKorn keeps a node's labels there) and the resource flavors they
+    select as ``flavors`` (docs/flavors.md).
     """
     cap = dict(sorted(capacity.items()))
     allocated = dict(sorted(_sum(allocations).items()))
@@ -107,6 +110,10 @@ def node_dao(node_id: str, capacity: Resource, schedulable: bool,
         "schedulable": schedulable,
         "isReserved": False,
     }
+    if labels:
+        out["attributes"] = dict(sorted(labels.items()))
+    if flavors:
+        out["flavors"] = list(flavors)
     return prune(out, "capacity", "allocated", "available", "utilized", "allocations")
 
 
