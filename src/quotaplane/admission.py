@@ -203,12 +203,12 @@ def check_labels(labels: Any) -> dict[str, str] | None:
     if labels is None:
         return None
     if not isinstance(labels, Mapping):
-        raise ValueError("node labels must be an object of label to value")
+        raise InputError("node labels must be an object of label to value")
     for k, v in labels.items():
         if not isinstance(k, str) or not k:
-            raise ValueError(f"node label {k!r}: the name must be a non-empty string")
+            raise InputError(f"node label {k!r}: the name must be a non-empty string")
         if not isinstance(v, str):
-            raise ValueError(f"node label {k!r}: the value must be a string, not {type(v).__name__}")
+            raise InputError(f"node label {k!r}: the value must be a string, not {type(v).__name__}")
     return dict(labels)
 
 

@@ -289,7 +289,7 @@ def test_the_example_file_works_as_documented() -> None:
     for app, q in (("t", "root.training"), ("i", "root.inference"), ("r", "root.research")):
         p.add_application(app, U, queue=q)
     assert p.allocate("t", "t1", {GPU: 8}).flavors == {GPU: "a100"}
-    d = p.allocate("t", "t2", {GPU: 4})            # a100 would borrow: TryNextFlavor looks at h100 (borrows too)
+    d = p.allocate("t", "t2", {GPU: 4})            # a100 borrows: TryNextFlavor looks at h100 (borrows too)
     assert d.flavors == {GPU: "a100"} and [a.borrowing for a in d.flavor_attempts] == [1, 1]
     assert p.allocate("t", "t3", {GPU: 2}).flavors == {GPU: "h100"}    # a100 at its max of 12
     assert p.allocate("i", "i1", {GPU: 4}).flavors == {GPU: "h100"}

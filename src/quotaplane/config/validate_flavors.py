@@ -21,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 
 from quotaplane.config.model import PartitionConfig, QueueConfig
 from quotaplane.config.validate import LineIndex, Problem
+from quotaplane.errors import InputError
 from quotaplane.flavors.names import FLAVOR_NAME, SEPARATOR, split
 from quotaplane.resources import Resource
 
@@ -38,11 +39,11 @@ def parse_weight(text: str) -> Decimal:
     try:
         value = Decimal(text.strip())
     except InvalidOperation:
-        raise ValueError(f"invalid weight {text!r}: must be a non-negative decimal number") from None
+        raise InputError(f"invalid weight {text!r}: must be a non-negative decimal number") from None
     if not value.is_finite() or value < 0:
-        raise ValueError(f"invalid weight {text!r}: must be a non-negative decimal number")
+        raise InputError(f"invalid weight {text!r}: must be a non-negative decimal number")
     if 0 < value < Decimal("1e-9"):
-        raise ValueError(f"invalid weight {text!r}: must be 0 or at least 0.000000001")
+        raise InputError(f"invalid weight {text!r}: must be 0 or at least 0.000000001")
     return value
 
 

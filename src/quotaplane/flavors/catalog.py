@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.config.model import FlavorConfig, PartitionConfig, TaintConfig, TolerationConfig
+from quotaplane.errors import InputError
 from quotaplane.flavors.names import flavored, split
 from quotaplane.resources import Resource
 
@@ -54,45 +55,45 @@ class FlavorRequest:
         selector: dict[str, str] = {}
         if node_selector is not None:
             if not isinstance(node_selector, Mapping):
-                raise ValueError("nodeSelector must be an object of label to value")
+                raise InputError("nodeSelector must be an object of label to value")
             for k, v in node_selector.items():
                 if not isinstance(k, str) or not k or not isinstance(v, str):
-                    raise ValueError(f"nodeSelector entry {k!r}: label and value must be strings")
+                    raise InputError(f"nodeSelector entry {k!r}: label and value must be strings")
                 selector[k] = v
         terms: list[NodeSelectorTerm] = []
         if node_affinity is not None:
             if not isinstance(node_affinity, list):
-                raise ValueError("nodeAffinity must be a list of node selector terms")
+                raise InputError("nodeAffinity must be a list of node selector terms")
             for i, term in enumerate(node_affinity):
                 exprs = term.get("matchExpressions") if isinstance(term, Mapping) else term
                 if not isinstance(exprs, list):
-                    raise ValueError(f"nodeAffinity term {i + 1}: matchExpressions must be a list")
+                    raise InputError(f"nodeAffinity term {i + 1}: matchExpressions must be a list")
                 reqs: list[tuple[str, str, tuple[str, ...]]] = []
                 for e in exprs:
                     if not isinstance(e, Mapping) or not isinstance(e.get("key"), str) or not e.get("key"):
-                        raise ValueError(f"nodeAffinity term {i + 1}: every expression needs a key")
+                        raise InputError(f"nodeAffinity term {i + 1}: every expression needs a key")
                     op = e.get("operator")
                     if op not in _OPERATORS:
-                        raise ValueError(f"nodeAffinity term {i + 1}: operator must be one of "
+                        raise InputError(f"nodeAffinity term {i + 1}: operator must be one of "
                                          f"{', '.join(_OPERATORS)}, got {op!r}")
                     values = e.get("values") or []
                     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-                        raise ValueError(f"nodeAffinity term {i + 1}: values must be a list of strings")
+                        raise InputError(f"nodeAffinity term {i + 1}: values must be a list of strings")
                     reqs.append((e["key"], op, tuple(values)))
                 terms.append(tuple(reqs))
         tols: list[TolerationConfig] = []
         if tolerations is not None:
             if not isinstance(tolerations, list):
-                raise ValueError("tolerations must be a list")
+                raise InputError("tolerations must be a list")
             for i, t in enumerate(tolerations):
                 if not isinstance(t, Mapping):
-                    raise ValueError(f"toleration {i + 1} must be an object")
+                    raise InputError(f"toleration {i + 1} must be an object")
                 key, op = t.get("key") or "", t.get("operator") or "Equal"
                 value, effect = t.get("value") or "", t.get("effect") or ""
                 if not all(isinstance(x, str) for x in (key, op, value, effect)):
-                    raise ValueError(f"toleration {i + 1}: key, operator, value and effect must be strings")
+                    raise InputError(f"toleration {i + 1}: key, operator, value and effect must be strings")
                 if op not in ("Equal", "Exists"):
-                    raise ValueError(f"toleration {i + 1}: operator must be Equal or Exists, got {op!r}")
+                    raise InputError(f"toleration {i + 1}: operator must be Equal or Exists, got {op!r}")
                 tols.append(TolerationConfig(key=key, operator=op, value=value, effect=effect))
         return cls(dict(sorted(selector.items())), tuple(terms), tuple(tols))
 
@@ -245,13 +246,13 @@ class Catalog:
                 continue
             f = self.flavors.get(flavor)
             if f is None:
-                raise ValueError(f"resource {name!r} names flavor {flavor!r}, which is not a declared "
+                raise InputError(f"resource {name!r} names flavor {flavor!r}, which is not a declared "
                                  "resource flavor")
             if base not in f.resources:
-                raise ValueError(f"resource {name!r}: flavor {flavor!r} does not count {base!r}")
+                raise InputError(f"resource {name!r}: flavor {flavor!r} does not count {base!r}")
             key = self.group_of[base].resources[0]
             if pins.get(key, flavor) != flavor:
-                raise ValueError(f"resource {name!r}: the request names flavors {pins[key]!r} and {flavor!r} "
+                raise InputError(f"resource {name!r}: the request names flavors {pins[key]!r} and {flavor!r} "
                                  f"for {', '.join(self.group_of[base].resources)}")
             pins[key] = flavor
             plain[base] = plain.get(base, 0) + amount
