@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.policy import AdmissionRequest, Decision
     from quotaplane.queues import QueueTree
     from quotaplane.resources import Resource
-    from quotaplane.scheduling.order import Rank
     from quotaplane.scheduling.asks import Ask
+    from quotaplane.scheduling.order import Rank
     from quotaplane.scheduling.reservations import Reservations
     from quotaplane.scheduling.waiting import Waiting
     from quotaplane.ugm import Manager

@@ -33,9 +33,9 @@ from quotaplane.application import (
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import PartitionConfig
 from quotaplane.errors import ConflictError, JournalReplayError, NotFoundError
-from quotaplane.history.partition import PartitionHistory
 from quotaplane.flavors.catalog import Catalog
 from quotaplane.flavors.names import flavors_in
+from quotaplane.history.partition import PartitionHistory
 from quotaplane.placement import PlacementManager
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
