@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from quotaplane.config.lines import LineIndex, Problem
 from quotaplane.config.model import (
     FilterConfig,
     LimitConfig,
@@ -25,6 +26,7 @@ from quotaplane.config.model import (
     QueueConfig,
     SchedulerConfig,
 )
+from quotaplane.config.validate_flavors import check_flavors
 from quotaplane.resources import (
     Resource,
     add,
@@ -71,63 +73,10 @@ PLACEMENT_RULE_NAMES = ("provided", "user", "primarygroup", "secondarygroup", "g
 # YuniKorn's node sorting policies (policies.SortingPolicyFromString); "" is the default (fair).
 NODE_SORT_POLICIES = ("", "fair", "binpacking")
 
-Problem = tuple[int | None, str]
-
 _QUEUE_NAME_MESSAGE = (
     "invalid queue name, max 64 characters consisting of alphanumeric characters and "
     "'-', '_', '#', '@', '/', ':' allowed"
 )
-
-
-class LineIndex:
-    """Where each model object and field came from, and which fields failed to parse.
-
-    Keys are ``(id(obj), field)``; the objects are the frozen model objects the loader built, which
-    stay alive while the index is used. ``field`` is a key name (``"max"``) or an item
-    (``"users[2]"``). A *broken* field failed a structural check (type, quantity) and was replaced
-    by its default; rules that read it are skipped so that one mistake is reported once.
-    """
-
-    __slots__ = ("_broken", "_lines")
-
-    def __init__(self) -> None:
-        self._lines: dict[tuple[int, str], int] = {}
-        self._broken: set[tuple[int, str]] = set()
-
-    def set(self, obj: object, field: str, line: int | None) -> None:
-        """Record the 1-based ``line`` of ``field`` of ``obj`` (ignored when None)."""
-        if line is not None:
-            self._lines[(id(obj), field)] = line
-
-    def line(self, obj: object, field: str | None = None) -> int | None:
-        """The line of ``field`` of ``obj`` if recorded, else the line where ``obj`` starts."""
-        if field is not None:
-            found = self._lines.get((id(obj), field))
-            if found is not None:
-                return found
-        own: int | None = getattr(obj, "line", None)
-        return own
-
-    def mark_broken(self, obj: object, field: str) -> None:
-        """Remember that ``field`` of ``obj`` failed to parse (already reported)."""
-        self._broken.add((id(obj), field))
-
-    def ok(self, obj: object, *fields: str) -> bool:
-        """True when none of ``fields`` of ``obj`` failed to parse."""
-        key = id(obj)
-        return not any((key, f) in self._broken for f in fields)
-
-    def move(self, old: object, new: object) -> None:
-        """Re-key every entry of ``old`` onto ``new`` (an object rebuilt with one field changed).
-
-        The entries of ``old`` are removed: once ``old`` is gone its id may be reused by another object.
-        """
-        old_id, new_id = id(old), id(new)
-        for (oid, f) in [k for k in self._lines if k[0] == old_id]:
-            self._lines[(new_id, f)] = self._lines.pop((oid, f))
-        for (oid, f) in [k for k in self._broken if k[0] == old_id]:
-            self._broken.discard((oid, f))
-            self._broken.add((new_id, f))
 
 
 def is_valid_queue_name(name: str) -> bool:
@@ -184,8 +133,6 @@ class _Checker:
         self.queue_max_applications(root)
         self.limit_resource(root, {}, {})
         self.limit_max_applications(root, {}, {})
-        from quotaplane.config.validate_flavors import check_flavors  # it builds on this module
-
         self.problems.extend(check_flavors(p, self.idx))
 
     # -- checkQueues: ACLs, limits, child names ---------------------------------------------------

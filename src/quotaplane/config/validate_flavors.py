@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
+from quotaplane.config.lines import LineIndex, Problem
 from quotaplane.config.model import PartitionConfig, QueueConfig
-from quotaplane.config.validate import LineIndex, Problem
 from quotaplane.errors import InputError
 from quotaplane.flavors.names import FLAVOR_NAME, SEPARATOR, split
 from quotaplane.resources import Resource

@@ -7,7 +7,7 @@ per group it asks from, and every resource of the group it asks for is charged u
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,23 +140,42 @@ def tolerates(toleration: TolerationConfig, taint: TaintConfig) -> bool:
     return toleration.value == taint.value
 
 
+def _compare_int(value: str, want: str, greater: bool) -> bool:
+    """Kubernetes' ``Gt``/``Lt``: both sides integers, else no match."""
+    try:
+        have, bound = int(value), int(want)
+    except ValueError:
+        return False
+    return have > bound if greater else have < bound
+
+
+#: a node selector requirement's operator against a label's value (None: the label is absent)
+_MATCHES: dict[str, Callable[[str | None, Sequence[str]], bool]] = {
+    "In": lambda value, values: value is not None and value in values,
+    "NotIn": lambda value, values: value is None or value not in values,
+    "Exists": lambda value, values: value is not None,
+    "DoesNotExist": lambda value, values: value is None,
+    "Gt": lambda value, values: value is not None and len(values) == 1
+    and _compare_int(value, values[0], True),
+    "Lt": lambda value, values: value is not None and len(values) == 1
+    and _compare_int(value, values[0], False),
+}
+
+
 def _requirement_holds(labels: Mapping[str, str], key: str, operator: str, values: Sequence[str]) -> bool:
-    value = labels.get(key)
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            have, want = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > want if operator == "Gt" else have < want
-    return False
+    test = _MATCHES.get(operator)
+    return test is not None and test(labels.get(key), values)
+
+
+def _untolerated(f: FlavorConfig, request: FlavorRequest) -> str | None:
+    """The first NoSchedule/NoExecute taint of ``f`` that neither the request nor the flavor tolerates,
+    shown as ``key=value:effect``; PreferNoSchedule is ignored (Kueue docs ``resource_flavor.md``)."""
+    for taint in f.node_taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and \
+                not any(tolerates(t, taint) for t in (*request.tolerations, *f.tolerations)):
+            return f"{taint.key}={taint.value}:{taint.effect}" if taint.value else \
+                f"{taint.key}:{taint.effect}"
+    return None
 
 
 def matches_affinity(labels: Mapping[str, str], terms: Sequence[NodeSelectorTerm]) -> bool:
@@ -280,13 +299,9 @@ class Catalog:
         """Why ``request`` may not use ``flavor`` (KQ-F2: an untolerated NoSchedule/NoExecute taint, a
         node selector or required affinity its labels do not match), None when it may."""
         f = self.flavors[flavor]
-        for taint in f.node_taints:
-            if taint.effect not in ("NoSchedule", "NoExecute"):
-                continue                    # PreferNoSchedule is ignored (docs resource_flavor.md)
-            if not any(tolerates(t, taint) for t in (*request.tolerations, *f.tolerations)):
-                shown = f"{taint.key}={taint.value}:{taint.effect}" if taint.value else \
-                    f"{taint.key}:{taint.effect}"
-                return f"the request does not tolerate taint {shown} of flavor {flavor!r}"
+        untolerated = _untolerated(f, request)
+        if untolerated is not None:
+            return f"the request does not tolerate taint {untolerated} of flavor {flavor!r}"
         labels = f.node_labels
         for key, value in request.node_selector.items():
             if key in labels and labels[key] != value:

@@ -20,7 +20,8 @@ from quotaplane.partition.txn import Txn
 from quotaplane.policy import Decision
 from quotaplane.resources import Resource
 from quotaplane.scheduling import flavoring
-from quotaplane.scheduling.preemption import plan, preempt_for
+from quotaplane.scheduling.preempting import preempt_for
+from quotaplane.scheduling.preemption import plan
 from quotaplane.state.handlers import PartitionState
 
 __all__ = ["allocate", "allocate_specs", "cancel_preemption", "freed", "freed_all", "release",

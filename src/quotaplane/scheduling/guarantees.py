@@ -175,17 +175,21 @@ def _leaves(fence: Queue, p: float, ask_leaf: Queue) -> list[tuple[Queue, float]
     return out
 
 
+def _held_off(limits: Limits | None, leaf: Queue, q: Queue, name: str) -> int:
+    """What other queues' lending limits keep of ``name`` under ``q``'s max, as seen from ``leaf``."""
+    return 0 if limits is None or q is leaf else limits.held_off(leaf, q, name)
+
+
 def _short(leaf: Queue, request: Mapping[str, int], limits: Limits | None = None) -> dict[str, Dims]:
     """What the ask misses at each queue of its chain (by path): ``allocated + ask − max`` > 0, with what
     other queues' lending limits keep under that max counted as used (docs/config.md)."""
     need: dict[str, Dims] = {}
-    lending = limits is not None and bool(limits.lending)
+    kept = limits if limits is not None and limits.lending else None
     for q in leaf.chain:
         mx = q.max
         if mx is None:
             continue
-        miss = {name: q._alloc.get(name, 0) + amount - mx._values[name]
-                + (limits.held_off(leaf, q, name) if lending and limits is not None and q is not leaf else 0)
+        miss = {name: q._alloc.get(name, 0) + amount - mx._values[name] + _held_off(kept, leaf, q, name)
                 for name, amount in request.items() if name in mx._values}
         miss = {k: v for k, v in miss.items() if v > 0}
         if miss:

@@ -11,8 +11,8 @@ Two kinds of preemption make room for a request (decision P2):
 Whatever proposed the victims, :func:`admitted_without` then checks the request against every policy
 as if they were gone, changing nothing (PR-Y9, PR-S3): if any policy still refuses, nothing is
 preempted. :func:`plan` plans on a read-only view of the state and changes nothing;
-:func:`preempt_for` applies the plan through the partition's transaction: the victims (``preempted``,
-with the preemptor's key) and the allocation, committed together.
+:func:`quotaplane.scheduling.preempting.preempt_for` applies the plan through the partition's
+transaction: the victims (``preempted``, with the preemptor's key) and the allocation, committed together.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import quotaplane.events as E
-from quotaplane.admission import AllocationSpec, PolicySet, check_all
+from quotaplane.admission import PolicySet, check_all
 from quotaplane.policy import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.guarantees import (
@@ -37,9 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation, Application
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
-    from quotaplane.scheduling.view import StateView, Transaction
+    from quotaplane.scheduling.view import StateView
 
-__all__ = ["QUEUE_CODES", "admitted_without", "find_victims", "plan", "preempt_for"]
+__all__ = ["QUEUE_CODES", "admitted_without", "find_victims", "plan"]
 
 
 def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequence[Violation], *,
@@ -154,46 +153,3 @@ def _takeable(view: StateView, found: Eviction) -> tuple[str, ...]:
     keys = tuple(k for k in found.keys
                  if k in allocs and allocs[k].preemptible and k not in preempting and k not in spared)
     return keys if len(keys) == len(found.keys) else ()
-
-
-def preempt_for(tx: Transaction, spec: AllocationSpec, refused: Decision, ask: Ask | None) -> Decision:
-    """Try to admit a refused request by preemption (E6, PR-Y); the refusal when nothing may go.
-
-    Held preemption (``hold_preempted``): the victims are only marked (they stay charged until
-    released) and the request is refused with them in ``preempted``; it waits for their room.
-
-    The victims are planned (:func:`plan`), then released and the request admitted through ``tx``;
-    both are committed together (``preempted`` with this preemptor, then ``allocated``), after what
-    ``tx`` applied before (keeping the journal in decision order). A failed commit rebuilds the
-    partition from its journal (the victims cannot be given back step by step).
-    """
-    state = tx.state
-    now = tx.clock()
-    from quotaplane.scheduling.flavoring import for_preemption  # it plans with this module
-
-    flavored = for_preemption(state, spec, refused)
-    if flavored is None:
-        return refused      # no flavor of it may preempt (docs/flavors.md)
-    spec, why = flavored
-    found = plan(state, state.apps[spec.application_id], spec.allocation_key, spec.resource, spec.priority,
-                 spec.preemptible, why, ask, now)
-    if found is None:
-        return refused
-    keys, eviction = found
-    tx.commit()
-    if state.hold_preempted:
-        # issue 31 #3: the victims stay charged until released; the request waits for their room (a
-        # synchronous one as an ask: the caller queues it, YuniKorn's ask that triggered preemption)
-        tx.hold(keys, eviction.reason.reason(), spec.allocation_key)
-        tx.commit()         # the noted decision
-        return Decision(False, list(refused.reasons), list(keys), queue=refused.queue,
-                        allocation_key=refused.allocation_key, flavor_attempts=refused.flavor_attempts)
-    allocs = state.allocs
-    tx.apply(E.Preempted(keys=keys, apps=tuple(allocs[k].application_id for k in keys),
-                         reason=eviction.reason.reason(), preemptor=spec.allocation_key, t=now))
-    decision = tx.admit(spec, ask)
-    tx.commit()
-    if not decision.allocated:              # cannot happen: plan() checked that it fits
-        return decision
-    return Decision(True, [], list(keys), queue=decision.queue, allocation_key=decision.allocation_key,
-                    flavors=decision.flavors, flavor_attempts=refused.flavor_attempts)

@@ -22,7 +22,7 @@ from quotaplane.policy import Decision
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.cycle import placeholder_of, run_cycle
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
-from quotaplane.scheduling.preemption import preempt_for
+from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.questions import (
     may_preempt,
     over_queue_max,
