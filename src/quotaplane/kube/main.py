@@ -149,17 +149,27 @@ async def run_front(options: FrontOptions, *, started: asyncio.Event | None = No
             code = 1
     finally:
         server.should_exit = True
-        leader.cancel()
         for task in tasks:
             task.cancel()
-        with contextlib.suppress(BaseException):
-            await leader
+        await _cancel_until_done(leader)
         await elector.release()
-        for task in [*tasks, serving]:
-            with contextlib.suppress(BaseException):
-                await task
+        for task in tasks:
+            await _cancel_until_done(task)
+        with contextlib.suppress(BaseException):
+            await serving           # uvicorn's own bound: timeout_graceful_shutdown
         await api.close()
     return code
+
+
+async def _cancel_until_done(task: asyncio.Task[Any], every: float = 0.5) -> None:
+    """Cancel ``task`` and wait for its end, cancelling again while it runs on: Python 3.11's
+    ``asyncio.wait_for`` loses a cancellation that arrives as the awaited call completes (cpython
+    gh-86296), and one lost cancellation kept a stopping front alive."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=every)
+    if not task.cancelled():
+        task.exception()            # retrieved: a failure was already reported by the caller
 
 
 async def _lead(options: FrontOptions, api: KubeApi, elector: LeaseElector, leading: _Leading) -> None:

@@ -35,6 +35,7 @@ from quotaplane.server.browser import BrowserPolicy, is_document_type
 from quotaplane.server.durability import CommitBarrier, is_exempt, partition_of_path
 from quotaplane.server.errors import install_error_handlers
 from quotaplane.server.forwarding import Forwarder
+from quotaplane.server.ha import Leadership
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.history import HISTORY_INTERVAL, MetricsHistory
 from quotaplane.server.limits import Limits, LimitsCollector, StreamSlots
@@ -46,7 +47,6 @@ from quotaplane.server.yunikorn_events import EventRecords
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.partition import Partition
     from quotaplane.scheduler import Scheduler
-    from quotaplane.server.ha import Leadership
 
 __all__ = ["CLUSTER_ID", "Service", "create_app"]
 
@@ -124,6 +124,8 @@ class Service:
         #: with partitions on several instances: writes for a partition led elsewhere are relayed to
         #: its leader (:mod:`quotaplane.server.write_routing`); None answers them 503 with the leader
         self.router: WriteRouter | None = None
+        #: the one-leader lease, whose late renewal holds requests (quotaplane.server.outer)
+        self.lease: Leadership | None = leadership if isinstance(leadership, Leadership) else None
         if isinstance(leadership, PartitionLeadership):
             self.router = WriteRouter(leadership, Forwarder(leadership.advertise))
 

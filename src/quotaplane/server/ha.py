@@ -227,6 +227,23 @@ class Leadership(LeaseRounds):
         and they cannot have expired yet by its own clock, with the margin."""
         return self._leader and self.clock() < self._valid_until
 
+    def renewing(self) -> bool:
+        """True while this instance led at its last round but no longer trusts its leases by its own
+        clock: the renewal round is late (a paused process, a loaded machine)."""
+        return self._leader and self.clock() >= self._valid_until
+
+    async def renewal(self, timeout: float | None = None) -> None:
+        """While :meth:`renewing`, wait for the hurried rounds, at most ``timeout`` seconds (a ttl by
+        default): a request then waits for the renewal instead of being refused 503 by the instance
+        that still holds the lease — as a write waits during a hand-over (issue 18 #2). Nothing is
+        served meanwhile, so no stale read (issue 32 #4)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.ttl if timeout is None else timeout)
+        while self.renewing():
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.next_round(remaining):
+                return
+
     def leader_url(self, partition: str | None = None) -> str | None:
         """The advertised URL of the current leader (this one when leading), as read at the last
         round, or None when unknown (one leader for every partition: ``partition`` is ignored).

@@ -33,6 +33,7 @@ from quotaplane.server.logs import ACCESS
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.server.auth import Tokens
     from quotaplane.server.durability import CommitBarrier
+    from quotaplane.server.ha import Leadership
     from quotaplane.server.limits import Limits
     from quotaplane.server.metrics import Metrics
     from quotaplane.server.write_routing import WriteRouter
@@ -50,6 +51,8 @@ class Service(Protocol):
     tokens: Tokens
     barrier: CommitBarrier
     router: WriteRouter | None
+    #: the one-leader lease (None without a shared store, or with partitions led apart)
+    lease: Leadership | None
     metrics: Metrics
 
     @property
@@ -276,6 +279,8 @@ class Outer:
             return
         router = self.service.router
         try:
+            if (lease := self.service.lease) is not None and lease.renewing():
+                await lease.renewal()       # a late renewal holds the request (not a 503)
             if router is not None and (leader := await router.target(scope)) is not None:
                 scope["route"] = _FORWARDED_ROUTE
                 status[0] = await router.forwarder.forward(leader, scope, receive, send_extra,
