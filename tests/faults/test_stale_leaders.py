@@ -217,8 +217,8 @@ def test_a_leader_whose_renewal_is_late_holds_requests_until_it_renews_instead_o
     clock = Clock()
 
     class SharedJournal(MemoryJournal):
-        def close(self) -> None:        # the store outlives each scheduler built on it (as a file does)
-            pass
+        def close(self) -> None:
+            """Kept open: the store outlives each scheduler built on it (as a database file does)."""
 
     j = SharedJournal(clock=clock)
 
