@@ -255,8 +255,12 @@ class Partition:
         with self._core.lock:
             out = standing(self._core.state, kind, name, self._core.log.head)
             fair = self._core.state.history.fair_share_of(kind, name) if out is not None else None
+            kueue = self._core.state.queues.fair_sharing_of(name) if out is not None and kind == "queue" \
+                else None
         if out is not None and fair is not None:
             out["fairShare"] = fair         # fair share with memory (docs/history.md)
+        if out is not None and kueue is not None:
+            out["fairSharing"] = kueue      # Kueue's fair sharing: the weighted share (docs/fair-sharing.md)
         if out is None:
             raise NotFoundError(f"{kind} {name!r} not found in partition {self.name!r}")
         return {"partition": self.name, **out}

@@ -5,19 +5,36 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from quotaplane.config.model import ChildTemplateConfig, FungibilityConfig
 from quotaplane.queues.acl import ACL
 from quotaplane.resources import Resource
 
-__all__ = ["ACTIVE", "DRAINING", "INVALID_QUEUE_NAME", "QUEUE_NAME", "Queue", "QueueLimit",
-           "invalid_queue_path"]
+__all__ = [
+    "ACTIVE",
+    "DRAINING",
+    "INVALID_QUEUE_NAME",
+    "QUEUE_NAME",
+    "FairOrder",
+    "Queue",
+    "QueueLimit",
+    "invalid_queue_path",
+]
 
 ACTIVE = "Active"
 DRAINING = "Draining"
 
 #: Appendix B: a queue name (one path element).
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+
+
+class FairOrder(Protocol):
+    """Kueue's fair sharing as the admission order reads it (:class:`quotaplane.queues.fair.FairShares`)."""
+
+    def order_key(self, q: Queue) -> tuple[bool, tuple[int, float]]:
+        """``q``'s place among its siblings: not borrowing first, then the lower share (KQ-S4)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +71,7 @@ class Queue:
         "chain",
         "child_template",
         "children",
+        "fair",
         "flavors",
         "fungibility",
         "guaranteed",
@@ -96,6 +114,7 @@ class Queue:
     fungibility: FungibilityConfig | None
     borrowing_limit: Resource | None
     lending_limit: Resource | None
+    fair: FairOrder | None
 
     def __init__(self, name: str, parent: Queue | None, *, is_leaf: bool, managed: bool) -> None:
         self.name = name
@@ -127,6 +146,8 @@ class Queue:
         #: may use, per resource (None: unlimited; queues.limits)
         self.borrowing_limit = None
         self.lending_limit = None
+        #: the tree's fair-sharing shares when the partition turns fair sharing on (docs/fair-sharing.md)
+        self.fair = None if parent is None else parent.fair
 
     @property
     def allocated(self) -> Resource:

@@ -19,6 +19,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.config.model import ChildTemplateConfig, PartitionConfig, QueueConfig
 from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.queues.acl import ACL
+from quotaplane.queues.fair import FairShares
 from quotaplane.queues.limits import Limits
 from quotaplane.queues.properties import (
     PROP_PREEMPTION_POLICY,
@@ -69,7 +70,7 @@ class QueueTree:
     Not thread safe by itself: the partition serialises every call under its lock.
     """
 
-    __slots__ = ("_by_path", "_cluster", "_eff_guaranteed", "_limits", "_partition", "_root")
+    __slots__ = ("_by_path", "_cluster", "_eff_guaranteed", "_fair", "_limits", "_partition", "_root")
 
     _root: Queue
     _by_path: dict[str, Queue]
@@ -83,6 +84,7 @@ class QueueTree:
         self._cluster = None
         self._eff_guaranteed: dict[str, dict[str, int]] = {}
         self._limits = Limits(self.effective_guaranteed)
+        self._fair: FairShares | None = None
         self.update_config(partition_config)
 
     # ------------------------------------------------------------------------------------------------
@@ -110,6 +112,45 @@ class QueueTree:
             if q.is_draining and q.is_empty():
                 self._detach(q)
         self._limits.rebuild(list(self._walk(self._root)))
+        self._fair = self._fair_shares(partition_config)
+        for q in self._walk(self._root):
+            q.fair = self._fair
+
+    def _fair_shares(self, partition_config: PartitionConfig) -> FairShares | None:
+        """Kueue's fair sharing when the partition turns it on (docs/fair-sharing.md), else None."""
+        fs = partition_config.fair_sharing
+        if fs is None or not fs.enabled:
+            return None
+        flavored = frozenset(r for f in partition_config.resource_flavors for r in f.resources)
+        return FairShares(self._limits, self.effective_guaranteed, self._cluster_values, flavored,
+                          fs.preemption_strategies)
+
+    def _forget_fair(self) -> None:
+        if self._fair is not None:
+            self._fair.forget()         # potentials follow the guaranteed and the queues
+
+    def _cluster_values(self) -> Mapping[str, int]:
+        return self._cluster._values if self._cluster is not None else {}
+
+    @property
+    def fair(self) -> FairShares | None:
+        """The queues' fair-sharing shares (None: fair sharing is off; :mod:`quotaplane.queues.fair`)."""
+        return self._fair
+
+    def weighted_shares(self) -> list[tuple[str, int]]:
+        """Every queue below the root with its reported weighted share (KQ-S3); [] when fair sharing is
+        off (the ``quotaplane_queue_weighted_share`` metric)."""
+        fair = self._fair
+        if fair is None:
+            return []
+        return [(q.path, fair.share(q).rounded()) for q in self._walk(self._root) if not q.is_root]
+
+    def fair_sharing_of(self, path: str) -> dict[str, object] | None:
+        """``standing``'s ``fairSharing`` of queue ``path`` (None: fair sharing off or no such queue)."""
+        q = self.queue(path)
+        if self._fair is None or q is None:
+            return None
+        return self._fair.status(q)
 
     def _sync(self, parent: Queue | None, qc: QueueConfig, seen: set[str]) -> None:
         path = qc.path.lower()
@@ -157,6 +198,8 @@ class QueueTree:
         """M-1: the root max is the cluster size (sum of node capacities); follows node changes."""
         self._cluster = total if isinstance(total, Resource) else Resource(total)
         self._root.max = self._cluster
+        if self._fair is not None:
+            self._fair.forget()
 
     @property
     def partition(self) -> str:
@@ -258,6 +301,7 @@ class QueueTree:
                 q.children[part] = child
                 self._by_path[child.path] = child
                 self._eff_guaranteed = {}
+                self._forget_fair()
             q = child
         if not q.is_leaf:
             raise ConflictError(f"queue {q.path!r} is a parent queue, applications need a leaf queue")
@@ -293,6 +337,7 @@ class QueueTree:
             q.max = max_res
             q.guaranteed = guaranteed
             self._eff_guaranteed = {}
+            self._forget_fair()
 
     # ------------------------------------------------------------------------------------------------
     # applications placed in a queue (for draining / clean-up decisions)
@@ -337,6 +382,7 @@ class QueueTree:
     def _detach(self, q: Queue) -> None:
         assert q.parent is not None
         self._eff_guaranteed = {}
+        self._forget_fair()
         if q.borrowing_limit is not None or q.lending_limit is not None:
             q.borrowing_limit = q.lending_limit = None
             self._limits.rebuild([x for x in self._walk(self._root) if x is not q])

@@ -80,8 +80,15 @@ class Rank(Protocol):
         """An application's user's decayed usage."""
 
 
-def _queue_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
-    """Fair-share order of sibling queues: usage relative to guaranteed, then to max, then name."""
+def _queue_key(q: Queue) -> tuple[Any, ...]:
+    """Fair-share order of sibling queues: usage relative to guaranteed, then to max, then name; with
+    Kueue's fair sharing on, queues that do not borrow first, then the lower share (KQ-S4)."""
+    if q.fair is not None:
+        return (*q.fair.order_key(q), *_yunikorn_key(q))
+    return _yunikorn_key(q)
+
+
+def _yunikorn_key(q: Queue) -> tuple[tuple[float, ...], tuple[float, ...], str]:
     alloc = q._alloc
     if not alloc:
         return ((), (), q.name)

@@ -219,6 +219,9 @@ class _UsageCollector:
                                   labels=["partition", "queue", "state", "resource"])
         q_asks = GaugeMetricFamily("quotaplane_queue_pending_asks", "waiting asks per leaf queue",
                                    labels=["partition", "queue"])
+        q_share = GaugeMetricFamily("quotaplane_queue_weighted_share", "Kueue's fair sharing: the weighted "
+                                    "dominant resource share per queue (docs/fair-sharing.md)",
+                                    labels=["partition", "queue"])
         elastic = GaugeMetricFamily("quotaplane_elastic_quota",
                                     "per elastic quota and resource: min, max, runtime, used, request",
                                     labels=["partition", "quota", "state", "resource"])
@@ -262,6 +265,7 @@ class _UsageCollector:
                 committed.add_metric([name], group.changes)
             with p.lock:
                 queue_dao = p.queues.dao(None, subtree=True, partition=name)
+                shares = p.queues.weighted_shares()
                 user_list = p.ugm.users_usage()
                 group_list = p.ugm.groups_usage()
                 total = p.total_capacity()
@@ -277,6 +281,8 @@ class _UsageCollector:
             _queue_samples(name, queue_dao, q_res)
             for queue, count in sorted(asks.items()):
                 q_asks.add_metric([name, queue], count)
+            for queue, value in shares:
+                q_share.add_metric([name, queue], value)
             _tracker_samples(name, user_list, "userName", users, user_apps)
             _tracker_samples(name, group_list, "groupName", groups, None)
             for res, amount in _resource_items(total):
@@ -285,8 +291,8 @@ class _UsageCollector:
                 used.add_metric([name, res], amount)
             apps.add_metric([name], n_apps)
             leader.add_metric([name], 1.0 if service.is_leader(name) else 0.0)
-        yield from (q_res, q_asks, elastic, tree, users, user_apps, groups, cap, used, apps, leader, commits,
-                    committed)
+        yield from (q_res, q_asks, q_share, elastic, tree, users, user_apps, groups, cap, used, apps, leader,
+                    commits, committed)
         yield from (plugged[k] for k in sorted(plugged))
         yield from _yunikorn_families(served)
 
