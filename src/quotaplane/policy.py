@@ -58,6 +58,7 @@ PREEMPTION_CODES: tuple[str, ...] = (
     "elastic.preempted",     # E6: a higher-priority request of the same quota
     "queue.guaranteed",      # PR-Y: an ask restoring its queue's guaranteed resources
     "queue.quota",           # PR-Q: the queue stayed over its (lowered) max for quota.preemption.delay
+    "queue.fairsharing",     # KQ-S: Kueue's fair-sharing preemption for an ask of another queue
     "forest.preempted",      # seed 003: a quota tree made room for a higher-priority consumer
 )
 

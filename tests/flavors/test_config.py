@@ -104,6 +104,11 @@ def test_fungibility_defaults_and_deprecated_aliases() -> None:
     # FL-9
     ('fairsharing.weight: "0.5"', 'fairsharing.weight: "-1"', 28, "fairsharing.weight"),
     ('fairsharing.weight: "0.5"', 'fairsharing.weight: "1e-12"', 28, "at least 0.000000001"),
+    # FL-10
+    ('fairsharing.weight: "0.5"', 'fairsharing.weight: "0.5", preemption.withinclusterqueue: Always', 28,
+     "preemption.withinclusterqueue of queue root.team-a: 'Always' is not one of Never, LowerPriority"),
+    ('fairsharing.weight: "0.5"', 'fairsharing.weight: "0.5", preemption.reclaimwithincohort: Sometimes', 28,
+     "'Sometimes' is not one of Never, LowerPriority, Any"),
     # Kueue's three strategy lists only
     ("preemptionstrategies: [LessThanInitialShare]",
      "preemptionstrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]", 17, "must be one of"),

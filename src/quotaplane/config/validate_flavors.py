@@ -12,7 +12,9 @@ FL-1 … FL-9 in ``docs/rules.md``:
 - FL-6  a flavored name ``resource@flavor`` in a quota names a declared flavor that counts the resource;
 - FL-7  the root takes no borrowing or lending limit (the root has no resources, V-15);
 - FL-8  a leaf's lending limit is at most its guaranteed (Kueue: lendingLimit ≤ nominalQuota, KQ-O3 #6);
-- FL-9  ``fairsharing.weight`` is a non-negative decimal, 0 or at least 10⁻⁹ (KQ-O3 #9).
+- FL-9  ``fairsharing.weight`` is a non-negative decimal, 0 or at least 10⁻⁹ (KQ-O3 #9);
+- FL-10 ``preemption.withinclusterqueue`` is Never, LowerPriority or LowerOrNewerEqualPriority and
+  ``preemption.reclaimwithincohort`` Never, LowerPriority or Any (Kueue's ClusterQueue preemption, KQ-P1).
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ from quotaplane.errors import InputError
 from quotaplane.flavors.names import FLAVOR_NAME, SEPARATOR, split
 from quotaplane.resources import Resource
 
-__all__ = ["PROP_FAIR_SHARING_WEIGHT", "check_flavors", "parse_weight"]
+__all__ = ["PREEMPTION_POLICIES", "PROP_FAIR_SHARING_WEIGHT", "check_flavors", "parse_weight"]
 
 #: the queue property that sets a queue's fair-sharing weight (docs/fair-sharing.md)
 PROP_FAIR_SHARING_WEIGHT = "fairsharing.weight"
+
+#: FL-10: the values of Kueue's preemption policies as queue properties (docs/fair-sharing.md)
+PREEMPTION_POLICIES = {
+    "preemption.withinclusterqueue": ("Never", "LowerPriority", "LowerOrNewerEqualPriority"),
+    "preemption.reclaimwithincohort": ("Never", "LowerPriority", "Any"),
+}
 
 #: KQ-O1: at most this many node labels, taints and tolerations on a flavor
 _MAX_FLAVOR_ENTRIES = 8
@@ -152,6 +160,11 @@ class _Queues:
                 parse_weight(weight)
             except ValueError as exc:
                 self.add(idx.line(q, "properties"), f"property fairsharing.weight of queue {q.path}: {exc}")
+        for prop, allowed in PREEMPTION_POLICIES.items():
+            value = q.properties.get(prop)
+            if value is not None and value.strip().lower() not in {a.lower() for a in allowed}:
+                self.add(idx.line(q, "properties"),
+                         f"property {prop} of queue {q.path}: {value!r} is not one of {', '.join(allowed)}")
         for child in q.queues:
             self.walk(child)
 

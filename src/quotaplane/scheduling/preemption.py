@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from quotaplane.admission import PolicySet, check_all
 from quotaplane.policy import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling.fair_preemption import fair_victims
 from quotaplane.scheduling.guarantees import (
     PREEMPT_ATTEMPT_EVERY,
     QUEUE_CODES,
@@ -57,9 +58,16 @@ def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequen
     if ask is not None and all(v.code in QUEUE_CODES for v in reasons) and \
             may_preempt_for_guarantee(ask, leaf, now, guarantees_on):
         ask.preempt_after = now + PREEMPT_ATTEMPT_EVERY
+        if leaf.fair is not None:       # Kueue's fair-sharing preemption instead (docs/fair-sharing.md)
+            return fair_victims(policies.queue.tree, leaf, _positive(request.resource), request.priority,
+                                ask.created, reasons, allocations_of)
         return guarantee_victims(leaf, request.resource, request.priority, allocations_of,
                                  policies.queue.tree.limits)
     return None
+
+
+def _positive(resource: Resource) -> dict[str, int]:
+    return {k: v for k, v in resource._values.items() if v > 0}
 
 
 def _inner_quota_victims(policies: PolicySet, request: AdmissionRequest,

@@ -139,6 +139,8 @@ def _with_guarantees(keys: list[str], ask: Ask, leaf: Queue, now: float) -> list
     and is retried every time. O(depth · types)."""
     if now < ask.created + preemption_delay(leaf) or now < ask.preempt_after:
         return keys         # it may not preempt yet (PR-Y3): the timer retries it when it may
+    if leaf.fair is not None:           # fair-sharing preemption: what it may take moves with any change
+        return [ANY]
     blockers = guarantee_blockers(leaf, ask.resource)
     if blockers is None:                # no guaranteed on its chain: it never may preempt
         return keys
