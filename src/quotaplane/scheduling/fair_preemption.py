@@ -47,7 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues import QueueTree
     from quotaplane.queues.queue import Queue
 
-__all__ = ["PROP_RECLAIM_WITHIN_COHORT", "PROP_WITHIN_CLUSTER_QUEUE", "STRATEGIES", "fair_victims", "needed_names"]
+__all__ = ["PROP_RECLAIM_WITHIN_COHORT", "PROP_WITHIN_CLUSTER_QUEUE", "STRATEGIES", "fair_victims",
+           "needed_names"]
 
 #: Kueue's ``preemption.withinClusterQueue`` of a leaf (Never, LowerPriority, LowerOrNewerEqualPriority)
 PROP_WITHIN_CLUSTER_QUEUE = "preemption.withinclusterqueue"
