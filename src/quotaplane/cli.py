@@ -47,6 +47,27 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Queue configurati
     raise typer.Exit(0 if ok else 1)
 
 
+@app.command("from-kueue")
+def from_kueue(file: Annotated[Path, typer.Argument(help="Kueue objects (ResourceFlavor, ClusterQueue, "
+                                                     "Cohort, LocalQueue) in YAML.")],
+               partition: Annotated[str, typer.Option(help="The partition they become.")] = "default",
+               ) -> None:
+    """Print the queue YAML Kueue's objects map to (docs/from-kueue.md); serve, validate and simulate read
+    such a file directly. Each problem: FILE:LINE: reason, exit 1."""
+    from quotaplane.config.kueue import kueue_to_yaml
+    from quotaplane.errors import ConfigError
+
+    try:
+        typer.echo(kueue_to_yaml(file.read_text(encoding="utf-8"), partition), nl=False)
+    except (OSError, UnicodeDecodeError) as exc:
+        typer.echo(f"{file}: cannot read file: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except ConfigError as err:
+        for line, reason in err.problems:
+            typer.echo(f"{file}:{line}: {reason}" if line else f"{file}: {reason}", err=True)
+        raise typer.Exit(1) from None
+
+
 @app.command()
 def serve(
     config: Annotated[Path | None, typer.Option(help="Queue configuration YAML file.",

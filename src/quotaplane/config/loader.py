@@ -37,6 +37,7 @@ from quotaplane.config._fields import describe, is_bool
 from quotaplane.config.flavor_fields import FlavorFields
 from quotaplane.config.history import SettingsError
 from quotaplane.config.history import parse_settings as parse_history
+from quotaplane.config.kueue import is_kueue, kueue_to_yaml
 from quotaplane.config.model import (
     ChildTemplateConfig,
     FilterConfig,
@@ -559,6 +560,8 @@ def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[Scheduler
             raise ConfigError(f"configuration is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     if not isinstance(text, str):
         raise TypeError(f"configuration must be text, got {type(text).__name__}")
+    if is_kueue(text):      # Kueue's objects: read as the queue YAML they map to (docs/from-kueue.md)
+        text = kueue_to_yaml(text)
     data = parse_yaml(text)
     builder = _Builder()
     config = builder.build(data)
