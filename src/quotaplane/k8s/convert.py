@@ -14,6 +14,7 @@ from typing import Any
 
 from quotaplane.config.bodies import load_json
 from quotaplane.errors import InputError
+from quotaplane.k8s.devices import mig_counters, pod_claims_resource
 from quotaplane.resources import Resource
 
 __all__ = [
@@ -61,6 +62,7 @@ _ANNOTATION_QUEUE = "yunikorn.apache.org/queue"
 
 _GO_ATOI = re.compile(r"^[+-]?[0-9]+$")
 _POD_LEVEL = {"cpu": "vcore", "memory": "memory"}
+_MIG_PREFIX = "nvidia.com/mig-"
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -82,7 +84,9 @@ def _quantity(name: str, text: str) -> tuple[str, int]:
 
 def resource_list(raw: Mapping[str, Any]) -> dict[str, int]:
     """A Kubernetes ResourceList in internal units (``Resource.from_k8s`` semantics, cached): ``cpu`` as
-    ``vcore`` in milli, every other resource by its value (memory in bytes, ``pods`` a count)."""
+    ``vcore`` in milli, every other resource by its value (memory in bytes, ``pods`` a count); MIG
+    profiles also count ``nvidia.com/mig.slices`` and ``nvidia.com/mig.memory``
+    (:mod:`quotaplane.k8s.devices`)."""
     out: dict[str, int] = {}
     for name, value in raw.items():
         if isinstance(name, str) and name and isinstance(value, str):
@@ -90,6 +94,9 @@ def resource_list(raw: Mapping[str, Any]) -> dict[str, int]:
         else:
             ((key, amount),) = Resource.from_k8s({name: value}).items()
         out[key] = out.get(key, 0) + amount
+    if any(key.startswith(_MIG_PREFIX) for key in out):   # device quotas: MIG slices and memory too
+        for name, amount in mig_counters(out).items():
+            out[name] = out.get(name, 0) + amount
     return out
 
 
@@ -148,7 +155,8 @@ def _init_containers_into(total: dict[str, int], init_containers: list[tuple[Any
         _max_into(total, during)
 
 
-def pod_resource(pod: Mapping[str, Any]) -> Resource:
+def pod_resource(pod: Mapping[str, Any], *, claim_templates: Mapping[str, Mapping[str, Any]] | None = None,
+                 device_classes: Mapping[str, str] | None = None) -> Resource:
     """K8-3: the resource request of a pod, in internal units (``vcore`` milli, ``memory`` bytes).
 
     ``pods: 1`` plus, for each container, the max of its spec requests and its status resources;
@@ -178,6 +186,8 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     overhead = _mapping(spec.get("overhead"))
     if overhead:
         _add_into(total, resource_list(overhead))
+    if device_classes is not None:
+        _add_into(total, pod_claims_resource(pod, claim_templates or {}, device_classes))
     total["pods"] = 1
     return Resource({k: total[k] for k in sorted(total)})
 
