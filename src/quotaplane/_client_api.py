@@ -144,12 +144,15 @@ def _app_body(application_id: str, user: UserGroup, queue: str | None,
 
 
 def _alloc_body(application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
-                priority: int, preemptible: bool, node: str | None) -> dict[str, Any]:
+                priority: int, preemptible: bool, node: str | None,
+                max_runtime: float | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"applicationID": application_id, "allocationKey": allocation_key,
                             "resource": _resource(resource), "priority": priority,
                             "preemptible": preemptible}
     if node is not None:
         body["nodeID"] = node
+    if max_runtime is not None:
+        body["maxRuntime"] = max_runtime
     return body
 
 
@@ -347,10 +350,11 @@ class _api:
 
     @staticmethod
     def allocate(application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
-                 priority: int, preemptible: bool, node: str | None, partition: str) -> _Call[Decision]:
+                 priority: int, preemptible: bool, node: str | None, partition: str,
+                 max_runtime: float | None = None) -> _Call[Decision]:
         return _Call("POST", f"/partition/{partition}/allocations", _decision,
                      json_body=_alloc_body(application_id, allocation_key, resource, priority, preemptible,
-                                           node), ok=(201, 409),
+                                           node, max_runtime), ok=(201, 409),
                      again=_allocated_already(application_id, allocation_key, resource, partition))
 
     @staticmethod
@@ -360,10 +364,13 @@ class _api:
 
     @staticmethod
     def add_ask(application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource,
-                priority: int, partition: str) -> _Call[dict[str, Any]]:
+                priority: int, partition: str, max_runtime: float | None = None) -> _Call[dict[str, Any]]:
+        body: dict[str, Any] = {"allocationKey": allocation_key, "resource": _resource(resource),
+                                "priority": priority}
+        if max_runtime is not None:
+            body["maxRuntime"] = max_runtime
         return _Call("POST", f"/partition/{partition}/application/{application_id}/asks", _dict,
-                     json_body={"allocationKey": allocation_key, "resource": _resource(resource),
-                                "priority": priority})
+                     json_body=body)
 
     @staticmethod
     def remove_ask(application_id: str, allocation_key: str, partition: str) -> _Call[None]:

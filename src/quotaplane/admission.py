@@ -12,6 +12,7 @@ without checks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["AllocationSpec", "PolicySet", "admit", "apply_all", "as_resource", "check_all", "check_id",
-           "check_labels", "validate_spec"]
+           "check_labels", "check_max_runtime", "validate_spec"]
 
 #: (policy that let it go, allocation key): an allocation a policy preempted while admitting another
 Preempted = tuple[QuotaPolicy, str]
@@ -152,6 +153,8 @@ class AllocationSpec:
     constraints: FlavorRequest | None = None
     #: set when ``resource`` is already charged per these flavors (resource → flavor): no search
     flavors: dict[str, str] | None = None
+    #: the declared runtime in seconds (:func:`check_max_runtime`), None: none declared
+    max_runtime: float | None = None
 
 
 def check_id(value: object, what: str) -> str:
@@ -180,7 +183,7 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
 def validate_spec(application_id: Any, allocation_key: Any, resource: Any, priority: Any = 0,
                   preemptible: Any = True, placeholder: Any = False, task_group: Any = None,
                   node: Any = None, tags: Any = None, node_selector: Any = None, node_affinity: Any = None,
-                  tolerations: Any = None) -> AllocationSpec:
+                  tolerations: Any = None, max_runtime: Any = None) -> AllocationSpec:
     """Check the arguments of ``Partition.allocate`` (``ValueError`` naming the first bad one)."""
     check_id(application_id, "application id")
     check_id(allocation_key, "allocation key")
@@ -194,7 +197,8 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     if node_selector is not None or node_affinity is not None or tolerations is not None:
         constraints = FlavorRequest.parse(node_selector, node_affinity, tolerations) or None
     return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None, node, check_tags(tags), constraints)
+                          task_group or None, node, check_tags(tags), constraints,
+                          max_runtime=check_max_runtime(max_runtime))
 
 
 def check_labels(labels: Any) -> dict[str, str] | None:
@@ -210,6 +214,19 @@ def check_labels(labels: Any) -> dict[str, str] | None:
         if not isinstance(v, str):
             raise InputError(f"node label {k!r}: the value must be a string, not {type(v).__name__}")
     return dict(labels)
+
+
+
+def check_max_runtime(value: Any) -> float | None:
+    """A declared runtime: the most the work is expected to run once allocated, in seconds — a
+    positive finite number (``ValueError`` naming it otherwise); None: none declared. The waiting-time
+    forecast takes it as the allocation's end (docs/eta.md); nothing is stopped when it passes."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value <= 0:
+        raise InputError(f"max runtime must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def check_tags(tags: Any) -> dict[str, str] | None:

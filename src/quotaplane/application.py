@@ -135,11 +135,12 @@ class Allocation:
 
     ``placeholder`` marks a gang placeholder (seed 001 "Application tracking"); ``task_group`` is its
     task group (the real allocation that replaces it inherits it). ``time`` is the clock value at which
-    it was admitted. ``node`` is the node it runs on, when known (issue 15 #2).
+    it was admitted. ``node`` is the node it runs on, when known (issue 15 #2). ``max_runtime`` is its
+    declared runtime in seconds, when declared (docs/eta.md).
     """
 
-    __slots__ = ("allocation_key", "application_id", "config_seq", "flavors", "node", "placeholder",
-                 "preemptible", "priority", "resource", "tags", "task_group", "time")
+    __slots__ = ("allocation_key", "application_id", "config_seq", "flavors", "max_runtime", "node",
+                 "placeholder", "preemptible", "priority", "resource", "tags", "task_group", "time")
 
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
@@ -158,6 +159,8 @@ class Allocation:
         self.tags: dict[str, str] | None = None
         #: the resource flavor of each requested resource counted per flavor (docs/flavors.md), None: none
         self.flavors: dict[str, str] | None = None
+        #: the declared runtime in seconds, None when none was declared
+        self.max_runtime: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (REST and ``dump_state``)."""
@@ -183,6 +186,8 @@ class Allocation:
             out["allocationTags"] = dict(sorted(self.tags.items()))
         if self.flavors:
             out["flavors"] = dict(self.flavors)
+        if self.max_runtime is not None:
+            out["maxRuntime"] = self.max_runtime
         return out
 
     def __repr__(self) -> str:

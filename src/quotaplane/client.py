@@ -311,19 +311,23 @@ class Client:
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, node: str | None = None,
-                 partition: str = "default") -> Decision:
-        """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason)."""
+                 partition: str = "default", max_runtime: float | None = None) -> Decision:
+        """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason).
+        ``max_runtime``: its declared runtime in seconds (docs/eta.md)."""
         return self._run(_api.allocate(application_id, allocation_key, resource, priority, preemptible, node,
-                                       partition))
+                                       partition, max_runtime))
 
     def release(self, allocation_key: str, partition: str = "default") -> None:
         """Release an allocation."""
         return self._run(_api.release(allocation_key, partition))
 
     def add_ask(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
-                priority: int = 0, partition: str = "default") -> dict[str, Any]:
-        """Queue an ask: it waits (with its reasons) and is allocated once it fits."""
-        return self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition))
+                priority: int = 0, partition: str = "default",
+                max_runtime: float | None = None) -> dict[str, Any]:
+        """Queue an ask: it waits (with its reasons) and is allocated once it fits. ``max_runtime``: the
+        declared runtime in seconds of its allocation (docs/eta.md)."""
+        return self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition,
+                                      max_runtime))
 
     def remove_ask(self, application_id: str, allocation_key: str, partition: str = "default") -> None:
         """Withdraw a waiting ask."""
@@ -566,10 +570,11 @@ class AsyncClient:
     async def allocate(self, application_id: str, allocation_key: str,
                        resource: Mapping[str, int] | Resource, *,
                        priority: int = 0, preemptible: bool = True, node: str | None = None,
-                       partition: str = "default") -> Decision:
-        """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason)."""
+                       partition: str = "default", max_runtime: float | None = None) -> Decision:
+        """Ask for an allocation: the :class:`Decision` (refused: ``allocated`` false with every reason).
+        ``max_runtime``: its declared runtime in seconds (docs/eta.md)."""
         return await self._run(_api.allocate(application_id, allocation_key, resource, priority, preemptible,
-                                             node, partition))
+                                             node, partition, max_runtime))
 
     async def release(self, allocation_key: str, partition: str = "default") -> None:
         """Release an allocation."""
@@ -577,9 +582,12 @@ class AsyncClient:
 
     async def add_ask(self, application_id: str, allocation_key: str,
                       resource: Mapping[str, int] | Resource, *,
-                      priority: int = 0, partition: str = "default") -> dict[str, Any]:
-        """Queue an ask: it waits (with its reasons) and is allocated once it fits."""
-        return await self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition))
+                      priority: int = 0, partition: str = "default",
+                      max_runtime: float | None = None) -> dict[str, Any]:
+        """Queue an ask: it waits (with its reasons) and is allocated once it fits. ``max_runtime``: the
+        declared runtime in seconds of its allocation (docs/eta.md)."""
+        return await self._run(_api.add_ask(application_id, allocation_key, resource, priority, partition,
+                                            max_runtime))
 
     async def remove_ask(self, application_id: str, allocation_key: str, partition: str = "default") -> None:
         """Withdraw a waiting ask."""

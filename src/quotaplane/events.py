@@ -95,6 +95,13 @@ def _res(v: Any) -> Resource:
     return Resource.of(dict(v))
 
 
+def _runtime(v: Any) -> float:
+    seconds = _float(v)
+    if seconds <= 0:
+        raise _fail(f"expected a positive number of seconds, got {v!r}")
+    return seconds
+
+
 def _strs(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list | tuple):
         raise _fail(f"expected a list of strings, got {v!r}")
@@ -305,14 +312,15 @@ class Allocated(Event):
     allocation's tags (YuniKorn's ``allocationTags``, e.g. the pod it is), written only when given.
     ``flavors``: the resource flavor chosen for each requested resource counted per flavor
     (docs/flavors.md), written only then; ``resource`` is what was charged, flavored names included.
+    ``max_runtime``: its declared runtime in seconds (written only when declared; docs/eta.md).
     """
 
     TYPE: ClassVar[str] = "allocated"
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "app": _str, "key": _str, "resource": _res, "priority": _int, "preemptible": _bool,
         "placeholder": _bool, "task_group": _opt(_str), "t": _float, "preempted": _opt(_strs),
-        "node": _opt(_str), "tags": _opt(_tags), "flavors": _opt(_tags)}
-    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node", "tags", "flavors"})
+        "node": _opt(_str), "tags": _opt(_tags), "flavors": _opt(_tags), "max_runtime": _opt(_runtime)}
+    OMIT: ClassVar[frozenset[str]] = frozenset({"preempted", "node", "tags", "flavors", "max_runtime"})
     app: str
     key: str
     resource: Resource
@@ -325,6 +333,7 @@ class Allocated(Event):
     node: str | None = None
     tags: dict[str, str] | None = None
     flavors: dict[str, str] | None = None
+    max_runtime: float | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
@@ -336,7 +345,7 @@ class Allocated(Event):
             task_group, preempted, node = data["task_group"], data.get("preempted"), data.get("node")
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
-        if "tags" in data or "flavors" in data:
+        if "tags" in data or "flavors" in data or "max_runtime" in data:
             return _generic_from_json(cls, data)        # rare: the written-out path stays the common one
         if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
                 and type(placeholder) is bool and (task_group is None or type(task_group) is str)
@@ -366,6 +375,8 @@ class Allocated(Event):
             out["tags"] = dict(self.tags)
         if self.flavors is not None:
             out["flavors"] = dict(self.flavors)
+        if self.max_runtime is not None:
+            out["max_runtime"] = self.max_runtime
         return out
 
 
@@ -429,9 +440,10 @@ class AskAdded(Event):
     FIELDS: ClassVar[dict[str, _Conv]] = {
         "key": _str, "app": _str, "resource": _res, "priority": _int, "preemptible": _bool, "seq": _int,
         "t": _float, "placeholder": _opt(_bool), "task_group": _opt(_str), "places": _opt(_strs),
-        "overtaken": _opt(_int), "tags": _opt(_tags), "constraints": _opt(_any_map)}
+        "overtaken": _opt(_int), "tags": _opt(_tags), "constraints": _opt(_any_map),
+        "max_runtime": _opt(_runtime)}
     OMIT: ClassVar[frozenset[str]] = frozenset({"placeholder", "task_group", "places", "overtaken", "tags",
-                                                "constraints"})
+                                                "constraints", "max_runtime"})
     key: str
     app: str
     resource: Resource
@@ -450,6 +462,8 @@ class AskAdded(Event):
     #: where it may run, for choosing its resource flavors (``nodeSelector``, ``affinity``,
     #: ``tolerations``; docs/flavors.md), written only when given
     constraints: dict[str, Any] | None = None
+    #: the declared runtime (seconds) its allocation will have, written only when declared
+    max_runtime: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)

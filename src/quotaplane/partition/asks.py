@@ -39,7 +39,8 @@ def add_ask(tx: Txn, spec: AllocationSpec) -> Ask:
     tx.apply(E.AskAdded(key=key, app=spec.application_id, resource=spec.resource, priority=spec.priority,
                         preemptible=spec.preemptible, seq=asks.next_seq(), t=tx.clock(),
                         placeholder=True if spec.placeholder else None, task_group=spec.task_group,
-                        tags=spec.tags, constraints=spec.constraints.to_dict() if spec.constraints else None))
+                        tags=spec.tags, constraints=spec.constraints.to_dict() if spec.constraints else None,
+                        max_runtime=spec.max_runtime))
     ask = asks.get(key)
     assert ask is not None
     tx.after(functools.partial(_after_add, ask, was_dirty))

@@ -324,21 +324,24 @@ class Partition:
                  tags: Mapping[str, str] | None = None, preempt: bool = True,
                  node_selector: Mapping[str, str] | None = None,
                  node_affinity: Sequence[Mapping[str, Any]] | None = None,
-                 tolerations: Sequence[Mapping[str, str]] | None = None) -> Decision:
+                 tolerations: Sequence[Mapping[str, str]] | None = None,
+                 max_runtime: float | None = None) -> Decision:
         """Admit one allocation through every policy (Q2), journal it, then answer (S1).
 
         ``placeholder=True`` marks a gang placeholder (``task_group`` required); ``node`` names the
         registered node it runs on, when known (quota is decided without it); ``tags`` are YuniKorn's
-        ``allocationTags``, kept with it. ``node_selector``, ``node_affinity`` (Kubernetes'
-        ``nodeSelectorTerms``) and ``tolerations`` restrict the resource flavors it may be charged under
-        (docs/flavors.md). Unknown application or node: NotFoundError; existing ``allocation_key``:
-        ConflictError (nothing counted twice). ``preempt=False``: nothing is preempted for it (a running
-        pod the Kubernetes front adopts again). While the partition holds what it preempts
-        (:attr:`hold_preempted`), a request that needs preemption is refused with its held victims in
-        ``preempted`` and waits for their room as a pending ask.
+        ``allocationTags``, kept with it; ``max_runtime`` is its declared runtime in seconds (what the
+        waiting-time forecast takes as its end, docs/eta.md). ``node_selector``, ``node_affinity``
+        (Kubernetes' ``nodeSelectorTerms``) and ``tolerations`` restrict the resource flavors it may be
+        charged under (docs/flavors.md). Unknown application or node: NotFoundError; existing
+        ``allocation_key``: ConflictError (nothing counted twice). ``preempt=False``: nothing is
+        preempted for it (a running pod the Kubernetes front adopts again). While the partition holds
+        what it preempts (:attr:`hold_preempted`), a request that needs preemption is refused with its
+        held victims in ``preempted`` and waits for their room as a pending ask.
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
-                             task_group, node, tags, node_selector, node_affinity, tolerations)
+                             task_group, node, tags, node_selector, node_affinity, tolerations,
+                             max_runtime)
         with Txn(self._core) as tx:
             return allocations.allocate(tx, spec, preempt=preempt)
 
@@ -347,8 +350,8 @@ class Partition:
 
         Each item has the keys of :meth:`allocate` (``application_id`` or ``applicationID``,
         ``allocation_key`` or ``allocationKey``, ``resource``, optional ``priority``, ``preemptible``,
-        ``placeholder``, ``task_group``). An invalid item (unknown application, duplicate key, bad
-        amounts) raises before anything changes.
+        ``placeholder``, ``task_group``, ``max_runtime`` or ``maxRuntime``). An invalid item (unknown
+        application, duplicate key, bad amounts) raises before anything changes.
         """
         specs: list[AllocationSpec] = []
         for item in items:
@@ -361,7 +364,8 @@ class Partition:
                 item.get("task_group", item.get("taskGroupName")), item.get("node", item.get("nodeID")),
                 item.get("tags", item.get("allocationTags")),
                 item.get("node_selector", item.get("nodeSelector")),
-                item.get("node_affinity", item.get("nodeAffinity")), item.get("tolerations")))
+                item.get("node_affinity", item.get("nodeAffinity")), item.get("tolerations"),
+                item.get("max_runtime", item.get("maxRuntime"))))
         return self.allocate_specs(specs)
 
     def allocate_specs(self, specs: Sequence[AllocationSpec]) -> list[Decision]:
@@ -504,16 +508,18 @@ class Partition:
                 task_group: str | None = None, tags: Mapping[str, str] | None = None,
                 node_selector: Mapping[str, str] | None = None,
                 node_affinity: Sequence[Mapping[str, Any]] | None = None,
-                tolerations: Sequence[Mapping[str, str]] | None = None) -> Ask:
+                tolerations: Sequence[Mapping[str, str]] | None = None,
+                max_runtime: float | None = None) -> Ask:
         """Queue a request: it counts towards no quota and is allocated by a later cycle once it fits.
 
+        ``max_runtime``: the declared runtime in seconds its allocation will have (docs/eta.md).
         Unknown application: NotFoundError; a key already pending or allocated: ConflictError. With
         :attr:`auto_schedule` on, a cycle runs at once (so an ask that fits is allocated now).
         ``node_selector``, ``node_affinity`` and ``tolerations`` as for :meth:`allocate`.
         """
         spec = validate_spec(application_id, allocation_key, resource, priority, preemptible, placeholder,
                              task_group, tags=tags, node_selector=node_selector, node_affinity=node_affinity,
-                             tolerations=tolerations)
+                             tolerations=tolerations, max_runtime=max_runtime)
         with Txn(self._core) as tx:
             return asks.add_ask(tx, spec)
 

@@ -289,7 +289,7 @@ class Txn:
                              preemptible=spec.preemptible, placeholder=spec.placeholder,
                              task_group=spec.task_group, t=t,
                              preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node,
-                             tags=spec.tags, flavors=flavors or None)
+                             tags=spec.tags, flavors=flavors or None, max_runtime=spec.max_runtime)
             undo = AllocationUndo(req, before, state.waiting.asks.get(key))
             state.after_allocated(app, ev, preempted)
         except BaseException:

@@ -33,6 +33,7 @@ class Ask:
         "bound",
         "constraints",
         "created",
+        "max_runtime",
         "overtaken",
         "place_paths",
         "placeholder",
@@ -81,6 +82,8 @@ class Ask:
         self.tags: dict[str, str] | None = None
         #: where it may run, for choosing its resource flavors (docs/flavors.md), None: anywhere
         self.constraints: FlavorRequest | None = None
+        #: the declared runtime in seconds its allocation will have (docs/eta.md), None: none declared
+        self.max_runtime: float | None = None
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -103,6 +106,8 @@ class Ask:
             out["taskGroupName"] = self.task_group
         if self.tags:
             out["allocationTags"] = dict(sorted(self.tags.items()))
+        if self.max_runtime is not None:
+            out["maxRuntime"] = self.max_runtime
         if self.places:
             out["overtaken"] = self.overtaken
             out["reservedQueues"] = list(self.place_paths) if self.overtaken >= self.bound else []
@@ -115,7 +120,8 @@ class Ask:
                         placeholder=True if self.placeholder else None, task_group=self.task_group,
                         places=self.places or None, overtaken=self.overtaken or None,
                         tags=dict(self.tags) if self.tags else None,
-                        constraints=self.constraints.to_dict() if self.constraints else None)
+                        constraints=self.constraints.to_dict() if self.constraints else None,
+                        max_runtime=self.max_runtime)
 
     @classmethod
     def from_event(cls, ev: AskAdded) -> Ask:
@@ -126,6 +132,7 @@ class Ask:
         ask.tags = dict(ev.tags) if ev.tags else None
         if ev.constraints:
             ask.constraints = FlavorRequest.from_dict(ev.constraints) or None
+        ask.max_runtime = ev.max_runtime
         return ask
 
     def __repr__(self) -> str:

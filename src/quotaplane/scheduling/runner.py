@@ -311,7 +311,7 @@ class PendingAsks:
                 return self._replace_for(tx, ask, placeholder)
         spec = AllocationSpec(ask.application_id, ask.allocation_key, ask.resource, ask.priority,
                               ask.preemptible, ask.placeholder, ask.task_group, tags=ask.tags,
-                              constraints=ask.constraints)
+                              constraints=ask.constraints, max_runtime=ask.max_runtime)
         decision = tx.admit(spec, ask)
         if decision.allocated:
             if tx.uncommitted >= CYCLE_FLUSH_EVERY:

@@ -27,6 +27,7 @@ __all__ = [
     "BatchBody",
     "ClusterOut",
     "EventBatchOut",
+    "MaxRuntime",
     "NodeBody",
     "Placement",
     "ResourceMap",
@@ -54,6 +55,13 @@ def _integer(value: Any) -> Any:
     return value
 
 
+def _number(value: Any) -> Any:
+    # a JSON number (integer or fraction); strings and booleans are refused (lax mode would take "5")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number of seconds")
+    return value
+
+
 #: A resource amount: a JSON integer within int64, never negative in a request.
 Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integer)]
 #: A priority: YuniKorn priorities are int32.
@@ -73,6 +81,10 @@ ResourceMap = dict[ResourceName, Amount]
 #: YuniKorn's ``allocationTags``: ``{name: value}`` strings (``kubernetes.io/meta/podName`` …)
 TagName = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 AllocationTags = dict[TagName, Annotated[StrictStr, Field(max_length=65536)]]
+#: A declared runtime in seconds: a positive JSON number (docs/eta.md), at most 100 years.
+MaxRuntime = Annotated[float, Field(gt=0, le=3.2e9, allow_inf_nan=False,
+                                    description="declared runtime in seconds (the ETA's end of it)"),
+                       BeforeValidator(_number)]
 #: A response resource map (may hold negative amounts, e.g. headroom).
 ResourceOut = dict[str, int]
 
@@ -161,6 +173,7 @@ class AllocationBody(Placement):
     nodeID: Name | None = Field(default=None, description="the registered node it runs on, when known")
     allocationTags: AllocationTags | None = Field(default=None, description=(
         "YuniKorn's allocation tags, kept with the allocation (e.g. kubernetes.io/meta/podName)"))
+    maxRuntime: MaxRuntime | None = None
 
 
 class AllocationNodeBody(_Body):

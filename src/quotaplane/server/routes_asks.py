@@ -24,7 +24,7 @@ from quotaplane.errors import NotFoundError
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
-from quotaplane.server.models import AllocationTags, Name, Placement, Priority, ResourceMap
+from quotaplane.server.models import AllocationTags, MaxRuntime, Name, Placement, Priority, ResourceMap
 from quotaplane.server.streams import Feed, bound_send_buffer
 
 __all__ = ["AskBody", "router", "scheduling_loop"]
@@ -49,6 +49,8 @@ class AskBody(Placement):
     taskGroupName: Name | None = Field(default=None, description="gang task group (placeholders)")
     allocationTags: AllocationTags | None = Field(default=None, description=(
         "YuniKorn's allocation tags, passed to the allocation (e.g. kubernetes.io/meta/podName)"))
+    maxRuntime: MaxRuntime | None = Field(default=None, description=(
+        "declared runtime in seconds, passed to the allocation (the ETA's end of it, docs/eta.md)"))
 
 
 def ask_json(ask: Any) -> dict[str, Any]:
@@ -77,7 +79,8 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
                         preemptible=body.preemptible, placeholder=body.placeholder,
-                        task_group=body.taskGroupName, tags=body.allocationTags, **body.placement())
+                        task_group=body.taskGroupName, tags=body.allocationTags,
+                        max_runtime=body.maxRuntime, **body.placement())
         with p.lock:
             allocated = p.allocation(body.allocationKey) is not None
             out = ask_json(ask)

@@ -125,7 +125,7 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     start = time.perf_counter()
     decision = p.allocate(body.applicationID, body.allocationKey, Resource.of(body.resource),
                           priority=body.priority, preemptible=body.preemptible, node=body.nodeID,
-                          tags=body.allocationTags, **body.placement())
+                          tags=body.allocationTags, max_runtime=body.maxRuntime, **body.placement())
     service.metrics.admission.observe(time.perf_counter() - start)
     service.metrics.observe_decision(decision)
     out = decision.to_dict()
@@ -397,7 +397,7 @@ def router(service: Any) -> APIRouter:
         # time, and adopt the amounts without Resource's per-amount checks.
         entries = [AllocationSpec(a.applicationID, a.allocationKey, Resource.of(a.resource), a.priority,
                                   a.preemptible, node=a.nodeID, tags=a.allocationTags or None,
-                                  constraints=_constraints(a))
+                                  constraints=_constraints(a), max_runtime=a.maxRuntime)
                    for a in body.allocations]
         start = time.perf_counter()
         decisions = p.allocate_specs(entries)

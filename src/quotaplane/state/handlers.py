@@ -363,6 +363,8 @@ class PartitionState:
             alloc.tags = dict(ev.tags)
         if ev.flavors:
             alloc.flavors = dict(ev.flavors)
+        if ev.max_runtime is not None:
+            alloc.max_runtime = ev.max_runtime
         if ev.node is not None:
             alloc.node = ev.node
             self.node_index.place(ev.node, ev.key)

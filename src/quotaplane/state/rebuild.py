@@ -44,7 +44,7 @@ def _allocated(a: Allocation, node: str | None) -> Allocated:
     return Allocated(app=a.application_id, key=a.allocation_key, resource=a.resource, priority=a.priority,
                      preemptible=a.preemptible, placeholder=a.placeholder, task_group=a.task_group, t=a.time,
                      node=node, tags=dict(a.tags) if a.tags else None,
-                     flavors=dict(a.flavors) if a.flavors else None)
+                     flavors=dict(a.flavors) if a.flavors else None, max_runtime=a.max_runtime)
 
 
 def _restore(app: Application) -> AppRestore:
