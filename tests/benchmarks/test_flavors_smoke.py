@@ -1,0 +1,23 @@
+"""``benchmarks/flavors.py`` at a small size (no timing is asserted): both sections run, the 4-flavor
+searches land on the flavor they should, and the fair-sharing decision finds its 3 victims."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_flavors_benchmark_runs_small(tmp_path: Path, monkeypatch: object) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _bench
+        import flavors
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setattr(_bench, "RESULTS", tmp_path)  # type: ignore[attr-defined]
+    out = flavors.main(["--small"])
+    assert set(out["flavor_choice"]) >= {"ratio_four_first_vs_one", "ratio_four_last_vs_one"}
+    assert out["fair_preemption"]["fair"]["allocations"] == 200
+    assert (tmp_path / "flavors-small.json").exists()
