@@ -110,6 +110,12 @@ class Partition:
         return Txn(self._core, check_store=check_store)
 
     @property
+    def state(self) -> PartitionState:
+        """The state in force, for readers that work on a copy of it (the waiting-time forecast,
+        :mod:`quotaplane.eta`): read it under :attr:`lock`, change it only through :meth:`write`."""
+        return self._core.state
+
+    @property
     def history(self) -> PartitionHistory:
         """The usage accounting of this partition (:mod:`quotaplane.history`, docs/history.md)."""
         return self._core.state.history
