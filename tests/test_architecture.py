@@ -23,7 +23,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "events": ("events",),
     "journal": ("journal",),
     "core": ("application", "admission", "notices", "state", "scheduling", "partition", "scheduler",
-             "history"),
+             "history", "eta"),
     "server": ("server",),
     "client": ("client", "_client_api"),
     "kube": ("kube",),

@@ -1,0 +1,13 @@
+"""When will a waiting job start, and what would make it start now (issue 35, docs/eta.md).
+
+* :mod:`~quotaplane.eta.holds`: the observed hold-time distributions of a partition (by queue, by user);
+* :mod:`~quotaplane.eta.copy`: a working copy of a partition, on which the engines run forward or try
+  a change;
+* :mod:`~quotaplane.eta.forecast`: the p10/p50/p90 start of every waiting ask, with its basis;
+"""
+
+from quotaplane.eta.forecast import QUANTILES, AskEta, EtaTracker, Forecast, forecast, tracker
+from quotaplane.eta.holds import MIN_BASIS, HoldEstimate, HoldSketch, HoldTimes
+
+__all__ = ["MIN_BASIS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "HoldEstimate", "HoldSketch",
+           "HoldTimes", "forecast", "tracker"]

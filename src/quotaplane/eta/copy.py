@@ -1,0 +1,74 @@
+"""A working copy of a partition: the same state in a new partition with no journal and its own clock.
+
+The forecast and the "what would make it start" answers run the real engines forward or try changes;
+they do it on a copy, never on the partition itself. The copy is made the way a snapshot restore
+makes a partition (:class:`~quotaplane.state.rebuild.RebuildCapture`: every config that matters, what
+was submitted, counted and admitted under it, the waiting asks, the applications' lifecycle and the
+policies' memos), applied through the same handlers, so every later decision on it is the one the
+partition itself would make from the same state.
+
+``without`` leaves allocations out of the copy (the state as if they had ended); ``configure`` maps
+each configuration the copy applies (a raised limit). The copy never schedules by itself
+(``auto_schedule`` off): its user runs the cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
+
+from quotaplane.config.model import PartitionConfig
+from quotaplane.events import AppRestore, Event, NodeAdded
+from quotaplane.partition.facade import Partition
+from quotaplane.state.rebuild import RebuildCapture
+
+__all__ = ["working_copy"]
+
+
+def working_copy(partition: Partition, clock: Callable[[], float], *, without: Collection[str] = (),
+                 configure: Callable[[PartitionConfig], PartitionConfig] | None = None) -> Partition:
+    """A copy of ``partition``'s state now, on ``clock``, with no journal (see the module docstring)."""
+    with partition.lock:
+        state = partition.state
+        allocations = [(a, a.node) for key, a in state.allocs.items() if key not in without]
+        capture = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
+                                 state.waiting.asks.all(), state.policies.extensions,
+                                 state.node_index.unschedulable)
+        events = _with_labels(capture.events(), state.node_labels)
+        source = state.config_source
+        current = state.config
+        options = state.options
+    if without:
+        # an application's lifecycle record names its allocations: the left-out ones are not there
+        events = [_without(ev, without) for ev in events]
+
+    def config_at(seq: int) -> PartitionConfig:
+        # a partition made without a scheduler has no config history: its config in force stands in
+        config = source(seq) if source is not None else current
+        return configure(config) if configure is not None else config
+
+    first = events[0]
+    seq0 = getattr(first, "seq", state.config_seq)
+    copy = Partition(config_at(seq0), journal=None, clock=clock, config_seq=seq0, config_source=config_at,
+                     options=options)
+    copy.auto_schedule = False
+    target = copy.state
+    for ev in events:
+        target.apply(ev)
+        target.notes_recorded(target.take_notes())
+    return copy
+
+
+def _with_labels(events: list[Event], labels: Mapping[str, Mapping[str, str]]) -> list[Event]:
+    # the rebuild capture registers nodes without their labels; the labels select resource flavors
+    # (docs/flavors.md "Nodes"), so the copy must have them to count the same capacity per flavor
+    if not labels:
+        return events
+    return [dataclasses.replace(ev, labels=dict(labels[ev.node]))
+            if isinstance(ev, NodeAdded) and ev.node in labels and not ev.labels else ev for ev in events]
+
+
+def _without(ev: Event, keys: Collection[str]) -> Event:
+    if not isinstance(ev, AppRestore) or ev.allocations is None or not any(k in keys for k in ev.allocations):
+        return ev
+    return dataclasses.replace(ev, allocations=tuple(k for k in ev.allocations if k not in keys))

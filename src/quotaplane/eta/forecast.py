@@ -1,0 +1,266 @@
+"""When will each waiting ask start: the present simulated forward with the real engines on a copy.
+
+Method (docs/eta.md "How the forecast is made"):
+
+1. a working copy of the partition (:func:`~quotaplane.eta.copy.working_copy`) on a simulated clock
+   that starts at ``now``, the time the forecast is asked for (never read from the wall clock here);
+2. every running allocation gets an end: its declared runtime (``max_runtime``, counted from its own
+   start; one already past it ends at ``now``), else the ``q``-quantile of the hold times observed in
+   its queue (or of its user) among the holds longer than it has already run
+   (:class:`~quotaplane.eta.holds.HoldTimes`), else none — it never ends in the forecast;
+3. a scheduling cycle runs at ``now``, then at every end in time order: the ends due are released
+   together and the partition's own cycle allocates what fits — queue order, priorities, fairness,
+   reservations, guarantees and preemption are the engines' own. An ask started in the copy gets an
+   end the same way (its declared runtime, else its queue's unconditional quantile);
+4. an ask's start is the time of the cycle that allocated it; one never allocated is "unknown".
+
+The forecast runs once per quantile (p10, p50, p90) — or once, when every end is a declared runtime —
+and is cached per partition until the partition changes (:class:`EtaTracker`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotaplane.application import Allocation
+from quotaplane.eta.copy import working_copy
+from quotaplane.eta.holds import HoldEstimate, HoldTimes
+from quotaplane.partition.facade import Partition
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
+from quotaplane.state.handlers import PartitionState
+
+__all__ = ["QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
+
+#: the quantiles of the hold times each forecast run takes (the p10, p50 and p90 starts)
+QUANTILES = (0.1, 0.5, 0.9)
+#: the bases named with an answer at most (the rest are counted)
+_MAX_BASES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AskEta:
+    """The forecast start of one waiting ask: ``p10``/``p50``/``p90`` times (None: unknown) and the
+    ``basis`` of the p50 answer (the ends that let it start, or why it is unknown)."""
+
+    allocation_key: str
+    application_id: str
+    queue: str
+    waiting_since: float
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    basis: tuple[str, ...]
+
+    @property
+    def known(self) -> bool:
+        """True when the median start is known."""
+        return self.p50 is not None
+
+    def to_dict(self, as_of: float) -> dict[str, Any]:
+        """The REST shape: times in seconds since the epoch and seconds from ``as_of`` (null: unknown)."""
+        def rel(t: float | None) -> float | None:
+            return None if t is None else round(max(0.0, t - as_of), 3)
+        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+                "queue": self.queue, "waitingSince": self.waiting_since, "known": self.known,
+                "start": {"p10": self.p10, "p50": self.p50, "p90": self.p90},
+                "inSeconds": {"p10": rel(self.p10), "p50": rel(self.p50), "p90": rel(self.p90)},
+                "basis": list(self.basis)}
+
+
+@dataclass(slots=True)
+class Forecast:
+    """The forecast of every waiting ask of a partition at ``as_of``."""
+
+    partition: str
+    as_of: float
+    asks: dict[str, AskEta] = field(default_factory=dict)
+    #: how many simulated runs it took (1 when every end is a declared runtime)
+    runs: int = 0
+    #: the earliest end the forecast counted on: past it the forecast is stale
+    next_end: float = math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape: ``{partition, asOf, asks: [...]}`` in the partition's arrival order."""
+        return {"partition": self.partition, "asOf": self.as_of,
+                "asks": [e.to_dict(self.as_of) for e in self.asks.values()]}
+
+
+def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
+            q: float) -> tuple[float | None, str]:
+    """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis."""
+    if a.max_runtime is not None:
+        end = a.time + a.max_runtime
+        if end < now:
+            return now, f"declared runtime of {a.allocation_key} (overdue)"
+        return end, f"declared runtime of {a.allocation_key}"
+    app = state.apps.get(a.application_id)
+    if app is None:                      # pragma: no cover - a live allocation has its application
+        return None, ""
+    age = max(0.0, now - a.time)
+    est: HoldEstimate = holds.remaining(app.queue_path, app.user.user, age, q)
+    if est.seconds is None:
+        return None, est.basis
+    return max(now, a.time + est.seconds), est.basis
+
+
+def _needs_quantiles(state: PartitionState) -> bool:
+    """True when some end comes from observed hold times (then p10, p50 and p90 differ)."""
+    return any(a.max_runtime is None for a in state.allocs.values()) or \
+        any(ask.max_runtime is None for ask in state.waiting.asks.all())
+
+
+def _simulate(partition: Partition, holds: HoldTimes, now: float,
+              q: float) -> tuple[dict[str, float], dict[str, tuple[str, ...]], float]:
+    """One forward run: the start of every ask it allocates, the bases, and the first end counted on."""
+    clock = [now]
+    copy = working_copy(partition, lambda: clock[0])
+    state = copy.state
+    heap: list[tuple[float, str]] = []
+    basis: dict[str, str] = {}
+    for key, a in state.allocs.items():
+        end, why = _end_of(a, state, holds, now, q)
+        if end is not None:
+            heap.append((end, key))
+            basis[key] = why
+    heapq.heapify(heap)
+    first_end = heap[0][0] if heap else math.inf
+    starts: dict[str, float] = {}
+    why_started: dict[str, tuple[str, ...]] = {}
+
+    def cycle(at: float, bases: tuple[str, ...]) -> None:
+        for a in copy.schedule():
+            starts[a.allocation_key] = at
+            why_started[a.allocation_key] = bases
+            end, why = _end_of(a, state, holds, at, q)
+            if end is not None:
+                heapq.heappush(heap, (max(end, at), a.allocation_key))
+                basis[a.allocation_key] = why
+
+    cycle(now, ("fits now",))
+    while len(state.waiting.asks):
+        timer = _next_timer(state, clock[0])
+        if heap and heap[0][0] <= timer:
+            at = heap[0][0]
+            keys: list[str] = []
+            while heap and heap[0][0] == at:
+                _, key = heapq.heappop(heap)
+                if key in state.allocs:      # a preemption in the copy may have ended it already
+                    keys.append(key)
+            if not keys:
+                continue
+            clock[0] = at
+            copy.release_batch(keys)
+            copy.check_timeouts(at)
+            cycle(at, _bases(basis[k] for k in keys))
+        elif math.isfinite(timer):
+            # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
+            # partition's own timers act then, as the service's timer loop makes them
+            clock[0] = timer
+            before = len(starts)
+            copy.check_timeouts(timer)
+            cycle(timer, ("a preemption delay passed",))
+            if not heap and len(starts) == before:
+                break                    # nothing ends any more and the timers start nothing
+        else:
+            break
+    return starts, why_started, first_end
+
+
+def _next_timer(state: PartitionState, after: float) -> float:
+    """The first time after ``after`` the partition's timers act on the waiting asks (an ask's
+    preemption delay passing, the next preemption attempt): inf when none will."""
+    due = state.preempt_due
+    timed = state.waiting.timed
+    if timed:
+        due = min(due, timed[0][0])
+    # the timers' own clock moves in whole steps of a cycle: never before or at the present
+    return due if due > after else (after + PREEMPT_ATTEMPT_EVERY if math.isfinite(due) else math.inf)
+
+
+def _bases(items: Any) -> tuple[str, ...]:
+    seen = sorted(set(items))
+    if len(seen) > _MAX_BASES:
+        return (*seen[:_MAX_BASES], f"and {len(seen) - _MAX_BASES} more")
+    return tuple(seen)
+
+
+def forecast(partition: Partition, holds: HoldTimes, now: float) -> Forecast:
+    """The forecast start of every waiting ask of ``partition`` at ``now`` (see the module docstring)."""
+    with partition.lock:
+        state = partition.state
+        waiting = [(ask.allocation_key, ask.application_id, ask.created) for ask in state.waiting.asks.all()]
+        queues = {ask.application_id: app.queue_path for ask in state.waiting.asks.all()
+                  if (app := state.apps.get(ask.application_id)) is not None}
+        quantiles: Sequence[float] = QUANTILES if _needs_quantiles(state) else (0.5,)
+    out = Forecast(partition.name, now)
+    if not waiting:
+        return out
+    runs: dict[float, tuple[dict[str, float], dict[str, tuple[str, ...]]]] = {}
+    for q in quantiles:
+        starts, why, first = _simulate(partition, holds, now, q)
+        runs[q] = (starts, why)
+        out.next_end = min(out.next_end, first)
+    out.runs = len(quantiles)
+    median = runs.get(0.5, next(iter(runs.values())))
+    for key, app_id, created in waiting:
+        got = [runs.get(q, median)[0].get(key) for q in QUANTILES]
+        # the quantile runs are each consistent; an earlier-ending run may still start an ask later (a
+        # different order of ends), so the interval is ordered, not its runs
+        known = sorted(t for t in got if t is not None)
+        p10, p50, p90 = (got[0], got[1], got[2]) if None in got else (known[0], known[1], known[2])
+        bases = median[1].get(key) or _unknown_basis(key)
+        out.asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
+    return out
+
+
+def _unknown_basis(key: str) -> tuple[str, ...]:
+    return (f"unknown: no end of running work that is known (declared or observed) lets {key} start",)
+
+
+class EtaTracker:
+    """The forecast service of one partition: its hold times (observed from when it is made) and the
+    last forecast, kept until the partition changes or an end it counted on passes."""
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.holds = HoldTimes()
+        self.holds.attach(partition)
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[int, int], Forecast] | None = None
+
+    def forecast(self, now: float | None = None) -> Forecast:
+        """The forecast at ``now`` (default: the partition's clock), cached per change of the partition."""
+        p = self.partition
+        at = p.clock() if now is None else float(now)
+        with self._lock:
+            key = (self.holds.commits, p.config_seq)
+            cached = self._cached
+            if cached is not None and cached[0] == key and cached[1].as_of <= at < cached[1].next_end:
+                return cached[1]
+            result = forecast(p, self.holds, at)
+            self._cached = (key, result)
+            return result
+
+    def of(self, allocation_key: str, now: float | None = None) -> AskEta | None:
+        """The forecast of one waiting ask (None: no such ask waits)."""
+        return self.forecast(now).asks.get(allocation_key)
+
+
+_TRACKERS: weakref.WeakKeyDictionary[Partition, EtaTracker] = weakref.WeakKeyDictionary()
+_TRACKERS_LOCK = threading.Lock()
+
+
+def tracker(partition: Partition) -> EtaTracker:
+    """The one :class:`EtaTracker` of ``partition`` (made and attached on first use)."""
+    with _TRACKERS_LOCK:
+        found = _TRACKERS.get(partition)
+        if found is None:
+            found = _TRACKERS[partition] = EtaTracker(partition)
+        return found
+

@@ -1,0 +1,188 @@
+"""How long allocations hold their resources: the observed hold-time distributions of a partition.
+
+The forecast (:mod:`quotaplane.eta.forecast`) needs, for a running allocation that declared no
+runtime, when it will probably end. The answer comes from what was observed: every allocation that
+ended (released, preempted, removed with its node, replaced) adds its hold time — the time from its
+``allocated`` event to its end, both the times the events carry, never the wall clock — to the
+distribution of its leaf queue and of its user.
+
+A distribution is kept in bounded space as the history's log-linear histogram buckets
+(:func:`quotaplane.history.sketch.bucket_of`: exact below 128 ms, within 0.8 % above), in
+milliseconds. A quantile is the nearest-rank quantile; the *remaining* hold of an allocation that has
+already run ``age`` seconds is taken from the holds longer than ``age`` only (a job that has run an
+hour is not expected to end in the median's ten minutes). Fewer than :data:`MIN_BASIS` such holds is
+no basis: the answer is None ("unknown"), never an invented number.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import quotaplane.events as E
+from quotaplane.history.sketch import bucket_of, bucket_value
+from quotaplane.partition.facade import Partition
+
+__all__ = ["MIN_BASIS", "HoldEstimate", "HoldSketch", "HoldTimes"]
+
+#: the fewest observed holds (longer than the allocation's age) a remaining-time estimate rests on
+MIN_BASIS = 5
+
+
+class HoldSketch:
+    """One hold-time distribution: bucket counts of milliseconds, merged exactly by adding counts."""
+
+    __slots__ = ("_keys", "counts", "total")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.total = 0
+        self._keys: list[int] | None = []       # sorted bucket keys; None: to be sorted again
+
+    def add(self, seconds: float) -> None:
+        """Count one hold of ``seconds`` (negative times, from a clock set back, count as zero)."""
+        key = bucket_of(max(0, round(seconds * 1000)))
+        if key not in self.counts:
+            self._keys = None
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.total += 1
+
+    def _sorted(self) -> list[int]:
+        if self._keys is None:
+            self._keys = sorted(self.counts)
+        return self._keys
+
+    def longer_than(self, seconds: float) -> int:
+        """How many holds were longer than ``seconds`` (by their bucket's value)."""
+        keys = self._sorted()
+        start = bisect.bisect_right(keys, bucket_of(max(0, round(seconds * 1000))))
+        return sum(self.counts[k] for k in keys[start:])
+
+    def quantile(self, q: float, *, longer_than: float = 0.0) -> float | None:
+        """The nearest-rank ``q``-quantile in seconds of the holds longer than ``longer_than`` seconds
+        (all of them when 0); None when there are none."""
+        keys = self._sorted()
+        start = bisect.bisect_right(keys, bucket_of(max(0, round(longer_than * 1000)))) if longer_than > 0 \
+            else 0
+        n = sum(self.counts[k] for k in keys[start:])
+        if n == 0:
+            return None
+        rank = max(1, math.ceil(q * n))
+        seen = 0
+        for k in keys[start:]:
+            seen += self.counts[k]
+            if seen >= rank:
+                return bucket_value(k) / 1000.0
+        return bucket_value(keys[-1]) / 1000.0     # pragma: no cover - rank <= n
+
+
+@dataclass(frozen=True, slots=True)
+class HoldEstimate:
+    """When an allocation is expected to end: ``seconds`` after it started (None: unknown), from
+    ``basis`` (a sentence: "declared runtime", "from 1,156 past allocations of root.team-a")."""
+
+    seconds: float | None
+    basis: str
+    #: the scope the hold times came from ("queue root.a", "user bob"); "" for a declared runtime
+    scope: str = ""
+    #: how many observed holds the estimate rests on (0 for a declared runtime)
+    samples: int = 0
+
+
+class HoldTimes:
+    """The hold-time distributions of one partition, by leaf queue and by user, fed by an observer of
+    its committed events (:meth:`attach`)."""
+
+    def __init__(self) -> None:
+        #: queue path -> its holds; user -> theirs
+        self.queues: dict[str, HoldSketch] = {}
+        self.users: dict[str, HoldSketch] = {}
+        #: live allocation key -> (start time, queue path, user), for the allocations seen starting
+        self._live: dict[str, tuple[float, str, str]] = {}
+        #: commits observed: the forecast's cache key (any change of the partition is a commit)
+        self.commits = 0
+        self._partition: Partition | None = None
+
+    def attach(self, partition: Partition) -> None:
+        """Observe ``partition``'s commits from now on; the allocations running now are known by their
+        own start times (so their holds count when they end)."""
+        self._partition = partition
+        with partition.lock:
+            state = partition.state
+            for key, a in state.allocs.items():
+                app = state.apps.get(a.application_id)
+                if app is not None:
+                    self._live[key] = (a.time, app.queue_path, app.user.user)
+            partition.hooks.after_commit(self._observe)
+
+    def observe(self, partition: Partition, events: Sequence[E.Event]) -> None:
+        """Take ``events`` (one commit of ``partition``, applied already) into the distributions."""
+        self.commits += 1
+        state = partition.state
+        live = self._live
+        for ev in events:
+            if isinstance(ev, E.Allocated):
+                app = state.apps.get(ev.app)
+                if app is not None:
+                    live[ev.key] = (ev.t, app.queue_path, app.user.user)
+            elif isinstance(ev, E.Released):
+                self._ended(ev.key, ev.t)
+            elif isinstance(ev, E.Preempted):
+                for key in ev.keys:
+                    self._ended(key, ev.t)
+            elif isinstance(ev, E.Replaced):
+                # the real allocation takes the placeholder's place and runs from now
+                self._live.pop(ev.placeholder, None)
+                real = state.allocs.get(ev.key)
+                if real is not None:
+                    app = state.apps.get(real.application_id)
+                    if app is not None:
+                        live[ev.key] = (ev.t, app.queue_path, app.user.user)
+        # allocations that ended without an event of their own (a node removed, a timeout) end at
+        # the commit's last time
+        if len(live) > len(state.allocs):
+            t = next((ev_t for ev in reversed(events) if (ev_t := getattr(ev, "t", None)) is not None), None)
+            for key in [k for k in live if k not in state.allocs]:
+                if t is None:
+                    live.pop(key)
+                else:
+                    self._ended(key, float(t))
+
+    def _observe(self, events: Sequence[E.Event], _seq: int) -> None:
+        if self._partition is not None:
+            self.observe(self._partition, events)
+
+    def _ended(self, key: str, t: float) -> None:
+        found = self._live.pop(key, None)
+        if found is None:
+            return
+        start, queue, user = found
+        hold = t - start
+        self.queues.setdefault(queue, HoldSketch()).add(hold)
+        self.users.setdefault(user, HoldSketch()).add(hold)
+
+    def add(self, queue: str, user: str, seconds: float) -> None:
+        """Count one observed hold directly (a history loaded from elsewhere, a test)."""
+        self.queues.setdefault(queue, HoldSketch()).add(seconds)
+        self.users.setdefault(user, HoldSketch()).add(seconds)
+
+    def remaining(self, queue: str, user: str, age: float, q: float) -> HoldEstimate:
+        """The ``q``-quantile hold of an allocation of ``queue`` and ``user`` that has run ``age``
+        seconds, in seconds from its start: from its queue's holds when there are at least
+        :data:`MIN_BASIS` longer than ``age``, else from its user's; else unknown."""
+        scopes = ((f"queue {queue}", self.queues.get(queue)), (f"user {user}", self.users.get(user)))
+        for scope, sketch in scopes:
+            if sketch is None:
+                continue
+            n = sketch.longer_than(age) if age > 0 else sketch.total
+            if n < MIN_BASIS:
+                continue
+            value = sketch.quantile(q, longer_than=age)
+            if value is None:       # pragma: no cover - n >= MIN_BASIS
+                continue
+            name = scope.split(" ", 1)[1]
+            return HoldEstimate(max(value, age), f"from {n:,} past allocations of {name}", scope, n)
+        return HoldEstimate(None, f"no basis: fewer than {MIN_BASIS} past allocations of {queue} or {user}"
+                            + (f" ran longer than {age:g} s" if age > 0 else ""))

@@ -1,0 +1,208 @@
+"""The waiting-time forecast (docs/eta.md): rule by rule, then two properties — the forecast, made on
+a copy, never changes the partition; and with declared runtimes honoured and nothing new arriving,
+each ask starts exactly when the forecast said (the partition replayed forward)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.eta import MIN_BASIS, HoldSketch, HoldTimes, forecast, tracker
+from quotaplane.partition.facade import Partition
+from tests.partition.helpers import Clock, scheduler
+
+BOB = UserGroup("bob", ["ops"])
+CORE = 1000          # vcore is counted in milli-cores
+
+
+def _partition(clock: Clock, cores: int = 100) -> Partition:
+    p = scheduler(clock=clock).partition("default")
+    p.add_node("n1", Resource({"vcore": cores * CORE}))
+    p.add_application("app1", BOB, queue="root.b")     # root.b: max 20 cores
+    return p
+
+
+def _cores(n: int) -> Resource:
+    return Resource({"vcore": n * CORE})
+
+
+def test_declared_runtimes_give_exact_starts_in_queue_order_with_their_basis() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(10), max_runtime=100)
+    assert p.allocate("app1", "r2", _cores(10), max_runtime=300)
+    p.add_ask("app1", "w1", _cores(15), max_runtime=50)
+    p.add_ask("app1", "w2", _cores(10), max_runtime=50)
+    f = forecast(p, HoldTimes(), 1000.0)
+    assert f.runs == 1                                   # every end declared: one run is every quantile
+    w1, w2 = f.asks["w1"], f.asks["w2"]
+    # w2 fits in r1's room at 1100; w1 needs 15 cores: r2's end at 1300 (w2 ends at 1150 first)
+    assert (w2.p10, w2.p50, w2.p90) == (1100.0, 1100.0, 1100.0)
+    assert w1.p50 == 1300.0
+    assert w2.basis == ("declared runtime of r1",)
+    assert w1.basis == ("declared runtime of r2",)
+    assert w1.to_dict(1000.0)["inSeconds"] == {"p10": 300.0, "p50": 300.0, "p90": 300.0}
+
+
+def test_an_overdue_declared_runtime_ends_now() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(20), max_runtime=10)
+    p.add_ask("app1", "w1", _cores(5))
+    f = forecast(p, HoldTimes(), 2000.0)
+    assert f.asks["w1"].p50 == 2000.0
+    assert f.asks["w1"].basis == ("declared runtime of r1 (overdue)",)
+
+
+def test_no_declared_runtime_and_no_history_is_unknown_never_a_number() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(20))
+    p.add_ask("app1", "w1", _cores(5))
+    eta = forecast(p, HoldTimes(), 1000.0).asks["w1"]
+    assert not eta.known and (eta.p10, eta.p50, eta.p90) == (None, None, None)
+    assert eta.basis[0].startswith("unknown")
+    assert eta.to_dict(1000.0)["inSeconds"]["p50"] is None
+
+
+def test_observed_hold_times_give_p10_p50_p90_with_their_basis() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(20))
+    p.add_ask("app1", "w1", _cores(5))
+    holds = HoldTimes()
+    for seconds in range(60, 60 * 11, 60):               # 10 holds: 1 … 10 minutes
+        holds.add("root.b", "bob", seconds)
+    eta = forecast(p, holds, 1000.0).asks["w1"]
+    assert eta.known
+    assert eta.p10 is not None and eta.p50 is not None and eta.p90 is not None
+    assert eta.p10 < eta.p50 < eta.p90
+    assert abs(eta.p50 - (1000.0 + 300)) < 3                # the median hold, within a bucket
+    assert abs(eta.p90 - (1000.0 + 540)) < 5
+    assert eta.basis == ("from 10 past allocations of root.b",)
+
+
+def test_the_remaining_hold_counts_only_holds_longer_than_the_age() -> None:
+    holds = HoldTimes()
+    for seconds in [10] * 20 + [1000] * MIN_BASIS:
+        holds.add("root.b", "bob", seconds)
+    young = holds.remaining("root.b", "bob", 0.0, 0.5)
+    old = holds.remaining("root.b", "bob", 100.0, 0.5)
+    assert young.seconds is not None and young.seconds < 11
+    assert old.seconds is not None and abs(old.seconds - 1000) < 10
+    assert old.basis == f"from {MIN_BASIS} past allocations of root.b"
+    too_old = holds.remaining("root.b", "bob", 5000.0, 0.5)
+    assert too_old.seconds is None and "no basis" in too_old.basis
+
+
+def test_the_user_stands_in_when_the_queue_has_too_few_holds() -> None:
+    holds = HoldTimes()
+    holds.add("root.b", "bob", 50)
+    for _ in range(MIN_BASIS):
+        holds.add("root.a", "bob", 70)
+    est = holds.remaining("root.b", "bob", 0.0, 0.5)
+    assert est.scope == "user bob" and est.samples == MIN_BASIS + 1
+
+
+def test_holds_are_observed_from_the_partitions_commits_with_event_times() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    t = tracker(p)
+    assert p.allocate("app1", "r1", _cores(1))
+    clock.advance(42)
+    p.release("r1")
+    sketch = t.holds.queues["root.b"]
+    assert sketch.total == 1 and abs((sketch.quantile(0.5) or 0) - 42) < 0.5
+    assert t.holds.users["bob"].total == 1
+
+
+def test_the_tracker_caches_until_the_partition_changes() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(20), max_runtime=100)
+    p.add_ask("app1", "w1", _cores(5), max_runtime=10)
+    t = tracker(p)
+    first = t.forecast()
+    assert t.forecast() is first
+    clock.advance(1)
+    assert t.forecast() is first                        # nothing changed, no end passed
+    p.add_ask("app1", "w2", _cores(5), max_runtime=10)
+    second = t.forecast()
+    assert second is not first and set(second.asks) == {"w1", "w2"}
+    clock.advance(200)                                  # past the end the forecast counted on
+    assert t.forecast() is not second
+
+
+def test_sketch_quantiles_are_nearest_rank() -> None:
+    s = HoldSketch()
+    for v in (1, 2, 3, 4):
+        s.add(v / 1000)                                 # exact buckets below 128 ms
+    assert [s.quantile(q) for q in (0.25, 0.5, 0.75, 1.0)] == [0.001, 0.002, 0.003, 0.004]
+    assert s.longer_than(0.002) == 2
+    assert HoldSketch().quantile(0.5) is None
+
+
+# --- properties -------------------------------------------------------------------------------------
+
+_running = st.lists(st.tuples(st.sampled_from(["a1", "b1"]), st.integers(1, 8), st.integers(1, 50)),
+                    max_size=8)
+_waiting = st.lists(st.tuples(st.sampled_from(["a1", "b1"]), st.integers(1, 12), st.integers(1, 50),
+                              st.integers(0, 2)), min_size=1, max_size=8)
+
+
+def _world(running: list[tuple[str, int, int]], waiting: list[tuple[str, int, int, int]],
+           node_cores: int) -> tuple[Partition, Clock]:
+    clock = Clock(1000.0)
+    p = scheduler(clock=clock).partition("default")
+    p.add_node("n1", _cores(node_cores))
+    p.add_application("a1", UserGroup("bob", ["ops"]), queue="root.b")
+    p.add_application("b1", UserGroup("carol", ["ops"]), queue="root.default")
+    for i, (app, cores, runtime) in enumerate(running):
+        # distinct ends (the tenth of a second): two ends at one instant are one release in the
+        # forecast, and a replay that released them one by one could start another ask in between
+        p.allocate(app, f"r{i}", _cores(cores), max_runtime=runtime * 10 + i / 10)
+    for i, (app, cores, runtime, priority) in enumerate(waiting):
+        clock.advance(0.001)
+        p.add_ask(app, f"w{i}", _cores(cores), priority=priority, max_runtime=runtime * 10 + (i + 50) / 10)
+    return p, clock
+
+
+def _replay(p: Partition, clock: Clock) -> dict[str, float]:
+    """Run the partition itself forward: every allocation ends at its declared runtime, nothing new
+    arrives; when each waiting ask started."""
+    waiting = {a.allocation_key for a in p.pending()}
+    starts: dict[str, float] = {}
+    while waiting - starts.keys():
+        allocs = p.allocations()
+        ends = [a.time + (a.max_runtime or math.inf) for a in allocs]
+        if not ends or min(ends) == math.inf:
+            break
+        at = min(ends)
+        clock.now = max(clock.now, at)
+        p.release_batch([a.allocation_key for a, e in zip(allocs, ends, strict=True) if e == at])
+        p.check_timeouts(clock.now)
+        p.schedule()
+        for key in waiting - starts.keys():
+            a = p.allocation(key)
+            if a is not None:
+                starts[key] = a.time
+    return starts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_running, _waiting, st.integers(10, 40))
+def test_the_forecast_never_changes_the_partition_and_is_exact_when_runtimes_are_honoured(
+        running: list[tuple[str, int, int]], waiting: list[tuple[str, int, int, int]],
+        node_cores: int) -> None:
+    p, clock = _world(running, waiting, node_cores)
+    before = p.dump_state()
+    f = forecast(p, HoldTimes(), clock.now)
+    assert p.dump_state() == before                      # the copy's runs left the partition as it was
+    predicted = {k: e.p50 for k, e in f.asks.items()}
+    assert set(predicted) == {a.allocation_key for a in p.pending()}
+    actual = _replay(p, clock)
+    assert predicted == {k: actual.get(k) for k in predicted}
