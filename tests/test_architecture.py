@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "quotaplane"
 PARTS: dict[str, tuple[str, ...]] = {
     "base": ("resources", "config", "errors", "units", "flavors.names"),
     "ugm": ("ugm",), "queues": ("queues",), "elastic": ("elastic",), "forest": ("forest",),
+    "budgets": ("budgets",),
     "k8s": ("k8s", "placement"),
     "policies": ("policy", "policies"),
     "flavors": ("flavors",),
@@ -35,9 +36,9 @@ PARTS: dict[str, tuple[str, ...]] = {
 #: part -> parts it may import (itself always allowed)
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
-    "ugm": {"base"}, "queues": {"base"}, "elastic": {"base"}, "forest": {"base"},
+    "ugm": {"base"}, "queues": {"base"}, "elastic": {"base"}, "forest": {"base"}, "budgets": {"base"},
     "k8s": {"base"},
-    "policies": {"base", "ugm", "queues", "elastic", "forest"},
+    "policies": {"base", "ugm", "queues", "elastic", "forest", "budgets"},
     "flavors": {"base", "policies"},
     "events": {"base"},
     "journal": {"base", "events"},

@@ -72,6 +72,7 @@ class PolicyPlugin(Protocol):
 _BUILTIN: dict[str, tuple[str, int]] = {
     "elasticquotas": ("quotaplane.policies.elastic", 30),
     "quotatrees": ("quotaplane.policies.forest", 40),
+    "budgets": ("quotaplane.policies.budgets", 50),
 }
 
 _lock = threading.RLock()

@@ -49,7 +49,7 @@ def what_if(state: PartitionState, now: float, application_id: str, resource: Re
                                                                 preemptible, constraints=constraints), now)
         if flavored is not None:
             return flavored
-    req = state.request(app, "", resource, priority, preemptible, first=not app.counted)
+    req = state.request(app, "", resource, priority, preemptible, first=not app.counted, t=now)
     reasons = check_all(state.policies, req)
     if reasons:
         found = plan(state, app, "", resource, priority, preemptible, Decision(False, reasons), None, now)

@@ -1,0 +1,211 @@
+"""The budget admission policy: a :class:`~quotaplane.budgets.Ledger` behind QuotaPolicy (issue 34).
+
+Last in the admission path (order 50, after the quota forest): a request that every quota admits is
+then checked against every budget of its queue chain, its user and its group
+(:meth:`~quotaplane.budgets.Ledger.resolve`). A refusal is a ``budget.exhausted`` violation whose
+message names the scope, what is left and when the budget resets; a waiting ask stays waiting with it
+and is retried after every change (and by the timer, so a reset admits it). On replay the journal's
+``allocated`` and ``released`` events charge the budgets again at their own times, so a replay holds
+exactly the same consumption (never a clock).
+
+An application declares the longest its allocations run with the tag ``quotaplane.io/max-runtime``
+(``2h``, ``90m``…): each of its allocations then commits ``resources × runtime`` from its start
+until it ends or the runtime passes (TM-B2's safe rule: consumed + committed + the new commitment
+stay within the budget). ``exhausted: preempt`` budgets take back, after their grace delay, the
+allocations of a scope that consumed its budget, lowest priority first (:meth:`BudgetPolicy.revoke`).
+
+Partition extension ``budgets`` (:mod:`quotaplane.config.budgets`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from quotaplane.budgets import Ledger, Scope, refusal_message, scope_status
+from quotaplane.budgets.status import hours
+from quotaplane.config.budgets import PREEMPT, check_budgets, parse_budgets, unit_of
+from quotaplane.config.history import parse_duration
+from quotaplane.errors import InputError
+from quotaplane.policies.registry import Plugin
+from quotaplane.policy import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
+
+__all__ = ["CODE", "PLUGIN", "RUNTIME_CODE", "RUNTIME_TAG", "BudgetPolicy", "build_policy"]
+
+#: the violation (and preemption reason) code of an exhausted budget
+CODE = "budget.exhausted"
+#: the violation code of a declared runtime that is not a duration
+RUNTIME_CODE = "budget.runtime"
+#: the application tag that declares how long its allocations run at most
+RUNTIME_TAG = "quotaplane.io/max-runtime"
+
+
+def _ms(t: float) -> int:
+    return round(t * 1000)
+
+
+def _runtime(tags: Mapping[str, str]) -> int | None:
+    """The declared runtime (ms) of an application's tags; None when none; InputError when wrong."""
+    raw = tags.get(RUNTIME_TAG) if tags else None
+    if raw is None:
+        return None
+    ms = parse_duration(raw, f"tag {RUNTIME_TAG}")
+    return ms or None
+
+
+class BudgetPolicy(QuotaPolicy):
+    """Budgets on a partition's queues, users and groups (see the module docstring)."""
+
+    __slots__ = ("ledger",)
+    key: ClassVar[str] = "budgets"
+    # a preempt budget's monitor runs on every timeout tick (which also retries the asks a reset frees)
+    reclaims: ClassVar[bool] = True
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.name = "budget"
+        self.ledger = ledger
+
+    def _scopes(self, request: AdmissionRequest) -> tuple[Any, ...]:
+        user = request.user
+        return self.ledger.resolve(request.queue_path, user.user, tuple(user.groups))
+
+    def check(self, request: AdmissionRequest) -> list[Violation]:
+        """``budget.exhausted`` for every budget the request does not fit (changes nothing)."""
+        if not request.resource or not self.ledger.specs:
+            return []
+        scopes = self._scopes(request)
+        if not scopes:
+            return []
+        try:
+            runtime = _runtime(request.tags)
+        except InputError as exc:
+            return [Violation(self.name, RUNTIME_CODE, request.queue_path,
+                              f"{exc} (a duration such as 2h or 90m) on application "
+                              f"{request.application_id!r}")]
+        return [Violation(self.name, CODE, s.scope.spec.queue, refusal_message(s))
+                for s in self.ledger.shortfalls(scopes, request.resource, _ms(request.time), runtime)]
+
+    def apply(self, request: AdmissionRequest) -> list[Violation]:
+        """Charge the request from its time on (never refused: :meth:`check` decided, or the journal)."""
+        if request.resource and request.allocation_key and self.ledger.specs:
+            scopes = self._scopes(request)
+            if scopes:
+                try:
+                    runtime = _runtime(request.tags)
+                except InputError:
+                    runtime = None      # replay of an allocation a check would refuse: charge it anyway
+                self.ledger.charge(request.allocation_key, scopes, request.resource, _ms(request.time),
+                                   runtime, request.priority)
+        return []
+
+    def undo(self, request: AdmissionRequest) -> None:
+        """Take back :meth:`apply` exactly."""
+        self.ledger.undo(request.allocation_key)
+
+    def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
+        """The allocation ended at the request's time (the release event's)."""
+        if request.allocation_key:
+            self.ledger.release(request.allocation_key, _ms(request.time))
+
+    def withdraw(self, request: AdmissionRequest) -> object:
+        """A preemption trial takes nothing from a budget: what ran was consumed."""
+        return request
+
+    def restore(self, token: object) -> None:
+        """Nothing to put back (see :meth:`withdraw`)."""
+        return None
+
+    def update_config(self, partition_config: Any) -> None:
+        """Adopt the reloaded budgets (what each kept scope consumed stays)."""
+        self.ledger.configure(parse_budgets(partition_config.extensions.get("budgets")))
+
+    def validate_update(self, partition_config: Any) -> None:
+        """Refuse a reload whose budgets are wrong, before it is journalled."""
+        parse_budgets(partition_config.extensions.get("budgets"))
+
+    def revoke(self, now: float) -> list[Eviction]:
+        """``exhausted: preempt`` budgets: a scope that consumed its budget for ``grace`` gives back its
+        allocations of the exhausted resource, lowest priority first (reason ``budget.exhausted``)."""
+        ledger = self.ledger
+        ms = max(_ms(now), ledger.now)
+        ledger.expire(ms)
+        out: list[Eviction] = []
+        for key in sorted(ledger.scopes):
+            scope = ledger.scopes[key]
+            if scope.spec.mode == PREEMPT:
+                found = self._due(scope, ms)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _due(self, scope: Scope, ms: int) -> Eviction | None:
+        """The eviction a ``preempt`` scope calls for at ``ms`` (None: none yet); moves its monitor."""
+        spec = scope.spec
+        over = [r for r, cell in sorted(scope.cells.items())
+                if cell.level and scope.consumed(cell, ms) >= spec.limits[r]]
+        if not over:
+            scope.exhausted_at = None
+            return None
+        if scope.exhausted_at is None:
+            scope.exhausted_at = ms
+        if ms - scope.exhausted_at < spec.grace_ms:
+            return None
+        keys = [k for r in over for k in self.ledger.victims(scope, r)]
+        if not keys:
+            return None
+        r = over[0]
+        msg = (f"budget of {scope.label} for {r} is exhausted: "
+               f"{hours(r, scope.consumed(scope.cells[r], ms)):g} of {hours(r, spec.limits[r]):g} "
+               f"{unit_of(r)[1]}-hours consumed this {spec.period_text()}")
+        return Eviction(Violation(self.name, CODE, spec.queue, msg), tuple(dict.fromkeys(keys)))
+
+    # -- what the faces show ------------------------------------------------------------------------
+    def statuses(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Every budgeted scope's status at ``now`` (default: the newest event time), sorted by scope."""
+        ledger = self.ledger
+        ms = ledger.now if now is None else max(_ms(now), ledger.now)
+        return [scope_status(ledger, ledger.scopes[k], ms) for k in sorted(ledger.scopes)]
+
+    def dump_state(self) -> dict[str, Any] | None:
+        """Deterministic: what every scope consumed and committed at the newest event time."""
+        ledger = self.ledger
+        ms = ledger.now
+        out: dict[str, Any] = {}
+        for key in sorted(ledger.scopes):
+            scope = ledger.scopes[key]
+            if all(c.empty for c in scope.cells.values()):
+                continue
+            out[key] = {r: [round(scope.consumed(c, ms), 3), ledger.committed(scope, r, ms)]
+                        for r, c in sorted(scope.cells.items())}
+        return {"now": ms, "scopes": out}
+
+    def view(self) -> dict[str, Any] | None:
+        """``GET …/policies``: every budget's status."""
+        return {"budgets": self.statuses()}
+
+    def metrics(self) -> list[MetricSample]:
+        """``quotaplane_policy_budget_used_ratio``: consumed + committed over the budget, per scope and
+        resource (alert on it at 0.5, 0.8 and 1)."""
+        out: list[MetricSample] = []
+        for st in self.statuses():
+            for r, v in st["resources"].items():
+                out.append(MetricSample("budget_used_ratio", "Budget consumed and committed over its limit",
+                                        (("scope", st["scope"]), ("resource", r)), v["usedPercent"] / 100))
+        return out
+
+    def memo(self) -> dict[str, Any] | None:
+        """What each scope consumed (a snapshot cannot derive it from the live allocations)."""
+        return self.ledger.memo()
+
+    def restore_memo(self, memo: Mapping[str, Any]) -> None:
+        """Put back :meth:`memo` (the live allocations were charged again before)."""
+        self.ledger.restore(memo)
+
+
+def build_policy(partition_config: Any, context: Any) -> BudgetPolicy:
+    """Builder used by :mod:`quotaplane.policies.registry` for the ``budgets`` extension key."""
+    return BudgetPolicy(Ledger(parse_budgets(partition_config.extensions.get("budgets"))))
+
+
+#: the ``budgets`` key's plug-in (:mod:`quotaplane.policies.registry`)
+PLUGIN = Plugin("budgets", 50, build_policy, codes=(CODE, RUNTIME_CODE), checker=check_budgets)

@@ -1,0 +1,192 @@
+"""Budgets in the write path (issue 34): the month scenario with a fake clock — team-a has 100 GPU-hours
+a month and borrows idle GPUs, reaches 80 % then 100 % (held, with the reset date), survives a kill -9
+with its consumption unchanged, and its waiting asks are admitted on the 1st — the same with
+``preempt``, replay and snapshots equal to the live state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from quotaplane.config.identity import UserGroup
+from quotaplane.partition import Partition
+from quotaplane.policies.budgets import BudgetPolicy
+from quotaplane.scheduler import Scheduler
+from tests.partition.helpers import Clock
+
+NOV1 = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
+DEC1 = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+H = 3600.0
+
+
+def config(mode: str = "hold", extra: str = "") -> str:
+    return f"""
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: teams
+      queues:
+      - name: a
+        resources: {{guaranteed: {{nvidia.com/gpu: 2}}}}
+      - name: b
+        resources: {{guaranteed: {{nvidia.com/gpu: 6}}}}
+  budgets:
+  - queue: root.teams.a
+    resourcehours: {{nvidia.com/gpu: 100}}
+    period: month
+    exhausted: {mode}
+{extra}
+"""
+
+
+def _policy(p: Partition) -> BudgetPolicy:
+    found = next(pol for _, pol in p.extensions() if isinstance(pol, BudgetPolicy))
+    assert isinstance(found, BudgetPolicy)
+    return found
+
+
+def _status(p: Partition, now: float) -> dict[str, Any]:
+    [st] = [s for s in _policy(p).statuses(now) if s["scope"] == "root.teams.a"]
+    return st
+
+
+def _start(store: str | None, clock: Clock, mode: str = "hold") -> tuple[Scheduler, Partition]:
+    s = Scheduler.from_yaml(config(mode), store=store, clock=clock)
+    p = s.partition("default")
+    if not p.nodes():
+        p.add_node("n1", {"nvidia.com/gpu": 8})
+        p.add_application("train", UserGroup("alice", ("ml",)), queue="root.teams.a")
+    return s, p
+
+
+def test_the_month_scenario_hold_kill9_and_the_first_of_the_month(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/q.db"
+    clock = Clock(NOV1 + 8 * H)
+    s, p = _start(store, clock)
+    # 4 GPUs: 2 guaranteed, 2 borrowed from b's idle guarantee — all charged to a's budget
+    assert p.allocate("train", "k1", {"nvidia.com/gpu": 4}).allocated
+    clock.advance(20 * H)                           # 80 GPU-hours: 80 %
+    st = _status(p, clock())
+    assert st["resources"]["nvidia.com/gpu"]["consumed"] == 80 and st["warnings"] == [50, 80]
+    assert st["resetsAt"] == "2026-12-01T00:00:00+00:00"
+    # kill -9: nothing but the journal survives
+    s.close(snapshot=False)
+    s, p = _start(store, clock)
+    assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 80
+    clock.advance(5 * H)                            # 100 GPU-hours
+    p.release("k1")
+    decision = p.allocate("train", "k2", {"nvidia.com/gpu": 1})
+    assert not decision.allocated
+    [reason] = decision.reasons
+    assert reason.code == "budget.exhausted" and reason.path == "root.teams.a"
+    assert "100 of 100 GPU-hours" in reason.message and "0 left" in reason.message
+    assert "resets at 2026-12-01T00:00:00+00:00" in reason.message
+    # an ask waits with the same reason
+    p.add_ask("train", "ask1", {"nvidia.com/gpu": 2})
+    assert [v.code for v in p.pending_reasons("ask1") or []] == ["budget.exhausted"]
+    # other teams are not held
+    p.add_application("web", UserGroup("bob", ()), queue="root.teams.b")
+    assert p.allocate("web", "w1", {"nvidia.com/gpu": 1}).allocated
+    # on the 1st the budget resets: the timer's tick admits the waiting ask
+    clock.now = DEC1 + 1
+    p.check_timeouts()
+    assert p.allocation("ask1") is not None and not p.pending()
+    st = _status(p, DEC1 + H)
+    assert st["resources"]["nvidia.com/gpu"]["consumed"] == round(2 * (H - 1) / H, 4)
+    s.close(snapshot=False)
+
+
+def _replayed(store: str, clock: Clock, mode: str) -> dict[str, Any]:
+    s = Scheduler.from_yaml(config(mode), store=store, clock=clock)
+    try:
+        return s.partition("default").dump_state()
+    finally:
+        s.close(snapshot=False)
+
+
+def test_replay_and_a_snapshot_restore_equal_the_live_state(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/q.db?compact=true"
+    clock = Clock(NOV1)
+    s, p = _start(store, clock)
+    p.add_application("other", UserGroup("carol", ()), queue="root.teams.a")
+    for i in range(12):
+        clock.advance(7 * H)
+        p.allocate("train" if i % 2 else "other", f"k{i}", {"nvidia.com/gpu": 1 + i % 3})
+        if i % 3 == 2 and p.allocation(f"k{i - 1}") is not None:
+            p.release(f"k{i - 1}")
+        if i == 6:
+            p.take_snapshot()
+    p.check_timeouts()
+    live = p.dump_state()
+    budgets = _policy(p).dump_state()
+    assert budgets is not None and budgets["scopes"]
+    s.close(snapshot=False)
+    assert _replayed(store, clock, "hold") == live
+
+
+def test_preempt_takes_back_the_exhausted_scope_after_its_grace_lowest_priority_first() -> None:
+    clock = Clock(NOV1)
+    s = Scheduler.from_yaml(config("preempt").replace("exhausted: preempt",
+                                                       "exhausted: preempt\n    grace: 1h"), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"nvidia.com/gpu": 8})
+    p.add_application("train", UserGroup("alice", ()), queue="root.teams.a")
+    assert p.allocate("train", "hi", {"nvidia.com/gpu": 2}, priority=10).allocated
+    assert p.allocate("train", "lo", {"nvidia.com/gpu": 2}, priority=1).allocated
+    clock.advance(25 * H)                               # 100 GPU-hours: exhausted
+    assert p.check_timeouts() == []                      # the grace starts
+    clock.advance(0.5 * H)
+    assert p.check_timeouts() == []
+    clock.advance(0.5 * H)
+    events = p.check_timeouts()
+    assert events == ["lo: preempted by budget (root.teams.a)", "hi: preempted by budget (root.teams.a)"]
+    assert not p.allocations()
+
+
+def test_a_declared_runtime_commits_its_whole_length_at_admission() -> None:
+    clock = Clock(NOV1)
+    s = Scheduler.from_yaml(config(), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"nvidia.com/gpu": 8})
+    p.add_application("long", UserGroup("alice", ()), queue="root.teams.a",
+                      tags={"quotaplane.io/max-runtime": "20h"})
+    assert p.allocate("long", "k1", {"nvidia.com/gpu": 4}).allocated        # commits 80 GPU-hours
+    refused = p.allocate("long", "k2", {"nvidia.com/gpu": 2})               # 40 more: over 100
+    assert not refused.allocated and "would commit 40" in refused.reasons[0].message
+    assert "80 committed by running work" in refused.reasons[0].message
+    assert p.allocate("long", "k3", {"nvidia.com/gpu": 1}).allocated        # 20 more: exactly 100
+    p.add_application("bad", UserGroup("alice", ()), queue="root.teams.a",
+                      tags={"quotaplane.io/max-runtime": "soon"})
+    bad = p.allocate("bad", "k4", {"nvidia.com/gpu": 1})
+    assert [v.code for v in bad.reasons] == ["budget.runtime"] and "'soon'" in bad.reasons[0].message
+
+
+def test_what_if_answers_with_the_budget_and_changes_nothing() -> None:
+    clock = Clock(NOV1)
+    s = Scheduler.from_yaml(config(), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"nvidia.com/gpu": 8})
+    p.add_application("train", UserGroup("alice", ()), queue="root.teams.a")
+    p.allocate("train", "k1", {"nvidia.com/gpu": 5})
+    clock.advance(20 * H)
+    before = _policy(p).dump_state()
+    assert [v.code for v in p.what_if("train", {"nvidia.com/gpu": 1}).reasons] == ["budget.exhausted"]
+    assert _policy(p).dump_state() == before
+
+
+def test_a_reload_keeps_what_was_consumed_and_applies_the_new_amount() -> None:
+    clock = Clock(NOV1)
+    s = Scheduler.from_yaml(config(), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"nvidia.com/gpu": 8})
+    p.add_application("train", UserGroup("alice", ()), queue="root.teams.a")
+    p.allocate("train", "k1", {"nvidia.com/gpu": 5})
+    clock.advance(20 * H)
+    assert not p.allocate("train", "k2", {"nvidia.com/gpu": 1}).allocated
+    s.update_config(config().replace("nvidia.com/gpu: 100}", "nvidia.com/gpu: 200}"))
+    assert p.allocate("train", "k2", {"nvidia.com/gpu": 1}).allocated
+    assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 100
