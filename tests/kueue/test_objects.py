@@ -308,3 +308,41 @@ def test_the_cli_prints_the_conversion_and_validate_reads_kueue_files(tmp_path: 
     assert r.exit_code == 1 and f"{bad}:12: ClusterQueue 'cluster-queue': spec.stopPolicy 'Hold'" in r.output
     r = runner.invoke(app, ["from-kueue", str(bad)])
     assert r.exit_code == 1
+
+
+def test_local_queues_place_pods_labelled_with_kueue_queue_name() -> None:
+    """A LocalQueue names the ClusterQueue its namespace submits to: a pod labelled
+    ``kueue.x-k8s.io/queue-name`` goes to that ClusterQueue's queue (the Kubernetes front's placement)."""
+    from quotaplane.config.kueue import local_queue_map
+    from quotaplane.k8s.convert import pod_queue
+
+    cfg = load_config(SINGLE).partition("default")
+    mapping = local_queue_map(cfg.extensions)
+    assert mapping == {("default", "user-queue"): "root.cluster-queue"}
+    pod = {"metadata": {"namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}}
+    assert pod_queue(pod, mapping) == "root.cluster-queue"
+    assert pod_queue(pod) is None                                       # no LocalQueues: placement decides
+    other = {"metadata": {"namespace": "team-b", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}}
+    assert pod_queue(other, mapping) is None                            # a LocalQueue is per namespace
+    yunikorn = {"metadata": {"namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "user-queue",
+                                                                "queue": "root.other"}}}
+    assert pod_queue(yunikorn, mapping) == "root.other"                 # YuniKorn's own label first
+
+
+def test_localqueues_in_queue_yaml_name_leaf_queues() -> None:
+    text = """
+partitions:
+  - name: default
+    localqueues:
+      - {namespace: ns, name: lq, queue: root.a}
+      - {namespace: ns, name: lq2, queue: root.nope}
+      - {namespace: ns, name: lq, queue: root.a}
+    queues:
+      - name: root
+        queues:
+          - name: a
+"""
+    found = _problems(text)
+    assert (6, "local queue 2 of partition 'default' needs a namespace, a name and the path of a leaf "
+               "queue (got 'ns', 'lq2', 'root.nope')") in found
+    assert any(ln == 7 and "ns/lq is listed twice" in r for ln, r in found)

@@ -17,6 +17,7 @@ from quotaplane.config.model import (
     FairSharingConfig,
     FlavorConfig,
     FungibilityConfig,
+    QueueConfig,
     TaintConfig,
     TolerationConfig,
 )
@@ -29,6 +30,7 @@ _TAINT_KEYS = ("key", "value", "effect")
 _TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationseconds")
 _FUNGIBILITY_KEYS = ("whencanborrow", "whencanpreempt", "preference")
 _FAIR_SHARING_KEYS = ("enabled", "preemptionstrategies")
+_LOCAL_QUEUE_KEYS = ("namespace", "name", "queue")
 #: Kueue's fungibility words, and the deprecated aliases it still reads (KQ-O2)
 _WHEN_CAN_BORROW = {"maystopsearch": "MayStopSearch", "trynextflavor": "TryNextFlavor",
                     "borrow": "MayStopSearch"}
@@ -237,3 +239,34 @@ class FlavorFields(FieldReader):
                          + "; ".join("[" + ", ".join(a) + "]" for a in allowed)
                          + f", got [{', '.join(names)}]")
         return FairSharingConfig(enabled=enabled, preemption_strategies=strategies, line=line)
+
+    def local_queues(self, pm: dict[Any, Any], what: str, root: QueueConfig | None) -> list[dict[str, str]]:
+        """The partition's ``localqueues`` (Kueue's LocalQueues, docs/from-kueue.md): each
+        ``{namespace, name, queue}`` names a leaf queue, once per namespace and name."""
+        raw = pm.get("localqueues")
+        if raw is None:
+            return []
+        lwhat = f"localqueues of {what}"
+        line = self.key_line(pm, "localqueues")
+        if not isinstance(raw, list):
+            self.add(line, f"{lwhat} must be a list, got {describe(raw)}")
+            return []
+        out: list[dict[str, str]] = []
+        seen: set[tuple[str, str]] = set()
+        for i, item in enumerate(raw):
+            iwhat = f"local queue {i + 1} of {what}"
+            at = self.item_line(raw, i)
+            m = self.mapping(item, iwhat, _LOCAL_QUEUE_KEYS, at)
+            if m is None:
+                continue
+            ns, name, queue = (self.string(m, k, iwhat) for k in _LOCAL_QUEUE_KEYS)
+            target = root.find(queue) if root is not None and queue else None
+            if not ns or not name or target is None or not target.is_leaf:
+                self.add(at, f"{iwhat} needs a namespace, a name and the path of a leaf queue "
+                             f"(got {ns!r}, {name!r}, {queue!r})")
+            elif (ns, name) in seen:
+                self.add(at, f"{iwhat}: {ns}/{name} is listed twice")
+            else:
+                seen.add((ns, name))
+                out.append({"namespace": ns, "name": name, "queue": target.path})
+        return out

@@ -33,7 +33,7 @@ from quotaplane.config.yaml_tree import LineMap, LineSeq, _TreeBuilder, nesting_
 from quotaplane.errors import ConfigError, InputError
 from quotaplane.resources import Resource, parse_k8s_quantity
 
-__all__ = ["API_GROUP", "is_kueue", "kueue_to_yaml", "local_queues"]
+__all__ = ["API_GROUP", "is_kueue", "kueue_to_yaml", "local_queue_map", "local_queues"]
 
 #: the API group of Kueue's objects
 API_GROUP = "kueue.x-k8s.io"
@@ -494,6 +494,11 @@ def _convert(text: str, partition: str) -> tuple[str, _Reader]:
         lines.append("    resourceflavors:")
         for flavor in used:
             lines.extend(_flavor_yaml(flavor, r.flavors[flavor][0], r.covered[flavor]))
+    if r.local:
+        lines.append("    localqueues:")
+        paths = _paths(r)
+        lines += [f"      - {{namespace: {ns}, name: {name}, queue: {paths[cq]}}}"
+                  for (ns, name), (cq, _) in sorted(r.local.items())]
     lines += ["    queues:", "      - name: root", "        submitacl: \"*\"", "        queues:"]
     for node in top:
         lines.extend(_queue_yaml(node, 10, True))
@@ -506,16 +511,30 @@ def kueue_to_yaml(text: str, partition: str = "default") -> str:
     return _convert(text, partition)[0]
 
 
-def local_queues(text: str) -> dict[tuple[str, str], str]:
-    """Every LocalQueue of ``text``: ``(namespace, name)`` → the queue path of its ClusterQueue."""
-    _, r = _convert(text, "default")
-    paths = {}
-    for (ns, name), (cq, _) in r.local.items():
-        node = r.queues[cq]
+def _paths(r: _Reader) -> dict[str, str]:
+    """Every ClusterQueue's queue path."""
+    out: dict[str, str] = {}
+    for name, node in r.queues.items():
         chain = [node.name]
         parent = node.parent
         while parent:
             chain.append(parent)
-            parent = r.cohorts[parent].parent
-        paths[(ns, name)] = ".".join(["root", *reversed(chain)])
-    return paths
+            parent = r.cohorts[parent].parent if parent in r.cohorts else ""
+        out[name] = ".".join(["root", *reversed(chain)])
+    return out
+
+
+def local_queues(text: str) -> dict[tuple[str, str], str]:
+    """Every LocalQueue of ``text``: ``(namespace, name)`` → the queue path of its ClusterQueue."""
+    _, r = _convert(text, "default")
+    paths = _paths(r)
+    return {key: paths[cq] for key, (cq, _) in r.local.items()}
+
+
+def local_queue_map(extensions: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """A partition's ``localqueues`` (its configuration's extensions) as ``(namespace, name)`` → queue
+    path: where a pod labelled ``kueue.x-k8s.io/queue-name`` goes."""
+    out: dict[tuple[str, str], str] = {}
+    for item in extensions.get("localqueues") or ():
+        out[(str(item["namespace"]), str(item["name"]))] = str(item["queue"])
+    return out

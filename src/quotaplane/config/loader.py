@@ -84,8 +84,8 @@ _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "
                    # the usage history's settings (docs/history.md): kept with the extensions as plain
                    # data, checked here; not a policy
                    "history",
-                   # Kueue's resource flavors and fair sharing (docs/flavors.md, docs/fair-sharing.md)
-                   "resourceflavors", "fairsharing")
+                   # Kueue: flavors, fair sharing, LocalQueues (flavors.md, fair-sharing.md, from-kueue.md)
+                   "resourceflavors", "fairsharing", "localqueues")
 # beside them, the keys of the declared policy plug-ins (quotaplane.config.extensions): their values are
 # kept as plain data and checked by their plug-in
 _QUEUE_KEYS = ("name", "parent", "resources", "maxapplications", "properties", "adminacl", "submitacl",
@@ -187,8 +187,7 @@ class _Builder(FlavorFields):
                                                           f"preemption of {what}"))
         node_sort = self.node_sort_policy(pm, what)
         resolver = self.user_group_resolver(pm, what)
-        flavors = self.resource_flavors(pm, what)
-        fair = self.fair_sharing(pm, what)
+        flavors, fair = self.resource_flavors(pm, what), self.fair_sharing(pm, what)
         plugged: dict[str, Any] = {}
         for key in extensions.declared():
             if key in pm:
@@ -206,6 +205,8 @@ class _Builder(FlavorFields):
                 parse_history(plugged["history"])
             except SettingsError as exc:
                 self.add(line_of, f"{exc} (in {what})")
+        if local := self.local_queues(pm, what, root):
+            plugged["localqueues"] = local
         if root is None:
             return None
         part = PartitionConfig(
@@ -560,8 +561,7 @@ def parse_config(text: str | bytes, *, validate: bool = True) -> tuple[Scheduler
             raise ConfigError(f"configuration is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     if not isinstance(text, str):
         raise TypeError(f"configuration must be text, got {type(text).__name__}")
-    if is_kueue(text):      # Kueue's objects: read as the queue YAML they map to (docs/from-kueue.md)
-        text = kueue_to_yaml(text)
+    text = kueue_to_yaml(text) if is_kueue(text) else text      # Kueue's objects (docs/from-kueue.md)
     data = parse_yaml(text)
     builder = _Builder()
     config = builder.build(data)

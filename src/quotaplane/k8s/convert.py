@@ -24,6 +24,7 @@ __all__ = [
     "ANNOTATION_MAX_MEMORY",
     "ANNOTATION_PARENT_QUEUE",
     "ANNOTATION_QUOTA",
+    "LABEL_KUEUE_QUEUE",
     "TAG_MAX_APPS",
     "TAG_NAMESPACE",
     "TAG_PARENT_QUEUE",
@@ -59,6 +60,8 @@ _ANNOTATION_APP_ID = "yunikorn.apache.org/app-id"
 _LABEL_SPARK_APP = "spark-app-selector"
 _LABEL_QUEUE = "queue"
 _ANNOTATION_QUEUE = "yunikorn.apache.org/queue"
+#: Kueue's label naming a workload's LocalQueue (in the pod's namespace)
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 
 _GO_ATOI = re.compile(r"^[+-]?[0-9]+$")
 _POD_LEVEL = {"cpu": "vcore", "memory": "memory"}
@@ -313,9 +316,17 @@ def pod_application_id(pod: Mapping[str, Any]) -> str:
     return app_id if app_id else f"yunikorn-{pod_namespace(pod)}-autogen"
 
 
-def pod_queue(pod: Mapping[str, Any]) -> str | None:
-    """The queue a pod asks for (``yunikorn.apache.org/queue`` annotation/label or ``queue`` label)."""
-    return _label_or_annotation(pod, _ANNOTATION_QUEUE, _LABEL_QUEUE)
+def pod_queue(pod: Mapping[str, Any],
+              local_queues: Mapping[tuple[str, str], str] | None = None) -> str | None:
+    """The queue a pod asks for (``yunikorn.apache.org/queue`` annotation/label or ``queue`` label);
+    else, with Kueue's LocalQueues (``(namespace, name)`` → queue path, docs/from-kueue.md), the queue
+    of the LocalQueue its ``kueue.x-k8s.io/queue-name`` label names in its namespace."""
+    found = _label_or_annotation(pod, _ANNOTATION_QUEUE, _LABEL_QUEUE)
+    if found is None and local_queues:
+        name = _mapping(_mapping(pod.get("metadata")).get("labels")).get(LABEL_KUEUE_QUEUE)
+        if isinstance(name, str):
+            found = local_queues.get((pod_namespace(pod), name))
+    return found
 
 
 def _review_parts(review: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:

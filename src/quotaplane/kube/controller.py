@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaplane.config.kueue import local_queue_map
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
@@ -445,7 +446,8 @@ class Controller:
             tags.update(self.configuration.custom.pod_tags(pod))
             tags[MANAGED_TAG] = "true"
             style, timeout = gang_parameters(pod)
-            p.add_application(app_id, pod_user(pod), queue=pod_queue(pod), tags=tags, gang_style=style,
+            queue = pod_queue(pod, local_queue_map(p.config.extensions))     # Kueue's LocalQueues too
+            p.add_application(app_id, pod_user(pod), queue=queue, tags=tags, gang_style=style,
                               placeholder_timeout=timeout)
         return app_id
 
