@@ -25,6 +25,7 @@ VIEWS = {
     "standing?kind=user&name=alice": ["Standing of user alice", "Limits", "w1", "user.maxresources"],
     "standing?kind=queue&name=root.a": ["Standing of queue root.a", "guaranteed"],
     "standing?kind=user&name=%3Cscript%3E": ["&lt;script&gt;", "not found"],
+    "history": ["Usage history", "Queues over time", 'data-queue="root.a"'],
 }
 
 

@@ -38,7 +38,7 @@ from quotaplane.history.store import HistoryStore, open_history_store
 from quotaplane.server.common import errors, json
 from quotaplane.server.errors import ApiError
 
-__all__ = ["HISTORY_WRITE_INTERVAL", "HistoryCollector", "history_writer_loop", "router"]
+__all__ = ["HISTORY_WRITE_INTERVAL", "HistoryCollector", "history_writer_loop", "router", "series_of"]
 
 _log = logging.getLogger("quotaplane.history")
 
@@ -139,9 +139,12 @@ def _range(h: PartitionHistory, calendar: Calendar, start: str | None, end: str 
     return lo, min(hi, now)
 
 
-def _series(service: Any, partition: str, group_by: str, step: str, start: str | None, end: str | None,
+def series_of(service: Any, partition: str, group_by: str, step: str, start: str | None, end: str | None,
             period: str | None, resource: str | None, names: Sequence[str] | None
             ) -> tuple[Any, Calendar, int, int, list[Series], int]:
+    """The answer to a usage query: partition, calendar, range (ms), series and now (ms); an
+    :class:`ApiError` (400/404/503) naming what is wrong otherwise (the REST routes and the
+    ``/ui/history`` page both ask here)."""
     p = service.partition(partition)
     h = history_of(p)
     if h.engine is None:
@@ -288,7 +291,7 @@ def router(service: Any) -> APIRouter:
         """Usage per scope and step (resource-milliseconds in quotaplane's units: vcore milli-cores,
         memory bytes); with ``top``, the top consumers of ``resource`` over the range."""
         p, calendar, lo, hi, series, _ = await asyncio.to_thread(
-            _series, service, partition, group_by, step, start, end, period, resource, names)
+            series_of, service, partition, group_by, step, start, end, period, resource, names)
         if top is not None:
             # by the resource asked for, else by all resources as shares of the partition's capacity
             capacity = dict(p.total_capacity().items())
@@ -332,7 +335,7 @@ def router(service: Any) -> APIRouter:
         """The bill of a range per scope: resource-hours (core, GiB, GPU) times ``history.prices``; the
         part above the guarantee times ``history.borrowedprices`` where set."""
         p, calendar, lo, hi, series, _ = await asyncio.to_thread(
-            _series, service, partition, group_by, "total", start, end, period, None, names)
+            series_of, service, partition, group_by, "total", start, end, period, None, names)
         h = history_of(p)
         settings = h.settings
         engine = h.engine

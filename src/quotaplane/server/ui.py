@@ -5,6 +5,8 @@
 * **Waiting**: every waiting ask with its user, queue, how long it has waited and why.
 * **Users and groups**, **Elastic quotas**, **Quota trees** (drawn as trees) and **Standing** (where
   one queue, user, group or quota stands and why its work waits).
+* **History** (:mod:`.ui_history`): per queue, usage over time against its guaranteed and max, with
+  waiting demand; the top consumers of a period — charts from the exact history.
 
 Every amount is in human units (:mod:`quotaplane.units`): cores, Gi, GPUs, percentages, and
 "unlimited" rather than a sentinel number. A partition selector and an auto-refresh (a small script,
@@ -24,6 +26,7 @@ is posted in the form body.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -39,13 +42,15 @@ from quotaplane.partition import Partition
 from quotaplane.server.auth import SESSION_COOKIE
 from quotaplane.server.errors import ApiError
 from quotaplane.server.extensions import policy_of
+from quotaplane.server.ui_history import history_page
 from quotaplane.units import amount, is_unlimited, percent, resources
 
 __all__ = ["router"]
 
 #: the views, in the navigation's order: (path below /ui/, title)
 _PAGES = (("", "Queues"), ("waiting", "Waiting"), ("users", "Users and groups"),
-          ("elastic", "Elastic quotas"), ("trees", "Quota trees"), ("standing", "Standing"))
+          ("elastic", "Elastic quotas"), ("trees", "Quota trees"), ("standing", "Standing"),
+          ("history", "History"))
 
 _NONE = '<span class="muted">-</span>'
 
@@ -525,8 +530,13 @@ def router(service: Any) -> APIRouter:
               _res(w["resource"]), _reasons(w["reasons"])) for w in st["waiting"]], "nothing waits")
         return f"Standing of {kind} {name}", body
 
+    async def history(request: Request, p: Partition) -> tuple[str, str]:
+        # the query reads the store: off the event loop
+        body = await asyncio.to_thread(history_page, service, p.name, dict(request.query_params))
+        return "Usage history", body
+
     for path, render in (("", queues), ("waiting", waiting_view), ("users", users), ("elastic", elastic),
-                         ("trees", trees), ("standing", standing)):
+                         ("trees", trees), ("standing", standing), ("history", history)):
         view(path, render)
     return r
 
