@@ -172,6 +172,7 @@ class AdmissionRequest:
     first_allocation: bool = False            # the application has no allocation yet (seed 001)
     tags: Mapping[str, str] = field(default_factory=dict)
     time: float = 0.0                         # when it is admitted (decision P6: victims' age)
+    max_runtime: float | None = None          # its declared runtime in seconds (budgets commit it)
 
 
 class QuotaPolicy(ABC):

@@ -165,6 +165,25 @@ def test_a_declared_runtime_commits_its_whole_length_at_admission() -> None:
     assert [v.code for v in bad.reasons] == ["budget.runtime"] and "'soon'" in bad.reasons[0].message
 
 
+def test_an_allocation_or_an_ask_declares_its_own_runtime_and_replay_commits_it_again(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/q.db"
+    clock = Clock(NOV1)
+    s, p = _start(store, clock)
+    assert p.allocate("train", "k1", {"nvidia.com/gpu": 4}, max_runtime=20 * H).allocated     # 80 committed
+    assert not p.allocate("train", "k2", {"nvidia.com/gpu": 3}, max_runtime=10 * H).allocated  # 30 more: over
+    p.add_ask("train", "a1", {"nvidia.com/gpu": 3}, max_runtime=10 * H)
+    assert [v.code for v in p.pending_reasons("a1") or []] == ["budget.exhausted"]
+    clock.advance(5 * H)                       # 20 consumed + 60 committed: still 80
+    assert p.pending()
+    p.release("k1")                            # ends early: its 60 committed hours are free again
+    assert p.allocation("a1") is not None
+    live = _policy(p).dump_state()
+    s.close(snapshot=False)
+    s, p = _start(store, clock)
+    assert _policy(p).dump_state() == live
+    s.close(snapshot=False)
+
+
 def test_what_if_answers_with_the_budget_and_changes_nothing() -> None:
     clock = Clock(NOV1)
     s = Scheduler.from_yaml(config(), clock=clock)

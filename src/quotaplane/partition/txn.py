@@ -276,7 +276,8 @@ class Txn:
                 if choice.mode != flavoring.FIT:
                     return flavoring.refusal(choice, app, key)
                 resource, flavors, attempts = choice.resource, choice.flavors, choice.attempts
-        req = state.request(app, key, resource, spec.priority, spec.preemptible, first=not app.counted, t=t)
+        req = state.request(app, key, resource, spec.priority, spec.preemptible, first=not app.counted, t=t,
+                            max_runtime=spec.max_runtime)
         try:
             refused, preempted = admit(state.policies, req)
             if refused:

@@ -8,11 +8,12 @@ and is retried after every change (and by the timer, so a reset admits it). On r
 ``allocated`` and ``released`` events charge the budgets again at their own times, so a replay holds
 exactly the same consumption (never a clock).
 
-An application declares the longest its allocations run with the tag ``quotaplane.io/max-runtime``
-(``2h``, ``90m``…): each of its allocations then commits ``resources × runtime`` from its start
-until it ends or the runtime passes (TM-B2's safe rule: consumed + committed + the new commitment
-stay within the budget). ``exhausted: preempt`` budgets take back, after their grace delay, the
-allocations of a scope that consumed its budget, lowest priority first (:meth:`BudgetPolicy.revoke`).
+An allocation or an ask declares the longest it runs with ``maxRuntime`` (seconds; docs/eta.md), or
+its application for all of them with the tag ``quotaplane.io/max-runtime`` (``2h``, ``90m``…): it
+then commits ``resources × runtime`` from its start until it ends or the runtime passes (TM-B2's
+safe rule: consumed + committed + the new commitment stay within the budget). ``exhausted: preempt``
+budgets take back, after their grace delay, the allocations of a scope that consumed its budget,
+lowest priority first (:meth:`BudgetPolicy.revoke`).
 
 Partition extension ``budgets`` (:mod:`quotaplane.config.budgets`).
 """
@@ -44,8 +45,12 @@ def _ms(t: float) -> int:
     return round(t * 1000)
 
 
-def _runtime(tags: Mapping[str, str]) -> int | None:
-    """The declared runtime (ms) of an application's tags; None when none; InputError when wrong."""
+def _runtime(request: AdmissionRequest) -> int | None:
+    """The declared runtime (ms) of a request: its own (``maxRuntime``), else its application's tag;
+    None when none; InputError when the tag is not a duration."""
+    if request.max_runtime is not None:
+        return round(request.max_runtime * 1000) or None
+    tags = request.tags
     raw = tags.get(RUNTIME_TAG) if tags else None
     if raw is None:
         return None
@@ -77,7 +82,7 @@ class BudgetPolicy(QuotaPolicy):
         if not scopes:
             return []
         try:
-            runtime = _runtime(request.tags)
+            runtime = _runtime(request)
         except InputError as exc:
             return [Violation(self.name, RUNTIME_CODE, request.queue_path,
                               f"{exc} (a duration such as 2h or 90m) on application "
@@ -91,7 +96,7 @@ class BudgetPolicy(QuotaPolicy):
             scopes = self._scopes(request)
             if scopes:
                 try:
-                    runtime = _runtime(request.tags)
+                    runtime = _runtime(request)
                 except InputError:
                     runtime = None      # replay of an allocation a check would refuse: charge it anyway
                 self.ledger.charge(request.allocation_key, scopes, request.resource, _ms(request.time),

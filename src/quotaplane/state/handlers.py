@@ -286,9 +286,10 @@ class PartitionState:
         return app
 
     def request(self, app: Application, key: str, resource: Resource, priority: int = 0,
-                preemptible: bool = True, first: bool = False, t: float = 0.0) -> AdmissionRequest:
+                preemptible: bool = True, first: bool = False, t: float = 0.0,
+                max_runtime: float | None = None) -> AdmissionRequest:
         return AdmissionRequest(app.application_id, key, app.queue_path, app.user, resource, priority,
-                                preemptible, first, app.tags, t)
+                                preemptible, first, app.tags, t, max_runtime)
 
     def ask_enters(self, ask: Ask, places: Sequence[str] | None = None) -> None:
         """A waiting ask is demand (PR-K1): its queue's ``pendingResource`` and its elastic quota's
@@ -457,7 +458,7 @@ class PartitionState:
         """Replay: apply the recorded outcome without re-running the checks."""
         app = self.apps[ev.app]
         req = self.request(app, ev.key, ev.resource, ev.priority, ev.preemptible, first=not app.counted,
-                           t=ev.t)
+                           t=ev.t, max_runtime=ev.max_runtime)
         refused, preempted = apply_all(self.policies, req)
         if refused:
             raise JournalReplayError(f"replay of allocation {ev.key!r} was refused: "
