@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import quotaplane.events as E
 from quotaplane.application import Allocation
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.holds import HoldEstimate, HoldTimes
@@ -132,17 +133,29 @@ def _simulate(partition: Partition, holds: HoldTimes, now: float,
     first_end = heap[0][0] if heap else math.inf
     starts: dict[str, float] = {}
     why_started: dict[str, tuple[str, ...]] = {}
+    # what the copy's own cycles allocate, heard from its commits: the cycles that follow a release
+    # or a timer are the partition's incremental ones (they retry only the asks the change may
+    # unblock), as in the service — a full cycle at every end would cost every waiting ask each time
+    made: list[str] = []
+    copy.hooks.after_commit(lambda events, _seq: made.extend(
+        ev.key for ev in events if isinstance(ev, E.Allocated)))
 
-    def cycle(at: float, bases: tuple[str, ...]) -> None:
-        for a in copy.schedule():
-            starts[a.allocation_key] = at
-            why_started[a.allocation_key] = bases
+    def started(at: float, bases: tuple[str, ...]) -> None:
+        for key in made:
+            a = state.allocs.get(key)
+            if a is None:                # pragma: no cover - preempted in the same change
+                continue
+            starts[key] = at
+            why_started[key] = bases
             end, why = _end_of(a, state, holds, at, q)
             if end is not None:
-                heapq.heappush(heap, (max(end, at), a.allocation_key))
-                basis[a.allocation_key] = why
+                heapq.heappush(heap, (max(end, at), key))
+                basis[key] = why
+        made.clear()
 
-    cycle(now, ("fits now",))
+    copy.schedule()                      # the copy was rebuilt: its first cycle tries every ask
+    started(now, ("fits now",))
+    copy.auto_schedule = True
     while len(state.waiting.asks):
         timer = _next_timer(state, clock[0])
         if heap and heap[0][0] <= timer:
@@ -157,14 +170,14 @@ def _simulate(partition: Partition, holds: HoldTimes, now: float,
             clock[0] = at
             copy.release_batch(keys)
             copy.check_timeouts(at)
-            cycle(at, _bases(basis[k] for k in keys))
+            started(at, _bases(basis[k] for k in keys))
         elif math.isfinite(timer):
             # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
             # partition's own timers act then, as the service's timer loop makes them
             clock[0] = timer
             before = len(starts)
             copy.check_timeouts(timer)
-            cycle(timer, ("a preemption delay passed",))
+            started(timer, ("a preemption delay passed",))
             if not heap and len(starts) == before:
                 break                    # nothing ends any more and the timers start nothing
         else:
