@@ -116,73 +116,89 @@ def _needs_quantiles(state: PartitionState) -> bool:
         any(ask.max_runtime is None for ask in state.waiting.asks.all())
 
 
-def _simulate(partition: Partition, holds: HoldTimes, now: float,
-              q: float) -> tuple[dict[str, float], dict[str, tuple[str, ...]], float]:
-    """One forward run: the start of every ask it allocates, the bases, and the first end counted on."""
-    clock = [now]
-    copy = working_copy(partition, lambda: clock[0])
-    state = copy.state
-    heap: list[tuple[float, str]] = []
-    basis: dict[str, str] = {}
-    for key, a in state.allocs.items():
-        end, why = _end_of(a, state, holds, now, q)
-        if end is not None:
-            heap.append((end, key))
-            basis[key] = why
-    heapq.heapify(heap)
-    first_end = heap[0][0] if heap else math.inf
-    starts: dict[str, float] = {}
-    why_started: dict[str, tuple[str, ...]] = {}
-    # what the copy's own cycles allocate, heard from its commits: the cycles that follow a release
-    # or a timer are the partition's incremental ones (they retry only the asks the change may
-    # unblock), as in the service — a full cycle at every end would cost every waiting ask each time
-    made: list[str] = []
-    copy.hooks.after_commit(lambda events, _seq: made.extend(
-        ev.key for ev in events if isinstance(ev, E.Allocated)))
+_Starts = dict[str, float]
+_Why = dict[str, tuple[str, ...]]
 
-    def started(at: float, bases: tuple[str, ...]) -> None:
-        for key in made:
-            a = state.allocs.get(key)
+
+class _Run:
+    """One forward run of the quantile ``q`` on a working copy (the module docstring's steps 1-4)."""
+
+    def __init__(self, partition: Partition, holds: HoldTimes, now: float, q: float) -> None:
+        self.holds, self.q = holds, q
+        self.clock = now
+        self.copy = working_copy(partition, lambda: self.clock)
+        self.state = self.copy.state
+        self.heap: list[tuple[float, str]] = []
+        self.basis: dict[str, str] = {}
+        self.heap = [entry for key, a in self.state.allocs.items() if (entry := self._ends(key, a, now))]
+        heapq.heapify(self.heap)
+        self.first_end = self.heap[0][0] if self.heap else math.inf
+        self.starts: _Starts = {}
+        self.why: _Why = {}
+        # what the copy's own cycles allocate, heard from its commits: the cycles that follow a
+        # release or a timer are the partition's incremental ones (they retry only the asks the change
+        # may unblock), as in the service — a full cycle at every end would try every waiting ask
+        self.made: list[str] = []
+        self.copy.hooks.after_commit(lambda events, _seq: self.made.extend(
+            ev.key for ev in events if isinstance(ev, E.Allocated)))
+
+    def _ends(self, key: str, a: Allocation, at: float) -> tuple[float, str] | None:
+        """When ``a`` ends in this run (None: never), its basis noted."""
+        end, why = _end_of(a, self.state, self.holds, at, self.q)
+        if end is None:
+            return None
+        self.basis[key] = why
+        return (max(end, at), key)
+
+    def _started(self, at: float, bases: tuple[str, ...]) -> None:
+        for key in self.made:
+            a = self.state.allocs.get(key)
             if a is None:                # pragma: no cover - preempted in the same change
                 continue
-            starts[key] = at
-            why_started[key] = bases
-            end, why = _end_of(a, state, holds, at, q)
-            if end is not None:
-                heapq.heappush(heap, (max(end, at), key))
-                basis[key] = why
-        made.clear()
+            self.starts[key] = at
+            self.why[key] = bases
+            entry = self._ends(key, a, at)
+            if entry is not None:
+                heapq.heappush(self.heap, entry)
+        self.made.clear()
 
-    copy.schedule()                      # the copy was rebuilt: its first cycle tries every ask
-    started(now, ("fits now",))
-    copy.auto_schedule = True
-    while len(state.waiting.asks):
-        timer = _next_timer(state, clock[0])
-        if heap and heap[0][0] <= timer:
-            at = heap[0][0]
-            keys: list[str] = []
-            while heap and heap[0][0] == at:
-                _, key = heapq.heappop(heap)
-                if key in state.allocs:      # a preemption in the copy may have ended it already
-                    keys.append(key)
-            if not keys:
-                continue
-            clock[0] = at
-            copy.release_batch(keys)
-            copy.check_timeouts(at)
-            started(at, _bases(basis[k] for k in keys))
-        elif math.isfinite(timer):
-            # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
-            # partition's own timers act then, as the service's timer loop makes them
-            clock[0] = timer
-            before = len(starts)
-            copy.check_timeouts(timer)
-            started(timer, ("a preemption delay passed",))
-            if not heap and len(starts) == before:
-                break                    # nothing ends any more and the timers start nothing
-        else:
-            break
-    return starts, why_started, first_end
+    def run(self) -> None:
+        """Run until no ask waits, nothing ends any more or the timers start nothing."""
+        self.copy.schedule()             # the copy was rebuilt: its first cycle tries every ask
+        self._started(self.clock, ("fits now",))
+        self.copy.auto_schedule = True
+        while len(self.state.waiting.asks) and self._step():
+            pass
+
+    def _step(self) -> bool:
+        timer = _next_timer(self.state, self.clock)
+        if self.heap and self.heap[0][0] <= timer:
+            self._end_next()
+            return True
+        if not math.isfinite(timer):
+            return False
+        # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
+        # partition's own timers act then, as the service's timer loop makes them
+        self.clock = timer
+        before = len(self.starts)
+        self.copy.check_timeouts(timer)
+        self._started(timer, ("a preemption delay passed",))
+        return bool(self.heap) or len(self.starts) > before
+
+    def _end_next(self) -> None:
+        heap = self.heap
+        at = heap[0][0]
+        keys: list[str] = []
+        while heap and heap[0][0] == at:
+            _, key = heapq.heappop(heap)
+            if key in self.state.allocs:     # a preemption in the copy may have ended it already
+                keys.append(key)
+        if not keys:
+            return
+        self.clock = at
+        self.copy.release_batch(keys)
+        self.copy.check_timeouts(at)
+        self._started(at, _bases(self.basis[k] for k in keys))
 
 
 def _next_timer(state: PartitionState, after: float) -> float:
@@ -214,22 +230,29 @@ def forecast(partition: Partition, holds: HoldTimes, now: float) -> Forecast:
     out = Forecast(partition.name, now)
     if not waiting:
         return out
-    runs: dict[float, tuple[dict[str, float], dict[str, tuple[str, ...]]]] = {}
+    runs: dict[float, tuple[_Starts, _Why]] = {}
     for q in quantiles:
-        starts, why, first = _simulate(partition, holds, now, q)
-        runs[q] = (starts, why)
-        out.next_end = min(out.next_end, first)
+        run = _Run(partition, holds, now, q)
+        run.run()
+        runs[q] = (run.starts, run.why)
+        out.next_end = min(out.next_end, run.first_end)
     out.runs = len(quantiles)
     median = runs.get(0.5, next(iter(runs.values())))
     for key, app_id, created in waiting:
-        got = [runs.get(q, median)[0].get(key) for q in QUANTILES]
-        # the quantile runs are each consistent; an earlier-ending run may still start an ask later (a
-        # different order of ends), so the interval is ordered, not its runs
-        known = sorted(t for t in got if t is not None)
-        p10, p50, p90 = (got[0], got[1], got[2]) if None in got else (known[0], known[1], known[2])
+        p10, p50, p90 = _interval([runs.get(q, median)[0].get(key) for q in QUANTILES])
         bases = median[1].get(key) or _unknown_basis(key)
         out.asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
     return out
+
+
+def _interval(got: list[float | None]) -> tuple[float | None, float | None, float | None]:
+    """The p10, p50 and p90 starts from the three runs: each run is consistent, but an earlier-ending
+    run may still start an ask later (a different order of ends), so the interval is ordered, not its
+    runs; an ask some run never starts keeps each run's answer."""
+    if None in got:
+        return got[0], got[1], got[2]
+    known = sorted(t for t in got if t is not None)
+    return known[0], known[1], known[2]
 
 
 def _unknown_basis(key: str) -> tuple[str, ...]:

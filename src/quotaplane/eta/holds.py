@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import quotaplane.events as E
 from quotaplane.history.sketch import bucket_of, bucket_value
 from quotaplane.partition.facade import Partition
+from quotaplane.state.handlers import PartitionState
 
 __all__ = ["MIN_BASIS", "HoldEstimate", "HoldSketch", "HoldTimes"]
 
@@ -121,12 +122,9 @@ class HoldTimes:
         """Take ``events`` (one commit of ``partition``, applied already) into the distributions."""
         self.commits += 1
         state = partition.state
-        live = self._live
         for ev in events:
             if isinstance(ev, E.Allocated):
-                app = state.apps.get(ev.app)
-                if app is not None:
-                    live[ev.key] = (ev.t, app.queue_path, app.user.user)
+                self._started(state, ev.key, ev.app, ev.t)
             elif isinstance(ev, E.Released):
                 self._ended(ev.key, ev.t)
             elif isinstance(ev, E.Preempted):
@@ -137,18 +135,24 @@ class HoldTimes:
                 self._live.pop(ev.placeholder, None)
                 real = state.allocs.get(ev.key)
                 if real is not None:
-                    app = state.apps.get(real.application_id)
-                    if app is not None:
-                        live[ev.key] = (ev.t, app.queue_path, app.user.user)
-        # allocations that ended without an event of their own (a node removed, a timeout) end at
-        # the commit's last time
-        if len(live) > len(state.allocs):
-            t = next((ev_t for ev in reversed(events) if (ev_t := getattr(ev, "t", None)) is not None), None)
-            for key in [k for k in live if k not in state.allocs]:
-                if t is None:
-                    live.pop(key)
-                else:
-                    self._ended(key, float(t))
+                    self._started(state, ev.key, real.application_id, ev.t)
+        if len(self._live) > len(state.allocs):
+            self._ended_silently(state, events)
+
+    def _started(self, state: PartitionState, key: str, app_id: str, t: float) -> None:
+        app = state.apps.get(app_id)
+        if app is not None:
+            self._live[key] = (t, app.queue_path, app.user.user)
+
+    def _ended_silently(self, state: PartitionState, events: Sequence[E.Event]) -> None:
+        """Allocations that ended without an event of their own (a node removed, an application
+        removed, a timeout) end at the commit's last time."""
+        t = next((ev_t for ev in reversed(events) if (ev_t := getattr(ev, "t", None)) is not None), None)
+        for key in [k for k in self._live if k not in state.allocs]:
+            if t is None:
+                self._live.pop(key)
+            else:
+                self._ended(key, float(t))
 
     def _observe(self, events: Sequence[E.Event], _seq: int) -> None:
         if self._partition is not None:

@@ -1,0 +1,388 @@
+"""What would have to change for a request to be admitted now (issue 35, docs/eta.md).
+
+For a refused request (or a waiting ask), the smallest changes that would admit it now, each verified
+with ``what_if`` on a working copy of the partition (:func:`~quotaplane.eta.copy.working_copy`)
+before it is reported — a change that does not verify is not reported, its note says so:
+
+* **releases**: which running allocations would have to end — the fewest, then the least important
+  (lowest priority, then newest). The candidates are the allocations counted in a scope that refuses
+  it (the queue at the violation's path and below; the user's or group's under it); the set is chosen
+  greedily by how much of what is missing each covers (largest first gives the fewest for one
+  resource), then each member is swapped for a less important candidate where the rest still covers;
+* **limits**: how far each limit or max that blocks it would have to rise, per scope and resource —
+  exactly the amount the violation says is missing (``Violation.resource``), for the queue's ``max``
+  and the ``maxresources`` of the user and group limit entries that apply; the cluster's size for
+  ``root.capacity``;
+* **largest**: the largest request of the same shape (every resource scaled by one factor) admitted
+  now, found by bisection with ``what_if`` on the partition itself (it changes nothing).
+
+Budgets and time windows are not part of quotaplane yet; when they are, the time a budget resets or a
+window opens belongs here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
+from quotaplane.eta.copy import working_copy
+from quotaplane.partition.facade import Partition
+from quotaplane.policy import Decision, Violation
+from quotaplane.resources import Resource
+
+__all__ = ["MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]
+
+#: the most allocations a release answer names (beyond it the answer is "no verified release")
+MAX_RELEASES = 1000
+#: the violation codes whose limit the answer raises (others are named in a note, not raised)
+_RAISABLE = frozenset({"queue.max", "user.maxresources", "group.maxresources", "root.capacity"})
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A running allocation that would have to end."""
+
+    allocation_key: str
+    application_id: str
+    queue: str
+    user: str
+    priority: int
+    resource: Resource
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape."""
+        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+                "queue": self.queue, "user": self.user, "priority": self.priority,
+                "resource": self.resource.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRaise:
+    """A limit that would have to rise: ``code`` at ``path`` by ``by`` (per resource)."""
+
+    policy: str
+    code: str
+    path: str
+    by: Resource
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape."""
+        return {"policy": self.policy, "code": self.code, "path": self.path, "by": self.by.to_dict(),
+                "message": self.message}
+
+
+@dataclass(slots=True)
+class Explanation:
+    """What would admit one request now; each change listed is verified (see the module docstring)."""
+
+    application_id: str
+    resource: Resource
+    decision: Decision
+    releases: list[Release] | None = None
+    limits: list[LimitRaise] | None = None
+    largest: Resource | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def admitted(self) -> bool:
+        """True when the request is admitted now as it is (nothing has to change)."""
+        return self.decision.allocated and not self.decision.preempted
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape: ``{admitted, reasons, releases, limits, largest, notes}`` (null: no verified
+        change of that kind)."""
+        return {"applicationID": self.application_id, "resource": self.resource.to_dict(),
+                "admitted": self.admitted, "reasons": [v.to_dict() for v in self.decision.reasons],
+                "releases": None if self.releases is None else [r.to_dict() for r in self.releases],
+                "limits": None if self.limits is None else [x.to_dict() for x in self.limits],
+                "largest": None if self.largest is None else self.largest.to_dict(),
+                "notes": list(self.notes)}
+
+    def top(self) -> str | None:
+        """The one change a person would try first, as a short sentence (None: none verified)."""
+        if self.releases:
+            keys = ", ".join(r.allocation_key for r in self.releases[:3])
+            more = f" and {len(self.releases) - 3} more" if len(self.releases) > 3 else ""
+            return f"starts if {keys}{more} ended"
+        if self.limits:
+            x = self.limits[0]
+            return f"starts if {x.code} of {x.path} rose by {_fmt(x.by)}"
+        if self.largest is not None:
+            return f"{_fmt(self.largest)} would start now"
+        return None
+
+
+def _fmt(r: Resource) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(r.items()))
+
+
+def explain(partition: Partition, application_id: str, resource: Resource, *, priority: int = 0,
+            preemptible: bool = True) -> Explanation:
+    """What would admit the request ``resource`` of ``application_id`` now (module docstring)."""
+    decision = partition.what_if(application_id, resource, priority=priority, preemptible=preemptible)
+    out = Explanation(application_id, resource, decision)
+    if out.admitted:
+        return out
+
+    admitted = _admits(application_id, resource, priority, preemptible)
+    blocking = _blocking(decision.reasons, out.notes)
+    if blocking or decision.preempted:
+        out.releases = _releases(partition, application_id, blocking, admitted, out.notes)
+        out.limits = _limits(partition, application_id, blocking, admitted, out.notes)
+    out.largest = _largest(partition, application_id, resource, priority, preemptible)
+    return out
+
+
+def _blocking(reasons: list[Violation], notes: list[str]) -> list[Violation]:
+    """The reasons about resources (with what is missing); the others are named in ``notes``."""
+    blocking = [v for v in reasons if v.resource is not None and any(v.resource.values())]
+    other = [v for v in reasons if v not in blocking]
+    if other:
+        notes.append("not a matter of resources: " + "; ".join(f"{v.code} at {v.path}" for v in other))
+    return blocking
+
+
+def _admits(application_id: str, resource: Resource, priority: int,
+            preemptible: bool) -> Callable[[Partition], bool]:
+    """Whether a partition (a working copy) admits the request as it is, preempting nothing."""
+    def admitted(p: Partition) -> bool:
+        d = p.what_if(application_id, resource, priority=priority, preemptible=preemptible)
+        return d.allocated and not d.preempted
+    return admitted
+
+
+def explain_ask(partition: Partition, allocation_key: str) -> Explanation | None:
+    """:func:`explain` for the waiting ask ``allocation_key`` (None: no such ask waits)."""
+    ask = partition.get_ask(allocation_key)
+    if ask is None:
+        return None
+    return explain(partition, ask.application_id, ask.resource, priority=ask.priority,
+                   preemptible=ask.preemptible)
+
+
+# -- releases -------------------------------------------------------------------------------------------
+
+def _in_scope(v: Violation, queue: str, user: str, groups: Iterable[str],
+              requester: tuple[str, frozenset[str]]) -> bool:
+    """True when an allocation of ``queue`` and ``user`` counts in the scope violation ``v`` names."""
+    under = v.path in ("", "root") or queue == v.path or queue.startswith(v.path + ".")
+    if v.policy == "queue":
+        return under
+    if v.policy == "user":
+        return under and user == requester[0]
+    if v.policy == "group":
+        return under and not requester[1].isdisjoint(groups)
+    return True                   # another policy's scope (elastic, forest): any allocation may count
+
+
+def _cover(a: Resource, missing: Mapping[str, int], left: Mapping[str, int]) -> float:
+    """How much of what is still missing ``a`` covers, as a share of what was missing per resource."""
+    return float(sum(min(int(a.get(r, 0)), n) / missing[r] for r, n in left.items()
+                     if n > 0 and missing[r] > 0))
+
+
+_Candidate = tuple[Release, list[bool]]
+
+
+def _candidates(partition: Partition, app_id: str, blocking: list[Violation]) -> list[_Candidate]:
+    """The running allocations counted in a scope that refuses the request, each with the violations
+    whose scope it counts in (all of them for a refusal by preemption alone)."""
+    with partition.lock:
+        state = partition.state
+        app = state.apps.get(app_id)
+        requester = (app.user.user, frozenset(app.user.groups)) if app is not None else ("", frozenset())
+        out: list[_Candidate] = []
+        for key, a in state.allocs.items():
+            owner = state.apps.get(a.application_id)
+            if owner is None or key in state.preempting:
+                continue
+            scopes = [_in_scope(v, owner.queue_path, owner.user.user, owner.user.groups, requester)
+                      for v in blocking]
+            if not blocking or any(scopes):
+                out.append((Release(key, a.application_id, owner.queue_path, owner.user.user, a.priority,
+                                    a.resource), scopes))
+        return out
+
+
+def _releases(partition: Partition, app_id: str, blocking: list[Violation],
+              admitted: Callable[[Partition], bool], notes: list[str]) -> list[Release] | None:
+    chosen = _greedy(_candidates(partition, app_id, blocking), blocking)
+    if chosen is None:
+        notes.append("no set of running allocations covers what is missing")
+        return None
+    if not admitted(working_copy(partition, partition.clock, without={r.allocation_key for r in chosen})):
+        notes.append(f"ending {len(chosen)} allocations covers what is missing but does not admit it "
+                     "(another rule refuses it then); no release is reported")
+        return None
+    return sorted(chosen, key=_importance)
+
+
+def _importance(r: Release) -> tuple[int, str]:
+    return (r.priority, r.allocation_key)
+
+
+def _greedy(candidates: list[_Candidate], blocking: list[Violation]) -> list[Release] | None:
+    """The fewest candidates that cover every missing amount, then the least important of that size."""
+    missing = [dict(v.resource.items()) if v.resource is not None else {} for v in blocking]
+    # least important first among equal gains: the sort is stable and max() keeps the first maximum
+    pool = sorted(candidates, key=lambda c: _importance(c[0]))
+    chosen = _fewest(pool, missing)
+    if chosen is None:
+        return None
+    return [c[0] for c in _least_important(chosen, pool, missing)]
+
+
+def _fewest(pool: list[_Candidate], missing: list[dict[str, int]]) -> list[_Candidate] | None:
+    """Take from ``pool`` the candidate that covers most of what is still missing until nothing is."""
+    left = [dict(m) for m in missing]
+
+    def gain(c: _Candidate) -> float:
+        return sum(_cover(c[0].resource, missing[i], left[i]) for i in range(len(missing)) if c[1][i])
+
+    chosen: list[_Candidate] = []
+    while any(n > 0 for m in left for n in m.values()):
+        best = max(pool, key=gain) if pool and len(chosen) < MAX_RELEASES else None
+        if best is None or gain(best) <= 0:
+            return None
+        pool.remove(best)
+        chosen.append(best)
+        _take(left, best)
+    return chosen
+
+
+def _least_important(chosen: list[_Candidate], pool: list[_Candidate],
+                     missing: list[dict[str, int]]) -> list[_Candidate]:
+    """Swap a member, most important first, for a less important candidate wherever the set still
+    covers everything (``pool`` sorted least important first)."""
+    for i in sorted(range(len(chosen)), key=lambda j: _importance(chosen[j][0]), reverse=True):
+        for other in pool:
+            if _importance(other[0]) >= _importance(chosen[i][0]):
+                break
+            trial = [*chosen[:i], other, *chosen[i + 1:]]
+            if _covers(trial, missing):
+                pool.remove(other)
+                pool.append(chosen[i])
+                pool.sort(key=lambda c: _importance(c[0]))
+                chosen = trial
+                break
+    return chosen
+
+
+def _take(left: list[dict[str, int]], c: tuple[Release, list[bool]]) -> None:
+    for i, m in enumerate(left):
+        if c[1][i]:
+            for r in m:
+                m[r] = max(0, m[r] - int(c[0].resource.get(r, 0)))
+
+
+def _covers(chosen: list[tuple[Release, list[bool]]], missing: list[dict[str, int]]) -> bool:
+    left = [dict(m) for m in missing]
+    for c in chosen:
+        _take(left, c)
+    return not any(n > 0 for m in left for n in m.values())
+
+
+# -- limits ---------------------------------------------------------------------------------------------
+
+def _limits(partition: Partition, app_id: str, blocking: list[Violation],
+            admitted: Callable[[Partition], bool], notes: list[str]) -> list[LimitRaise] | None:
+    skipped = [v for v in blocking if v.code not in _RAISABLE]
+    if skipped:
+        notes.append("no limit change is computed for " + ", ".join(f"{v.code} at {v.path}" for v in skipped))
+        return None
+    if not blocking:
+        return None
+    found = [LimitRaise(v.policy, v.code, v.path, v.resource or Resource(), _sentence(v)) for v in blocking]
+    if not admitted(_raised_copy(partition, app_id, found)):
+        notes.append("raising every blocking limit by what is missing does not admit it (another rule "
+                     "refuses it then); no limit change is reported")
+        return None
+    return found
+
+
+def _raised_copy(partition: Partition, app_id: str, found: list[LimitRaise]) -> Partition:
+    """A working copy with every limit of ``found`` raised (the cluster grown for ``root.capacity``)."""
+    with partition.lock:
+        app = partition.state.apps.get(app_id)
+        user = app.user.user if app is not None else ""
+        groups = frozenset(app.user.groups) if app is not None else frozenset()
+    capacity = Resource()
+    for x in found:
+        if x.code == "root.capacity":
+            capacity = capacity + x.by
+    limits = [x for x in found if x.code != "root.capacity"]
+    copy = working_copy(partition, partition.clock, configure=lambda c: _raised(c, limits, user, groups))
+    if any(capacity.values()):
+        copy.add_node("quotaplane-eta-extra-capacity", capacity)
+    return copy
+
+
+def _sentence(v: Violation) -> str:
+    what = {"queue.max": "the queue's max", "user.maxresources": "the user's maxresources",
+            "group.maxresources": "the group's maxresources",
+            "root.capacity": "the cluster's capacity"}.get(v.code, v.code)
+    return f"{what} at {v.path} would have to rise by {_fmt(v.resource or Resource())}"
+
+
+def _raised(config: PartitionConfig, raises: list[LimitRaise], user: str,
+            groups: frozenset[str]) -> PartitionConfig:
+    """``config`` with every limit in ``raises`` higher by its amount."""
+    root = config.root
+    for x in raises:
+        root = _raise_in(root, x, user, groups)
+    limits = config.limits
+    for x in raises:
+        # a partition-wide limit entry is reported at the root
+        if x.path in ("", "root") and x.code != "queue.max":
+            limits = tuple(_raise_limit(lim, x, user, groups) for lim in limits)
+    return dataclasses.replace(config, root=root, limits=limits)
+
+
+def _raise_in(q: QueueConfig, x: LimitRaise, user: str, groups: frozenset[str]) -> QueueConfig:
+    if q.path == x.path:
+        if x.code == "queue.max":
+            return dataclasses.replace(q, max=(q.max or Resource()) + x.by)
+        return dataclasses.replace(q, limits=tuple(_raise_limit(lim, x, user, groups) for lim in q.limits))
+    if not x.path.startswith(q.path + "."):
+        return q
+    return dataclasses.replace(q, queues=tuple(_raise_in(c, x, user, groups) for c in q.queues))
+
+
+def _raise_limit(lim: LimitConfig, x: LimitRaise, user: str, groups: frozenset[str]) -> LimitConfig:
+    applies = (x.code == "user.maxresources" and (user in lim.users or "*" in lim.users)) or \
+        (x.code == "group.maxresources" and (not groups.isdisjoint(lim.groups) or "*" in lim.groups))
+    if not applies or lim.max_resources is None:
+        return lim
+    return dataclasses.replace(lim, max_resources=lim.max_resources + x.by)
+
+
+# -- the largest request of the same shape ---------------------------------------------------------------
+
+def _largest(partition: Partition, app_id: str, resource: Resource, priority: int,
+             preemptible: bool) -> Resource | None:
+    """The largest ``resource`` scaled by one factor k/N (N its largest amount) admitted now without
+    preempting anything; None when not even the smallest step is."""
+    amounts = {r: v for r, v in resource.items() if v > 0}
+    if not amounts:
+        return None
+    steps = max(amounts.values())
+
+    def at(k: int) -> Resource:
+        return Resource({r: v * k // steps for r, v in amounts.items()})
+
+    def fits(k: int) -> bool:
+        d = partition.what_if(app_id, at(k), priority=priority, preemptible=preemptible)
+        return d.allocated and not d.preempted
+
+    lo, hi = 0, steps            # fits(lo) holds (nothing asked) or is assumed; fits(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return at(lo) if lo > 0 else None
