@@ -15,13 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from quotaplane.cli_remote import Output, Partition, Server, Token, _client
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["cost_table", "print_table", "register", "usage_table"]
 
 
 #: the named periods (quotaplane.history.report.PERIODS; not imported: the CLI starts without the engine)
@@ -71,6 +75,87 @@ def _usage_rows(data: Any, several_steps: bool) -> list[list[str]]:
     return rows
 
 
+def _table(title: str, names: Sequence[str], figures: Sequence[str]) -> Table:
+    """A table whose ``names`` columns (scope, step, resource) are never cut nor folded — the width a
+    name needs is reserved — and whose ``figures`` columns may wrap at spaces in a narrow terminal."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for n in names:
+        table.add_column(n, no_wrap=True)
+    for f in figures:
+        table.add_column(f)
+    return table
+
+
+def _texts(column: Any) -> list[str]:
+    return [str(column.header), *(str(c) for c in column.cells)]
+
+
+def _bounds(column: Any) -> tuple[int, int]:
+    """The column's narrowest and widest width: a name's column is as wide as its longest name (never
+    wrapped), a figure's at least as wide as its longest word."""
+    texts = _texts(column)
+    widest = max(map(len, texts))
+    if column.no_wrap:
+        return widest, widest
+    return max(len(word) for t in texts for word in t.split() or [""]), widest
+
+
+def _fit(widest: list[int], narrowest: list[int], room: int) -> list[int]:
+    """Column widths within ``room``: each at least ``narrowest``, the room left given a character at
+    a time to the column that is furthest from its ``widest`` (the figure that would wrap most)."""
+    widths = list(narrowest)
+    for _ in range(max(0, min(room, sum(widest)) - sum(widths))):
+        i = max(range(len(widths)), key=lambda k: widest[k] - widths[k])
+        widths[i] += 1
+    return widths
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` whole. A name (scope, step, resource) is never cut or folded. In a terminal the
+    figures wrap at spaces to fit its width, and the table is wider than the terminal when even that
+    cannot keep every name and word whole; into a pipe or a file every row is one line however long
+    (grep and awk read it), whatever ``COLUMNS`` says."""
+    cols = table.columns
+    narrowest, widest = (list(b) for b in zip(*map(_bounds, cols), strict=True))
+    frame = 3 * len(cols) + 1                        # a space either side of each cell, n + 1 rules
+    room = console.width - frame if console.is_terminal else sum(widest)
+    # rich shares a shortage among all columns and cuts with "…": the widths are set here instead
+    for column, width in zip(cols, _fit(widest, narrowest, room), strict=True):
+        column.width = width
+    console.width = max(console.width, frame + sum(c.width or 0 for c in cols))
+    console.print(table)
+
+
+def usage_table(data: Any, group_by: str, several_steps: bool) -> Table:
+    """The usage answer ``data`` (``GET …/history/usage``) as a table, one row per scope, step and
+    resource."""
+    table = _table(f"{data['start']} – {data['end']} ({data['timeZone']})",
+                   [group_by, *(["from"] if several_steps else []), "resource"],
+                   ["used", "borrowed", "lent", "waiting", "wait p50 / p90 / max"])
+    for row in _usage_rows(data, several_steps):
+        table.add_row(*row)
+    return table
+
+
+def cost_table(data: Any, group_by: str) -> Table:
+    """The bill ``data`` (``GET …/history/cost``) as a table, one row per scope and resource."""
+    from quotaplane.history.report import unit_of
+
+    cur = data.get("currency") or ""
+    table = _table(f"{data['start']} – {data['end']}", [group_by, "resource"],
+                   ["hours", "borrowed hours", f"within guarantee {cur}".strip(), f"borrowed {cur}".strip(),
+                    f"total {cur}".strip()])
+    for ln in data["lines"]:
+        _, unit = unit_of(ln["resource"])
+        table.add_row(ln["name"], ln["resource"], f"{float(ln['hours']):,.1f} {unit}-h",
+                      f"{float(ln['borrowedHours']):,.1f} {unit}-h", ln["guaranteedCost"],
+                      ln["borrowedCost"], ln["total"])
+    table.add_row("total", "", "", "", "", "", data["total"])
+    return table
+
+
 def register(app: typer.Typer) -> None:
     """Add ``report`` to ``app``."""
 
@@ -118,29 +203,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(data, indent=2, sort_keys=True))
             return
         from rich.console import Console
-        from rich.table import Table
 
-        from quotaplane.history.report import unit_of
-
-        console = Console()
-        if cost:
-            cur = data.get("currency") or ""
-            table = Table(group_by, "resource", "hours", "borrowed hours", f"within guarantee {cur}".strip(),
-                          f"borrowed {cur}".strip(), f"total {cur}".strip(),
-                          title=f"{data['start']} – {data['end']}")
-            for ln in data["lines"]:
-                _, unit = unit_of(ln["resource"])
-                table.add_row(ln["name"], ln["resource"], f"{float(ln['hours']):,.1f} {unit}-h",
-                              f"{float(ln['borrowedHours']):,.1f} {unit}-h", ln["guaranteedCost"],
-                              ln["borrowedCost"], ln["total"])
-            table.add_row("total", "", "", "", "", "", data["total"])
-            console.print(table)
-            return
-        several = step is not None
-        columns = [group_by, *(["from"] if several else []), "resource", "used", "borrowed", "lent",
-                   "waiting", "wait p50 / p90 / max"]
-        table = Table(*columns, title=f"{data['start']} – {data['end']} ({data['timeZone']})")
-        for row in _usage_rows(data, several):
-            table.add_row(*row)
-        console.print(table)
-
+        table = cost_table(data, group_by) if cost else usage_table(data, group_by, step is not None)
+        print_table(Console(), table)

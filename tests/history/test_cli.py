@@ -27,8 +27,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
     s.close()
 
 
-def _report(srv: _Server, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": "200"}
+def _report(srv: _Server, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": str(columns)}
     return subprocess.run([EXE, "report", *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -58,3 +58,37 @@ def test_json_is_the_service_answer_and_errors_are_one_line(server: _Server) -> 
     assert data["groupBy"] == "user" and data["step"] == "week"
     bad = _report(server, "--period", "last-year")
     assert bad.returncode == 1 and bad.stderr.count("\\n") <= 1 and "period" in bad.stderr
+
+
+def test_names_are_never_cut_at_80_columns_and_a_piped_row_stays_one_line(server: _Server) -> None:
+    # defect: at 80 columns rich cut "root.teams.speech" to "root.tea…", "nvidia.com/gpu" to "nvidia.c…"
+    # and folded every figure over two lines, so neither a reader nor grep found a queue's row
+    for args in (("--period", "last-month"), ("--period", "last-month", "--cost"),
+                 ("--period", "last-month", "--step", "week", "--group-by", "user")):
+        out = _report(server, *args, columns=80)
+        assert out.returncode == 0, out.stderr
+        assert "…" not in out.stdout, out.stdout
+        assert "nvidia.com/gpu" in out.stdout
+    plain = _report(server, "--period", "last-month", columns=80).stdout
+    speech = next(ln for ln in plain.splitlines() if "root.teams.speech" in ln)
+    assert "2,880.0 GPU-h" in speech and "960.0 GPU-h (33.3 %)" in speech
+    weeks = _report(server, "--period", "last-month", "--step", "week", "--group-by", "user",
+                    columns=80).stdout
+    assert "2026-11-02T00:00" in weeks
+
+
+def test_a_terminal_of_80_columns_wraps_the_figures_never_a_name() -> None:
+    from rich.console import Console
+
+    from quotaplane.cli_report import print_table, usage_table
+
+    long = "root.research.computer-vision.self-supervised.pretraining"
+    point = {"start": "2026-11-01T00:00:00+01:00", "used": {"nvidia.com/gpu": 3_600_000 * 1234},
+             "borrowed": {"nvidia.com/gpu": 3_600_000 * 34}, "lent": {}, "waiting": {},
+             "waits": {"count": 2, "p50": 90_000, "p90": 5_400_000, "max": 7_200_000}}
+    data = {"start": "2026-11-01", "end": "2026-12-01", "timeZone": "UTC",
+            "series": [{"name": long, "points": [point]}]}
+    console = Console(width=80, force_terminal=True, record=True, color_system=None)
+    print_table(console, usage_table(data, "queue", several_steps=False))
+    text = console.export_text()
+    assert long in text and "nvidia.com/gpu" in text and "…" not in text, text
