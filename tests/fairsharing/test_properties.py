@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quotaplane.config.identity import UserGroup
@@ -70,6 +70,13 @@ def _plan(p: Partition, leaf_name: str, size: int, prio: int
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world)
+# found by this test: b loses two workloads to c's ask (its share 429 or 357 above c's 286 each time: by
+# LessThanInitialShare, or by LessThanOrEqualToFinalShare then LessThanInitialShare) and ends at 143, so
+# a workload of b resubmitted takes c's back once
+@example(([(2, "0.5", []), (1, "2", [(1, 0), (3, 0), (3, 0)]), (0, "2", []), (4, "0.5", [])], 2, 0, 4, 0,
+          "LessThanInitialShare"))
+@example(([(2, "0.5", []), (1, "2", [(1, 0), (3, 0), (3, 0)]), (0, "2", []), (4, "0.5", [])], 2, 0, 4, 0,
+          "LessThanOrEqualToFinalShare, LessThanInitialShare"))
 def test_fair_preemption_properties(w: tuple[list[tuple[int, str, list[tuple[int, int]]]], int, int, int, int,
                                              str]) -> None:
     queues, asker, _, size, prio, strategies = w
@@ -100,11 +107,35 @@ def test_fair_preemption_properties(w: tuple[list[tuple[int, str, list[tuple[int
         p.release(key)
     d = p.allocate(name, "incoming", {"vcore": size * 1000}, priority=prio)
     assert d.allocated, d.reasons                   # the victims made room
-    # no ping-pong (KQ-S9): a fair-sharing victim resubmitted never takes "incoming" by a strategy
+    # no ping-pong (KQ-S9): a fair-sharing victim resubmitted never takes "incoming" by a strategy when its
+    # queue lost only that one. A queue that lost several (LessThanInitialShare took one of them) may end
+    # below the preemptor and take the room back once, as in Kueue (docs/fair-sharing.md)
+    lost: dict[str, int] = {}
+    for key, why in taken:
+        owner = victims[key].application_id  # type: ignore[union-attr]
+        lost[owner] = lost.get(owner, 0) + (why == "InCohortFairSharing")
     for key, why in taken:
         alloc = victims[key]
         assert alloc is not None
-        if why != "InCohortFairSharing":
+        if why != "InCohortFairSharing" or lost[alloc.application_id] > 1:
             continue
         back, _ = _plan(p, alloc.application_id, int(alloc.resource.get("vcore", 0) // 1000), alloc.priority)
         assert ("incoming", "InCohortFairSharing") not in back, (taken, back)
+
+
+def test_a_takeback_after_several_victims_is_not_taken_back_again() -> None:
+    """The case docs/fair-sharing.md describes: b loses two workloads to c's ask and takes the room back
+    with one of them; c's workload, resubmitted, cannot take it again."""
+    queues = [(2, "0.5", []), (1, "2", [(1, 0), (3, 0), (3, 0)]), (0, "2", []), (4, "0.5", [])]
+    p = _partition(queues, "LessThanOrEqualToFinalShare, LessThanInitialShare")
+    taken, _ = _plan(p, "c", 4, 0)
+    assert taken == [("b0", "InCohortFairSharing"), ("b1", "InCohortFairSharing")]
+    for key, _ in taken:
+        p.release(key)
+    assert p.allocate("c", "incoming", {"vcore": 4000})
+    back, _ = _plan(p, "b", 1, 0)
+    assert back == [("incoming", "InCohortFairSharing")]
+    p.release("incoming")
+    assert p.allocate("b", "b0-again", {"vcore": 1000})
+    again, _ = _plan(p, "c", 4, 0)
+    assert again == []
