@@ -121,19 +121,22 @@ def _fmt(r: Resource) -> str:
 
 
 def explain(partition: Partition, application_id: str, resource: Resource, *, priority: int = 0,
-            preemptible: bool = True) -> Explanation:
-    """What would admit the request ``resource`` of ``application_id`` now (module docstring)."""
-    decision = partition.what_if(application_id, resource, priority=priority, preemptible=preemptible)
+            preemptible: bool = True, placement: Mapping[str, Any] | None = None) -> Explanation:
+    """What would admit the request ``resource`` of ``application_id`` now (module docstring);
+    ``placement``: ``what_if``'s node selector, affinity and tolerations."""
+    where = dict(placement or {})
+    decision = partition.what_if(application_id, resource, priority=priority, preemptible=preemptible,
+                                 **where)
     out = Explanation(application_id, resource, decision)
     if out.admitted:
         return out
 
-    admitted = _admits(application_id, resource, priority, preemptible)
+    admitted = _admits(application_id, resource, priority, preemptible, where)
     blocking = _blocking(decision.reasons, out.notes)
     if blocking or decision.preempted:
         out.releases = _releases(partition, application_id, blocking, admitted, out.notes)
         out.limits = _limits(partition, application_id, blocking, admitted, out.notes)
-    out.largest = _largest(partition, application_id, resource, priority, preemptible)
+    out.largest = _largest(partition, application_id, resource, admitted)
     return out
 
 
@@ -146,11 +149,13 @@ def _blocking(reasons: list[Violation], notes: list[str]) -> list[Violation]:
     return blocking
 
 
-def _admits(application_id: str, resource: Resource, priority: int,
-            preemptible: bool) -> Callable[[Partition], bool]:
-    """Whether a partition (a working copy) admits the request as it is, preempting nothing."""
-    def admitted(p: Partition) -> bool:
-        d = p.what_if(application_id, resource, priority=priority, preemptible=preemptible)
+def _admits(application_id: str, resource: Resource, priority: int, preemptible: bool,
+            where: Mapping[str, Any]) -> Callable[[Partition, Resource | None], bool]:
+    """Whether a partition (a working copy) admits the request — or the same with another
+    ``resource`` — preempting nothing."""
+    def admitted(p: Partition, other: Resource | None = None) -> bool:
+        d = p.what_if(application_id, resource if other is None else other, priority=priority,
+                      preemptible=preemptible, **where)
         return d.allocated and not d.preempted
     return admitted
 
@@ -186,6 +191,8 @@ def _cover(a: Resource, missing: Mapping[str, int], left: Mapping[str, int]) -> 
 
 
 _Candidate = tuple[Release, list[bool]]
+#: whether a partition admits the request (or the same with another resource), preempting nothing
+_Admits = Callable[[Partition, Resource | None], bool]
 
 
 def _candidates(partition: Partition, app_id: str, blocking: list[Violation]) -> list[_Candidate]:
@@ -209,12 +216,13 @@ def _candidates(partition: Partition, app_id: str, blocking: list[Violation]) ->
 
 
 def _releases(partition: Partition, app_id: str, blocking: list[Violation],
-              admitted: Callable[[Partition], bool], notes: list[str]) -> list[Release] | None:
+              admitted: _Admits, notes: list[str]) -> list[Release] | None:
     chosen = _greedy(_candidates(partition, app_id, blocking), blocking)
     if chosen is None:
         notes.append("no set of running allocations covers what is missing")
         return None
-    if not admitted(working_copy(partition, partition.clock, without={r.allocation_key for r in chosen})):
+    copy = working_copy(partition, partition.clock, without={r.allocation_key for r in chosen})
+    if not admitted(copy, None):
         notes.append(f"ending {len(chosen)} allocations covers what is missing but does not admit it "
                      "(another rule refuses it then); no release is reported")
         return None
@@ -289,7 +297,7 @@ def _covers(chosen: list[tuple[Release, list[bool]]], missing: list[dict[str, in
 # -- limits ---------------------------------------------------------------------------------------------
 
 def _limits(partition: Partition, app_id: str, blocking: list[Violation],
-            admitted: Callable[[Partition], bool], notes: list[str]) -> list[LimitRaise] | None:
+            admitted: _Admits, notes: list[str]) -> list[LimitRaise] | None:
     skipped = [v for v in blocking if v.code not in _RAISABLE]
     if skipped:
         notes.append("no limit change is computed for " + ", ".join(f"{v.code} at {v.path}" for v in skipped))
@@ -297,7 +305,7 @@ def _limits(partition: Partition, app_id: str, blocking: list[Violation],
     if not blocking:
         return None
     found = [LimitRaise(v.policy, v.code, v.path, v.resource or Resource(), _sentence(v)) for v in blocking]
-    if not admitted(_raised_copy(partition, app_id, found)):
+    if not admitted(_raised_copy(partition, app_id, found), None):
         notes.append("raising every blocking limit by what is missing does not admit it (another rule "
                      "refuses it then); no limit change is reported")
         return None
@@ -362,10 +370,11 @@ def _raise_limit(lim: LimitConfig, x: LimitRaise, user: str, groups: frozenset[s
 
 # -- the largest request of the same shape ---------------------------------------------------------------
 
-def _largest(partition: Partition, app_id: str, resource: Resource, priority: int,
-             preemptible: bool) -> Resource | None:
+def _largest(partition: Partition, app_id: str, resource: Resource,
+             admitted: _Admits) -> Resource | None:
     """The largest ``resource`` scaled by one factor k/N (N its largest amount) admitted now without
-    preempting anything; None when not even the smallest step is."""
+    preempting anything (bisection: admission is monotone in the amount asked); None when not even
+    the smallest step is."""
     amounts = {r: v for r, v in resource.items() if v > 0}
     if not amounts:
         return None
@@ -374,14 +383,10 @@ def _largest(partition: Partition, app_id: str, resource: Resource, priority: in
     def at(k: int) -> Resource:
         return Resource({r: v * k // steps for r, v in amounts.items()})
 
-    def fits(k: int) -> bool:
-        d = partition.what_if(app_id, at(k), priority=priority, preemptible=preemptible)
-        return d.allocated and not d.preempted
-
-    lo, hi = 0, steps            # fits(lo) holds (nothing asked) or is assumed; fits(hi) does not
+    lo, hi = 0, steps            # nothing asked is admitted; all of it is not (else no question)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fits(mid):
+        if admitted(partition, at(mid)):
             lo = mid
         else:
             hi = mid

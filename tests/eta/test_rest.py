@@ -1,0 +1,86 @@
+"""The ETA over REST (docs/rest.md "ETA"): the forecast of every waiting ask, one ask's forecast with what
+would have to change, and ``whatif/explain``; unknown names are 404s, bad bodies 400s naming the field,
+and nothing changes."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.scheduler import Scheduler
+from quotaplane.server.app import create_app
+from tests.partition.helpers import CONFIG, Clock
+
+BOB = UserGroup("bob", ["ops"])
+BASE = "/ws/v1/partition/default"
+
+
+def _scheduler() -> Scheduler:
+    s = Scheduler.from_yaml(CONFIG, clock=Clock(1000.0))
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 100_000}))
+    p.add_application("app1", BOB, queue="root.b")          # root.b: max 20 cores
+    assert p.allocate("app1", "r1", Resource({"vcore": 10_000}), max_runtime=100)
+    assert p.allocate("app1", "r2", Resource({"vcore": 10_000}), max_runtime=300, priority=3)
+    p.add_ask("app1", "w1", Resource({"vcore": 15_000}), max_runtime=50)
+    p.add_ask("app1", "w2", Resource({"vcore": 10_000}), max_runtime=50)
+    return s
+
+
+def test_the_forecast_of_every_waiting_ask_filtered_by_queue_or_application() -> None:
+    s = _scheduler()
+    before = s.partition("default").dump_state()
+    with TestClient(create_app(s)) as c:
+        r = c.get(f"{BASE}/eta")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["partition"] == "default"
+        asks = {a["allocationKey"]: a for a in body["asks"]}
+        assert asks["w2"]["start"] == {"p10": 1100.0, "p50": 1100.0, "p90": 1100.0}
+        assert asks["w1"]["start"]["p50"] == 1300.0
+        assert asks["w1"]["basis"] == ["declared runtime of r2"]
+        assert asks["w1"]["known"] is True
+        assert [a["allocationKey"] for a in c.get(f"{BASE}/eta", params={"queue": "root"}).json()["asks"]] \
+            == ["w1", "w2"]
+        assert c.get(f"{BASE}/eta", params={"queue": "root.a"}).json()["asks"] == []
+        assert c.get(f"{BASE}/eta", params={"applicationID": "nope"}).json()["asks"] == []
+        assert c.get("/ws/v1/partition/nope/eta").status_code == 404
+    assert s.partition("default").dump_state() == before
+
+
+def test_one_ask_its_forecast_and_what_would_have_to_change() -> None:
+    s = _scheduler()
+    with TestClient(create_app(s)) as c:
+        r = c.get(f"{BASE}/eta/w1")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["eta"]["inSeconds"]["p50"] == 300.0
+        e = body["explain"]
+        assert e["admitted"] is False
+        assert [x["allocationKey"] for x in e["releases"]] == ["r1", "r2"]   # 15 of 20 missing: both
+        assert e["limits"][0]["code"] == "queue.max" and e["limits"][0]["by"] == {"vcore": 15000}
+        assert e["releases"][1] == {"allocationKey": "r2", "applicationID": "app1", "queue": "root.b",
+                                    "user": "bob", "priority": 3, "resource": {"vcore": 10000}}
+        assert body["top"] == "starts if r1, r2 ended"
+        r = c.get(f"{BASE}/eta/nope")
+        assert r.status_code == 404 and "nope" in r.json()["message"]
+
+
+def test_whatif_explain_and_its_errors() -> None:
+    s = _scheduler()
+    before = s.partition("default").dump_state()
+    with TestClient(create_app(s)) as c:
+        r = c.post(f"{BASE}/whatif/explain", json={"applicationID": "app1", "resource": {"vcore": 5000}})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["admitted"] is False and body["reasons"][0]["code"] == "queue.max"
+        assert body["largest"] is None
+        assert body["top"] is not None and body["top"].startswith("starts if")
+        r = c.post(f"{BASE}/whatif/explain", json={"applicationID": "nope", "resource": {"vcore": 1}})
+        assert r.status_code == 404
+        r = c.post(f"{BASE}/whatif/explain", json={"applicationID": "app1", "resource": {"vcore": -1}})
+        assert r.status_code == 400 and "resource" in r.json()["message"]
+        r = c.post(f"{BASE}/whatif/explain", json={"applicationID": "app1"})
+        assert r.status_code == 400 and "resource" in r.json()["message"]
+    assert s.partition("default").dump_state() == before
