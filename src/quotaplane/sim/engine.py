@@ -112,18 +112,20 @@ class SimulationResult:
         cols += [f"{q}:{r}" for q in top_queues for r in resources]
         cols += ["allocations", "pending_asks"]
         self.columns: list[str] = cols
-        rows: list[list[Any]] = []
-        for s in samples:
-            row: list[Any] = [s["t"]]
-            row += [s["capacity"].get(r, 0) for r in resources]
-            row += [s["used"].get(r, 0) for r in resources]
-            row += [s["demand"].get(r, 0) for r in resources]
-            for q in top_queues:
-                usage = s["queues"].get(q, {})
-                row += [usage.get(r, 0) for r in resources]
-            row += [s["allocations"], s["pending_asks"]]
-            rows.append(row)
-        self.rows: list[list[Any]] = rows
+        self.rows: list[list[Any]] = [_timeline_row(s, resources, top_queues) for s in samples]
+
+
+def _timeline_row(s: Mapping[str, Any], resources: list[str], top_queues: list[str]) -> list[Any]:
+    """One sample as a timeline.csv row, in the order of :attr:`SimulationResult.columns`."""
+    row: list[Any] = [s["t"]]
+    row += [s["capacity"].get(r, 0) for r in resources]
+    row += [s["used"].get(r, 0) for r in resources]
+    row += [s["demand"].get(r, 0) for r in resources]
+    for q in top_queues:
+        usage = s["queues"].get(q, {})
+        row += [usage.get(r, 0) for r in resources]
+    row += [s["allocations"], s["pending_asks"]]
+    return row
 
 
 class Simulator:

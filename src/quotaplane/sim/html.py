@@ -92,6 +92,16 @@ def _span(runs: Sequence[PlotRun], t0: float) -> float:
     return max((float(r.samples[-1]["t"]) - t0 for r in runs if r.samples), default=0.0)
 
 
+def _limit_lines(ax: Any, cell: Mapping[str, Any], resource: str, scale: float, colour: str) -> None:
+    """A queue's guaranteed (dashed) and max (dotted) of ``resource``, when it has them."""
+    g = cell.get("guaranteed", {}).get(resource)
+    m = cell.get("max", {}).get(resource)
+    if g is not None:
+        ax.axhline(g / scale, color=colour, linestyle="--", linewidth=1.0, alpha=0.8)
+    if m is not None:
+        ax.axhline(m / scale, color=colour, linestyle=":", linewidth=1.3, alpha=0.9)
+
+
 def plot_usage(runs: Sequence[PlotRun], resource: str, path: Path, t0: float) -> None:
     """Per top-level queue: usage of ``resource`` over time per run, with its guaranteed and max."""
     from matplotlib.lines import Line2D
@@ -117,13 +127,7 @@ def plot_usage(runs: Sequence[PlotRun], resource: str, path: Path, t0: float) ->
 
             ts, ys = _steps(run.samples, demand, t0, per)
             ax.step(ts, ys, where="post", color=c, linewidth=0.8, alpha=0.6, linestyle="-.")
-            cell = run.metrics.get("queues", {}).get(q, {})
-            g = cell.get("guaranteed", {}).get(resource)
-            m = cell.get("max", {}).get(resource)
-            if g is not None:
-                ax.axhline(g / scale, color=c, linestyle="--", linewidth=1.0, alpha=0.8)
-            if m is not None:
-                ax.axhline(m / scale, color=c, linestyle=":", linewidth=1.3, alpha=0.9)
+            _limit_lines(ax, run.metrics.get("queues", {}).get(q, {}), resource, scale, c)
         ax.set_title(q, fontsize="medium", loc="left")
         ax.set_ylabel(f"{resource} ({unit})" if unit else resource.rsplit("/", 1)[-1])
         ax.grid(True, alpha=0.3)
@@ -237,6 +241,31 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _list_html(heading: str, items: Sequence[str]) -> list[str]:
+    """A headed bullet list of ``items`` (already escaped); nothing when there are none."""
+    if not items:
+        return []
+    return [f"<h2>{heading}</h2><ul>", *[f"<li>{i}</li>" for i in items], "</ul>"]
+
+
+def _table_row(row: Mapping[str, Any], columns: Sequence[str]) -> str:
+    """One variant's row of the variant × metric table."""
+    e = html.escape
+    return "<tr>" + "".join(f"<td>{e(str(row.get(c)))}</td>" if c == "variant"
+                            else f"<td class='n'>{e(_fmt(row.get(c)))}</td>" for c in columns) + "</tr>"
+
+
+def _reproduction_html(reproduction: Mapping[str, Any]) -> list[str]:
+    """Whether the replay under the configuration in force reproduced the recorded decisions."""
+    if reproduction["exact"]:
+        return [f"<p class='ok'>Replayed under the configuration in force: all "
+                f"{reproduction['recorded']} recorded decisions reproduced exactly.</p>"]
+    return [f"<p class='bad'>Replayed under the configuration in force: "
+            f"{reproduction['matched']} of {reproduction['recorded']} recorded decisions "
+            "reproduced. First differences:</p><ul>",
+            *[f"<li><code>{html.escape(d)}</code></li>" for d in reproduction["differences"]], "</ul>"]
+
+
 def write_report(out: Path, *, title: str, source: str, runs: Sequence[PlotRun],
                  columns: Sequence[str], rows: Sequence[Mapping[str, Any]], caveats: Sequence[str] = (),
                  reproduction: Mapping[str, Any] | None = None, resource: str | None = None,
@@ -250,33 +279,16 @@ def write_report(out: Path, *, title: str, source: str, runs: Sequence[PlotRun],
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{e(title)}</h1><p>{e(source)}</p>"]
     if reproduction is not None:
-        if reproduction["exact"]:
-            parts.append(f"<p class='ok'>Replayed under the configuration in force: all "
-                         f"{reproduction['recorded']} recorded decisions reproduced exactly.</p>")
-        else:
-            parts.append(f"<p class='bad'>Replayed under the configuration in force: "
-                         f"{reproduction['matched']} of {reproduction['recorded']} recorded decisions "
-                         "reproduced. First differences:</p><ul>")
-            parts += [f"<li><code>{e(d)}</code></li>" for d in reproduction["differences"]]
-            parts.append("</ul>")
-    if caveats:
-        parts.append("<h2>What this replay cannot tell</h2><ul>")
-        parts += [f"<li>{e(c)}</li>" for c in caveats]
-        parts.append("</ul>")
-    if legend:
-        parts.append("<h2>Variants</h2><ul>")
-        parts += [f"<li><code>{e(line)}</code></li>" for line in legend]
-        parts.append("</ul>")
+        parts += _reproduction_html(reproduction)
+    parts += _list_html("What this replay cannot tell", [e(c) for c in caveats])
+    parts += _list_html("Variants", [f"<code>{e(line)}</code>" for line in legend])
     parts.append("<h2>Variant × metric</h2><p>Waits in seconds; utilisation as a share of the cluster; "
                  "usage, borrowed and lent as time-weighted means in internal units (vcore in milli-cores, "
                  "memory in bytes). Also in <code>results.csv</code> and <code>results.json</code>.</p>"
                  "<div class='scroll'><table><tr>")
     parts += [f"<th>{e(c)}</th>" for c in columns]
     parts.append("</tr>")
-    for row in rows:
-        parts.append("<tr>" + "".join(
-            f"<td>{e(str(row.get(c)))}</td>" if c == "variant"
-            else f"<td class='n'>{e(_fmt(row.get(c)))}</td>" for c in columns) + "</tr>")
+    parts += [_table_row(row, columns) for row in rows]
     parts.append("</table></div>")
     captions = {"usage": f"Usage of {res} per top-level queue against its guaranteed and max, and usage plus "
                          "waiting demand",

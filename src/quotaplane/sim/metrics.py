@@ -127,6 +127,11 @@ class _Family:
         self._count(cell, 1, names)
 
 
+
+def _shares(usage_mean: Mapping[str, float], of: Mapping[str, float]) -> dict[str, float]:
+    """Mean usage as a share of ``of`` (a guaranteed or a max), per resource with a positive amount."""
+    return {r: _r(usage_mean.get(r, 0.0) / g) for r, g in sorted(of.items()) if g > 0}
+
 class Cell:
     """The measures of one queue level or one user.
 
@@ -206,11 +211,10 @@ class Cell:
         if self.guaranteed is not None:
             out["guaranteed"] = dict(sorted(self.guaranteed.items()))
             out["lent_mean"] = mean(self.lent, self.guaranteed)
-            out["of_guaranteed"] = {r: _r(usage_mean.get(r, 0.0) / g)
-                                    for r, g in sorted(self.guaranteed.items()) if g > 0}
+            out["of_guaranteed"] = _shares(usage_mean, self.guaranteed)
         if self.max is not None:
             out["max"] = dict(sorted(self.max.items()))
-            out["of_max"] = {r: _r(usage_mean.get(r, 0.0) / m) for r, m in sorted(self.max.items()) if m > 0}
+            out["of_max"] = _shares(usage_mean, self.max)
         return out
 
 
@@ -261,6 +265,34 @@ class AppCells:
         self.user = user
         self.cells = cells
 
+
+
+def _family_before(fam: _Family, cell: Cell, t: float, items: Items) -> list[str]:
+    """Bring a cell's family (its lending/borrowing accounts) up to ``t`` before its usage changes;
+    the names of the resources that change."""
+    names = [r for r, _ in items]
+    fam.touch(t)
+    fam.settle(cell)
+    fam.before(cell, names)
+    return names
+
+
+def _add_usage(cell: Cell, items: Items, sign: int, t: float, measured: bool) -> None:
+    """Add ``sign`` × ``items`` to a cell's usage at ``t`` (its usage-time area and, when measured,
+    its peak)."""
+    usage, acc, peak = cell.usage, cell.acc, cell.peak
+    for r, v in items:
+        sv = sign * v
+        try:                      # the hot path: the cell has seen this resource before
+            nv = usage[r] + sv
+        except KeyError:
+            nv = sv
+            acc[r] = 0.0
+            peak[r] = 0
+        usage[r] = nv
+        acc[r] -= sv * t
+        if measured and nv > peak[r]:
+            peak[r] = nv
 
 class Recorder:
     """Measures per queue level and user between ``start`` and ``end`` (None: until :meth:`close`).
@@ -388,33 +420,22 @@ class Recorder:
         for cell in app.cells:
             fam = cell.family
             if fam is not None:
-                names = [r for r, _ in items]
-                fam.touch(t)
-                fam.settle(cell)
-                fam.before(cell, names)
+                names = _family_before(fam, cell, t, items)
             if cell.guaranteed is not None:
                 cell.touch_over(t)
-            usage, acc, peak = cell.usage, cell.acc, cell.peak
-            for r, v in items:
-                sv = sign * v
-                try:                      # the hot path: the cell has seen this resource before
-                    nv = usage[r] + sv
-                except KeyError:
-                    nv = sv
-                    acc[r] = 0.0
-                    peak[r] = 0
-                usage[r] = nv
-                acc[r] -= sv * t
-                if measured and nv > peak[r]:
-                    peak[r] = nv
+            _add_usage(cell, items, sign, t, measured)
             if fam is not None:
                 fam.after(cell, names)
         if sign > 0 and measured:
-            used, cap, rp = self._root.usage, self._cap, self._cluster_ratio_peak
-            for r, _ in items:
-                c = cap.get(r, 0)
-                if c > 0 and (ratio := used[r] / c) > rp.get(r, -1.0):
-                    rp[r] = ratio
+            self._cluster_peak(items)
+
+    def _cluster_peak(self, items: Items) -> None:
+        """Raise the cluster's peak usage ratio per resource after an allocation."""
+        used, cap, rp = self._root.usage, self._cap, self._cluster_ratio_peak
+        for r, _ in items:
+            c = cap.get(r, 0)
+            if c > 0 and (ratio := used[r] / c) > rp.get(r, -1.0):
+                rp[r] = ratio
 
     def _demand(self, now: float, app: AppCells, items: Items, sign: int) -> None:
         t = self._rel(now)
@@ -594,32 +615,35 @@ def flat_metrics(m: Mapping[str, Any]) -> dict[str, float]:
     Cluster utilisation and waits, refusals (total, by code and by quota), preemptions (by reason),
     and per top-level queue and per user: waits, mean usage, borrowed and lent.
     """
-    out: dict[str, float] = {}
-    for r, u in m["utilisation"].items():
-        out[f"utilisation.{r}"] = u["mean"]
+    out: dict[str, float] = {f"utilisation.{r}": u["mean"] for r, u in m["utilisation"].items()}
     w = m["wait"]
     out["wait.count"] = w["count"]
-    for k in ("p50", "p90", "max"):
-        if k in w:
-            out[f"wait.{k}"] = w[k]
+    out.update((f"wait.{k}", w[k]) for k in ("p50", "p90", "max") if k in w)
     out["refused"] = m["refused"]
     for name, n in m["refused_by_quota"].items():
         out[f"refused[{name}]"] = n
     out["preempted"] = m["preempted"]
     root = m["queues"].get("root")
     if root is not None:
-        for code, n in root["refused"].items():
-            out[f"refused.{code}"] = n
-        for reason, n in root["preempted"].items():
-            out[f"preempted.{reason}"] = n
+        _flat_root(out, root)
     for kind, cells in (("queue", {p: c for p, c in m["queues"].items() if p.count(".") == 1}),
                         ("user", m["users"])):
         for name, c in cells.items():
-            pre = f"{kind}[{name}]"
-            for k in ("p50", "p90", "max"):
-                if k in c["wait"]:
-                    out[f"{pre}.wait.{k}"] = c["wait"][k]
-            for field in ("usage_mean", "borrowed_mean", "lent_mean"):
-                for r, v in c.get(field, {}).items():
-                    out[f"{pre}.{field.removesuffix('_mean')}.{r}"] = v
+            _flat_cell(out, f"{kind}[{name}]", c)
     return out
+
+
+def _flat_root(out: dict[str, float], root: Mapping[str, Any]) -> None:
+    """The root queue's refusals by code and preemptions by reason."""
+    out.update((f"refused.{code}", n) for code, n in root["refused"].items())
+    out.update((f"preempted.{reason}", n) for reason, n in root["preempted"].items())
+
+
+def _flat_cell(out: dict[str, float], pre: str, c: Mapping[str, Any]) -> None:
+    """One top-level queue's or user's waits, mean usage, borrowed and lent, named under ``pre``."""
+    for k in ("p50", "p90", "max"):
+        if k in c["wait"]:
+            out[f"{pre}.wait.{k}"] = c["wait"][k]
+    for field in ("usage_mean", "borrowed_mean", "lent_mean"):
+        for r, v in c.get(field, {}).items():
+            out[f"{pre}.{field.removesuffix('_mean')}.{r}"] = v

@@ -353,11 +353,20 @@ def _preemptions_at_their_allocation(h: History) -> None:
     for r in h.requests:
         if r.how != "preempted" or not r.preemptor or r.end is None:
             continue
-        for p in starts.get(r.preemptor, ()):
-            if p.asked is None and p.start is not None and p.start_seq >= r.end_seq and \
-                    0 <= p.start - r.end <= PREEMPTION_SNAP:
-                r.end = p.start
-                break
+        start = _preemptor_start(r, starts.get(r.preemptor, ()))
+        if start is not None:
+            r.end = start
+
+
+def _preemptor_start(r: _Request, candidates: Iterable[_Request]) -> float | None:
+    """When the direct allocation that preempted ``r`` started, if it was journalled just after ``r``'s
+    end (within :data:`PREEMPTION_SNAP`)."""
+    assert r.end is not None
+    for p in candidates:
+        if p.asked is None and p.start is not None and p.start_seq >= r.end_seq and \
+                0 <= p.start - r.end <= PREEMPTION_SNAP:
+            return p.start
+    return None
 
 
 def _times(rebuild: Iterable[Mapping[str, Any]]) -> Iterator[float]:
@@ -367,9 +376,14 @@ def _times(rebuild: Iterable[Mapping[str, Any]]) -> Iterator[float]:
             v = e.get(k)
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
                 yield float(v)
-        for entry in e.get("state_log") or ():
-            if isinstance(entry, list | tuple) and entry and isinstance(entry[0], int | float):
-                yield float(entry[0])
+        yield from _state_log_times(e.get("state_log") or ())
+
+
+def _state_log_times(log: Iterable[Any]) -> Iterator[float]:
+    """The times of an application's state log entries (``[t, state]`` pairs)."""
+    for entry in log:
+        if isinstance(entry, list | tuple) and entry and isinstance(entry[0], int | float):
+            yield float(entry[0])
 
 
 @dataclass

@@ -35,24 +35,24 @@ def table(recorded: Mapping[str, Any] | None, runs: Sequence[tuple[str, Mapping[
             flat = {k: (math.nan if k.startswith("refused") else v) for k, v in flat.items()}
         named.append(("recorded", flat))
     named += [(name, flat_metrics(m)) for name, m in runs]
-    metrics: list[str] = []
-    seen: set[str] = set()
-    for _, flat in named:
-        for k in flat:
-            if k not in seen:
-                seen.add(k)
-                metrics.append(k)
+    metrics = list(dict.fromkeys(k for _, flat in named for k in flat))   # first-seen order
     rows = []
     for name, flat in named:
         row: dict[str, Any] = {"variant": name}
         for k in metrics:
-            v = flat.get(k)
-            if v is None and (k.startswith("preempted") or (
-                    k.startswith("refused") and not math.isnan(flat.get("refused", 0)))):
-                v = 0                 # a count another run has: none here (unknown stays unknown)
-            row[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+            row[k] = _table_value(flat, k)
         rows.append(row)
     return ["variant", *metrics], rows
+
+
+def _table_value(flat: Mapping[str, float], k: str) -> Any:
+    """One run's value of metric ``k``: ``None`` when unknown (absent or NaN), 0 for a count another run
+    has and this one has none of."""
+    v = flat.get(k)
+    if v is None and (k.startswith("preempted") or (
+            k.startswith("refused") and not math.isnan(flat.get("refused", 0)))):
+        v = 0                 # a count another run has: none here (unknown stays unknown)
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def headline(columns: Sequence[str], max_queues: int = 6) -> list[str]:

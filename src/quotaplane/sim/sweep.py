@@ -89,23 +89,28 @@ def parse_vary(spec: str) -> tuple[Setting, list[str]]:
                          "'root.team-a.resources.guaranteed.nvidia.com/gpu=4,8,12'")
     if len(set(values)) != len(values):
         raise SweepError(f"--vary {spec!r}: a value is given twice")
+    return _setting(spec, lhs, values), values
+
+
+def _setting(spec: str, lhs: str, values: list[str]) -> Setting:
+    """The setting a ``--vary`` path names (its values checked where the kind needs it)."""
     head, mark, rest = lhs.partition(".resources.")
     if mark:
         field, _, name = rest.partition(".")
         if field not in _FIELDS or not name:
             raise SweepError(f"--vary {spec!r}: after '.resources.' expected guaranteed.<resource> or "
                              "max.<resource>")
-        return Setting(lhs, head.lower(), "resources", field, name), values
+        return Setting(lhs, head.lower(), "resources", field, name)
     head, mark, rest = lhs.partition(".properties.")
     if mark:
         if not rest:
             raise SweepError(f"--vary {spec!r}: after '.properties.' expected a property name")
-        return Setting(lhs, head.lower(), "properties", rest), values
+        return Setting(lhs, head.lower(), "properties", rest)
     if lhs.endswith(".maxapplications"):
         for v in values:
             if not v.isdigit():
                 raise SweepError(f"--vary {spec!r}: maxapplications must be whole numbers, got {v!r}")
-        return Setting(lhs, lhs.removesuffix(".maxapplications").lower(), "maxapplications"), values
+        return Setting(lhs, lhs.removesuffix(".maxapplications").lower(), "maxapplications")
     raise SweepError(f"--vary {spec!r}: expected <queue>.resources.guaranteed|max.<resource>, "
                      "<queue>.maxapplications or <queue>.properties.<name>")
 
@@ -147,25 +152,29 @@ def apply_settings(config_text: str, partition: str, variant: Variant) -> str:
     if not parts:
         raise SweepError(f"partition {partition!r} is not in the configuration")
     for setting, value in variant.values:
-        node = _queue_node(parts[0], setting)
-        if setting.kind == "resources":
-            res = node.setdefault("resources", {}) or {}
-            node["resources"] = res
-            amounts = res.get(setting.field) or {}
-            res[setting.field] = amounts
-            amounts[setting.name] = _scalar(value)
-        elif setting.kind == "properties":
-            props = node.get("properties") or {}
-            node["properties"] = props
-            props[setting.field] = value
-        else:
-            node["maxapplications"] = int(value)
+        _set(_queue_node(parts[0], setting), setting, value)
     text = yaml.safe_dump(doc, sort_keys=False)
     try:
         load_config(text)
     except ConfigError as exc:
         raise SweepError(f"variant {variant.name}: {exc}") from None
     return text
+
+
+def _set(node: dict[str, Any], setting: Setting, value: str) -> None:
+    """Write one ``--vary`` value into its queue's YAML node."""
+    if setting.kind == "resources":
+        res = node.setdefault("resources", {}) or {}
+        node["resources"] = res
+        amounts = res.get(setting.field) or {}
+        res[setting.field] = amounts
+        amounts[setting.name] = _scalar(value)
+    elif setting.kind == "properties":
+        props = node.get("properties") or {}
+        node["properties"] = props
+        props[setting.field] = value
+    else:
+        node["maxapplications"] = int(value)
 
 
 def _queue_node(partition: dict[str, Any], setting: Setting) -> dict[str, Any]:
@@ -257,6 +266,17 @@ def _run_remote(workload: Workload, name: str, config_text: str) -> Run:
     return run_variant(workload, name, config_text)
 
 
+def _gather(futures: list[Any], as_completed: Any, done: Callable[[int, int], None] | None) -> list[Run]:
+    """The runs of ``futures`` in the order submitted, reporting each as it completes."""
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[Run | None] = [None] * len(futures)
+    for n, f in enumerate(as_completed(futures), start=1):
+        results[index[f.key]] = f.result()
+        if done is not None:
+            done(n, len(futures))
+    return [r for r in results if r is not None]
+
+
 def run_dask(address: Any, workload: Workload, configs: Sequence[tuple[str, str]],
              done: Callable[[int, int], None] | None = None, *, connect_timeout: float = 10.0) -> list[Run]:
     """Run the variants on the Dask cluster at ``address`` (a scheduler address, or a
@@ -277,13 +297,7 @@ def run_dask(address: Any, workload: Workload, configs: Sequence[tuple[str, str]
         futures = [client.submit(_run_remote, shared, name, text, key=f"quotaplane-variant-{i}-{os.getpid()}",
                                  pure=False)
                    for i, (name, text) in enumerate(configs)]
-        index = {f.key: i for i, f in enumerate(futures)}
-        results: list[Run | None] = [None] * len(futures)
-        for n, f in enumerate(as_completed(futures), start=1):  # type: ignore[no-untyped-call]
-            results[index[f.key]] = f.result()
-            if done is not None:
-                done(n, len(futures))
-        return [r for r in results if r is not None]
+        return _gather(futures, as_completed, done)
     finally:
         if own:
             client.close()

@@ -461,6 +461,17 @@ def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
     ``groups`` is ``a;b``, ``preemptible`` is ``true``/``false``.
     """
     probs = _Problems()
+    header, raws = _csv_raws(text, probs)
+    if header is None and not probs.items:
+        probs.add(1, "(header)", "the CSV trace has no header row")
+    if probs.items:
+        raise TraceError(probs.items, probs.first, source)
+    return parse_events(raws, source)
+
+
+def _csv_raws(text: str, probs: _Problems) -> tuple[list[str] | None, list[tuple[int, Any]]]:
+    """The header row and every later non-blank, non-comment row as ``(line, raw event)``; stops at a
+    bad header (its problems are in ``probs``)."""
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     raws: list[tuple[int, Any]] = []
@@ -476,11 +487,7 @@ def parse_csv(text: str, source: str = "") -> list[TraceEvent]:
         raw = _csv_row(header, row, line, probs)
         if raw is not None:
             raws.append((line, raw))
-    if header is None and not probs.items:
-        probs.add(1, "(header)", "the CSV trace has no header row")
-    if probs.items:
-        raise TraceError(probs.items, probs.first, source)
-    return parse_events(raws, source)
+    return header, raws
 
 
 class InputError(errors.InputError):
