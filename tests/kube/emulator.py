@@ -107,8 +107,13 @@ KINDS: dict[str, Kind] = {
     # deploy/crds: neither declares a status subresource
     "elasticquotas": Kind("scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", True, False, True),
     "quotasubtrees": Kind("quota.codeflare.dev", "v1alpha1", "QuotaSubtree", True, False, True),
+    # Kueue's (config/components/crd): each declares a status subresource
+    "resourceflavors": Kind("kueue.x-k8s.io", "v1beta2", "ResourceFlavor", False, False, True),
+    "cohorts": Kind("kueue.x-k8s.io", "v1beta2", "Cohort", False, True, True),
+    "clusterqueues": Kind("kueue.x-k8s.io", "v1beta2", "ClusterQueue", False, True, True),
+    "localqueues": Kind("kueue.x-k8s.io", "v1beta2", "LocalQueue", True, True, True),
 }
-CRDS = ("elasticquotas", "quotasubtrees")
+CRDS = ("elasticquotas", "quotasubtrees", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
 #: list merge keys of the strategic merge patch (k8s.io/api core/v1 types' patchMergeKey)
 MERGE_KEYS = {"conditions": "type", "schedulingGates": "name", "containers": "name", "initContainers": "name",
               "ownerReferences": "uid", "volumes": "name", "env": "name"}

@@ -85,8 +85,11 @@ def test_the_crds_accept_upstreams_examples_and_refuse_bad_ones() -> None:
 
 def test_the_crds_are_what_the_front_reads() -> None:
     from quotaplane.kube import api
+    from quotaplane.kube.kueue import KUEUE_KINDS
 
     for plural in KubeApi.OPTIONAL:
+        if plural in KUEUE_KINDS:
+            continue        # Kueue installs its own CRDs; the front only reads its objects
         crd = next(d for d in _kind("CustomResourceDefinition") if d["spec"]["names"]["plural"] == plural)
         res = api._RESOURCES[plural]
         assert crd["spec"]["group"] == res._api_info.resource.group
@@ -254,7 +257,9 @@ def _allowed(group: str, resource: str, verb: str) -> bool:
     # list + watch of every kind the controller follows
     *[(g, r, v) for g, r in [("", "pods"), ("", "nodes"), ("", "namespaces"), ("", "configmaps"),
                              ("scheduling.sigs.k8s.io", "elasticquotas"),
-                             ("quota.codeflare.dev", "quotasubtrees")]
+                             ("quota.codeflare.dev", "quotasubtrees"),
+                             *[("kueue.x-k8s.io", k) for k in ("resourceflavors", "cohorts", "clusterqueues",
+                                                               "localqueues")]]
       for v in ("list", "watch")],
     ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/eviction", "create"),
     ("", "events", "create"), ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),

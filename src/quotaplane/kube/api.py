@@ -67,6 +67,12 @@ _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call in
                                                 "elasticquotas"),
     "quotasubtrees": create_namespaced_resource("quota.codeflare.dev", "v1alpha1", "QuotaSubtree",
                                                 "quotasubtrees"),
+    # Kueue's objects (docs/from-kueue.md)
+    "resourceflavors": create_global_resource("kueue.x-k8s.io", "v1beta2", "ResourceFlavor",
+                                              "resourceflavors"),
+    "cohorts": create_global_resource("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
+    "clusterqueues": create_global_resource("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
+    "localqueues": create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
 }
 
 
@@ -196,10 +202,12 @@ class KubeApi:
     """The calls the controller makes; every object in and out is a plain dict."""
 
     #: the kinds the controller watches
-    KINDS: ClassVar[tuple[str, ...]] = ("namespaces", "nodes", "elasticquotas", "quotasubtrees", "configmaps",
-                                        "pods")
+    KINDS: ClassVar[tuple[str, ...]] = ("namespaces", "nodes", "elasticquotas", "quotasubtrees",
+                                        "resourceflavors", "cohorts", "clusterqueues", "localqueues",
+                                        "configmaps", "pods")
     #: the kinds that exist only when their CRD is installed (a 404 listing them: not watched)
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("elasticquotas", "quotasubtrees")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("elasticquotas", "quotasubtrees", "resourceflavors", "cohorts",
+                                           "clusterqueues", "localqueues")
 
     def __init__(self, config: KubeConfig, *, field_manager: str = "quotaplane",
                  retry: RetryPolicy | None = None, seed: int | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import QuotaplaneError
 from quotaplane.kube.crds import CustomQuotas
+from quotaplane.kube.kueue import KueueObjects
 from quotaplane.kube.objects import mapping, name_of
 from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
 
@@ -30,7 +31,7 @@ class ClusterConfiguration:
     configuration (see the module docstring)."""
 
     __slots__ = ("_conflicts", "_dirty", "_enqueue", "_error", "_namespace", "_partition", "_text", "api",
-                 "batching", "custom", "scheduler")
+                 "batching", "custom", "kueue", "scheduler")
 
     def __init__(self, scheduler: Scheduler, api: KubeApi, partition: str, namespace: str,
                  enqueue: Callable[[Callable[[], Awaitable[None]]], None],
@@ -44,6 +45,8 @@ class ClusterConfiguration:
         self._error = error
         #: ElasticQuota and QuotaSubtree objects (the partition's extensions once any is seen)
         self.custom = CustomQuotas()
+        #: Kueue's ResourceFlavor, Cohort, ClusterQueue and LocalQueue objects (docs/from-kueue.md)
+        self.kueue = KueueObjects()
         #: the last ``queues.yaml`` of the ConfigMap (the base the custom quotas are composed with)
         self._text: str | None = None
         #: the custom quotas changed and the configuration is still to be applied
@@ -68,6 +71,12 @@ class ClusterConfiguration:
         self._dirty = True
         self.flush(cm)
 
+    def kueue_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """A Kueue object changed: the configuration is composed again when what it defines changed."""
+        if self.kueue.event(kind, event_type, obj):
+            self._dirty = True
+            self.flush(obj if event_type != "DELETED" else None)
+
     def custom_quota_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """An ElasticQuota or QuotaSubtree changed: the configuration is composed again (only when
         what the objects define changed — not when the write-back touched them)."""
@@ -90,7 +99,7 @@ class ClusterConfiguration:
         self._dirty = False
         base = self._text if self._text is not None else self.scheduler.config_text
         try:
-            text = self.custom.compose(base, self._partition)
+            text = self.kueue.compose(self.custom.compose(base, self._partition), self._partition)
             if text != self.scheduler.config_text:
                 self.scheduler.update_config(text)
         except (QuotaplaneError, ValueError) as exc:

@@ -56,6 +56,7 @@ from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
 from quotaplane.kube.holds import ABANDONED, CONDITION_ADMITTED, PREEMPTED, preemption_message, rebuild
 from quotaplane.kube.informer import Informer
+from quotaplane.kube.kueue import KUEUE_KINDS
 from quotaplane.kube.nodes import node_capacity, node_counts
 from quotaplane.kube.objects import mapping, name_of
 from quotaplane.kube.pods import (
@@ -345,6 +346,11 @@ class Controller:
             known = self.nodes if kind == "nodes" else self.namespaces
             for name in sorted(set(known) - present):
                 self._apply(kind, "DELETED", {"metadata": {"name": name}})
+        elif kind in KUEUE_KINDS:
+            seen = {(str(mapping(o.get("metadata")).get("namespace") or ""),
+                     str(mapping(o.get("metadata")).get("name") or "")) for o in items}
+            for ns, name in sorted(set(self.configuration.kueue.objects[kind]) - seen):
+                self._apply(kind, "DELETED", {"metadata": {"name": name, "namespace": ns}})
         for obj in items:
             self._apply(kind, "ADDED", obj)
 
@@ -397,6 +403,8 @@ class Controller:
                 self.configuration.config_map_event(event_type, obj)
             elif kind in ("elasticquotas", "quotasubtrees"):
                 self.configuration.custom_quota_event(kind, event_type, obj)
+            elif kind in KUEUE_KINDS:
+                self.configuration.kueue_event(kind, event_type, obj)
         except Exception as exc:   # one bad object must not stop the controller; it is reported
             self._error(f"{kind} {event_type} {name_of(obj)}: {type(exc).__name__}: {exc}")
 
