@@ -172,6 +172,19 @@ def _label(code: int | None) -> str:
     return str(code) if code is not None else "none"
 
 
+def _body_message(exc: BaseException, message: Any, causes: list[str]) -> tuple[Any, list[str]]:
+    """The message and causes of an undecoded answer's JSON body; the given ones when it has none."""
+    try:
+        body = exc.response.json()  # type: ignore[attr-defined]
+    except Exception:
+        body = None
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        found = mapping(body.get("details")).get("causes")
+        return body["message"], [str(mapping(c).get("message")) for c in found if mapping(c).get("message")] \
+            if isinstance(found, list) else []
+    return message, causes
+
+
 def _message(exc: BaseException) -> tuple[str, list[str]]:
     """The server's message and its causes' messages: from lightkube's decoded ``Status``, else from
     the answer's body (a subresource's error comes back undecoded)."""
@@ -180,15 +193,7 @@ def _message(exc: BaseException) -> tuple[str, list[str]]:
     details = getattr(status, "details", None)
     causes = [c.message for c in getattr(details, "causes", None) or [] if getattr(c, "message", None)]
     if not (isinstance(message, str) and message):
-        try:
-            body = exc.response.json()  # type: ignore[attr-defined]
-        except Exception:
-            body = None
-        if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-            message = body["message"]
-            found = mapping(body.get("details")).get("causes")
-            causes = [str(mapping(c).get("message")) for c in found if mapping(c).get("message")] \
-                if isinstance(found, list) else []
+        message, causes = _body_message(exc, message, causes)
     return (message if isinstance(message, str) and message else f"{type(exc).__name__}: {exc}"), causes
 
 

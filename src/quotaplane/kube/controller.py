@@ -254,20 +254,7 @@ class Controller:
     async def sync(self) -> None:
         """The restart-safe start (reference §8 item 8): inputs first, then pods, then the journal's
         leftovers released."""
-        configuration = self.configuration
-        configuration.batching = True   # the custom quotas and the ConfigMap make one configuration change
-        try:
-            for kind in self.api.KINDS:
-                if kind == "pods":
-                    continue
-                listed = await self._first_list(kind)
-                if listed is None:
-                    continue
-                for obj in listed:
-                    self._apply(kind, "ADDED", obj)
-        finally:
-            configuration.batching = False
-        configuration.flush()
+        await self._sync_inputs()
         items = await self._first_list("pods") or []
         self._hold_again(items)
         self._syncing = True
@@ -283,6 +270,19 @@ class Controller:
                 self._touch(key)
         self.synced.set()
 
+    async def _sync_inputs(self) -> None:
+        """Every kind but pods listed and applied, as one configuration change."""
+        configuration = self.configuration
+        configuration.batching = True   # the custom quotas and the ConfigMap make one configuration change
+        try:
+            for kind in self.api.KINDS:
+                listed = None if kind == "pods" else await self._first_list(kind)
+                for obj in listed or ():
+                    self._apply(kind, "ADDED", obj)
+        finally:
+            configuration.batching = False
+        configuration.flush()
+
     def _hold_again(self, items: list[dict[str, Any]]) -> None:
         """The preemptions this front was carrying out before it stopped, rebuilt from the pods
         (:mod:`quotaplane.kube.holds`) before any waiting pod is looked at, so nothing is decided
@@ -292,12 +292,7 @@ class Controller:
         p = self.partition
         live = {pod_key(pod): pod for pod in items if not is_finished(pod)}
         found = rebuild(live.items())
-        for key in sorted([*found.held, *found.spared]):
-            pod = live[key]
-            if p.allocation(key) is None and not has_gate(pod) and \
-                    _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
-                self.pods[key] = pod
-                self._adopt(key, pod)
+        self._adopt_victims(live, sorted([*found.held, *found.spared]))
         for key, (reason, since) in sorted(found.held.items()):
             if p.allocation(key) is None:
                 continue
@@ -307,6 +302,15 @@ class Controller:
         if spared:
             p.spare(spared)
             self._spared.update(spared)
+
+    def _adopt_victims(self, live: dict[str, dict[str, Any]], keys: list[str]) -> None:
+        """Victims the journal lacks (a store lost) that carry the admitted mark: adopted."""
+        for key in keys:
+            pod = live[key]
+            if self.partition.allocation(key) is None and not has_gate(pod) and \
+                    _annotations(pod).get(ADMITTED_ANNOTATION) is not None:
+                self.pods[key] = pod
+                self._adopt(key, pod)
 
     def _narrowed(self, kind: str) -> dict[str, Any]:
         """The one ConfigMap the front reads is listed and watched alone (namespace, field selector)."""
@@ -365,10 +369,15 @@ class Controller:
                     and a.allocation_key not in live]
             if gone:
                 p.release_batch(gone)
-            for ask in p.pending(app.application_id):
-                if not ask.placeholder and ask.allocation_key not in live:
-                    p.remove_ask(ask.allocation_key)
+            self._withdraw_missing(app.application_id, live)
             self._forget_app_if_idle(app.application_id)
+
+    def _withdraw_missing(self, app_id: str, live: set[str]) -> None:
+        """The application's waiting asks whose pods are gone: withdrawn."""
+        p = self.partition
+        for ask in p.pending(app_id):
+            if not ask.placeholder and ask.allocation_key not in live:
+                p.remove_ask(ask.allocation_key)
 
     async def _watch(self, kind: str) -> None:
         """Follow ``kind`` from its listing's version (:class:`Informer`): events, and a relisting
@@ -658,14 +667,18 @@ class Controller:
         if key in self._evicting:
             return not self._evicting[key].done
         if self._admitted(key) is not None:
-            if has_gate(pod) or _condition(pod)[:2] != ("True", self._admitted_reason(key)):
-                return True
-            return key in self._ungated and self._said.get(key, ("",))[0] != "Admitted"
+            return self._admission_differs(key, pod)
         ask = self.partition.get_ask(key)
         if (ask is not None and ask.reasons) or self.partition.allocation(key) is not None:
             message = waiting_message(list(ask.reasons or [])) if ask is not None else _GANG_WAITING
             return _condition(pod) != ("False", "QuotaWaiting", message)
         return False
+
+    def _admission_differs(self, key: str, pod: Mapping[str, Any]) -> bool:
+        """An admitted pod still gated, without its ``QuotaAdmitted`` condition, or owed its Event."""
+        if has_gate(pod) or _condition(pod)[:2] != ("True", self._admitted_reason(key)):
+            return True
+        return key in self._ungated and self._said.get(key, ("",))[0] != "Admitted"
 
     async def reconcile(self, key: str) -> None:
         """Make the pod ``key`` what the partition decided (see the module docstring)."""
@@ -684,7 +697,11 @@ class Controller:
             return
         if ask is not None and not ask.reasons:
             return          # not through a cycle yet: its reasons come with the cycle (report_waiting)
-        message = waiting_message(list(ask.reasons or [])) if ask is not None else _GANG_WAITING
+        await self._say_waiting(key, pod, waiting_message(list(ask.reasons or [])) if ask is not None
+                                else _GANG_WAITING)
+
+    async def _say_waiting(self, key: str, pod: dict[str, Any], message: str) -> None:
+        """The pod's ``QuotaWaiting`` condition and Event, each written once per message."""
         if _condition(pod) != ("False", "QuotaWaiting", message):
             await self._condition(pod, "False", "QuotaWaiting", message)
         self._reported[key] = message

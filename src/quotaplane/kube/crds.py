@@ -106,6 +106,20 @@ def _integral(raw: Any) -> bool:
     return not text.endswith("m") and "." not in text
 
 
+def _tree_child(t: dict[str, Any], parent: str, child: Mapping[str, Any]) -> None:
+    """One child of a QuotaSubtree as a node of its tree (its resources added to the tree's names)."""
+    name = str(child.get("name") or "")
+    if not name:
+        return
+    quotas = mapping(child.get("quotas"))
+    quota = _tree_quota(mapping(quotas.get("requests")))
+    for res in quota:
+        if res not in t["resourceNames"]:
+            t["resourceNames"].append(res)
+    hard = "true" if quotas.get("hardLimit") is True else "false"
+    t["nodes"][name] = {"parent": parent, "hard": hard, "quota": quota}
+
+
 def quota_trees(objects: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """QuotaSubtree objects as QuotaTree definitions (seed 003's JSON), one per ``tree`` label."""
     trees: dict[str, dict[str, Any]] = {}
@@ -117,17 +131,7 @@ def quota_trees(objects: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         spec = mapping(obj.get("spec"))
         parent = str(spec.get("parent") or "")
         for child in spec.get("children") or []:
-            child = mapping(child)
-            name = str(child.get("name") or "")
-            if not name:
-                continue
-            quotas = mapping(child.get("quotas"))
-            quota = _tree_quota(mapping(quotas.get("requests")))
-            for res in quota:
-                if res not in t["resourceNames"]:
-                    t["resourceNames"].append(res)
-            hard = "true" if quotas.get("hardLimit") is True else "false"
-            t["nodes"][name] = {"parent": parent, "hard": hard, "quota": quota}
+            _tree_child(t, parent, mapping(child))
     return [{"kind": "QuotaTree", "metadata": {"name": name}, "spec": trees[name]} for name in sorted(trees)]
 
 

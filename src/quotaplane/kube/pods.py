@@ -122,14 +122,19 @@ def pod_app_id(pod: Mapping[str, Any]) -> str:
             value = source.get(key)
             if isinstance(value, str) and value:
                 return value
-    owners = meta.get("ownerReferences")
-    if isinstance(owners, list):
-        chosen = [o for o in owners if isinstance(o, Mapping) and o.get("controller") is True] or \
-            [o for o in owners if isinstance(o, Mapping)]
-        if chosen and isinstance(chosen[0].get("name"), str):
-            kind = str(chosen[0].get("kind", "owner")).lower()
-            return _ID_UNSAFE.sub("-", f"{pod_namespace(pod)}/{kind}/{chosen[0]['name']}")
-    return pod_name(pod)
+    return _owner_app_id(pod, meta.get("ownerReferences")) or pod_name(pod)
+
+
+def _owner_app_id(pod: Mapping[str, Any], owners: Any) -> str | None:
+    """``<namespace>/<kind>/<name>`` of the pod's controlling owner (else its first owner), if any."""
+    if not isinstance(owners, list):
+        return None
+    chosen = [o for o in owners if isinstance(o, Mapping) and o.get("controller") is True] or \
+        [o for o in owners if isinstance(o, Mapping)]
+    if chosen and isinstance(chosen[0].get("name"), str):
+        kind = str(chosen[0].get("kind", "owner")).lower()
+        return _ID_UNSAFE.sub("-", f"{pod_namespace(pod)}/{kind}/{chosen[0]['name']}")
+    return None
 
 
 def pod_tags(pod: Mapping[str, Any]) -> dict[str, str]:
