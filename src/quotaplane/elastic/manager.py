@@ -135,14 +135,7 @@ class ElasticQuotaManager:
         specs = list(specs)
         keep = {s.name for s in specs}
         gone = {n for n in self._q if n not in keep and n not in (ROOT_QUOTA, SYSTEM_QUOTA, DEFAULT_QUOTA)}
-        for spec in specs:
-            if spec.parent in gone:
-                raise QuotaValidationError(spec.name, "parent-not-found",
-                                           f"the parent {spec.parent} is not in the new definitions")
-        for name in sorted(gone):
-            if self._q[name].has_bound_pods():
-                raise QuotaValidationError(name, "delete-has-pods",
-                                           f"quota {name} is not in the new definitions but has pods")
+        self._check_gone(specs, gone)
         view = SpecView(self._q, self._ns)      # the validation half of _apply_specs: staged only
         seen: set[str] = set()
         for spec in parents_first(specs):
@@ -151,6 +144,17 @@ class ElasticQuotaManager:
                                            "the quota is defined twice in one request")
             seen.add(spec.name)
             view.stage(validate(view, spec, self._q))
+
+    def _check_gone(self, specs: list[QuotaSpec], gone: set[str]) -> None:
+        """The quotas a reload drops: none may be a kept quota's parent or still have pods."""
+        for spec in specs:
+            if spec.parent in gone:
+                raise QuotaValidationError(spec.name, "parent-not-found",
+                                           f"the parent {spec.parent} is not in the new definitions")
+        for name in sorted(gone):
+            if self._q[name].has_bound_pods():
+                raise QuotaValidationError(name, "delete-has-pods",
+                                           f"quota {name} is not in the new definitions but has pods")
 
     def sync_specs(self, specs: Sequence[QuotaSpec]) -> None:
         """Make the quota set exactly ``specs`` (a declarative reload).

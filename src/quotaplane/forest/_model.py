@@ -185,13 +185,8 @@ def parse_tree_json(text: str) -> tuple[str, list[str], dict[str, NodeSpec]]:
     return parse_tree_obj(doc)
 
 
-def parse_tree_obj(doc: Any) -> tuple[str, list[str], dict[str, NodeSpec]]:
-    """Like :func:`parse_tree_json` for an already decoded JSON object."""
-    if not isinstance(doc, Mapping):
-        raise QuotaError("error parsing tree: the document must be a JSON object")
-    kind = doc.get("kind")
-    if kind != "QuotaTree":
-        raise QuotaError(f"invalid kind: {kind if kind is not None else ''}")
+def _tree_head(doc: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """A tree document's name and spec, checked to be a string and an object."""
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
     if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
@@ -199,10 +194,25 @@ def parse_tree_obj(doc: Any) -> tuple[str, list[str], dict[str, NodeSpec]]:
     name = meta.get("name", "")
     if not isinstance(name, str):
         raise QuotaError("error parsing tree: metadata.name must be a string")
+    return name, spec
+
+
+def parse_tree_obj(doc: Any) -> tuple[str, list[str], dict[str, NodeSpec]]:
+    """Like :func:`parse_tree_json` for an already decoded JSON object."""
+    if not isinstance(doc, Mapping):
+        raise QuotaError("error parsing tree: the document must be a JSON object")
+    kind = doc.get("kind")
+    if kind != "QuotaTree":
+        raise QuotaError(f"invalid kind: {kind if kind is not None else ''}")
+    name, spec = _tree_head(doc)
     names = spec.get("resourceNames") or []
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise QuotaError("error parsing tree: resourceNames must be a list of non-empty strings")
-    nodes = spec.get("nodes") or {}
+    return name, list(dict.fromkeys(names)), _node_specs(spec.get("nodes") or {})
+
+
+def _node_specs(nodes: Any) -> dict[str, NodeSpec]:
+    """A tree's ``spec.nodes`` parsed, every invalid node named in one error."""
     if not isinstance(nodes, Mapping):
         raise QuotaError("error parsing tree: nodes must be an object")
     specs: dict[str, NodeSpec] = {}
@@ -215,7 +225,7 @@ def parse_tree_obj(doc: Any) -> tuple[str, list[str], dict[str, NodeSpec]]:
     if problems:
         # B13 fixed: one invalid node fails the whole tree, nothing is added.
         raise QuotaError("invalid specs for some nodes: " + "; ".join(problems))
-    return name, list(dict.fromkeys(names)), specs
+    return specs
 
 
 class ConsumerTreeSpec:
@@ -270,6 +280,17 @@ def _tree_spec(t: Any, where: str) -> ConsumerTreeSpec:
                             type=_parse_int_field(t.get("type"), f"{where}: type"), unpreemptable=unp)
 
 
+def _consumer_head(doc: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """A consumer document's spec and id, checked to be an object and a non-empty string."""
+    spec = doc.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise QuotaError("error parsing consumer: spec must be an object")
+    cid = spec.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise QuotaError("missing consumer ID")
+    return spec, cid
+
+
 class ConsumerInfo:
     """A parsed consumer specification (§8.2): an id and one :class:`ConsumerTreeSpec` per tree."""
 
@@ -298,12 +319,7 @@ class ConsumerInfo:
         kind = doc.get("kind")
         if kind != "Consumer":
             raise QuotaError(f"consumer invalid kind: {kind if kind is not None else ''}")
-        spec = doc.get("spec") or {}
-        if not isinstance(spec, Mapping):
-            raise QuotaError("error parsing consumer: spec must be an object")
-        cid = spec.get("id")
-        if not isinstance(cid, str) or not cid:
-            raise QuotaError("missing consumer ID")
+        spec, cid = _consumer_head(doc)
         # Only the key "trees" counts: the seed's "trees:" (with a colon) yields no trees (S59, B12).
         raw_trees = spec.get("trees") or []
         if not isinstance(raw_trees, list):

@@ -118,6 +118,32 @@ def give(free: list[int], req: list[int], log: Log | None) -> None:
         log.entries.append((UNFREE, free, req))
 
 
+def _shift(free: list[int], req: list[int], sign: int) -> None:
+    """Add ``sign`` × ``req`` back to a node's free vector."""
+    for i, r in enumerate(req):
+        free[i] += sign * r
+
+
+def _take_off(n: Node, c: TreeConsumer) -> None:
+    """Undo an attachment: ``c`` leaves node ``n`` (its consumers, its sub-dict, its aggregates)."""
+    n.consumers.pop(c, None)
+    sub = _sub_dict(n, c)
+    if sub is not None:
+        sub.pop(c, None)
+    _agg_sub(n, c)
+
+
+def _put_back(n: Node, c: TreeConsumer, sub: dict[TreeConsumer, None] | None,
+              dirty: dict[int, dict[TreeConsumer, None]]) -> None:
+    """Undo a detachment: ``c`` back on node ``n``; the dicts it rejoins are marked for re-sorting."""
+    n.consumers[c] = None
+    dirty[id(n.consumers)] = n.consumers
+    if sub is not None:
+        sub[c] = None
+        dirty[id(sub)] = sub
+    _agg_add(n, c)
+
+
 def rollback(log: Log) -> None:
     """Undo every logged mutation, newest first; the state is exactly what it was when ``log`` began."""
     entries = log.entries
@@ -125,44 +151,22 @@ def rollback(log: Log) -> None:
     for e in reversed(entries):
         op = e[0]
         if op == FREE:
-            free, req = e[1], e[2]
-            for i, r in enumerate(req):
-                free[i] += r
+            _shift(e[1], e[2], 1)
         elif op == UNFREE:
-            free, req = e[1], e[2]
-            for i, r in enumerate(req):
-                free[i] -= r
+            _shift(e[1], e[2], -1)
         elif op == ATTACH:
             n, c = e[1], e[2]
-            n.consumers.pop(c, None)
-            sub = _sub_dict(n, c)
-            if sub is not None:
-                sub.pop(c, None)
-            _agg_sub(n, c)
+            _take_off(n, c)
             c.anode, c.pos = e[3], e[4]
         elif op == DETACH:
-            n, c, sub = e[1], e[2], e[5]
+            n, c = e[1], e[2]
             c.anode, c.pos = e[3], e[4]
-            n.consumers[c] = None
-            dirty[id(n.consumers)] = n.consumers
-            if sub is not None:
-                sub[c] = None
-                dirty[id(sub)] = sub
-            _agg_add(n, c)
+            _put_back(n, c, e[5], dirty)
         elif op == MOVE:
-            src, dst, c, sub = e[1], e[2], e[3], e[5]
-            dst.consumers.pop(c, None)
-            sub_dst = _sub_dict(dst, c)
-            if sub_dst is not None:
-                sub_dst.pop(c, None)
-            _agg_sub(dst, c)
+            src, c = e[1], e[3]
+            _take_off(e[2], c)
             c.anode, c.pos = src, e[4]
-            src.consumers[c] = None
-            dirty[id(src.consumers)] = src.consumers
-            if sub is not None:
-                sub[c] = None
-                dirty[id(sub)] = sub
-            _agg_add(src, c)
+            _put_back(src, c, e[5], dirty)
         elif op == MAP_ADD:
             e[1].pop(e[2], None)
         elif op == MAP_DEL:

@@ -371,18 +371,24 @@ class QuotaManager:
             _explain(resp, ctrl, stopped, c)
         else:
             if victims and ctrl.forest is not None:
-                # a victim of a forest tree leaves every tree of the forest (all-or-nothing, F4)
-                ids = [v.id for v in victims]
-                for tname in self._forests[ctrl.forest].trees:
-                    other = self._ctrls[tname]
-                    if other is not ctrl and self._drop(ids, other, log):
-                        touched.append(other)
+                touched += self._drop_in_forest(ctrl, [v.id for v in victims], log)
             for x in touched:
                 x.version += 1
             resp = AllocationResponse(info.id, True, " ", [v.id for v in victims])
         if keep:
             ctrl.snapshot = (info.id, log, tuple((x, x.version) for x in touched))
         return resp
+
+    def _drop_in_forest(self, ctrl: Controller, ids: list[str], log: Log) -> list[Controller]:
+        """A victim of a forest tree leaves every tree of the forest (all-or-nothing, F4); the other
+        trees it left."""
+        assert ctrl.forest is not None
+        touched = []
+        for tname in self._forests[ctrl.forest].trees:
+            other = self._ctrls[tname]
+            if other is not ctrl and self._drop(ids, other, log):
+                touched.append(other)
+        return touched
 
     @staticmethod
     def _drop(ids: list[str], ctrl: Controller, log: Log | None) -> bool:
@@ -533,30 +539,33 @@ class QuotaManager:
             f.snapshot = (info.id, log, self._versions(f))
         return resp
 
+    def _force_conjoint(self, ctrls: list[Controller], info: ConsumerInfo, log: Log,
+                        prefix: str) -> AllocationResponse:
+        """F7 (Maintenance): the consumer forced onto its group node of every tree; all or nothing."""
+        cid = info.id
+        for ctrl in ctrls:
+            spec = info.trees[ctrl.name]
+            c = self._make(ctrl, info, spec)
+            if not ctrl.force_allocate(c, spec.group_id, log):
+                rollback(log)
+                resp = AllocationResponse(cid, False,
+                                          f"failed force allocate consumer {cid} on node {spec.group_id}")
+                resp.failed_tree = ctrl.name
+                resp.failed_node = spec.group_id
+                return resp
+        return AllocationResponse(cid, True, prefix + "".join("  " for _ in ctrls))
+
     def _conjoint(self, ctrls: list[Controller], scope: list[Controller], info: ConsumerInfo, log: Log,
                   prefix: str) -> AllocationResponse:
         """F2/F3 (Normal) or F7 (Maintenance) on ``ctrls`` in order; all or nothing."""
         cid = info.id
         if self._mode is not Mode.NORMAL:
-            for ctrl in ctrls:
-                spec = info.trees[ctrl.name]
-                c = self._make(ctrl, info, spec)
-                if not ctrl.force_allocate(c, spec.group_id, log):
-                    rollback(log)
-                    resp = AllocationResponse(cid, False,
-                                              f"failed force allocate consumer {cid} on node {spec.group_id}")
-                    resp.failed_tree = ctrl.name
-                    resp.failed_node = spec.group_id
-                    return resp
-            return AllocationResponse(cid, True, prefix + "".join("  " for _ in ctrls))
+            return self._force_conjoint(ctrls, info, log, prefix)
         victims: dict[str, None] = {}
         message = prefix
         for ctrl in ctrls:
             # F2.3: consumers preempted on earlier trees leave this tree before the new one is placed
-            for vid in victims:
-                v = ctrl.consumers.get(vid)
-                if v is not None:
-                    ctrl.deallocate(v, log)
+            self._drop(list(victims), ctrl, log)
             spec = info.trees[ctrl.name]
             if not spec.group_id:
                 rollback(log)
@@ -575,12 +584,8 @@ class QuotaManager:
                 victims[v.id] = None
             message += "  "
         # F3: a consumer preempted on any tree leaves every tree of the forest (all-or-nothing victims)
-        if victims:
-            for ctrl in scope:
-                for vid in victims:
-                    v = ctrl.consumers.get(vid)
-                    if v is not None:
-                        ctrl.deallocate(v, log)
+        for ctrl in scope if victims else ():
+            self._drop(list(victims), ctrl, log)
         return AllocationResponse(cid, True, message, list(victims))
 
     # ------------------------------------------------------------------------------------ queries

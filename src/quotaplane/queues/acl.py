@@ -50,8 +50,13 @@ def _parse(text: str | None) -> tuple[bool, list[str], list[str]]:
         return True, [], []
     # split on the FIRST space only, so a leading space means "no users, these groups" as in YuniKorn
     user_part, _, group_part = text.partition(" ")
-    user_list = [u.strip() for u in user_part.split(",") if u.strip()]
-    group_list = [g.strip() for g in group_part.strip().split(",") if g.strip()]
+    user_list = _names(user_part)
+    group_list = _names(group_part.strip())
     # YuniKorn: a list that is just the wildcard allows everyone.
     everyone = user_list == [_WILDCARD] or group_list == [_WILDCARD]
     return (everyone, [u for u in user_list if u != _WILDCARD], [g for g in group_list if g != _WILDCARD])
+
+
+def _names(field: str) -> list[str]:
+    """The non-empty comma-separated names of one ACL field."""
+    return [n.strip() for n in field.split(",") if n.strip()]

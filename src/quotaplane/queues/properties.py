@@ -198,6 +198,11 @@ def _policy_fields(q: Queue, out: dict[str, Any]) -> None:
         out["priorityOffset"] = offset
 
 
+def _wire(r: Resource | None) -> dict[str, int] | None:
+    """A resource's wire form; None when absent or empty (omitted, as Go's omitempty does)."""
+    return r.to_dict() if r else None
+
+
 def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: str) -> dict[str, Any]:
     """The ``PartitionQueueDAOInfo`` of ``q``: keys in the Go struct order, omitempty rules applied.
 
@@ -206,10 +211,10 @@ def queue_dao(q: Queue, headroom: Resource | None, subtree_of: Any, partition: s
     """
     out: dict[str, Any] = {"queuename": q.path, "status": q.status, "partition": partition}
     _put(out, "pendingResource", q.pending.to_dict() if q._pending else None)
-    _put(out, "maxResource", q.max.to_dict() if q.max else None)
-    _put(out, "guaranteedResource", q.guaranteed.to_dict() if q.guaranteed else None)
-    _put(out, "allocatedResource", q.allocated.to_dict() if q.allocated else None)
-    _put(out, "headroom", headroom.to_dict() if headroom else None)
+    _put(out, "maxResource", _wire(q.max))
+    _put(out, "guaranteedResource", _wire(q.guaranteed))
+    _put(out, "allocatedResource", _wire(q.allocated))
+    _put(out, "headroom", _wire(headroom))
     out["isLeaf"] = q.is_leaf
     out["isManaged"] = q.managed
     _put(out, "properties", dict(q.properties))
