@@ -325,6 +325,22 @@ class _api:
                                 "priority": priority})
 
     @staticmethod
+    def eta(queue: str | None, application_id: str | None, partition: str) -> _Call[dict[str, Any]]:
+        params = {k: v for k, v in (("queue", queue), ("applicationID", application_id)) if v is not None}
+        return _Call("GET", f"/partition/{partition}/eta", _dict, params=params or None)
+
+    @staticmethod
+    def eta_of(allocation_key: str, partition: str) -> _Call[dict[str, Any]]:
+        return _Call("GET", f"/partition/{partition}/eta/{quote(allocation_key, safe='')}", _dict)
+
+    @staticmethod
+    def explain(application_id: str, resource: Mapping[str, int] | Resource, priority: int,
+                partition: str) -> _Call[dict[str, Any]]:
+        return _Call("POST", f"/partition/{partition}/whatif/explain", _dict,
+                     json_body={"applicationID": application_id, "resource": _resource(resource),
+                                "priority": priority})
+
+    @staticmethod
     def update_config(text: str) -> _Call[dict[str, Any]]:
         return _Call("PUT", "/config", _dict, content=text, headers={"Content-Type": "application/x-yaml"})
 

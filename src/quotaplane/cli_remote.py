@@ -1,6 +1,7 @@
 """The CLI's client commands (issue 17 #2, issue 30): ask a running service, over :mod:`quotaplane.client`.
 
-``quotaplane queues|usage|apps|asks|standing|top|whatif|events|config`` talk to ``--server``
+``quotaplane queues|usage|apps|asks|standing|top|events|config`` (and ``whatif``, ``eta``:
+:mod:`quotaplane.cli_eta`) talk to ``--server``
 (``QUOTAPLANE_SERVER``, default ``http://127.0.0.1:9080``) with ``--token`` (``QUOTAPLANE_TOKEN``).
 
 Output (``-o``, as kubectl users expect):
@@ -32,7 +33,7 @@ import typer
 
 from quotaplane.units import percent, resources
 
-__all__ = ["NOTICE_TYPES", "OUTPUTS", "Table", "register"]
+__all__ = ["NOTICE_TYPES", "OUTPUTS", "Table", "register", "whatif_text"]
 
 Server = Annotated[str | None, typer.Option("--server", envvar="QUOTAPLANE_SERVER",
                                             help="The service's URL (default http://127.0.0.1:9080).")]
@@ -444,27 +445,6 @@ def register(app: typer.Typer) -> None:
         with _client(server, token) as c:
             data = c.pending(application, partition)
         _emit(output, data, lambda wide: _render(asks_table(data, wide), wide))
-
-    @app.command()
-    def whatif(application: Annotated[str, typer.Argument(help="the application")],
-               resource: Annotated[list[str], typer.Argument(
-                   help="NAME=QUANTITY, as in the configuration or Kubernetes: cpu=2 memory=4Gi, vcore=500m, "
-                        "nvidia.com/gpu=1")],
-               server: Server = None, token: Token = None, partition: Partition = "default",
-               output: Output = "table") -> None:
-        """Would this request be admitted now? Every reason when not. Changes nothing."""
-        from quotaplane.units import parse_resources
-
-        _check_output(output)
-        try:
-            amounts = parse_resources(resource)
-        except ValueError as exc:
-            typer.echo(f"quotaplane: {exc}", err=True)
-            raise typer.Exit(2) from None
-        with _client(server, token) as c:
-            d = c.what_if(application, amounts, partition=partition)
-        data = {"allocated": d.allocated, "reasons": [v.to_dict() for v in d.reasons]}
-        _emit(output, data, lambda wide: whatif_text(data, wide))
 
     @app.command()
     def events(server: Server = None, token: Token = None, partition: Partition = "default",

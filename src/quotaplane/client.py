@@ -287,6 +287,22 @@ class Client:
         """The decision ``allocate`` would give now, with every reason; changes nothing."""
         return self._run(_api.what_if(application_id, resource, priority, partition))
 
+    def eta(self, *, queue: str | None = None, application_id: str | None = None,
+            partition: str = "default") -> dict[str, Any]:
+        """When each waiting ask will start (docs/eta.md): p10/p50/p90 times with their basis, None when
+        unknown; of one queue (and below) or one application when named."""
+        return self._run(_api.eta(queue, application_id, partition))
+
+    def eta_of(self, allocation_key: str, partition: str = "default") -> dict[str, Any]:
+        """One waiting ask's forecast and what would have to change for it to start now."""
+        return self._run(_api.eta_of(allocation_key, partition))
+
+    def explain(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
+                partition: str = "default") -> dict[str, Any]:
+        """``what_if`` with what would have to change for the request to be admitted now (releases,
+        limits, the largest request of the same shape), each change verified; changes nothing."""
+        return self._run(_api.explain(application_id, resource, priority, partition))
+
     def update_config(self, text: str) -> dict[str, Any]:
         """Apply a configuration text (all or nothing); ``{applied, checksum}``."""
         return self._run(_api.update_config(text))
@@ -543,6 +559,22 @@ class AsyncClient:
                       partition: str = "default") -> Decision:
         """The decision ``allocate`` would give now, with every reason; changes nothing."""
         return await self._run(_api.what_if(application_id, resource, priority, partition))
+
+    async def eta(self, *, queue: str | None = None, application_id: str | None = None,
+                  partition: str = "default") -> dict[str, Any]:
+        """When each waiting ask will start (docs/eta.md): p10/p50/p90 times with their basis, None when
+        unknown; of one queue (and below) or one application when named."""
+        return await self._run(_api.eta(queue, application_id, partition))
+
+    async def eta_of(self, allocation_key: str, partition: str = "default") -> dict[str, Any]:
+        """One waiting ask's forecast and what would have to change for it to start now."""
+        return await self._run(_api.eta_of(allocation_key, partition))
+
+    async def explain(self, application_id: str, resource: Mapping[str, int] | Resource, *,
+                      priority: int = 0, partition: str = "default") -> dict[str, Any]:
+        """``what_if`` with what would have to change for the request to be admitted now (releases,
+        limits, the largest request of the same shape), each change verified; changes nothing."""
+        return await self._run(_api.explain(application_id, resource, priority, partition))
 
     async def update_config(self, text: str) -> dict[str, Any]:
         """Apply a configuration text (all or nothing); ``{applied, checksum}``."""

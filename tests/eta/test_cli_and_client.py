@@ -1,0 +1,92 @@
+"""``quotaplane eta`` and ``whatif --explain`` against a real service, and the Python client's ``eta``,
+``eta_of`` and ``explain`` (docs/eta.md, docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from quotaplane import Resource
+from quotaplane.client import AsyncClient, Client
+from quotaplane.config.identity import UserGroup
+from quotaplane.scheduler import Scheduler
+from tests.client.test_cli_remote import EXE
+from tests.client.test_client import _Server
+from tests.partition.helpers import CONFIG, Clock
+
+BOB = UserGroup("bob", ["ops"])
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[_Server]:
+    s = Scheduler.from_yaml(CONFIG, clock=Clock(1000.0))
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 100_000}))
+    p.add_application("app1", BOB, queue="root.b")          # root.b: max 20 cores
+    assert p.allocate("app1", "r1", Resource({"vcore": 10_000}), max_runtime=100)
+    assert p.allocate("app1", "r2", Resource({"vcore": 10_000}), max_runtime=4000, priority=3)
+    p.add_ask("app1", "w1", Resource({"vcore": 15_000}), max_runtime=50)
+    p.add_ask("app1", "w2", Resource({"vcore": 10_000}), max_runtime=60)
+    srv = _Server(s)
+    yield srv
+    srv.stop()
+    s.close()
+
+
+def _cli(srv: _Server, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": "100"}
+    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_eta_lists_every_waiting_ask_with_when_and_why(service: _Server) -> None:
+    out = _cli(service, "eta", "-o", "wide")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["ASK", "APPLICATION", "QUEUE", "STARTS", "RANGE", "BASIS"]
+    w1 = next(line for line in lines if line.startswith("w1"))
+    w2 = next(line for line in lines if line.startswith("w2"))
+    assert "in 1h 6m" in w1 and "declared runtime of r2" in w1        # r2 ends at 1000 + 4000 s
+    assert "in 1m 40s" in w2 and "declared runtime of r1" in w2
+    data = json.loads(_cli(service, "eta", "--queue", "root.b", "-o", "json").stdout)
+    assert [a["allocationKey"] for a in data["asks"]] == ["w1", "w2"]
+    assert json.loads(_cli(service, "eta", "--application", "nope", "-o", "json").stdout)["asks"] == []
+
+
+def test_eta_of_one_ask_says_what_would_have_to_change(service: _Server) -> None:
+    out = _cli(service, "eta", "w1")
+    assert out.returncode == 0, out.stderr
+    assert "what would have to change:" in out.stdout
+    assert "r1" in out.stdout and "queue.max" in out.stdout
+    missing = _cli(service, "eta", "nope")
+    assert missing.returncode == 1 and "nope" in missing.stderr
+
+
+def test_whatif_explain(service: _Server) -> None:
+    out = _cli(service, "whatif", "app1", "vcore=5", "--explain")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("not admitted")
+    assert "running allocation(s) ending" in out.stdout and "queue.max" in out.stdout
+    plain = _cli(service, "whatif", "app1", "vcore=5")
+    assert "what would have to change" not in plain.stdout
+    data = json.loads(_cli(service, "whatif", "app1", "vcore=5", "--explain", "-o", "json").stdout)
+    assert data["admitted"] is False and data["limits"][0]["by"] == {"vcore": 5000}
+    assert _cli(service, "whatif", "app1", "vcore", "--explain").returncode == 2
+
+
+def test_the_client_and_its_async_twin(service: _Server) -> None:
+    import asyncio
+
+    with Client(service.url) as c:
+        assert [a["allocationKey"] for a in c.eta()["asks"]] == ["w1", "w2"]
+        assert c.eta_of("w2")["eta"]["start"]["p50"] == 1100.0
+        assert c.explain("app1", {"vcore": 5000})["releases"][0]["allocationKey"] == "r1"
+
+    async def run() -> dict[str, object]:
+        async with AsyncClient(service.url) as ac:
+            return await ac.eta(queue="root.b")
+
+    assert len(asyncio.run(run())["asks"]) == 2   # type: ignore[arg-type]
