@@ -1,0 +1,291 @@
+"""ETA benchmark (issue 35, docs/eta.md): what a forecast and an explanation cost, and how accurate the
+forecast is.
+
+Figures (ratios against a baseline measured in the same process, quality.md):
+
+- ``forecast``: the forecast of every waiting ask of a partition of ``--queues`` leaf queues (each full:
+  ten running allocations of one core against a max of ten cores, each with a declared runtime; ten
+  waiting asks of one core). The issue's bar: 10,000 waiting asks in 1,000 queues under 1 s. The
+  baseline is the partition itself doing the same work: the same ends released at the same instants
+  on a copy and its cycles run (``ratio`` = forecast / baseline). ``copy_s`` is the working copy's
+  rebuild alone; ``history_s`` the same forecast when no runtime is declared (three runs, one per
+  quantile of the observed hold times).
+- ``explain``: one request's "what would have to change" with ``--queues`` x 10 running allocations
+  (the issue's bar: under 50 ms with 10,000); ``ratio`` against one ``what_if``.
+- ``accuracy``: a generated trace of Kueue's benchmark shape (``baseline``: cohorts x ClusterQueues x
+  workload classes with creation intervals and runtimes, scaled by ``--fraction``) and the example
+  trace (examples/trace.jsonl's asks, driven the same way), replayed on a virtual clock. For each ask
+  that waits, the forecast taken when it began to wait is compared with when it actually started: the
+  median absolute error (seconds, and as a share of the actual wait) and the share of actual starts
+  inside the p10-p90 interval. Two modes: ``declared`` (every workload declares its runtime and runs
+  exactly that long: the error comes only from later arrivals) and ``history`` (nothing declared: the
+  hold times observed so far in the run, per queue and user).
+
+Run: ``.venv/bin/python benchmarks/eta.py`` (``--queues 100`` for a quick look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import write_results
+from quotaplane.config.identity import UserGroup
+from quotaplane.eta import HoldTimes, explain, forecast, tracker
+from quotaplane.eta.copy import working_copy
+from quotaplane.partition.facade import Partition
+from quotaplane.resources import Resource
+from quotaplane.scheduler import Scheduler
+
+CORE = 1000
+_HEAD = "partitions:\n- name: default\n  queues:\n  - name: root\n    submitacl: '*'\n    queues:\n"
+TARGETS = {"forecast_10k_asks_1k_queues_s": 1.0, "explain_10k_running_ms": 50.0}
+
+
+class Clock:
+    """A clock the benchmark moves by hand."""
+
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _full_partition(queues: int, *, declared: bool, waiting: bool = True) -> tuple[Partition, Clock]:
+    leaves = (f"    - {{name: q{i}, resources: {{max: {{vcore: 10}}}}}}\n" for i in range(queues))
+    text = _HEAD + "".join(leaves)
+    clock = Clock()
+    p = Scheduler.from_yaml(text, clock=clock, snapshot_every=0).partition("default")
+    p.add_node("n1", Resource({"vcore": queues * 100 * CORE}))
+    for i in range(queues):
+        p.add_application(f"a{i}", UserGroup(f"u{i % 50}", ["g"]), queue=f"root.q{i}")
+    for j in range(10 * queues):
+        p.allocate(f"a{j % queues}", f"r{j}", Resource({"vcore": CORE}),
+                   max_runtime=(60 + (j * 7919) % 600) if declared else None)
+    if waiting:
+        for j in range(10 * queues):
+            p.add_ask(f"a{j % queues}", f"w{j}", Resource({"vcore": CORE}),
+                      max_runtime=(60 + (j * 104729) % 600) if declared else None)
+    return p, clock
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _replay_baseline(p: Partition, clock: Clock) -> float:
+    """The partition itself doing the forecast's work: a copy (made outside the timing) releases each
+    end in time order and its own incremental cycles allocate what fits; the new allocations' ends
+    are pushed as they start (heard from its commits, as the forecast hears them)."""
+    import quotaplane.events as E
+
+    copy = working_copy(p, clock)
+    copy.schedule()
+    copy.auto_schedule = True
+    ends = [(a.time + (a.max_runtime or 0), a.allocation_key) for a in copy.allocations()]
+    heapq.heapify(ends)
+    runtime = {a.allocation_key: a.max_runtime or 0.0 for a in copy.pending()}
+    made: list[str] = []
+    copy.hooks.after_commit(lambda events, _seq: made.extend(
+        ev.key for ev in events if isinstance(ev, E.Allocated)))
+    waiting = copy.state.waiting.asks
+    start = time.perf_counter()
+    while ends and len(waiting):
+        at = ends[0][0]
+        keys = []
+        while ends and ends[0][0] == at:
+            keys.append(heapq.heappop(ends)[1])
+        clock.t = at
+        copy.release_batch(keys)
+        for key in made:
+            heapq.heappush(ends, (at + runtime[key], key))
+        made.clear()
+    took = time.perf_counter() - start
+    clock.t = 1_000_000.0
+    return took
+
+
+def forecast_section(queues: int) -> dict[str, Any]:
+    """The forecast of 10 waiting asks per queue (module docstring)."""
+    p, clock = _full_partition(queues, declared=True)
+    copy_s = min(_timed(lambda: working_copy(p, clock))[0] for _ in range(2))
+    took, f = _timed(lambda: forecast(p, HoldTimes(), clock.t))
+    known = sum(1 for e in f.asks.values() if e.known)
+    base = _replay_baseline(p, clock)
+    hp, hclock = _full_partition(queues, declared=False)
+    holds = HoldTimes()
+    for i in range(queues):
+        for s in (60, 120, 300, 600, 900):
+            holds.add(f"root.q{i}", f"u{i % 50}", s)
+    history_s, hf = _timed(lambda: forecast(hp, holds, hclock.t))
+    return {"queues": queues, "waiting": len(f.asks), "running": 10 * queues, "known": known,
+            "forecast_s": round(took, 3), "copy_s": round(copy_s, 3), "baseline_s": round(base, 3),
+            "ratio": round(took / base, 2) if base else None, "history_runs": hf.runs,
+            "history_s": round(history_s, 3),
+            "history_known": sum(1 for e in hf.asks.values() if e.known)}
+
+
+def explain_section(queues: int) -> dict[str, Any]:
+    """One refused request's explanation with ``queues`` x 10 running allocations."""
+    p, _clock = _full_partition(queues, declared=True, waiting=False)
+    req = Resource({"vcore": 3 * CORE})
+    what_if = min(_timed(lambda: p.what_if("a0", req))[0] for _ in range(20))
+    took, e = min((_timed(lambda: explain(p, "a0", req)) for _ in range(3)), key=lambda x: x[0])
+    assert e.releases is not None and len(e.releases) == 3, e.to_dict()
+    return {"running": 10 * queues, "explain_ms": round(took * 1000, 1),
+            "what_if_ms": round(what_if * 1000, 3), "ratio": round(took / what_if),
+            "releases": len(e.releases), "limits": len(e.limits or [])}
+
+
+# -- accuracy ----------------------------------------------------------------------------------------------
+
+#: Kueue's ``baseline`` generator (test/performance/scheduler/configs/baseline): 5 cohorts x 6 queues,
+#: nominal 20 cores, borrowing limit 100; (count per queue, creation interval ms, runtime ms, priority,
+#: cores) per workload class
+KUEUE_BASELINE = (5, 6, 20, 100, ((350, 100, 200, 50, 1), (100, 500, 500, 100, 5), (50, 1200, 1000, 200, 20)))
+
+
+#: a trace: the queue YAML, the creations (t, app, key, cores, priority, runtime), the cluster's cores
+#: and each application's queue
+Trace = tuple[str, list[tuple[float, str, str, int, int, float]], int, dict[str, str]]
+
+
+def _kueue_trace(fraction: float) -> Trace:
+    """Kueue's baseline shape scaled by ``fraction``."""
+    cohorts, queues, nominal, borrow, classes = KUEUE_BASELINE
+    lines = [_HEAD.rstrip("\n")]
+    out: list[tuple[float, str, str, int, int, float]] = []
+    queue_of: dict[str, str] = {}
+    for c in range(cohorts):
+        lines += [f"    - name: cohort{c}", "      queues:"]
+        for q in range(queues):
+            lines.append(f"      - {{name: cq{q}, resources: {{guaranteed: {{vcore: {nominal}}}, "
+                         f"max: {{vcore: {nominal + borrow}}}}}}}")
+            queue_of[f"c{c}q{q}"] = f"root.cohort{c}.cq{q}"
+            for ci, (count, every, runtime, prio, cores) in enumerate(classes):
+                for i in range(max(1, round(count * fraction))):
+                    out.append((i * every / 1000, f"c{c}q{q}", f"c{c}q{q}-{ci}-{i}", cores, prio,
+                                runtime / 1000))
+    out.sort()
+    # the cluster is smaller than the sum of the maxima, so workloads wait for each other
+    return "\n".join(lines) + "\n", out, cohorts * queues * nominal // 2, queue_of
+
+
+def _example_trace() -> Trace:
+    """examples/trace.jsonl's requests as creations (allocations and asks alike wait when refused),
+    each running its ``duration`` (60 s when the trace gives none)."""
+    import json
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    apps: dict[str, str] = {}
+    out: list[tuple[float, str, str, int, int, float]] = []
+    cores = 0
+    for line in (root / "trace.jsonl").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        ev = json.loads(line)
+        if ev["op"] == "node":
+            cores += int(ev["capacity"]["vcore"])
+        elif ev["op"] == "submit":
+            apps[ev["app"]] = ev["queue"]
+        elif ev["op"] in ("allocate", "ask"):
+            out.append((float(ev["t"]), ev["app"], ev["key"], int(ev["resource"]["vcore"]), 0,
+                        float(ev.get("duration", 60))))
+    lines = [_HEAD.rstrip("\n")]
+    lines += [f"    - name: {q.split('.')[-1]}" for q in sorted(set(apps.values()))]
+    # the example's queues without their limits: the wait comes from the cluster's size
+    return "\n".join(lines) + "\n", out, cores, {a: f"root.{q.split('.')[-1]}" for a, q in apps.items()}
+
+
+def accuracy(trace: Trace, *, declared: bool) -> dict[str, Any]:
+    """Replay ``trace`` on a virtual clock; the forecast of each ask when it began to wait against its
+    actual start."""
+    text, creations, cores, queue_of = trace
+    clock = Clock(0.0)
+    p = Scheduler.from_yaml(text, clock=clock, snapshot_every=0).partition("default")
+    p.add_node("n0", Resource({"vcore": cores * CORE}))
+    for app, queue in queue_of.items():
+        p.add_application(app, UserGroup(f"user-{app}"), queue=queue)
+    t = tracker(p)
+    events: list[tuple[float, int, str, str, float]] = []
+    for n, (at, _app, key, _c, _prio, runtime) in enumerate(creations):
+        heapq.heappush(events, (at, n, "create", key, runtime))
+    spec = {key: (app, c, prio, runtime) for _, app, key, c, prio, runtime in creations}
+    predicted: dict[str, tuple[float | None, float | None, float | None, float]] = {}
+    started: dict[str, float] = {}
+    fresh: list[str] = []
+    p.subscribe(lambda n: fresh.append(n["allocationKey"]) if n["type"] == "allocated" else None)
+    n = len(creations)
+    while events:
+        at, _, kind, key, runtime = heapq.heappop(events)
+        clock.t = max(clock.t, at)
+        if kind == "create":
+            app, c, prio, _ = spec[key]
+            p.add_ask(app, key, Resource({"vcore": c * CORE}), priority=prio,
+                      max_runtime=runtime if declared else None)
+            if p.get_ask(key) is not None:          # it waits: forecast now
+                e = t.forecast(clock.t).asks.get(key)
+                if e is not None:
+                    predicted[key] = (e.p10, e.p50, e.p90, clock.t)
+        else:
+            p.release(key)
+        for k in fresh:
+            started[k] = clock.t
+            n += 1
+            heapq.heappush(events, (clock.t + spec[k][3], n, "finish", k, 0.0))
+        fresh.clear()
+    errors, rel, inside, unknown = [], [], 0, 0
+    for key, (p10, p50, p90, since) in predicted.items():
+        actual = started[key]
+        if p50 is None:
+            unknown += 1
+            continue
+        errors.append(abs(p50 - actual))
+        rel.append(abs(p50 - actual) / max(actual - since, 1e-9))
+        if p10 is not None and p90 is not None and p10 - 1e-6 <= actual <= p90 + 1e-6:
+            inside += 1
+    known = len(errors)
+    return {"workloads": len(creations), "waited": len(predicted), "unknown": unknown,
+            "median_abs_error_s": round(statistics.median(errors), 3) if errors else None,
+            "median_rel_error": round(statistics.median(rel), 3) if rel else None,
+            "inside_p10_p90": round(inside / known, 3) if known else None}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the chosen sections; write ``benchmarks/results/eta.json``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queues", type=int, default=1000, help="1000 = the issue's size")
+    ap.add_argument("--fraction", type=float, default=0.1, help="of Kueue's baseline workloads")
+    ap.add_argument("--only", default="forecast,explain,accuracy")
+    args = ap.parse_args(argv)
+    sections = set(args.only.split(","))
+    results: dict[str, Any] = {"targets": TARGETS}
+    if "explain" in sections:
+        results["explain"] = explain_section(args.queues)
+        print(f"  explain: {results['explain']}", flush=True)
+    if "forecast" in sections:
+        results["forecast"] = forecast_section(args.queues)
+        print(f"  forecast: {results['forecast']}", flush=True)
+    if "accuracy" in sections:
+        kueue = _kueue_trace(args.fraction)
+        example = _example_trace()
+        results["accuracy"] = {f"{name}_{mode}": accuracy(trace, declared=mode == "declared")
+                               for name, trace in (("kueue_baseline", kueue), ("example", example))
+                               for mode in ("declared", "history")}
+        print(f"  accuracy: {results['accuracy']}", flush=True)
+    write_results("eta", results)
+    return results
+
+
+if __name__ == "__main__":
+    main()
