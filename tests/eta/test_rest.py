@@ -84,3 +84,16 @@ def test_whatif_explain_and_its_errors() -> None:
         r = c.post(f"{BASE}/whatif/explain", json={"applicationID": "app1"})
         assert r.status_code == 400 and "resource" in r.json()["message"]
     assert s.partition("default").dump_state() == before
+
+
+def test_the_waiting_page_says_when_each_ask_starts() -> None:
+    s = _scheduler()
+    s.partition("default").add_ask("app1", "w3", Resource({"vcore": 30_000}))   # over the queue's max
+    with TestClient(create_app(s)) as c:
+        r = c.get("/ui/waiting")
+        assert r.status_code == 200, r.text
+        page = r.text
+        assert "<th>starts</th>" in page
+        assert "in 5m 00s" in page and "declared runtime of r2" in page      # w1: 300 s from now
+        assert "in 1m 40s" in page                                             # w2: r1 ends at 1100
+        assert ">unknown<" in page                                             # w3 never fits

@@ -38,6 +38,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from quotaplane.errors import NotFoundError
+from quotaplane.eta import AskEta, tracker
 from quotaplane.partition import Partition
 from quotaplane.server.auth import SESSION_COOKIE
 from quotaplane.server.errors import ApiError
@@ -102,6 +103,18 @@ def _waited(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def _starts(eta: AskEta | None, as_of: float) -> str:
+    """When the ask is forecast to start (docs/eta.md): "in 5m" with the p10-p90 range and the basis
+    as its title; "unknown" when nothing known lets it start."""
+    if eta is None or eta.p50 is None:
+        basis = "; ".join(eta.basis) if eta is not None else ""
+        return f'<span class="muted" title="{_e(basis)}">unknown</span>'
+    def rel(t: float | None) -> str:
+        return "-" if t is None else _waited(max(0.0, t - as_of))
+    title = f"p10 {rel(eta.p10)}, p90 {rel(eta.p90)}; " + "; ".join(eta.basis)
+    return f'<span title="{_e(title)}">in {_e(rel(eta.p50))}</span>'
 
 
 def _reasons(reasons: Iterable[Mapping[str, Any]]) -> str:
@@ -401,6 +414,7 @@ def router(service: Any) -> APIRouter:
         return "Queues", body
 
     async def waiting_view(_request: Request, p: Partition) -> tuple[str, str]:
+        forecast = await asyncio.to_thread(tracker(p).forecast)     # cached until the partition changes
         now = time.time()
         rows = []
         with p.lock:
@@ -412,9 +426,9 @@ def router(service: Any) -> APIRouter:
                           if a.created else _NONE)
                 rows.append((_e(a.allocation_key), _e(a.application_id), _e(app.user.user if app else "-"),
                              _e(app.queue_path if app else "-"), _res(a.resource), _e(a.priority), waited,
-                             _reasons(reasons)))
-        table = _table(("ask", "application", "user", "queue", "resource", "priority", "waited", "waits for"),
-                       rows, "nothing waits", cls="waiting")
+                             _starts(forecast.asks.get(a.allocation_key), forecast.as_of), _reasons(reasons)))
+        table = _table(("ask", "application", "user", "queue", "resource", "priority", "waited", "starts",
+                        "waits for"), rows, "nothing waits", cls="waiting")
         return "Waiting asks", table
 
     async def users(_request: Request, p: Partition) -> tuple[str, str]:
