@@ -21,7 +21,7 @@ resuming"; its real asks are still pending).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from quotaplane.config.identity import UserGroup
@@ -265,8 +265,9 @@ class Application:
         self.count_order = 0          # order among the partition's running-count entries
         #: the state last told to subscribers (an ``application`` notice is due when it differs)
         self.reported_state = NEW
-        #: where :meth:`move` reports a state change (the partition's list of moved applications)
-        self.watch: list[Application] | None = None
+        #: what :meth:`move` tells of a state change (the partition: its list of moved applications
+        #: and its timers by due time)
+        self.watch: Callable[[Application], None] | None = None
 
     @property
     def allocated(self) -> Resource:
@@ -313,7 +314,7 @@ class Application:
         if self.started is None and target in _STARTED:
             self.started = t
         if self.watch is not None:
-            self.watch.append(self)
+            self.watch(self)
         return True
 
     def started_at(self) -> float | None:

@@ -17,7 +17,6 @@ from quotaplane.policy import Eviction
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.scheduling.questions import allocations_of
 from quotaplane.state.handlers import PartitionState
-from quotaplane.state.timeouts import timeouts_due
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Allocation
@@ -60,7 +59,7 @@ def check_timeouts(tx: Txn, t: float) -> list[str]:
     quota_cuts = _quota_cuts(state, t)
     out: list[str] = []
     reclaims: list[Eviction] = []
-    if timeouts_due(state.apps.values(), t, state.options) or state.policies.reclaiming():
+    if state.due.any_due(t) or state.policies.reclaiming():     # what is due, not every app (issue 39)
         tx.apply(E.Timeouts(t=t))
         out = list(state.timed_out)
         reclaims = state.due_reclaims

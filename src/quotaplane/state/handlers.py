@@ -52,7 +52,7 @@ from quotaplane.scheduling.wake import RUNNING_COUNT, chain_places, release_keys
 from quotaplane.state.gang import Replacement
 from quotaplane.state.marks import AllocationUndo
 from quotaplane.state.nodes import NodeIndex
-from quotaplane.state.timeouts import PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
+from quotaplane.state.timeouts import DueTimes, PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState"]
@@ -93,6 +93,8 @@ class PartitionState:
         #: applications whose state moved, and notices of changes no event of their own reports
         #: (both journalled as ``noted`` events after the change: :meth:`take_notes`)
         self.moved: list[Application] = []
+        #: the applications by the time their next timeout falls due (issue 39: a tick costs what is due)
+        self.due = DueTimes(self.apps, options)
         #: queues over their lowered max and when they are cut back (PR-Q, in memory only)
         self.quota_preemption = QuotaPreemption()
         #: the earliest time a waiting ask may preempt (PR-Y3): the timer runs a cycle then
@@ -222,9 +224,15 @@ class PartitionState:
                    else ev.placeholder_timeout)
         app = Application(ev.app, UserGroup(ev.user, ev.groups), ev.queue, tags=ev.tags, submit_time=ev.t,
                           gang_style=ev.gang_style, placeholder_timeout=timeout, added_seq=self.config_seq)
-        app.watch = self.moved
+        app.watch = self.app_moved
         self.apps[app.application_id] = app
+        self.due.enter(app)
         self.queues.add_application(ev.queue, app.application_id)
+
+    def app_moved(self, app: Application) -> None:
+        """``app``'s state changed: a notice is due, and maybe a timeout."""
+        self.moved.append(app)
+        self.due.note(app)
 
     def take_notes(self, t: float | None = None) -> list[E.Noted]:
         """The ``noted`` events due: changes made since the last call that no event reports itself
@@ -258,6 +266,7 @@ class PartitionState:
         for ask in self.waiting.asks.remove_application(app.application_id):   # no orphan asks (expiry)
             self.ask_leaves(ask, allocated=False, t=t)
         del self.apps[app.application_id]
+        self.due.leave(app.application_id)
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
 
@@ -371,6 +380,7 @@ class PartitionState:
             self.node_index.place(ev.node, ev.key)
         if alloc.placeholder and not app.has_placeholders():
             app.placeholder_since = ev.t
+            self.due.note(app)                      # its placeholder timeout runs from now
         app.allocations[alloc.allocation_key] = alloc
         app.charge(alloc.resource, placeholder=alloc.placeholder)
         self.allocs[alloc.allocation_key] = alloc
@@ -445,6 +455,7 @@ class PartitionState:
         if alloc.node is not None:
             self.node_index.unplace(alloc.node, ev.key)
         undo.app.restore(app)
+        self.due.note(app)                          # a timeout it had may be back
         ask = undo.ask
         if ask is not None and ask.allocation_key not in self.waiting.asks:
             # it waits again; the policies' undo made its usage demand again (an elastic pending pod)
@@ -592,7 +603,9 @@ class PartitionState:
         actions = TimeoutActions(release=release, leave=lambda app: self.leave(app, ev.t),
                                  drop=lambda app: self.drop_app(app, ev.t),
                                  allocated=self.allocs.__contains__)
-        self.timed_out = apply_timeouts(self.apps.values(), ev.t, self.options, actions)
+        due = self.due.take(ev.t)               # what is due, in the order of ``apps`` (issue 39)
+        self.timed_out = apply_timeouts(due, ev.t, self.options, actions)
+        self.due.settle(due)
         # the tick runs on replay too: it moves the monitors' clocks
         self.due_reclaims = reclaim_tick(self.policies.reclaiming(), ev.t)
 
@@ -673,6 +686,7 @@ class PartitionState:
             app.state_log.extend((float(t), str(s)) for t, s in ev.state_log)
             app.started = ev.started
         app.placeholder_since = ev.placeholder_since
+        self.due.note(app)
         if ev.max_used is not None:     # older snapshots lack it: the maximum of what they hold
             app.max_used = dict(ev.max_used)
         app.anchor_seq = ev.anchor_seq

@@ -7,11 +7,18 @@
 - Completed / Failed for ``terminated_timeout`` → Expired and removed;
 - reclaim (decision E5): every over-use monitor ticks (:func:`reclaim_tick`); what it names is
   released by the partition as a ``preempted`` event.
+
+A tick costs what is due (issue 39): :class:`DueTimes` keeps the applications in a heap by the time
+their next timeout may fall due, so a tick with nothing due looks at no application, whatever the
+number running or waiting. It fires exactly what a scan of every application in order would
+(:func:`scan_due`, its slow twin, pinned to it by tests/partition/test_due_times.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from quotaplane.application import (
@@ -30,7 +37,8 @@ from quotaplane.application import (
 )
 from quotaplane.policy import Eviction, QuotaPolicy
 
-__all__ = ["PartitionOptions", "TimeoutActions", "apply_timeouts", "reclaim_tick", "timeouts_due"]
+__all__ = ["DueTimes", "PartitionOptions", "TimeoutActions", "apply_timeouts", "due_at", "is_due",
+           "reclaim_tick", "scan_due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +83,133 @@ def _state_due(app: Application, t: float, options: PartitionOptions) -> str | N
     return None
 
 
-def timeouts_due(apps: Iterable[Application], t: float, options: PartitionOptions) -> bool:
-    """True when some application has a timeout due at ``t``."""
-    return any(_placeholders_due(app, t) or _state_due(app, t, options) is not None for app in apps)
+def due_at(app: Application, options: PartitionOptions) -> float:
+    """The earliest time any timeout of ``app`` may fall due as it stands now (``inf``: none). A lower
+    bound only: the predicates above decide (``t - since >= timeout`` may hold a rounding error
+    before ``since + timeout``), so it is taken a little early."""
+    due = math.inf
+    if app.placeholder_since is not None:
+        due = app.placeholder_since + app.placeholder_timeout
+    state = app.state
+    if state == COMPLETING:
+        due = min(due, app.state_since + options.completing_timeout)
+    elif state == STARTING:
+        due = min(due, app.state_since + options.starting_timeout)
+    elif state in (COMPLETED, FAILED):
+        due = min(due, app.state_since + options.terminated_timeout)
+    return due - (abs(due) * 1e-12 + 1e-9) if due != math.inf else due
+
+
+def is_due(app: Application, t: float, options: PartitionOptions) -> bool:
+    """True when some timeout of ``app`` is due at ``t`` (what :func:`apply_timeouts` acts on)."""
+    return _placeholders_due(app, t) or _state_due(app, t, options) is not None
+
+
+class DueTimes:
+    """The partition's applications by the time their next timeout falls due: a heap with lazy deletion
+    (issue 39), so that a tick costs what is due, not one look at every application.
+
+    Invariant: every application whose :func:`due_at` is finite has an entry no later than it, and
+    ``_best`` names that entry. :meth:`note` is told of every change that may bring a timeout
+    earlier (a state change, a first placeholder, a restored lifecycle); a change that puts it later
+    needs nothing — the early entry is checked against the application when it comes up and pushed
+    again at the new time. Entries of applications gone or superseded are dropped as they come up
+    (and all at once when they outnumber the live ones). The applications are returned in the order
+    they were added to the partition: the order of ``apps``, which :func:`apply_timeouts` follows
+    (the slow twin, a scan of every application, is :func:`scan_due`)."""
+
+    __slots__ = ("_apps", "_best", "_heap", "_next", "_options", "_rank")
+
+    def __init__(self, apps: Mapping[str, Application], options: PartitionOptions) -> None:
+        self._apps = apps
+        self._options = options
+        self._heap: list[tuple[float, int, str]] = []
+        #: application id → the key of its live entry (the earliest pushed and not popped)
+        self._best: dict[str, float] = {}
+        #: application id → its rank in the order the applications were added (``apps``' order)
+        self._rank: dict[str, int] = {}
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._best)
+
+    def enter(self, app: Application) -> None:
+        """``app`` was added to the partition (last in ``apps``' order)."""
+        self._rank[app.application_id] = self._next
+        self._next += 1
+        self.note(app)
+
+    def leave(self, application_id: str) -> None:
+        """The application left the partition: its entries are dropped as they come up."""
+        self._rank.pop(application_id, None)
+        self._best.pop(application_id, None)
+
+    def note(self, app: Application) -> None:
+        """``app``'s lifecycle changed: push an entry when its next timeout is now earlier than its
+        live entry."""
+        aid = app.application_id
+        due = due_at(app, self._options)
+        if due < self._best.get(aid, math.inf) and aid in self._rank:
+            self._best[aid] = due
+            heap = self._heap
+            heapq.heappush(heap, (due, self._rank[aid], aid))
+            if len(heap) > 2 * len(self._best) + 64:
+                self._compact()
+
+    def _compact(self) -> None:
+        rank = self._rank
+        self._heap = [(due, rank[aid], aid) for aid, due in self._best.items()]
+        heapq.heapify(self._heap)
+
+    def _pop_live(self, t: float) -> Iterator[Application]:
+        """Pop the live entries up to ``t``; yield their applications (each has no entry any more)."""
+        heap, best, apps = self._heap, self._best, self._apps
+        while heap and heap[0][0] <= t:
+            due, _, aid = heapq.heappop(heap)
+            if best.get(aid) != due:
+                continue                    # superseded, or the application left
+            del best[aid]
+            app = apps.get(aid)
+            if app is not None:
+                yield app
+
+    def any_due(self, t: float) -> bool:
+        """True when some application has a timeout due at ``t``; drops what turned out not due."""
+        found: Application | None = None
+        later: list[Application] = []
+        for app in self._pop_live(t):
+            if is_due(app, t, self._options):
+                found = app
+                break
+            later.append(app)
+        for app in ([found] if found is not None else []) + later:
+            self.note(app)
+        return found is not None
+
+    def take(self, t: float) -> list[Application]:
+        """The applications with a timeout due at ``t``, in ``apps``' order; the others met on the way
+        get their entry back. Call :meth:`settle` with the result once they have been acted on."""
+        due: list[Application] = []
+        later: list[Application] = []
+        options = self._options
+        for app in self._pop_live(t):
+            (due if is_due(app, t, options) else later).append(app)
+        for app in later:
+            self.note(app)
+        rank = self._rank
+        due.sort(key=lambda app: rank[app.application_id])
+        return due
+
+    def settle(self, apps: Iterable[Application]) -> None:
+        """``apps`` (from :meth:`take`) were acted on: those still in the partition get their entry."""
+        for app in apps:
+            if app.application_id in self._rank:
+                self.note(app)
+
+
+def scan_due(apps: Iterable[Application], t: float, options: PartitionOptions) -> list[Application]:
+    """The slow twin of :meth:`DueTimes.take`: one look at every application, in order."""
+    return [app for app in apps if is_due(app, t, options)]
 
 
 def _gang_timeout(app: Application, t: float, act: TimeoutActions) -> list[str]:

@@ -103,4 +103,5 @@ def _ask_added(state: PartitionState, ev: E.AskAdded) -> Undo:
         asks.dirty = was_dirty
         asks.reset_seq(next_seq)
         mark.restore(app)
+        state.due.note(app)              # a timeout it had may be back
     return undo
