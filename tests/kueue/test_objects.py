@@ -346,3 +346,29 @@ partitions:
     assert (6, "local queue 2 of partition 'default' needs a namespace, a name and the path of a leaf "
                "queue (got 'ns', 'lq2', 'root.nope')") in found
     assert any(ln == 7 and "ns/lq is listed twice" in r for ln, r in found)
+
+
+def test_the_rest_service_takes_kueue_objects_as_configuration() -> None:
+    """PUT /ws/v1/config and validate-conf read Kueue's objects; the running configuration is shown in
+    YuniKorn's JSON as the queue configuration they map to."""
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    s = Scheduler.from_yaml("partitions:\n- name: default\n  queues:\n  - name: root\n    submitacl: '*'\n")
+    try:
+        with TestClient(create_app(s), raise_server_exceptions=False) as c:
+            bad = SINGLE.replace("  namespaceSelector: {} # match all.\n", "  stopPolicy: Hold\n")
+            r = c.post("/ws/v1/validate-conf", content=bad)
+            assert r.status_code == 200 and r.json()["allowed"] is False
+            assert "spec.stopPolicy 'Hold'" in r.json()["reason"]
+            assert c.put("/ws/v1/config", content=bad).status_code == 400
+            assert c.put("/ws/v1/config", content=SINGLE).status_code == 200
+            r = c.get("/ws/v1/config", headers={"accept": "application/json"})
+            assert r.status_code == 200
+            queues = r.json()["Partitions"][0]["Queues"][0]["Queues"]
+            assert [q["Name"] for q in queues] == ["cluster-queue"]
+            r = c.get("/ws/v1/partition/default/queue/root.cluster-queue")
+            assert r.status_code == 200, r.text
+    finally:
+        s.close()

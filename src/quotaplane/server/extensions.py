@@ -17,6 +17,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from quotaplane.config.bodies import load_yaml_documents
+from quotaplane.config.kueue import is_kueue, kueue_to_yaml
 from quotaplane.errors import ConfigError, NotFoundError
 
 __all__ = ["edit_extension", "policy_of", "validate_extensions", "yaml_documents"]
@@ -41,6 +42,8 @@ def edit_extension(config_text: str, partition: str, key: str,
     ``edit`` receives the current value as plain data (None when absent) and returns the new one
     (None removes the key).
     """
+    if is_kueue(config_text):       # Kueue's objects: edit the queue configuration they map to
+        config_text = kueue_to_yaml(config_text)
     y = _rt()
     data = y.load(config_text)
     parts = data.get("partitions") if hasattr(data, "get") else None

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotaplane.config.bodies import load_yaml
+from quotaplane.config.kueue import is_kueue, kueue_to_yaml
 
 __all__ = ["config_json"]
 
@@ -137,7 +138,10 @@ def _partition(v: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def config_json(text: str, checksum: str | None) -> dict[str, Any]:
-    """``ConfigDAOInfo`` of the configuration ``text`` (the running one: it has been validated)."""
+    """``ConfigDAOInfo`` of the configuration ``text`` (the running one: it has been validated; Kueue's
+    objects are shown as the queue configuration they map to, docs/from-kueue.md)."""
+    if is_kueue(text):
+        text = kueue_to_yaml(text)
     data = load_yaml(text, "configuration") if text.strip() else None
     parts = data.get("partitions") if isinstance(data, Mapping) else None
     out: dict[str, Any] = {
