@@ -167,6 +167,21 @@ spec:
     assert _most(p, "a") == 7
 
 
+def test_a_v1alpha1_cohort_is_read() -> None:
+    """Cohort objects were ``kueue.x-k8s.io/v1alpha1`` before they reached v1beta1."""
+    text = FLAVOR + _cq("a", "3") + """
+---
+apiVersion: kueue.x-k8s.io/v1alpha1
+kind: Cohort
+metadata: {name: team-ab}
+spec: {parentName: org}
+"""
+    cfg = load_config(text).partition("default")
+    assert cfg.queue("root.org.team-ab.a") is not None
+    wrong = text.replace("kind: Cohort", "kind: ClusterQueue")
+    assert any("is not Kueue's" in r for _, r in _problems(wrong))
+
+
 def test_fair_sharing_and_preemption_come_from_the_objects() -> None:
     text = """
 apiVersion: config.kueue.x-k8s.io/v1beta1

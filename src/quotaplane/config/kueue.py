@@ -110,7 +110,9 @@ class _Reader:
         api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         group, _, version = api.rpartition("/")
         where = f"{kind or 'object'} (document {index})"
-        if group not in (API_GROUP, "config." + API_GROUP) or version not in _VERSIONS:
+        # Cohort objects were v1alpha1 before Kueue 0.11
+        known = version in _VERSIONS or (version == "v1alpha1" and kind == "Cohort")
+        if group not in (API_GROUP, "config." + API_GROUP) or not known:
             self.add(doc.line, f"{where}: apiVersion {api!r} is not Kueue's ({API_GROUP}/v1beta1 or v1beta2)")
             return
         if kind not in _KINDS:
