@@ -4,6 +4,7 @@ from a real store equals the brute-force integral, after a restart too."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import uuid
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from quotaplane.config.identity import UserGroup
 from quotaplane.history.engine import Row, ms_of
 from quotaplane.history.query import HistoryQuery, run_query
 from quotaplane.history.store import HistoryStore, MemoryHistoryStore, open_history_store
@@ -104,3 +106,50 @@ def test_the_memory_store_is_what_a_memory_journal_gets() -> None:
     assert isinstance(open_history_store(journal), MemoryHistoryStore)
 
 
+
+
+class _Service:
+    """What the rows' writer needs of the service: the scheduler and who leads (set by hand)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.leads = False
+
+    def is_leader(self, name: str) -> bool:
+        return self.leads
+
+
+def test_a_follower_keeps_the_rows_it_computed_until_it_leads_or_they_are_old(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # defect (found on two instances, tests/history/test_instances.py): an instance that does not
+    # lead a partition dropped the rows its catch-up computed ("the leader writes the same ones"); a
+    # leader killed before its next write (every 5 s) never wrote them, and the instance that took
+    # the partition over had dropped them: that minute's usage read as nothing
+    from quotaplane.server import routes_history as rh
+
+    clock = Clock(1_764_000_000.0)
+    s = _scheduler(None, clock)
+    store = MemoryHistoryStore()
+    monkeypatch.setattr(rh, "history_store", lambda service: store)
+    service = _Service(s)
+    p = s.partition("default")
+    p.add_application("a", UserGroup("alice", ("dev",)), queue="root.ops")
+    p.allocate("a", "k", {"vcore": 1000})
+    clock.advance(130)
+    p.release("k")                            # two minutes ended: their rows are due
+    asyncio.run(rh.write_round(service, prune=False, now=0.0))
+    assert store.count() == 0                 # not the leader: it does not write them …
+    held = len(p.history.pending)
+    assert held > 0                           # … but keeps them
+    service.leads = True                      # the leader died before writing: this one took over
+    asyncio.run(rh.write_round(service, prune=False, now=1.0))
+    assert store.count() == held and not p.history.pending
+    # a follower forgets rows older than FOLLOWER_HOLD (its live leader has written them long since)
+    service.leads = False
+    clock.advance(130)
+    p.allocate("a", "k2", {"vcore": 1000})
+    asyncio.run(rh.write_round(service, prune=False, now=10.0))
+    assert p.history.pending
+    asyncio.run(rh.write_round(service, prune=False, now=10.0 + rh.FOLLOWER_HOLD))
+    assert not p.history.pending
+    s.close()

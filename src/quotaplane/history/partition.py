@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +44,8 @@ class PartitionHistory:
     ``pending``: rows taken from the engine for the store and not yet confirmed written, oldest first.
     """
 
-    __slots__ = ("_batch", "_lock", "_observed", "_state", "engine", "error", "partition", "pending",
-                 "settings")
+    __slots__ = ("_batch", "_held", "_lock", "_observed", "_state", "engine", "error", "partition",
+                 "pending", "settings")
 
     def __init__(self, state: PartitionState) -> None:
         self.partition = state.name
@@ -53,6 +54,8 @@ class PartitionHistory:
         self.settings = settings_of(state.config.extensions)
         self.engine: Accounting | None = self._new_engine() if self.settings.enabled else None
         self.pending: list[Row] = []
+        #: on an instance that does not lead the partition: (when, how many rows were pending then)
+        self._held: deque[tuple[float, int]] = deque()
         self._lock = threading.Lock()
         #: the batch being journalled now (see :meth:`journalling`), and one already accounted for
         self._batch: Sequence[Event] | None = None
@@ -72,8 +75,12 @@ class PartitionHistory:
                 engine.observe(events)
             except Exception as exc:
                 self._stop(exc)
-        if isinstance(events, list | tuple) and any(isinstance(ev, ConfigApplied) for ev in events):
-            self._configured()
+        if type(events) is list or type(events) is tuple:
+            # a plain loop, not any() over a generator: this runs at every commit
+            for ev in events:
+                if type(ev) is ConfigApplied:
+                    self._configured()
+                    break
 
     def _configured(self) -> None:
         """A config took effect: history may have been switched on or off (on: it starts now)."""
@@ -153,9 +160,28 @@ class PartitionHistory:
         partition's lock); they stay pending until :meth:`written`."""
         engine = self.engine
         with self._lock:
+            self._held.clear()        # the leader writes them all: nothing is held by age any more
             if engine is not None and engine.outbox:
                 self.pending.extend(engine.take_rows())
             return list(self.pending)
+
+    def hold(self, now: float, keep: float) -> None:
+        """On an instance that does not lead the partition (call under the partition's lock): keep
+        the rows of the periods that ended, pending, for ``keep`` seconds (``now``: monotonic
+        seconds), then forget them. Its leader writes the same rows; if it dies before it has, this
+        instance writes them when it takes the partition over, and answers with them meanwhile."""
+        engine = self.engine
+        with self._lock:
+            if engine is not None and engine.outbox:
+                self.pending.extend(engine.take_rows())
+            held = self._held
+            held.append((now, len(self.pending)))
+            cut = 0
+            while held and held[0][0] <= now - keep:
+                cut = held.popleft()[1]
+            if cut:
+                del self.pending[:cut]
+                self._held = deque((t, n - cut) for t, n in held)
 
     def written(self, rows: Iterable[Row]) -> None:
         """``rows`` are in the store."""

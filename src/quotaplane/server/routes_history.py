@@ -12,7 +12,8 @@ default: the last 24 hours. Bad parameters are a 400 naming the parameter.
 
 The rows are written by :func:`history_writer_loop` on the instance that leads each partition: every
 few seconds the rows of the periods that ended go to the store, and once an hour each resolution is
-pruned to its retention.
+pruned to its retention. Another instance keeps the rows its catch-ups computed for a while, in case
+the leader dies before writing them.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from quotaplane.history.store import HistoryStore, open_history_store
 from quotaplane.server.common import errors, json
 from quotaplane.server.errors import ApiError
 
-__all__ = ["HISTORY_WRITE_INTERVAL", "HistoryCollector", "history_writer_loop", "router", "series_of"]
+__all__ = ["FOLLOWER_HOLD", "HISTORY_WRITE_INTERVAL", "HistoryCollector", "history_writer_loop", "router",
+           "series_of", "write_round"]
 
 _log = logging.getLogger("quotaplane.history")
 
@@ -46,6 +48,9 @@ _log = logging.getLogger("quotaplane.history")
 HISTORY_WRITE_INTERVAL = 5.0
 #: seconds between two rounds of pruning every resolution to its retention
 PRUNE_INTERVAL = 3600.0
+#: seconds an instance that does not lead a partition keeps the rows it computed: a live leader has
+#: written the same rows within HISTORY_WRITE_INTERVAL, a dead one is replaced within its lease
+FOLLOWER_HOLD = 120.0
 
 _stores: dict[int, HistoryStore] = {}
 _stores_lock = threading.Lock()
@@ -80,27 +85,33 @@ def flush(service: Any, p: Any) -> int:
 
 
 async def history_writer_loop(service: Any, interval: float = HISTORY_WRITE_INTERVAL) -> None:
-    """On each partition's leader: write ended periods' rows every ``interval`` s, prune hourly.
-    On other instances the rows are dropped (their leader writes the same ones)."""
+    """Every ``interval`` s, :func:`write_round`; prune every resolution to its retention hourly."""
     pruned_at = 0.0
     while True:
         await asyncio.sleep(interval)
         prune = time.monotonic() - pruned_at >= PRUNE_INTERVAL
-        for p in service.scheduler.partitions():
-            try:
-                if not service.is_leader(p.name):
-                    h = history_of(p)
-                    with p.lock:
-                        h.written(h.take_rows())
-                    continue
-                await asyncio.to_thread(flush, service, p)
-                if prune:
-                    await asyncio.to_thread(_prune, service, p)
-            except Exception:  # a store hiccup: the rows stay pending (and in the next snapshot)
-                _log.warning("history rows of partition %s not written", getattr(p, "name", "?"),
-                             exc_info=True)
+        await write_round(service, prune, time.monotonic())
         if prune:
             pruned_at = time.monotonic()
+
+
+async def write_round(service: Any, prune: bool, now: float) -> None:
+    """On each partition's leader: write its ended periods' rows (and prune them when ``prune``). On
+    an instance that does not lead it: keep the rows its catch-ups computed for
+    :data:`FOLLOWER_HOLD` s (``now``: monotonic seconds) — its leader writes the same rows, but if the
+    leader dies before its next write this instance, taking the partition over, writes them."""
+    for p in service.scheduler.partitions():
+        try:
+            if not service.is_leader(p.name):
+                with p.lock:
+                    history_of(p).hold(now, FOLLOWER_HOLD)
+                continue
+            await asyncio.to_thread(flush, service, p)
+            if prune:
+                await asyncio.to_thread(_prune, service, p)
+        except Exception:  # a store hiccup: the rows stay pending (and in the next snapshot)
+            _log.warning("history rows of partition %s not written", getattr(p, "name", "?"),
+                         exc_info=True)
 
 
 def _prune(service: Any, p: Any) -> None:
