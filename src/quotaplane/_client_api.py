@@ -100,24 +100,22 @@ def _error(response: httpx.Response) -> ServiceError:
     message = str(body.get("message") or response.reason_phrase)
     description = str(body.get("description") or "")
     status = response.status_code
-    cls: type[ServiceError]
-    if status == 404:
-        cls = ServiceNotFoundError
-    elif status == 409:
-        cls = ServiceConflictError
-    elif status == 400:
-        cls = BadRequestError
-    elif status in (401, 403):
-        cls = AccessDeniedError
-    elif status == 503:
-        cls = UnavailableError
-    elif status == 502 and body.get("outcome") == "unknown":
-        cls = UnknownOutcomeError
-    elif status >= 500:
-        cls = ServerError
-    else:
-        cls = ServiceError
-    return cls(status, message, description, body)
+    return _error_class(status, body)(status, message, description, body)
+
+
+#: the error class of each status the service answers (401/403, 502 and other 5xx apart)
+_BY_STATUS: dict[int, type[ServiceError]] = {404: ServiceNotFoundError, 409: ServiceConflictError,
+                                             400: BadRequestError, 401: AccessDeniedError,
+                                             403: AccessDeniedError, 503: UnavailableError}
+
+
+def _error_class(status: int, body: Mapping[str, Any]) -> type[ServiceError]:
+    """The :class:`ServiceError` subclass an answer of ``status`` raises."""
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if status == 502 and body.get("outcome") == "unknown":
+        return UnknownOutcomeError
+    return ServerError if status >= 500 else ServiceError
 
 
 def decision_of(body: Mapping[str, Any]) -> Decision:

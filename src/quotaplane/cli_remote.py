@@ -270,14 +270,19 @@ def usage_table(items: Sequence[Mapping[str, Any]], kind: str, wide: bool) -> Ta
             q = stack.pop()
             if not q:
                 continue
-            used, limit = q.get("resourceUsage"), q.get("maxResources")
-            row = [d[key], q["queuePath"], _res(used), _res(limit),
-                   ", ".join(q.get("runningApplications") or ()) or "-"]
-            if wide:
-                row += [_shares(used, limit), q.get("maxApplications") or "-"]
-            t.add(*row)
+            t.add(*_usage_row(d[key], q, wide))
             stack.extend(reversed(q.get("children") or ()))
     return t
+
+
+def _usage_row(name: str, q: Mapping[str, Any], wide: bool) -> list[Any]:
+    """One user's or group's usage in one queue of its path."""
+    used, limit = q.get("resourceUsage"), q.get("maxResources")
+    row = [name, q["queuePath"], _res(used), _res(limit),
+           ", ".join(q.get("runningApplications") or ()) or "-"]
+    if wide:
+        row += [_shares(used, limit), q.get("maxApplications") or "-"]
+    return row
 
 
 def apps_table(items: Sequence[Mapping[str, Any]], wide: bool) -> Table:
@@ -289,6 +294,36 @@ def apps_table(items: Sequence[Mapping[str, Any]], wide: bool) -> Table:
             row.append(", ".join(a.get("groups") or ()) or "-")
         t.add(*row)
     return t
+
+
+def _queue_fields(q: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A queue's lines in ``quotaplane standing``."""
+    lenders = "; ".join(f"{x['queue']} {_res(x['unused'])}" for x in q.get("lenders") or ())
+    return [("guaranteed", _res(q["guaranteed"])), ("max", _res(q["max"])),
+            ("used", _res(q["used"]) + _pct(q["used"], q["max"])), ("waiting", _res(q["waiting"])),
+            ("borrowed", _res(q["borrowed"]) + (f" from {lenders}" if lenders else "")),
+            ("lent", _res(q["lent"])),
+            ("running", f"{q['runningApplications']}/{q['maxApplications'] or '-'} applications")]
+
+
+def _limit_fields(lim: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A user or group limit's lines in ``quotaplane standing``."""
+    return [("max", _res(lim["max"])), ("used", _res(lim["used"]) + _pct(lim["used"], lim["max"])),
+            ("running", f"{len(lim['runningApplications'])}/{lim['maxApplications'] or '-'} applications")]
+
+
+def _elastic_fields(e: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """An elastic quota's lines in ``quotaplane standing``."""
+    return [("min", _res(e["min"])), ("max", _res(e["max"])), ("runtime", _res(e["runtime"])),
+            ("used", _res(e["used"]) + _pct(e["used"], e["runtime"])), ("waiting", _res(e.get("waiting"))),
+            ("borrowed", _res(e["borrowed"])), ("lent", _res(e["lent"]))]
+
+
+def _waiting_field(w: Mapping[str, Any]) -> tuple[str, str]:
+    """A waiting ask's line in ``quotaplane standing``: its position, key, resource and reasons."""
+    return (f"#{w['position']} {w['allocationKey']}",
+            f"{_res(w['resource'])} for {w['applicationID']} in {w['queue']}: "
+            + ("; ".join(_reason(r) for r in w["reasons"]) or "next cycle"))
 
 
 def standing_text(d: Mapping[str, Any], width: int | None) -> str:
@@ -304,28 +339,15 @@ def standing_text(d: Mapping[str, Any], width: int | None) -> str:
         out.extend("  " + line for line in t.render(None if width is None else width - 2).splitlines()[1:])
 
     for q in d.get("queues") or ([d["queue"]] if "queue" in d else []):
-        lenders = "; ".join(f"{x['queue']} {_res(x['unused'])}" for x in q.get("lenders") or ())
-        block(f"queue {q['queue']}", [
-            ("guaranteed", _res(q["guaranteed"])), ("max", _res(q["max"])),
-            ("used", _res(q["used"]) + _pct(q["used"], q["max"])), ("waiting", _res(q["waiting"])),
-            ("borrowed", _res(q["borrowed"]) + (f" from {lenders}" if lenders else "")),
-            ("lent", _res(q["lent"])),
-            ("running", f"{q['runningApplications']}/{q['maxApplications'] or '-'} applications")])
+        block(f"queue {q['queue']}", _queue_fields(q))
     for lim in d.get("limits") or ():
-        block(f"limit at {lim['queue']}", [
-            ("max", _res(lim["max"])), ("used", _res(lim["used"]) + _pct(lim["used"], lim["max"])),
-            ("running", f"{len(lim['runningApplications'])}/{lim['maxApplications'] or '-'} applications")])
+        block(f"limit at {lim['queue']}", _limit_fields(lim))
     e = d.get("elastic")
     if e:
-        block(f"elastic quota {e['quota']}", [
-            ("min", _res(e["min"])), ("max", _res(e["max"])), ("runtime", _res(e["runtime"])),
-            ("used", _res(e["used"]) + _pct(e["used"], e["runtime"])), ("waiting", _res(e.get("waiting"))),
-            ("borrowed", _res(e["borrowed"])), ("lent", _res(e["lent"]))])
+        block(f"elastic quota {e['quota']}", _elastic_fields(e))
     waiting = d.get("waiting") or ()
     if waiting:
-        block("waiting", [(f"#{w['position']} {w['allocationKey']}",
-                           f"{_res(w['resource'])} for {w['applicationID']} in {w['queue']}: "
-                           + ("; ".join(_reason(r) for r in w["reasons"]) or "next cycle")) for w in waiting])
+        block("waiting", [_waiting_field(w) for w in waiting])
     else:
         out += ["", "nothing waits"]
     return "\n".join(out)

@@ -16,7 +16,7 @@ The CLI (tables) and the web page (``/ui/``) both use it, so they print the same
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 
 from quotaplane.errors import InputError
@@ -75,23 +75,37 @@ def amount(name: str, value: int, *, named: bool = True) -> str:
     """One amount in human units: ``vcore`` 2500 → ``2.5 cores``, ``memory`` 2**33 → ``8 Gi``,
     ``nvidia.com/gpu`` 4 → ``4 GPUs``, ``pods`` 110 → ``110 pods``; any other name → ``name 7``
     (``named=False``: ``7``). A "no limit" sentinel is ``unlimited``."""
-    base, at, flavor = name.rpartition("@")
-    if at and base and flavor:      # a flavored name (docs/flavors.md): the resource's units, its flavor
-        text = amount(base, value, named=named)
-        return f"{text} ({flavor})" if named else text
+    flavored = _flavored(name)
+    if flavored is not None:        # a flavored name (docs/flavors.md): the resource's units, its flavor
+        text = amount(flavored[0], value, named=named)
+        return f"{text} ({flavored[1]})" if named else text
     if is_unlimited(value):
         return _unlimited(name) if named else "unlimited"
-    if name == "vcore":
-        cores = Fraction(value, 1000)
-        return f"{_number(cores, 3)} {_plural('core', cores)}"
-    if name == "memory":
-        return _bytes(value)
-    if name == "pods":
-        return f"{value:,} {_plural('pod', value)}"
+    if name in _KNOWN:
+        return _KNOWN[name](value)
     if _is_gpu(name):
         return _gpus(name, value, named=named)
     text = _bytes(value) if _is_bytes(name) else f"{value:,}"
     return f"{name} {text}" if named else text
+
+
+def _flavored(name: str) -> tuple[str, str] | None:
+    """``(resource, flavor)`` of a flavored name ``resource@flavor``; None for a plain name."""
+    base, at, flavor = name.rpartition("@")
+    return (base, flavor) if at and base and flavor else None
+
+
+def _cores(value: int) -> str:
+    cores = Fraction(value, 1000)
+    return f"{_number(cores, 3)} {_plural('core', cores)}"
+
+
+def _pods(value: int) -> str:
+    return f"{value:,} {_plural('pod', value)}"
+
+
+#: the resources with their own units: milli-cores as cores, memory in binary units, pods counted
+_KNOWN: dict[str, Callable[[int], str]] = {"vcore": _cores, "memory": _bytes, "pods": _pods}
 
 
 def _plural(word: str, n: int | Fraction) -> str:

@@ -163,48 +163,12 @@ class _Builder(FlavorFields):
         what = f"partition '{name}'"
         limits = self.limits(pm, "limits", what)
         root = self.root_queue(pm, what, limits)
-        rules: list[PlacementRuleConfig] = []
-        raw_rules = pm.get("placementrules")
-        if raw_rules is not None:
-            if not isinstance(raw_rules, list):
-                self.add(self.key_line(pm, "placementrules"),
-                         f"'placementrules' of {what} must be a list, got {describe(raw_rules)}")
-            else:
-                for i, raw in enumerate(raw_rules):
-                    rule = self.rule(raw, self.item_line(raw_rules, i), 0)
-                    if rule is not None:
-                        rules.append(rule)
-        preemption = PreemptionConfig()
-        raw_pre = pm.get("preemption")
-        if raw_pre is not None:
-            pre = self.mapping(raw_pre, f"preemption of {what}", _PREEMPTION_KEYS,
-                               self.key_line(pm, "preemption"))
-            if pre is not None:
-                on = self.boolean(pre, "enabled", f"preemption of {what}") if "enabled" in pre else True
-                preemption = PreemptionConfig(
-                    enabled=on,                 # absent: on, as YuniKorn (decision P1)
-                    quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled",
-                                                          f"preemption of {what}"))
+        rules = self.placement_rules(pm, what)
+        preemption = self.preemption(pm, what)
         node_sort = self.node_sort_policy(pm, what)
         resolver = self.user_group_resolver(pm, what)
         flavors, fair = self.resource_flavors(pm, what), self.fair_sharing(pm, what)
-        plugged: dict[str, Any] = {}
-        for key in extensions.declared():
-            if key in pm:
-                line_of = self.key_line(pm, key)
-                found = len(self.problems)
-                plugged[key] = value = self.plain(pm[key], line_of, key, 0, {})
-                if len(self.problems) > found:
-                    continue        # not plain data: its plug-in cannot check it
-                for problem in extensions.check(key, value):
-                    self.add(line_of, f"{key} of {what}: {problem}")
-        if "history" in pm:
-            line_of = self.key_line(pm, "history")
-            plugged["history"] = self.plain(pm["history"], line_of, "history", 0, {})
-            try:
-                parse_history(plugged["history"])
-            except SettingsError as exc:
-                self.add(line_of, f"{exc} (in {what})")
+        plugged = self.plugged(pm, what)
         if local := self.local_queues(pm, what, root):
             plugged["localqueues"] = local
         if root is None:
@@ -221,16 +185,51 @@ class _Builder(FlavorFields):
         self.index.set(part, "resourceflavors", self.key_line(pm, "resourceflavors"))
         return part
 
+    def placement_rules(self, pm: dict[Any, Any], what: str) -> list[PlacementRuleConfig]:
+        """The partition's ``placementrules`` (none when absent)."""
+        raw_rules = pm.get("placementrules")
+        if raw_rules is not None and not isinstance(raw_rules, list):
+            self.add(self.key_line(pm, "placementrules"),
+                     f"'placementrules' of {what} must be a list, got {describe(raw_rules)}")
+            return []
+        rules = (self.rule(raw, self.item_line(raw_rules, i), 0) for i, raw in enumerate(raw_rules or ()))
+        return [rule for rule in rules if rule is not None]
+
+    def preemption(self, pm: dict[Any, Any], what: str) -> PreemptionConfig:
+        """The ``preemption`` section; absent, or without ``enabled``: on, as YuniKorn (decision P1)."""
+        raw_pre, where = pm.get("preemption"), f"preemption of {what}"
+        pre = None if raw_pre is None else self.mapping(raw_pre, where, _PREEMPTION_KEYS,
+                                                         self.key_line(pm, "preemption"))
+        if pre is None:
+            return PreemptionConfig()
+        return PreemptionConfig(enabled=self.boolean(pre, "enabled", where) if "enabled" in pre else True,
+                                quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled", where))
+
+    def plugged(self, pm: dict[Any, Any], what: str) -> dict[str, Any]:
+        """Plug-in sections (:mod:`quotaplane.config.extensions`), checked by their plug-ins; history."""
+        plugged: dict[str, Any] = {}
+        for key in (k for k in extensions.declared() if k in pm):
+            line_of, found = self.key_line(pm, key), len(self.problems)
+            plugged[key] = value = self.plain(pm[key], line_of, key, 0, {})
+            if len(self.problems) == found:     # else not plain data: its plug-in cannot check it
+                for problem in extensions.check(key, value):
+                    self.add(line_of, f"{key} of {what}: {problem}")
+        if "history" in pm:
+            line_of = self.key_line(pm, "history")
+            plugged["history"] = self.plain(pm["history"], line_of, "history", 0, {})
+            try:
+                parse_history(plugged["history"])
+            except SettingsError as exc:
+                self.add(line_of, f"{exc} (in {what})")
+        return plugged
+
     def root_queue(self, pm: dict[Any, Any], what: str,
                    partition_limits: tuple[LimitConfig, ...]) -> QueueConfig | None:
         raw_queues = pm.get("queues")
         qline = self.key_line(pm, "queues") if "queues" in pm else self.node_line(pm)
-        if raw_queues is None:
-            # V-14
-            self.add(qline, "queue config is not set")
-            return None
-        if not isinstance(raw_queues, list):
-            self.add(qline, f"'queues' of {what} must be a list, got {describe(raw_queues)}")
+        if not isinstance(raw_queues, list):        # V-14: absent
+            self.add(qline, "queue config is not set" if raw_queues is None else
+                     f"'queues' of {what} must be a list, got {describe(raw_queues)}")
             return None
         single_root = (len(raw_queues) == 1 and isinstance(raw_queues[0], dict)
                        and isinstance(raw_queues[0].get("name"), str)
@@ -243,12 +242,14 @@ class _Builder(FlavorFields):
             # V-14: several top queues, or one not called root: insert a root parent above them.
             children = self.children(raw_queues, ROOT_QUEUE, 1, what, qline)
             root = QueueConfig(name=ROOT_QUEUE, path=ROOT_QUEUE, parent=True, queues=children, line=qline)
-        # V-11: partition limits are copied onto root when root has none (YUNIKORN-2260).
-        if partition_limits and not root.limits:
-            old = root
-            root = dataclasses.replace(old, parent=True, limits=partition_limits)
-            self.index.move(old, root)
-            self.broken = [(root if o is old else o, f) for (o, f) in self.broken]
+        return self.with_partition_limits(root, partition_limits) if partition_limits and not root.limits \
+            else root
+
+    def with_partition_limits(self, old: QueueConfig, limits: tuple[LimitConfig, ...]) -> QueueConfig:
+        """V-11: partition limits are copied onto a root that has none (YUNIKORN-2260)."""
+        root = dataclasses.replace(old, parent=True, limits=limits)
+        self.index.move(old, root)
+        self.broken = [(root if o is old else o, f) for (o, f) in self.broken]
         return root
 
     def children(self, raw: list[Any], path: str, depth: int, what: str,
@@ -536,10 +537,8 @@ class _Builder(FlavorFields):
             return memo[key]
         active.add(key)
         if isinstance(value, dict):
-            out_d: dict[Any, Any] = {}
-            for k, v in value.items():
-                out_d[k] = self.plain(v, self.key_line(value, k), where, depth + 1, memo, active)
-            result: object = out_d
+            result: object = {k: self.plain(v, self.key_line(value, k), where, depth + 1, memo, active)
+                              for k, v in value.items()}
         else:
             result = [self.plain(v, self.item_line(value, i), where, depth + 1, memo, active)
                       for i, v in enumerate(value)]

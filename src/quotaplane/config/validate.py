@@ -99,6 +99,14 @@ def _res(r: Resource | None) -> str:
     return "nil resource" if r is None else str(r)
 
 
+
+def _bad_queue_names(path: str) -> list[str]:
+    """The invalid names of a fixed rule's queue path (a leading ``root`` left out)."""
+    parts = path.split(DOT)
+    if parts[0].lower() == ROOT_QUEUE and len(parts) > 1:
+        parts = parts[1:]
+    return [p for p in parts if not is_valid_queue_name(p)]
+
 class _Checker:
     """Runs the rules over one partition, appending ``(line, reason)`` to ``problems``."""
 
@@ -219,6 +227,11 @@ class _Checker:
         elif res and not strictly_greater_than_zero(res):
             # V-7: a non-empty maxresources needs one amount above zero.
             self.add(rline, f"MaxResources should be greater than zero in '{name}' limit")
+        self.limit_against_queue(q, limit, rline)
+
+    def limit_against_queue(self, q: QueueConfig, limit: LimitConfig, rline: int | None) -> None:
+        """V-9, V-10: the limit's maxapplications and maxresources within its queue's own."""
+        idx, name, res = self.idx, limit.limit, limit.max_resources
         # V-9: only the same queue's maxapplications is compared.
         if q.max_applications != 0 and q.max_applications < limit.max_applications:
             self.add(idx.line(limit, "maxapplications"),
@@ -296,10 +309,7 @@ class _Checker:
         elif kind == "fixed" and not rule.value:
             self.add(vline, "a fixed queue rule must have a queue name set")
         elif kind == "fixed":
-            parts = rule.value.split(DOT)
-            if parts[0].lower() == ROOT_QUEUE and len(parts) > 1:
-                parts = parts[1:]
-            bad = [p for p in parts if not is_valid_queue_name(p)]
+            bad = _bad_queue_names(rule.value)
             if bad:
                 self.add(vline, f"{_QUEUE_NAME_MESSAGE}: '{bad[0]}' in fixed rule queue '{rule.value}'")
 
@@ -338,6 +348,24 @@ class _Checker:
             self.queue_max_applications(child)
 
     # -- checkLimitResource: V-12 ------------------------------------------------------------------
+    def limit_within(self, q: QueueConfig, kind: str, name: str, res: Resource,
+                     inherited: Mapping[str, Resource], line: int | None) -> Resource:
+        """V-12: one user's or group's limit within the one an ancestor set for it (else within the
+        ancestors' wildcard); the limit carried down to the children."""
+        ancestor = inherited.get(name)
+        wildcard = inherited.get(WILDCARD)
+        if ancestor is not None:
+            if not fit_in_max_undef(ancestor, res):
+                self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
+                               "greater than immediate or ancestor parent maximum resource "
+                               f"{_res(ancestor)}")
+            return component_wise_min(res, ancestor) or Resource()
+        if name != WILDCARD and wildcard is not None and not fit_in_max_undef(wildcard, res):
+            self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
+                           f"greater than wildcard maximum resource {_res(wildcard)} of "
+                           "immediate or ancestor parent queue")
+        return res
+
     def limit_resource(self, q: QueueConfig, users: Mapping[str, Resource],
                        groups: Mapping[str, Resource]) -> None:
         new_users = dict(users)
@@ -350,22 +378,7 @@ class _Checker:
             for kind, names, inherited, carried in (("user", limit.users, users, new_users),
                                                     ("group", limit.groups, groups, new_groups)):
                 for name in names:
-                    ancestor = inherited.get(name)
-                    wildcard = inherited.get(WILDCARD)
-                    if ancestor is not None:
-                        if not fit_in_max_undef(ancestor, res):
-                            self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
-                                           "greater than immediate or ancestor parent maximum resource "
-                                           f"{_res(ancestor)}")
-                        carried[name] = component_wise_min(res, ancestor) or Resource()
-                    elif name != WILDCARD and wildcard is not None:
-                        if not fit_in_max_undef(wildcard, res):
-                            self.add(line, f"{kind} {name} max resource {_res(res)} of queue {q.path} is "
-                                           f"greater than wildcard maximum resource {_res(wildcard)} of "
-                                           "immediate or ancestor parent queue")
-                        carried[name] = res
-                    else:
-                        carried[name] = res
+                    carried[name] = self.limit_within(q, kind, name, res, inherited, line)
         for child in q.queues:
             self.limit_resource(child, new_users, new_groups)
 

@@ -127,6 +127,14 @@ class Filter:
         return not self.allow
 
 
+
+def _tag_queue(value: str | None) -> str:
+    """The queue a tag rule's tag value names: qualified as given, else a child name (dots replaced);
+    no match (``""``) when the tag is missing or empty (P-2)."""
+    if not value:
+        return ""
+    return value if value.lower().startswith(ROOT + DOT) else replace_dot(value)
+
 class Rule:
     """One compiled placement rule. :meth:`place` returns a full queue path, ``""`` for no match, or
     raises :class:`PlacementError` (a rule error fails the whole placement)."""
@@ -148,10 +156,7 @@ class Rule:
         if self.name == "fixed":
             return self.value
         if self.name == "tag":
-            value = _tag_value(tags, self.value)
-            if not value:
-                return ""  # P-2: tag missing or empty: no match
-            return value if value.lower().startswith(ROOT + DOT) else replace_dot(value)
+            return _tag_queue(_tag_value(tags, self.value))
         if self.name == "user":
             return replace_dot(user.user)
         if self.name in ("group", "primarygroup"):
@@ -204,6 +209,10 @@ class Rule:
             if parent is None:
                 return ""  # P-4: a parent rule with no match: no match
             path = f"{parent}.{name}".lower()
+        return self._checked(path, queues)
+
+    def _checked(self, path: str, queues: QueueView) -> str:
+        """The placed path when valid and the queue exists or may be created; else no match (P-5)."""
         _check_path(path)
         if not self.create and not queues.exists(path):
             return ""  # P-5

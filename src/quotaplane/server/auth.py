@@ -93,15 +93,7 @@ class Tokens:
         for role, values in (tokens or {}).items():
             if role not in _RANK:
                 raise InputError(f"unknown role {role!r} in tokens (roles: {', '.join(ROLES)})")
-            if isinstance(values, str):
-                values = [values]
-            for token in values:
-                if not isinstance(token, str) or not token.strip():
-                    raise InputError(f"empty token for role {role!r}")
-                d = _digest(token.strip())
-                # A token listed under two roles gets the stronger one.
-                if d not in self._by_digest or _RANK[role] > _RANK[self._by_digest[d]]:
-                    self._by_digest[d] = role
+            self._add_role(role, [values] if isinstance(values, str) else values)
         if session_ttl <= 0:
             raise InputError(f"the session lifetime must be positive, not {session_ttl}")
         self.anonymous_read = anonymous_read
@@ -113,6 +105,15 @@ class Tokens:
         self._key = hashlib.sha256(b"quotaplane-session\0" + b"".join(sorted(self._by_digest))).digest()
         self._tid_role = {self._tid(d): role for d, role in self._by_digest.items()}
         self._revoked: dict[str, float] = {}
+
+    def _add_role(self, role: str, values: Iterable[str]) -> None:
+        """The tokens of one role, by digest; a token listed under two roles gets the stronger one."""
+        for token in values:
+            if not isinstance(token, str) or not token.strip():
+                raise InputError(f"empty token for role {role!r}")
+            d = _digest(token.strip())
+            if d not in self._by_digest or _RANK[role] > _RANK[self._by_digest[d]]:
+                self._by_digest[d] = role
 
     def __bool__(self) -> bool:
         return bool(self._by_digest)
@@ -278,6 +279,16 @@ def _flag(value: str) -> bool:
 MIN_TOKEN_LENGTH = 16
 
 
+def _check_lengths(tokens: Mapping[str, list[str]]) -> None:
+    """Every configured token has :data:`MIN_TOKEN_LENGTH` characters at least."""
+    for role, values in tokens.items():
+        for token in values:
+            if 0 < len(token.strip()) < MIN_TOKEN_LENGTH:
+                raise InputError(f"a token of role {role!r} is {len(token.strip())} characters long: at "
+                                 f"least {MIN_TOKEN_LENGTH} are needed (e.g. python3 -c 'import secrets; "
+                                 "print(secrets.token_urlsafe(24))')")
+
+
 def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: bool | None = None) -> Tokens:
     """Tokens from ``QUOTAPLANE_TOKENS`` and the file named by ``QUOTAPLANE_TOKENS_FILE``, each of
     :data:`MIN_TOKEN_LENGTH` characters at least (ValueError naming the role); anonymous read
@@ -291,12 +302,7 @@ def load_tokens(environ: Mapping[str, str] | None = None, *, anonymous_read: boo
             merged.setdefault(role, []).extend(values)
     for role, values in parse_tokens(env.get("QUOTAPLANE_TOKENS", "")).items():
         merged.setdefault(role, []).extend(values)
-    for role, values in merged.items():
-        for token in values:
-            if 0 < len(token.strip()) < MIN_TOKEN_LENGTH:
-                raise InputError(f"a token of role {role!r} is {len(token.strip())} characters long: at "
-                                 f"least {MIN_TOKEN_LENGTH} are needed (e.g. python3 -c 'import secrets; "
-                                 "print(secrets.token_urlsafe(24))')")
+    _check_lengths(merged)
     if anonymous_read is None:
         anonymous_read = _flag(env.get("QUOTAPLANE_ANONYMOUS_READ", ""))
     ttl_text = env.get("QUOTAPLANE_SESSION_TTL", "").strip()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from quotaplane.journal.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
@@ -97,18 +97,25 @@ class CommitBarrier:
         # rebuild) failed before the change was decided on the rebuilt state, so that failure undid
         # nothing the answer rests on — answering 503 "nothing was changed" for it would be false
         # (issue 32 #3, found by the fault suite under SIGSTOP)
-        changed_partitions = {group.name for group in changed}
-        for group, epoch in epochs:
-            if group in changed or group.name in changed_partitions:
-                continue
-            if group.epoch != epoch:
-                return CommitFailedError(f"partition {group.name!r}: a journal commit failed while this "
-                                         "request was served; what it saw may have been undone")
-            if not group.idle:
-                outcome = await _durable(loop, group, group.submitted)
-                if outcome is not None:
-                    return outcome
-        return None
+        return await _seen_durable(loop, epochs, changed)
+
+
+async def _seen_durable(loop: asyncio.AbstractEventLoop, epochs: Epochs,
+                        changed: Mapping[GroupCommit, int]) -> BaseException | None:
+    """Wait until what the request saw of the partitions it did not change is durable; the error to
+    answer when one of their commits failed meanwhile."""
+    changed_partitions = {group.name for group in changed}
+    for group, epoch in epochs:
+        if group in changed or group.name in changed_partitions:
+            continue
+        if group.epoch != epoch:
+            return CommitFailedError(f"partition {group.name!r}: a journal commit failed while this "
+                                     "request was served; what it saw may have been undone")
+        if not group.idle:
+            outcome = await _durable(loop, group, group.submitted)
+            if outcome is not None:
+                return outcome
+    return None
 
 
 async def _durable(loop: asyncio.AbstractEventLoop, group: GroupCommit, mark: int) -> BaseException | None:

@@ -129,6 +129,11 @@ def status_for(err: BaseException) -> int:
         return OUTCOME_UNKNOWN_STATUS
     if isinstance(err, NotLeaderError) or _is_store_failure(err):
         return NOT_LEADER_STATUS
+    return _input_status(err)
+
+
+def _input_status(err: BaseException) -> int:
+    """The 4xx of an error the request caused (bad input, not found, a conflict); 500 otherwise."""
     if isinstance(err, NotFoundError):
         return 404
     if isinstance(err, ConflictError):
@@ -171,6 +176,22 @@ def _not_leader(err: NotLeaderError, status: int, message: str) -> JSONResponse:
                           headers=headers, leader=leader)
 
 
+def _config_error(err: ConfigError, status: int, message: str) -> JSONResponse:
+    """A configuration refused: its message with the first line, and every problem with its line."""
+    problems = [{"line": line, "reason": reason} for line, reason in err.problems]
+    where = f" (line {err.line})" if err.line and not message.startswith("line") else ""
+    return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
+
+
+def _store_failure(err: BaseException, status: int) -> JSONResponse:
+    """The store failed: nothing was acknowledged; the caller may retry. Its text names files and
+    hosts: the log gets it, the caller does not."""
+    _log.error("store unavailable: %s: %s", type(err).__name__, err)
+    recovering = any(cls.__name__ == "StoreUnavailableError" for cls in type(err).__mro__)
+    return error_response(status, RECOVERING if recovering else STORE_UNAVAILABLE,
+                          headers={"Retry-After": "1"})
+
+
 def exception_response(err: BaseException) -> JSONResponse:
     """Turn any exception into the error response (used by the handlers and by routes)."""
     if isinstance(err, ApiError):
@@ -181,19 +202,12 @@ def exception_response(err: BaseException) -> JSONResponse:
     if isinstance(err, NotLeaderError):
         return _not_leader(err, status, message)
     if isinstance(err, ConfigError):
-        problems = [{"line": line, "reason": reason} for line, reason in err.problems]
-        where = f" (line {err.line})" if err.line and not message.startswith("line") else ""
-        return error_response(status, message, f"{message}{where}", line=err.line, problems=problems)
+        return _config_error(err, status, message)
     if status == OUTCOME_UNKNOWN_STATUS and _outcome_unknown(err):
         _log.error("commit outcome unknown: %s: %s", type(err).__name__, err)
         return error_response(status, OUTCOME_UNKNOWN, outcome="unknown")
     if status == NOT_LEADER_STATUS:
-        # The store failed: nothing was acknowledged; the caller may retry. Its text names files and
-        # hosts: the log gets it, the caller does not.
-        _log.error("store unavailable: %s: %s", type(err).__name__, err)
-        recovering = any(cls.__name__ == "StoreUnavailableError" for cls in type(err).__mro__)
-        return error_response(status, RECOVERING if recovering else STORE_UNAVAILABLE,
-                              headers={"Retry-After": "1"})
+        return _store_failure(err, status)
     if status == 500:
         _log.error("internal server error", exc_info=err)
         return error_response(500, INTERNAL_ERROR)

@@ -82,6 +82,11 @@ def _stream(name: str) -> str:
     return "partition:scheduler" if name == "scheduler" else name
 
 
+
+def _leaders_text(others: list[tuple[str, str | None]]) -> str:
+    """``partition: URL`` of each partition another instance leads (or ``no leader``)."""
+    return "; ".join(f"{name}: {url or 'no leader'}" for name, url in others)
+
 class PartitionLeadership(LeaseRounds):
     """Per-partition leadership of one instance (see the module docstring).
 
@@ -197,7 +202,7 @@ class PartitionLeadership(LeaseRounds):
         others = sorted((name, url) for name, url in self._leaders.items()
                         if name is not None and name not in self._led)
         if others:
-            parts.append("; ".join(f"{name}: {url or 'no leader'}" for name, url in others))
+            parts.append(_leaders_text(others))
         if not self._config_leader:
             parts.append(f"the configuration: {self._leaders.get(None) or 'no leader'}")
         return "; ".join(parts)
@@ -297,7 +302,6 @@ class PartitionLeadership(LeaseRounds):
                 self._step(scheduler)
 
     def _step(self, scheduler: Scheduler) -> None:
-        journal, holder = self.journal, self.holder
         for name in sorted(self.lapsed()):
             self._settle_lapsed(scheduler, name)
         self._config_leader = self._acquire(LEASE_STREAM, None)
@@ -310,29 +314,40 @@ class PartitionLeadership(LeaseRounds):
             if self._acquire(_stream(name), name):
                 got.add(name)
         for name in sorted(got - self._led):
-            try:
-                scheduler.adopt(name)      # replay to the end before the first write here
-            except Exception:
-                # it cannot be brought to the end of its stream now: holding its lease anyway would
-                # leave it without a leader until the lease expires, round after round (issue 32 #2)
-                _log.exception("quotaplane: could not take partition %s; releasing its lease", name)
+            if not self._adopt(scheduler, name):
                 got.discard(name)
-                with contextlib.suppress(Exception):
-                    journal.release_lease(_stream(name), holder)
-                continue
-            _log.warning("quotaplane: this instance (%s) now leads partition %s", self.advertise, name)
-            self.took_over_at = time.time()
         for name in sorted(self._led - got):
             _log.warning("quotaplane: lost the lease of partition %s; following it", name)
         self._led = frozenset(got)
         self._pending = frozenset(claimed - got)
         scheduler.follow(self._led)
+        self._leaders = self._others(names - self._led)
+
+    def _others(self, names: set[str]) -> dict[str | None, str | None]:
+        """The leaders of the configuration (key None) and of the partitions this instance does not
+        lead, as the store says now."""
         leaders: dict[str | None, str | None] = {None: self._read_leader(None)}
-        for name in sorted(names - self._led):
+        for name in sorted(names):
             # between a hand-back and the claimant's next round nobody leads: the claimant is the
             # one to relay to (it waits for the partition: quotaplane.server.write_routing)
             leaders[name] = self._read_leader(name) or self._read_leader(name, claimant=True)
-        self._leaders = leaders
+        return leaders
+
+    def _adopt(self, scheduler: Scheduler, name: str) -> bool:
+        """Take partition ``name`` whose lease was just won: replayed to the end of its stream before
+        the first write here; False (its lease released) when it cannot be."""
+        try:
+            scheduler.adopt(name)
+        except Exception:
+            # it cannot be brought to the end of its stream now: holding its lease anyway would
+            # leave it without a leader until the lease expires, round after round (issue 32 #2)
+            _log.exception("quotaplane: could not take partition %s; releasing its lease", name)
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(_stream(name), self.holder)
+            return False
+        _log.warning("quotaplane: this instance (%s) now leads partition %s", self.advertise, name)
+        self.took_over_at = time.time()
+        return True
 
     def _acquire(self, stream: str, name: str | None) -> bool:
         """Take or renew the lease of ``stream`` (of partition ``name``; None: the configuration's)

@@ -141,18 +141,23 @@ def _option(name: str) -> str:
     return name.replace("_", "-")
 
 
+def _seconds(raw: str, where: str) -> float:
+    """A positive duration written ``10``, ``2.5s``, ``500ms`` or ``1m``, in seconds."""
+    m = _DURATION.match(raw)
+    if m is None:
+        raise InputError(f"{where}: {raw!r} is not a duration in seconds (e.g. 10, 2.5s, 500ms, 1m)")
+    value = float(m.group(1)) * {"ms": 0.001, "m": 60.0}.get((m.group(2) or "s").lower(), 1.0)
+    if value <= 0:
+        raise InputError(f"{where}: must be more than 0 seconds, got {raw!r}")
+    return value
+
+
 def parse_limit(name: str, raw: str, *, where: str | None = None) -> int | float:
     """The value of limit ``name`` written ``raw`` (``16MiB``, ``10s``, ``1000``). ValueError names
     ``where`` it came from."""
     where = where or _option(name)
     if name in _SECONDS:
-        m = _DURATION.match(raw)
-        if m is None:
-            raise InputError(f"{where}: {raw!r} is not a duration in seconds (e.g. 10, 2.5s, 500ms, 1m)")
-        value = float(m.group(1)) * {"ms": 0.001, "m": 60.0}.get((m.group(2) or "s").lower(), 1.0)
-        if value <= 0:
-            raise InputError(f"{where}: must be more than 0 seconds, got {raw!r}")
-        return value
+        return _seconds(raw, where)
     m = _SIZE.match(raw)
     if m is None or (m.group(2) and name not in _BYTES):
         kind = "a size in bytes (e.g. 1048576, 64KiB, 8MiB)" if name in _BYTES else "a whole number"

@@ -150,6 +150,10 @@ class Metrics:
             elif type(ev) is E.Noted and ev.notice.get("type") == "preempted":
                 reason = (ev.notice.get("reason") or {}).get("code", "")
                 self.preempted.labels(partition, str(reason)).inc(len(ev.notice.get("allocations") or ()))
+        self._count(allocated, released, added)
+
+    def _count(self, allocated: int, released: int, added: int) -> None:
+        """YuniKorn's allocation attempts and application submissions of one commit."""
         if allocated:                      # asks a cycle allocated count too, as in YuniKorn
             self.yk_attempts.labels("allocated").inc(allocated)
         if released:

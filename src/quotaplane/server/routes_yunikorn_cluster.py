@@ -36,20 +36,22 @@ _DEFAULT_SORT = "fair"
 _DEFAULT_WEIGHTS = {"memory": 1.0, "vcore": 1.0}
 
 
+def _rule_parameters(rule: Rule) -> dict[str, str]:
+    """A rule's ``parameters`` as its type's ``ruleDAO()`` lists them."""
+    create = "true" if rule.create else "false"
+    if rule.name == "fixed":
+        return {"queue": rule.value, "create": create,
+                "qualified": "true" if rule.value.startswith("root") else "false"}
+    if rule.name == "tag":
+        return {"tagName": rule.value, "create": create}
+    if rule.name in ("provided", "user", "group"):
+        return {"create": create}
+    return {}
+
+
 def _rule_dao(rule: Rule) -> dict[str, Any]:
     """``RuleDAO`` (``ruleDAO()`` of each rule type)."""
-    create = "true" if rule.create else "false"
-    params: dict[str, str]
-    if rule.name == "fixed":
-        params = {"queue": rule.value, "create": create,
-                  "qualified": "true" if rule.value.startswith("root") else "false"}
-    elif rule.name == "tag":
-        params = {"tagName": rule.value, "create": create}
-    elif rule.name in ("provided", "user", "group"):
-        params = {"create": create}
-    else:
-        params = {}
-    out: dict[str, Any] = {"name": rule.name, "parameters": params}
+    out: dict[str, Any] = {"name": rule.name, "parameters": _rule_parameters(rule)}
     f = rule.filter
     if not f.empty:
         out["filter"] = prune({"type": "allow" if f.allow else "deny", "userList": sorted(f.users),

@@ -139,6 +139,15 @@ def ask_dao(ask: Ask, reasons: Sequence[Violation] | None) -> dict[str, Any]:
                  "taskGroupName", "allocationLog", "schedulingAttempted")
 
 
+def _pending(asks: Sequence[tuple[Ask, Any]]) -> dict[str, int]:
+    """The sum of the waiting asks' resources."""
+    pending: dict[str, int] = {}
+    for ask, _ in asks:
+        for k, v in ask.resource.items():
+            pending[k] = pending.get(k, 0) + v
+    return pending
+
+
 def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, Sequence[Violation] | None]],
                     held: Container[str] = ()) -> dict[str, Any]:
     """``ApplicationDAOInfo``: usage, demand, the allocations and the waiting asks (``requests``), the
@@ -151,10 +160,7 @@ def application_dao(app: Application, partition: str, asks: Sequence[tuple[Ask, 
     ``hasReserved``, ``reservations``; ``resourceHistory`` is ``{}``. ``startTime`` is milliseconds, as
     in YuniKorn; before the application started it is the zero time's milliseconds (YuniKorn sends the
     same)."""
-    pending: dict[str, int] = {}
-    for ask, _ in asks:
-        for k, v in ask.resource.items():
-            pending[k] = pending.get(k, 0) + v
+    pending = _pending(asks)
     started = app.started_at()
     finished = app.finished_at()
     out: dict[str, Any] = {
