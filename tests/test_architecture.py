@@ -259,11 +259,11 @@ def test_no_module_over_600_lines_without_a_stated_reason() -> None:
 
 #: radon grade C or worse (cyclomatic complexity over 10), as a share of the functions and methods, must
 #: stay under these ceilings. Issue 29 asks for under 4 % overall and in ``scheduling/`` (5.2 % and
-#: 10.4 % at f16ba7b). ``scheduling/`` and the core (the write path, the state, the journal, the
-#: policies) are under 4 %; the whole of ``src/`` is not yet (engines, server, sim, kube and the usage
-#: history added since are above it), so its ceiling is today's figure: it can only go down.
+#: 10.4 % at f16ba7b). ``scheduling/``, the core (the write path, the state, the journal, the
+#: policies) and the whole of ``src/`` are under 4 % (src/: 5.74 % before the simulator, the Kubernetes
+#: front, the engines, the server and the configuration loader had their longest functions split).
 RADON_CEILINGS: dict[str, tuple[tuple[str, ...], float]] = {
-    "src": ((), 6.0),
+    "src": ((), 4.0),
     "scheduling": (("scheduling/",), 4.0),
     "core": (("partition/", "state/", "journal/", "policies/", "admission.py", "application.py", "events.py",
               "notices.py", "policy.py", "scheduler.py", "errors.py", "resources.py"), 4.0),
