@@ -174,7 +174,7 @@ def as_resource(resource: object, what: str = "resource") -> Resource:
     else:
         raise InputError(f"{what} must be a mapping of resource name to integer, "
                          f"got {type(resource).__name__}")
-    for name, amount in r.items():
+    for name, amount in r._values.items():     # the dict itself: every admission walks it
         if amount < 0:
             raise InputError(f"{what}: negative amount {amount} for {name!r}")
     return r
@@ -196,9 +196,10 @@ def validate_spec(application_id: Any, allocation_key: Any, resource: Any, prior
     constraints = None
     if node_selector is not None or node_affinity is not None or tolerations is not None:
         constraints = FlavorRequest.parse(node_selector, node_affinity, tolerations) or None
+    # no call for the absent tags and runtime: this runs on every admission (benchmarks/calls.py)
     return AllocationSpec(application_id, allocation_key, res, priority, preemptible, placeholder,
-                          task_group or None, node, check_tags(tags), constraints,
-                          max_runtime=check_max_runtime(max_runtime))
+                          task_group or None, node, None if tags is None else check_tags(tags), constraints,
+                          max_runtime=None if max_runtime is None else check_max_runtime(max_runtime))
 
 
 def check_labels(labels: Any) -> dict[str, str] | None:

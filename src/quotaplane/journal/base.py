@@ -295,7 +295,8 @@ def stream_moved(stream: str, last: int, after: int, holder: str | None) -> NotL
 def check_append(stream: object, events: object, holder: object | None) -> list[str]:
     """The arguments of :meth:`Journal.append`, checked as every store checks them: the stream, the
     events (returned as canonical JSON texts) and the lease holder when one is named."""
-    check_stream(stream)
+    if type(stream) is not str or not stream:     # no call for a good stream: every commit appends
+        check_stream(stream)
     texts = check_events(events)
     if holder is not None:
         check_lease_args(stream, holder)

@@ -71,7 +71,8 @@ def allocate(tx: Txn, spec: AllocationSpec, *, preempt: bool = True) -> Decision
             tx.after(_after_direct)
     elif decision.reasons and preempt:
         decision = _wait_for_victims(tx, spec, preempt_for(tx, spec, decision, None))
-    tx.state.history.decided(spec.application_id, decision)      # refusals by reason (issue 33)
+    if not decision.allocated:
+        tx.state.history.decided(spec.application_id, decision)      # refusals by reason (issue 33)
     return decision
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, admit
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.policy import Decision
+from quotaplane.policy import AdmissionRequest, Decision
 from quotaplane.resources import Resource
 from quotaplane.scheduling import flavoring
 from quotaplane.state.marks import AllocationUndo, AppMark
@@ -276,8 +276,8 @@ class Txn:
                 if choice.mode != flavoring.FIT:
                     return flavoring.refusal(choice, app, key)
                 resource, flavors, attempts = choice.resource, choice.flavors, choice.attempts
-        req = state.request(app, key, resource, spec.priority, spec.preemptible, first=not app.counted, t=t,
-                            max_runtime=spec.max_runtime)
+        req = AdmissionRequest(spec.application_id, key, app.queue_path, app.user, resource, spec.priority,
+                               spec.preemptible, not app.counted, app.tags, t, spec.max_runtime)
         try:
             refused, preempted = admit(state.policies, req)
             if refused:
