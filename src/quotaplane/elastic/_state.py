@@ -42,9 +42,9 @@ class Quota:
     """Live state of one quota group (reference §1.2)."""
 
     __slots__ = (
-        "allow_lent", "child_min_sum", "child_request", "children", "group_dirty", "is_parent", "limited",
-        "max", "min", "name", "np_used", "parent", "pods", "raw_np_used", "raw_request", "raw_used",
-        "request", "runtime", "spec", "static", "used", "weight",
+        "allow_lent", "cap", "child_min_sum", "child_request", "children", "group_dirty", "is_parent",
+        "kept", "limited", "max", "min", "name", "np_used", "parent", "pods", "raw_np_used", "raw_request",
+        "raw_used", "request", "runtime", "spec", "static", "used", "weight",
     )
 
     def __init__(self, spec: QuotaSpec) -> None:
@@ -73,6 +73,11 @@ class Quota:
         self.max: Dims = dict(spec.max._values)
         self.weight: Dims = spec.effective_weight()
         self.allow_lent = spec.allow_lent
+        #: the part of its min it never lends (reported as demanded): all of it without allow-lent, else
+        #: ``min − lending limit`` per resource with a lending limit (docs/elastic-quota.md)
+        self.kept: Dims = kept_of(spec)
+        #: its max, lowered to ``min + borrowing limit`` per resource with a borrowing limit
+        self.cap: Dims = cap_of(spec)
 
     def has_bound_pods(self) -> bool:
         return bool(self.pods) or any(self.raw_request.values()) or any(self.raw_used.values())
@@ -80,13 +85,13 @@ class Quota:
     def recalc_request(self) -> None:
         """Request and limited request from the child request (reference §2.3)."""
         req = dict(self.child_request)
-        if not self.allow_lent:
-            # §2.6: a quota that does not lend reports at least its (original) min as demanded.
-            for k, m in self.min.items():
-                if req.get(k, 0) < m:
-                    req[k] = m
+        # §2.6: a quota that does not lend reports at least its (original) min as demanded; with a
+        # lending limit, the part of its min it does not lend
+        for k, m in self.kept.items():
+            if req.get(k, 0) < m:
+                req[k] = m
         self.request = req
-        mx = self.max
+        mx = self.cap
         lim: Dims = {}
         for k, v in req.items():
             cap = mx.get(k)
@@ -117,11 +122,31 @@ class GroupStatic:
 def limited_of(q: Quota, child_request: Mapping[str, int]) -> Dims:
     """The request ``q`` shows its parent: at least its min when it does not lend, at most its max."""
     req = dict(child_request)
-    if not q.allow_lent:
-        for k, m in q.min.items():
-            if req.get(k, 0) < m:
-                req[k] = m
-    return {k: (v if k not in q.max or v < q.max[k] else q.max[k]) for k, v in req.items()}
+    for k, m in q.kept.items():
+        if req.get(k, 0) < m:
+            req[k] = m
+    return {k: (v if k not in q.cap or v < q.cap[k] else q.cap[k]) for k, v in req.items()}
+
+
+def kept_of(spec: QuotaSpec) -> Dims:
+    """The part of ``spec``'s min it keeps when idle (see :attr:`Quota.kept`)."""
+    mins = spec.min._values
+    if not spec.allow_lent:
+        return dict(mins)
+    if spec.lending_limit is None:
+        return {}
+    limit = spec.lending_limit._values
+    return {k: max(0, m - limit[k]) for k, m in mins.items() if k in limit}
+
+
+def cap_of(spec: QuotaSpec) -> Dims:
+    """``spec``'s max lowered to min plus its borrowing limit (see :attr:`Quota.cap`)."""
+    cap = dict(spec.max._values)
+    if spec.borrowing_limit is not None:
+        for k, b in spec.borrowing_limit._values.items():
+            if k in cap:
+                cap[k] = min(cap[k], spec.min._values.get(k, 0) + b)
+    return cap
 
 
 def describe_quota(q: Quota, runtime: Mapping[str, int]) -> dict[str, Any]:
@@ -132,6 +157,9 @@ def describe_quota(q: Quota, runtime: Mapping[str, int]) -> dict[str, Any]:
         "parent": s.parent,
         "is_parent": s.is_parent,
         "allow_lent": s.allow_lent,
+        **({"lending_limit": sorted_dims(s.lending_limit._values)} if s.lending_limit is not None else {}),
+        **({"borrowing_limit": sorted_dims(s.borrowing_limit._values)} if s.borrowing_limit is not None
+           else {}),
         "min": sorted_dims(q.min),
         "max": sorted_dims(q.max),
         "shared_weight": sorted_dims(q.weight),

@@ -47,6 +47,9 @@ LABEL_ALLOW_LENT = PREFIX + "allow-lent-resource"
 LABEL_TREE_ID = PREFIX + "tree-id"
 LABEL_FORCE_UPDATE = PREFIX + "allow-force-update"
 ANNOTATION_SHARED_WEIGHT = PREFIX + "shared-weight"
+#: quotaplane's own: Kueue's lendingLimit / borrowingLimit on an elastic quota (docs/elastic-quota.md)
+ANNOTATION_LENDING_LIMIT = PREFIX + "lending-limit"
+ANNOTATION_BORROWING_LIMIT = PREFIX + "borrowing-limit"
 ANNOTATION_NAMESPACES = PREFIX + "namespaces"
 ANNOTATION_STRICT_KEYS = PREFIX + "max-strict-check-resource-keys"
 POD_LABEL_NAME = PREFIX + "name"
@@ -70,6 +73,10 @@ class QuotaSpec:
     shared_weight: Resource | None = None
     allow_lent: bool = True
     namespaces: tuple[str, ...] = ()
+    #: of its unused min, at most this is lent (None: everything, ``allow_lent`` permitting)
+    lending_limit: Resource | None = None
+    #: above its min, at most this is used (None: up to its max)
+    borrowing_limit: Resource | None = None
     tree_id: str = ""
     force_update: bool = False
     strict_keys: tuple[str, ...] = ()
@@ -207,17 +214,19 @@ def _parent_of(name: str, labels: Mapping[str, Any]) -> str:
     return parents[0] if parents else ROOT_QUOTA
 
 
-def _weight_of(name: str, annotations: Mapping[str, Any]) -> Resource | None:
-    raw_weight = annotations.get(ANNOTATION_SHARED_WEIGHT)
+def _weight_of(name: str, annotations: Mapping[str, Any],
+               key: str = ANNOTATION_SHARED_WEIGHT) -> Resource | None:
+    raw_weight = annotations.get(key)
     if raw_weight in (None, ""):
         return None
-    value = _structured(name, "shared-weight-invalid", raw_weight)
+    what = key[len(PREFIX):]
+    value = _structured(name, f"{what}-invalid", raw_weight)
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise QuotaValidationError(name, "shared-weight-invalid",
-                                   f"shared-weight must be a resource mapping, got {raw_weight!r}")
-    return _k8s_resources(name, "shared-weight", value)
+        raise QuotaValidationError(name, f"{what}-invalid",
+                                   f"{what} must be a resource mapping, got {raw_weight!r}")
+    return _k8s_resources(name, what, value)
 
 
 def spec_from_object(obj: Any) -> QuotaSpec:
@@ -233,6 +242,8 @@ def spec_from_object(obj: Any) -> QuotaSpec:
         is_parent=_truthy(labels.get(LABEL_IS_PARENT, "false")),
         shared_weight=weight,
         allow_lent=str(labels.get(LABEL_ALLOW_LENT, "true")).strip().lower() != "false",
+        lending_limit=_weight_of(name, annotations, ANNOTATION_LENDING_LIMIT),
+        borrowing_limit=_weight_of(name, annotations, ANNOTATION_BORROWING_LIMIT),
         namespaces=_string_list(name, "namespaces-invalid", annotations.get(ANNOTATION_NAMESPACES)),
         tree_id=str(labels.get(LABEL_TREE_ID) or ""),
         force_update=_truthy(labels.get(LABEL_FORCE_UPDATE, "false")),

@@ -50,10 +50,9 @@ class RuntimeTree:
             else:
                 child_req = mask(q.raw_request, q.max)
             req = dict(child_req)
-            if not q.allow_lent:
-                for k, m in q.min.items():
-                    req[k] = max(req.get(k, 0), m)
-            lim = {k: (v if k not in q.max else min(v, q.max[k])) for k, v in req.items()}
+            for k, m in q.kept.items():         # what it does not lend (allow-lent, lending limit)
+                req[k] = max(req.get(k, 0), m)
+            lim = {k: (v if k not in q.cap else min(v, q.cap[k])) for k, v in req.items()}
             limited[q.name] = lim
             return lim
 
