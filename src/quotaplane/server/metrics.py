@@ -98,7 +98,12 @@ class Metrics:
             self.yk_attempts.labels(state)
         for result in ("new", "accepted", "rejected"):
             self.yk_submissions.labels(result)
+        # children bound once: a label lookup costs more than the increment (once per decision)
         self._yk_rejected = self.yk_attempts.labels("rejected")
+        self._yk_allocated = self.yk_attempts.labels("allocated")
+        self._yk_released = self.yk_attempts.labels("released")
+        self._yk_new = self.yk_submissions.labels("new")
+        self._yk_accepted = self.yk_submissions.labels("accepted")
         #: one decision's time, observed in quotaplane's histogram and in YuniKorn's
         self.admission = _Observers(self.admission_seconds, self.yk_latency)
         self._allocated = self.decisions.labels("allocated", "none")
@@ -155,12 +160,12 @@ class Metrics:
     def _count(self, allocated: int, released: int, added: int) -> None:
         """YuniKorn's allocation attempts and application submissions of one commit."""
         if allocated:                      # asks a cycle allocated count too, as in YuniKorn
-            self.yk_attempts.labels("allocated").inc(allocated)
+            self._yk_allocated.inc(allocated)
         if released:
-            self.yk_attempts.labels("released").inc(released)
+            self._yk_released.inc(released)
         if added:                          # an application placed is a submission accepted
-            self.yk_submissions.labels("new").inc(added)
-            self.yk_submissions.labels("accepted").inc(added)
+            self._yk_new.inc(added)
+            self._yk_accepted.inc(added)
 
     def observe_decisions(self, decisions: Iterable[Decision]) -> int:
         """Count a batch's decisions (one counter step for all the admitted ones); return how many

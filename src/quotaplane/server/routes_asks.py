@@ -27,7 +27,7 @@ from quotaplane.server.errors import ApiError
 from quotaplane.server.models import AllocationTags, MaxRuntime, Name, Placement, Priority, ResourceMap
 from quotaplane.server.streams import Feed, bound_send_buffer
 
-__all__ = ["AskBody", "router", "scheduling_loop"]
+__all__ = ["AskBody", "add_ask_one", "router", "scheduling_loop"]
 
 #: Seconds between timer-driven cycles of the service's scheduling loop.
 SCHEDULE_INTERVAL = 0.5
@@ -59,6 +59,24 @@ def ask_json(ask: Any) -> dict[str, Any]:
     return out
 
 
+def add_ask_one(service: Any, partition: str, application_id: str, body: AskBody) -> dict[str, Any]:
+    """``POST …/application/{app}/asks``: queue the ask; the answer's JSON (201). Raises the usual
+    errors."""
+    service.ensure_writable(partition)
+    p = service.partition(partition)
+    ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
+                    preemptible=body.preemptible, placeholder=body.placeholder,
+                    task_group=body.taskGroupName, tags=body.allocationTags,
+                    max_runtime=body.maxRuntime, **body.placement())
+    with p.lock:
+        allocated = p.allocation(body.allocationKey) is not None
+        out = ask_json(ask)
+        if not allocated:
+            out["reasons"] = [v.to_dict() for v in (p.pending_reasons(body.allocationKey) or [])]
+    out["allocated"] = allocated
+    return out
+
+
 def router(service: Any) -> APIRouter:
     """The queueing routes bound to ``service``."""
     r = APIRouter(tags=["queueing"])
@@ -74,20 +92,10 @@ def router(service: Any) -> APIRouter:
     async def add_ask(partition: str, application_id: str, request: Request) -> JSONResponse:
         """Queue an ask: it counts towards no quota and is allocated as soon as it fits."""
         # like every other route: the body is JSON whatever the Content-Type (curl -d sends a form type)
+        # (Normally served by the ASGI fast path in outer.py, which shares add_ask_one; this route
+        # documents the operation and serves it when the fast path is off.)
         body = await parse_body(request, AskBody)
-        service.ensure_writable(partition)
-        p = service.partition(partition)
-        ask = p.add_ask(application_id, body.allocationKey, Resource(body.resource), priority=body.priority,
-                        preemptible=body.preemptible, placeholder=body.placeholder,
-                        task_group=body.taskGroupName, tags=body.allocationTags,
-                        max_runtime=body.maxRuntime, **body.placement())
-        with p.lock:
-            allocated = p.allocation(body.allocationKey) is not None
-            out = ask_json(ask)
-            if not allocated:
-                out["reasons"] = [v.to_dict() for v in (p.pending_reasons(body.allocationKey) or [])]
-        out["allocated"] = allocated
-        return json(out, 201)
+        return json(add_ask_one(service, partition, application_id, body), 201)
 
     @r.get("/ws/v1/partition/{partition}/application/{application_id}/asks", response_model=None,
            dependencies=[read], responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})

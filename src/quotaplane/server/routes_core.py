@@ -133,6 +133,21 @@ def allocate_one(service: Any, partition: str, body: AllocationBody) -> tuple[in
     return (201 if decision.allocated else 409), out
 
 
+def release_one(service: Any, partition: str, allocation_key: str, user: str | None = None,
+                groups: list[str] | None = None) -> dict[str, Any]:
+    """``DELETE …/allocation/{key}``: release it (on behalf of ``user`` when given); the answer's JSON.
+    Raises the usual errors."""
+    service.ensure_writable(partition)
+    p = service.partition(partition)
+    if user is not None:
+        a = p.allocation(allocation_key)
+        if a is None:
+            raise NotFoundError(f"allocation {allocation_key!r} not found")
+        check_admin_or_owner(p, a.application_id, user, groups)
+    p.release(allocation_key)
+    return {"ok": True, "released": True, "allocationKey": allocation_key}
+
+
 def router(service: Any) -> APIRouter:
     """The quotaplane routes bound to ``service``."""
     r = APIRouter(tags=["quotaplane"])
@@ -354,15 +369,9 @@ def router(service: Any) -> APIRouter:
                       user: Annotated[str | None, _USER_QUERY] = None,
                       groups: Annotated[list[str] | None, _GROUPS_QUERY] = None) -> JSONResponse:
         """Release an allocation."""
-        service.ensure_writable(partition)
-        p = service.partition(partition)
-        if user is not None:
-            a = p.allocation(allocation_key)
-            if a is None:
-                raise NotFoundError(f"allocation {allocation_key!r} not found")
-            check_admin_or_owner(p, a.application_id, user, groups)
-        p.release(allocation_key)
-        return json({"ok": True, "released": True, "allocationKey": allocation_key})
+        # (Without a query string normally served by the ASGI fast path in outer.py, which shares
+        # release_one; this route documents the operation and serves ``?user=``.)
+        return json(release_one(service, partition, allocation_key, user, groups))
 
     @r.put("/ws/v1/partition/{partition}/allocation/{allocation_key}/node", response_model=None,
            openapi_extra=json_body(AllocationNodeBody), dependencies=submit,
