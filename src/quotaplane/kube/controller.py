@@ -54,6 +54,7 @@ from quotaplane.config.kueue import local_queue_map
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.kube.api import ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
+from quotaplane.kube.eta import EtaNotes
 from quotaplane.kube.holds import ABANDONED, CONDITION_ADMITTED, PREEMPTED, preemption_message, rebuild
 from quotaplane.kube.informer import Informer
 from quotaplane.kube.kueue import KUEUE_KINDS
@@ -69,6 +70,7 @@ from quotaplane.kube.pods import (
     pod_key,
     pod_node,
     pod_priority,
+    pod_runtime,
     pod_tags,
     pod_user,
     task_group_name,
@@ -116,6 +118,9 @@ class ControllerOptions:
     #: seconds between resyncs: every managed pod whose gate or condition differs from the partition's
     #: decision is reconciled again
     resync_every: float = 30.0
+    #: seconds between forecasts of the waiting pods' start (docs/eta.md "Kubernetes"): each waiting
+    #: pod's condition then says when it should start and the top change; None: not said
+    eta_every: float | None = 30.0
     #: seconds a preemption waits for its victim's eviction (refused by a PodDisruptionBudget, failing)
     #: before it is given up
     eviction_timeout: float = 300.0
@@ -182,6 +187,8 @@ class Controller:
         self._said: dict[str, tuple[str, str]] = {}
         #: allocation key → the waiting message the reasons loop last saw (reconcile when it changes)
         self._reported: dict[str, str] = {}
+        #: the ETA sentence of each waiting pod, refreshed every ``eta_every`` seconds
+        self.eta_notes = EtaNotes()
         #: keys ungated by this process (their Admitted Event is owed until said)
         self._ungated: set[str] = set()
         #: gang applications whose whole minimum was admitted once
@@ -239,6 +246,8 @@ class Controller:
                             if kind not in self._absent]
             self._tasks.append(asyncio.create_task(self._report_loop()))
             self._tasks.append(asyncio.create_task(self._resync_loop(self.options.resync_every)))
+            if self.options.eta_every is not None:
+                self._tasks.append(asyncio.create_task(self._eta_loop(self.options.eta_every)))
             if self.options.timeouts_every is not None:
                 self._tasks.append(asyncio.create_task(self._timeouts_loop(self.options.timeouts_every)))
             await self._apply_events()
@@ -478,7 +487,8 @@ class Controller:
             if new:         # YuniKorn: the placeholders are created once, when the gang is first seen
                 self._placeholders(app_id, groups)
         self.partition.add_ask(app_id, key, pod_resource(pod), priority=pod_priority(pod),
-                               task_group=group if groups else None, tags=pod_tags(pod))
+                               task_group=group if groups else None, tags=pod_tags(pod),
+                               max_runtime=pod_runtime(pod))
 
     def _placeholders(self, app_id: str, groups: list[Any]) -> None:
         """The gang's placeholders (once per application): minMember asks of minResource per group."""
@@ -495,7 +505,8 @@ class Controller:
         node = pod_node(pod)
         decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
                                            node=node if node in self.partition.nodes() else None,
-                                           tags=pod_tags(pod), preempt=False)   # it runs already
+                                           tags=pod_tags(pod), max_runtime=pod_runtime(pod),
+                                           preempt=False)   # it runs already
         if not decision.allocated:
             self._error(f"adopting running pod {name_of(pod)}: not within quota now "
                         f"({waiting_message(list(decision.reasons))}); it is not counted")
@@ -670,7 +681,7 @@ class Controller:
             return self._admission_differs(key, pod)
         ask = self.partition.get_ask(key)
         if (ask is not None and ask.reasons) or self.partition.allocation(key) is not None:
-            message = waiting_message(list(ask.reasons or [])) if ask is not None else _GANG_WAITING
+            message = self._waiting(ask) if ask is not None else _GANG_WAITING
             return _condition(pod) != ("False", "QuotaWaiting", message)
         return False
 
@@ -697,8 +708,7 @@ class Controller:
             return
         if ask is not None and not ask.reasons:
             return          # not through a cycle yet: its reasons come with the cycle (report_waiting)
-        await self._say_waiting(key, pod, waiting_message(list(ask.reasons or [])) if ask is not None
-                                else _GANG_WAITING)
+        await self._say_waiting(key, pod, self._waiting(ask) if ask is not None else _GANG_WAITING)
 
     async def _say_waiting(self, key: str, pod: dict[str, Any], message: str) -> None:
         """The pod's ``QuotaWaiting`` condition and Event, each written once per message."""
@@ -865,13 +875,32 @@ class Controller:
             if self._rounds % 4 == 0:
                 self.configuration.write_quota_status()
 
+    def _waiting(self, ask: Any) -> str:
+        """The condition message of a waiting pod: why it waits, then when it should start and the
+        top change that would start it now (:mod:`quotaplane.kube.eta`, once refreshed)."""
+        return waiting_message(list(ask.reasons or [])) + self.eta_notes.note(ask.allocation_key)
+
+    async def _eta_loop(self, every: float) -> None:
+        """Every ``every`` seconds, the forecast on a worker thread; the pods whose note changed are
+        reconciled (their condition message rewritten)."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                changed = await asyncio.to_thread(self.eta_notes.refresh, self.partition)
+            except Exception as exc:     # the forecast is advice: the next round tries again
+                self._error(f"eta: {type(exc).__name__}: {exc}")
+                continue
+            for key in changed:
+                if key in self.pods:
+                    self._touch(key)
+
     def report_waiting(self) -> None:
         """Reconcile every waiting pod whose reasons changed since they were last written."""
         for ask in self.partition.pending():
             key = ask.allocation_key
             if key not in self.pods:
                 continue
-            if self._reported.get(key) != waiting_message(list(ask.reasons or [])):
+            if self._reported.get(key) != self._waiting(ask):
                 self._touch(key)
 
     async def _resync_loop(self, every: float) -> None:

@@ -156,6 +156,15 @@ def pod_priority(pod: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def pod_runtime(pod: Mapping[str, Any]) -> float | None:
+    """``spec.activeDeadlineSeconds`` (a positive integer): the pod's declared runtime, what the ETA
+    takes as its end (docs/eta.md); None when not set."""
+    value = mapping(pod.get("spec")).get("activeDeadlineSeconds")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return float(value)
+
+
 def pod_node(pod: Mapping[str, Any]) -> str | None:
     """``spec.nodeName``: the node the scheduler bound the pod to, None before it is bound."""
     value = mapping(pod.get("spec")).get("nodeName")
