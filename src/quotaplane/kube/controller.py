@@ -188,7 +188,7 @@ class Controller:
         #: allocation key → the waiting message the reasons loop last saw (reconcile when it changes)
         self._reported: dict[str, str] = {}
         #: the ETA sentence of each waiting pod, refreshed every ``eta_every`` seconds
-        self.eta_notes = EtaNotes()
+        self.eta_notes = EtaNotes(self.partition)
         #: keys ungated by this process (their Admitted Event is owed until said)
         self._ungated: set[str] = set()
         #: gang applications whose whole minimum was admitted once
@@ -886,7 +886,7 @@ class Controller:
         while True:
             await asyncio.sleep(every)
             try:
-                changed = await asyncio.to_thread(self.eta_notes.refresh, self.partition)
+                changed = await asyncio.to_thread(self.eta_notes.refresh)
             except Exception as exc:     # the forecast is advice: the next round tries again
                 self._error(f"eta: {type(exc).__name__}: {exc}")
                 continue

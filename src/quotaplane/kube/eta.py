@@ -29,15 +29,19 @@ def _minute(t: float) -> str:
 class EtaNotes:
     """The ETA sentence of each waiting ask, as of the last :meth:`refresh` (empty before)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
         self._notes: dict[str, str] = {}
+        # the hold times are observed from the tracker's start on: start it with the front
+        tracker(partition)
 
     def note(self, key: str) -> str:
         """What the condition message of the waiting pod ``key`` ends with ("" when not known yet)."""
         return self._notes.get(key, "")
 
-    def refresh(self, partition: Partition) -> Mapping[str, str]:
+    def refresh(self) -> Mapping[str, str]:
         """Take the forecast now; the notes that changed (key → new note)."""
+        partition = self.partition
         forecast = tracker(partition).forecast()
         notes: dict[str, str] = {}
         for i, (key, eta) in enumerate(forecast.asks.items()):

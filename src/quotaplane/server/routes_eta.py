@@ -35,6 +35,10 @@ def router(service: Any) -> APIRouter:
     """The ETA routes bound to ``service``."""
     r = APIRouter(tags=["eta"])
     read = service.tokens.dependencies("read")
+    # the hold times are observed from the first forecast's tracker on: start them with the service,
+    # so the first question has the releases since the start as its basis
+    for p in service.scheduler.partitions():
+        tracker(p)
 
     @r.get("/ws/v1/partition/{partition}/eta", response_model=None, dependencies=read,
            responses={200: {"model": dict[str, Any], "description": "the forecast of every waiting ask"},
