@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from quotaplane.config.model import PartitionConfig
+from quotaplane.policies import AdmissionRequest, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin, PolicyContext, register_plugin
-from quotaplane.policy import AdmissionRequest, MetricSample, QuotaPolicy, Violation
 
 KEY = "podcaps"
 

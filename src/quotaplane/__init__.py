@@ -39,8 +39,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "QueueConfig": ("quotaplane.config", "QueueConfig"),
     "Scheduler": ("quotaplane.scheduler", "Scheduler"),
     "Partition": ("quotaplane.partition", "Partition"),
-    "Decision": ("quotaplane.policy", "Decision"),
-    "Violation": ("quotaplane.policy", "Violation"),
+    "Decision": ("quotaplane.policies.protocol", "Decision"),
+    "Violation": ("quotaplane.policies.protocol", "Violation"),
     "config": ("quotaplane.config", None),
     "ugm": ("quotaplane.ugm", None),
     "queues": ("quotaplane.queues", None),
@@ -101,5 +101,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     from quotaplane.config import PartitionConfig, QueueConfig, SchedulerConfig, load_config
     from quotaplane.config.identity import UserGroup
     from quotaplane.partition import Partition
-    from quotaplane.policy import Decision, Violation
+    from quotaplane.policies.protocol import Decision, Violation
     from quotaplane.scheduler import Scheduler

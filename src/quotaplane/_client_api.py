@@ -13,7 +13,7 @@ import httpx
 
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, InputError, NotFoundError, QuotaplaneError
-from quotaplane.policy import Decision, Violation
+from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
 
 

@@ -20,9 +20,9 @@ from typing import Any
 from quotaplane.config.identity import check_name
 from quotaplane.errors import InputError
 from quotaplane.flavors.catalog import FlavorRequest
+from quotaplane.policies.protocol import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["AllocationSpec", "PolicySet", "admit", "apply_all", "as_resource", "check_all", "check_id",

@@ -1,8 +1,8 @@
 """A Python client of the REST service (issue 17 #3): :class:`Client` (sync) and :class:`AsyncClient`.
 
 Both speak to a running ``quotaplane serve`` (or ``quotaplane kube``) with httpx, under the names the
-library uses where they overlap: ``allocate`` answers a :class:`~quotaplane.policy.Decision` with its
-:class:`~quotaplane.policy.Violation` reasons, ``add_application`` takes a
+library uses where they overlap: ``allocate`` answers a :class:`~quotaplane.policies.Decision` with its
+:class:`~quotaplane.policies.Violation` reasons, ``add_application`` takes a
 :class:`~quotaplane.config.identity.UserGroup`. Errors are typed from the service's error body
 (``{status_code, message, description}``): 404 raises :class:`~quotaplane.errors.NotFoundError`, 409
 :class:`~quotaplane.errors.ConflictError`, 400 :class:`BadRequestError` (a ``ValueError``), 401/403
@@ -53,7 +53,7 @@ from quotaplane._client_api import (
     decision_of,
 )
 from quotaplane.config.identity import UserGroup
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.resources import Resource
 
 __all__ = [

@@ -6,7 +6,7 @@ quotaplane; a plug-in declares its own with a :class:`PolicyPlugin` — its key,
 admission path, the violation codes its policy gives, the check of the key's value (its schema) and
 the builder of its policy. The configuration loader accepts exactly the declared keys and runs their
 checks (every problem with its line); :mod:`quotaplane.policies.registry` builds the policies; the
-service shows each policy's view and metrics (:class:`~quotaplane.policy.QuotaPolicy`).
+service shows each policy's view and metrics (:class:`~quotaplane.policies.QuotaPolicy`).
 
 Plug-ins register themselves when imported (:func:`quotaplane.policies.registry.register_plugin`); a
 service loads the modules named by ``QUOTAPLANE_PLUGINS`` (comma-separated module names or ``.py``
@@ -40,7 +40,7 @@ class PolicyPlugin(Protocol):
     user/group 20, elastic 30, forest 40); ``codes``: the violation codes its policy gives (stable
     tokens ``<name>.<what>``; its events). ``check(value)``: the problems of the key's value as plain
     data (``[]``: valid), each a sentence naming what is wrong. ``build(partition_config, context)``:
-    the :class:`~quotaplane.policy.QuotaPolicy` for a partition (``context``: a
+    the :class:`~quotaplane.policies.QuotaPolicy` for a partition (``context``: a
     :class:`~quotaplane.policies.registry.PolicyContext`).
     """
 

@@ -30,7 +30,7 @@ from typing import Any
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.eta.copy import working_copy
 from quotaplane.partition.facade import Partition
-from quotaplane.policy import Decision, Violation
+from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]

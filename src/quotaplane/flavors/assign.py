@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from quotaplane.config.model import FungibilityConfig
 from quotaplane.flavors.catalog import Catalog, FlavorRequest
 from quotaplane.flavors.names import flavored
-from quotaplane.policy import Violation
+from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 
 __all__ = ["FIT", "NOFIT", "PREEMPT", "Attempt", "Choice", "Evaluator", "choose", "is_preferred",

@@ -31,7 +31,7 @@ from quotaplane.history.snapshot import restart_at_now, restore_into, snapshot_o
 from quotaplane.history.view import PartitionState, StateView, settings_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.policy import Decision
+    from quotaplane.policies.protocol import Decision
 
 __all__ = ["PartitionHistory"]
 

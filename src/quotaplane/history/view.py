@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from quotaplane.config.history import HistorySettings, SettingsError, parse_settings
 from quotaplane.config.identity import UserGroup
 from quotaplane.history.engine import QUEUE, QUOTA, TREE, ScopeInfo, TreeTarget
-from quotaplane.policy import AdmissionRequest
+from quotaplane.policies.protocol import AdmissionRequest
 from quotaplane.resources import Resource
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -79,7 +79,7 @@ from quotaplane.kube.pods import (
 )
 from quotaplane.kube.webhook import CONFIG_MAP
 from quotaplane.partition import Partition
-from quotaplane.policy import Violation
+from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduler import Scheduler
 

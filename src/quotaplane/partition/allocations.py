@@ -17,7 +17,7 @@ from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.partition.asks import add_ask
 from quotaplane.partition.follow_up import freed, freed_all
 from quotaplane.partition.txn import Txn
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.resources import Resource
 from quotaplane.scheduling import flavoring
 from quotaplane.scheduling.preempting import preempt_for

@@ -14,7 +14,7 @@ from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.partition.follow_up import freed
 from quotaplane.partition.submission import Submission
 from quotaplane.partition.txn import Txn
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.state.handlers import PartitionState
 from quotaplane.state.timeouts import PartitionOptions
 

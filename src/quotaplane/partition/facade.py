@@ -51,7 +51,7 @@ from quotaplane.journal.log import PartitionLog
 from quotaplane.notices import EventListener, Notifier, Subscriber
 from quotaplane.partition.txn import Core, Txn, WriteHooks
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, QuotaPolicy, Violation
+from quotaplane.policies.protocol import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask

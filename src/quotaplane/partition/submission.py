@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import RejectedError
 from quotaplane.placement import PlacementManager
-from quotaplane.policy import Decision, Violation
+from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.queues import DRAINING, QueueTree
 
 __all__ = ["Submission"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import quotaplane.events as E
 from quotaplane.partition.txn import Txn
-from quotaplane.policy import Eviction
+from quotaplane.policies.protocol import Eviction
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.scheduling.questions import allocations_of
 from quotaplane.state.handlers import PartitionState

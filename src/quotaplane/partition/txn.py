@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, admit
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.policy import AdmissionRequest, Decision
+from quotaplane.policies.protocol import AdmissionRequest, Decision
 from quotaplane.resources import Resource
 from quotaplane.scheduling import flavoring
 from quotaplane.state.marks import AllocationUndo, AppMark

@@ -28,8 +28,8 @@ from quotaplane.budgets.status import hours
 from quotaplane.config.budgets import PREEMPT, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
 from quotaplane.errors import InputError
+from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
-from quotaplane.policy import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 
 __all__ = ["CODE", "PLUGIN", "RUNTIME_CODE", "RUNTIME_TAG", "BudgetPolicy", "build_policy"]
 

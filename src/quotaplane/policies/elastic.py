@@ -26,8 +26,8 @@ from quotaplane.elastic import ElasticQuotaManager, QuotaValidationError
 from quotaplane.elastic.manager import PodWithdrawal
 from quotaplane.elastic.model import POD_LABEL_NAME, QuotaSpec, parse_elastic_quotas, spec_from_object
 from quotaplane.errors import InputError
+from quotaplane.policies.protocol import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
-from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["PLUGIN", "ElasticPolicy", "build_policy", "validate_extension"]

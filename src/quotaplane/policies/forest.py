@@ -49,8 +49,8 @@ from quotaplane.forest import (
     QuotaManager,
 )
 from quotaplane.forest.manager import Withdrawal
+from quotaplane.policies.protocol import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
-from quotaplane.policy import AdmissionRequest, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["CONSUMER_TYPE_TAG", "FOREST_TAG", "PLUGIN", "TREE_TAG_PREFIX", "ForestPolicy", "build_policy"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
+from quotaplane.policies.protocol import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.queues import QueueLimit, QueueTree
 from quotaplane.resources import Resource
 

@@ -8,7 +8,7 @@ with :func:`register_plugin` (or :func:`register` for a builder alone). The plug
 *order* that places the policy in the admission path (queue 10 → user/group 20 → elastic 30 → forest
 40), the violation codes of its policy, the check of the key's value — which the configuration loader
 runs, so ``quotaplane validate`` and every reload report a bad value with its line — and the builder
-of the policy. The policy itself (a :class:`~quotaplane.policy.QuotaPolicy`) shows its state over REST
+of the policy. The policy itself (a :class:`~quotaplane.policies.QuotaPolicy`) shows its state over REST
 and as metrics through the same protocol (``view``, ``metrics``).
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import quotaplane.config.extensions as extensions
 from quotaplane.config.extensions import PolicyPlugin
 from quotaplane.config.model import PartitionConfig, SchedulerConfig
-from quotaplane.policy import QuotaPolicy
+from quotaplane.policies.protocol import QuotaPolicy
 
 __all__ = ["Plugin", "PolicyBuilder", "PolicyContext", "PolicyPlugin", "build_policy", "check_extensions",
            "plugin", "register", "register_plugin", "registered_keys", "unregister"]
@@ -93,7 +93,7 @@ def build_policy(key: str, partition_config: PartitionConfig,
     policy = found.build(partition_config, context)
     if not isinstance(policy, QuotaPolicy):
         raise TypeError(f"the builder for partition extension {key!r} returned {type(policy).__name__}, "
-                        "not a quotaplane.policy.QuotaPolicy")
+                        "not a quotaplane.policies.QuotaPolicy")
     return policy, found.order
 
 

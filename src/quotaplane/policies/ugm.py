@@ -2,7 +2,7 @@
 
 Second in the admission path (decision Q2: queue → user/group → elastic → forest). ``check`` asks the
 manager which user and group limits an increase would exceed (:meth:`Manager.explain_increase`) and
-maps each :class:`~quotaplane.ugm.manager.LimitExceeded` to a :class:`~quotaplane.policy.Violation`:
+maps each :class:`~quotaplane.ugm.manager.LimitExceeded` to a :class:`~quotaplane.policies.Violation`:
 ``policy`` is ``"user"`` or ``"group"``, ``code`` ``user.maxresources`` / ``user.maxapplications`` /
 ``group.maxresources`` / ``group.maxapplications``, ``path`` the queue where the limit is set and
 ``resource`` the shortfall. ``apply`` is the manager's own atomic check-then-increase (decision U1),
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quotaplane.policy import AdmissionRequest, QuotaPolicy, Violation
+from quotaplane.policies.protocol import AdmissionRequest, QuotaPolicy, Violation
 from quotaplane.ugm import Manager
 
 __all__ = ["UgmPolicy", "violations_of"]

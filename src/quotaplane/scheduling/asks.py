@@ -11,7 +11,7 @@ from typing import Any
 
 from quotaplane.events import AskAdded
 from quotaplane.flavors.catalog import FlavorRequest
-from quotaplane.policy import Violation
+from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 
 __all__ = ["Ask", "AskQueue"]

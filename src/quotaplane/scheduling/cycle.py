@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.guarantees import QUEUE_CODES
 from quotaplane.scheduling.order import Rank, candidates

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from quotaplane.policy import Eviction, Violation
+from quotaplane.policies.protocol import Eviction, Violation
 from quotaplane.queues.fair import FairShares, Share
 from quotaplane.queues.properties import PROP_PREEMPTION_POLICY
 

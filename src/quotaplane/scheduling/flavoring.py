@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from quotaplane.admission import AllocationSpec, check_all
 from quotaplane.flavors.assign import FIT, NOFIT, PREEMPT, Choice, choose
 from quotaplane.flavors.catalog import Catalog, FlavorRequest
-from quotaplane.policy import Decision, Violation
+from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.preemption import plan
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from quotaplane.policy import Eviction, Violation
+from quotaplane.policies.protocol import Eviction, Violation
 from quotaplane.queues.properties import (
     PROP_PREEMPTION_DELAY,
     PROP_PREEMPTION_POLICY,

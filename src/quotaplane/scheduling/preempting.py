@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.flavoring import for_preemption
 from quotaplane.scheduling.preemption import plan
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from quotaplane.admission import PolicySet, check_all
-from quotaplane.policy import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
+from quotaplane.policies.protocol import AdmissionRequest, Decision, Eviction, QuotaPolicy, Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.fair_preemption import fair_victims
 from quotaplane.scheduling.guarantees import (

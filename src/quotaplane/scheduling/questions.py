@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from quotaplane.admission import check_all
 from quotaplane.application import ACTIVE_STATES, Allocation, Application
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policies.protocol import AdmissionRequest, Violation
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import may_preempt_for_guarantee, preemption_delay
 from quotaplane.scheduling.order import stateaware_holds_back

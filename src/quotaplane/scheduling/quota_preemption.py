@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from quotaplane.policy import Eviction, Violation
+from quotaplane.policies.protocol import Eviction, Violation
 from quotaplane.queues.properties import PROP_QUOTA_PREEMPTION_DELAY, parse_duration
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -31,7 +31,7 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from quotaplane.policy import Violation
+from quotaplane.policies.protocol import Violation
 from quotaplane.queues.properties import parse_duration, parsed_once
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from quotaplane.admission import AllocationSpec
 from quotaplane.application import ACTIVE_STATES
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.cycle import placeholder_of, run_cycle
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications

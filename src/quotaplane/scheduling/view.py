@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.config.model import PartitionConfig
     from quotaplane.events import Event
     from quotaplane.flavors.catalog import Catalog
-    from quotaplane.policy import AdmissionRequest, Decision
+    from quotaplane.policies.protocol import AdmissionRequest, Decision
     from quotaplane.queues import QueueTree
     from quotaplane.resources import Resource
     from quotaplane.scheduling.asks import Ask

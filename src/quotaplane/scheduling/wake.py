@@ -61,7 +61,7 @@ from quotaplane.scheduling.guarantees import (
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.policy import Violation
+    from quotaplane.policies.protocol import Violation
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 

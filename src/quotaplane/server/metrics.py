@@ -39,7 +39,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 import quotaplane.events as E
-from quotaplane.policy import Decision
+from quotaplane.policies.protocol import Decision
 
 __all__ = ["Metrics"]
 

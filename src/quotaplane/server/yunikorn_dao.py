@@ -14,7 +14,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from quotaplane.application import Allocation, Application
-from quotaplane.policy import Violation
+from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from quotaplane.admission import PolicySet, Preempted
 from quotaplane.application import Allocation, Application
 from quotaplane.errors import JournalReplayError
-from quotaplane.policy import AdmissionRequest, Violation
+from quotaplane.policies.protocol import AdmissionRequest, Violation
 from quotaplane.resources import Resource
 
 __all__ = ["Replacement", "positive_part"]

@@ -37,9 +37,9 @@ from quotaplane.flavors.catalog import Catalog
 from quotaplane.flavors.names import flavors_in
 from quotaplane.history.partition import PartitionHistory
 from quotaplane.placement import PlacementManager
+from quotaplane.policies.protocol import AdmissionRequest, Eviction
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
-from quotaplane.policy import AdmissionRequest, Eviction
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask

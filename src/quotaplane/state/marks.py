@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from quotaplane.application import Application, LogMark
-from quotaplane.policy import AdmissionRequest
+from quotaplane.policies.protocol import AdmissionRequest
 from quotaplane.scheduling.asks import Ask
 
 __all__ = ["AllocationUndo", "AppMark"]

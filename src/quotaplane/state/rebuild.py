@@ -27,7 +27,7 @@ from quotaplane.events import (
     NodeAdded,
     PolicyMemo,
 )
-from quotaplane.policy import QuotaPolicy
+from quotaplane.policies.protocol import QuotaPolicy
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask
 

@@ -35,7 +35,7 @@ from quotaplane.application import (
     TERMINATED_TIMEOUT,
     Application,
 )
-from quotaplane.policy import Eviction, QuotaPolicy
+from quotaplane.policies.protocol import Eviction, QuotaPolicy
 
 __all__ = ["DueTimes", "PartitionOptions", "TimeoutActions", "apply_timeouts", "due_at", "is_due",
            "reclaim_tick", "scan_due"]
