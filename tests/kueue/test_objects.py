@@ -98,6 +98,15 @@ def _most(p: Partition, app: str) -> int:
 
 def test_the_single_clusterqueue_sample_is_read() -> None:
     assert is_kueue(SINGLE) and not is_kueue("partitions: []\n")
+    import json as _json
+
+    as_json = _json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+         "metadata": {"name": "default-flavor"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+         "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+             {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": "2"}]}]}]}}]})
+    assert is_kueue(as_json) and load_config(as_json).partition("default").queue("root.cq") is not None
     cfg = load_config(SINGLE).partition("default")
     cq = cfg.queue("root.cluster-queue")
     assert cq is not None and cq.flavors == ("default-flavor",)

@@ -39,7 +39,9 @@ __all__ = ["API_GROUP", "is_kueue", "kueue_to_yaml", "local_queue_map", "local_q
 API_GROUP = "kueue.x-k8s.io"
 _VERSIONS = ("v1beta1", "v1beta2")
 _KINDS = ("ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "Configuration")
-_DETECT = re.compile(r"^apiVersion:\s*[\"']?(config\.)?kueue\.x-k8s\.io/", re.MULTILINE)
+# a document's apiVersion in Kueue's group, in YAML or JSON ({"apiVersion": "kueue.x-k8s.io/v1beta2", …})
+_DETECT = re.compile(r"(^|[{,\s])[\"']?apiVersion[\"']?\s*:\s*[\"']?(config\.)?kueue\.x-k8s\.io/",
+                     re.MULTILINE)
 _QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
 
 _CQ_KEYS = ("resourceGroups", "cohortName", "cohort", "queueingStrategy", "namespaceSelector",
