@@ -50,6 +50,7 @@ and this one (what each event means: allocations, asks, borrowing and lending). 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import quotaplane.events as E
 from quotaplane.history.calendar import RESOLUTIONS, Calendar
@@ -264,49 +265,59 @@ class Accounting(Ledger):
         return True
 
     def _recompute_all(self) -> None:
-        t = self._rel
-        self._sibs = {}
+        """After a change of guarantees, parents or maxima: every scope's info, borrowed and lent
+        levels again (from now on; the integrals so far stay)."""
         kinds = self._info
+        self._sibs = {}
         for kind, table in kinds.items():      # a scope with a guarantee lends before it ever uses
-            for name in table:
-                if (kind, name) not in self.scopes:
-                    self.scopes[(kind, name)] = Scope(kind, name)
-        for (kind, name), s in self.scopes.items():
-            if kind not in kinds:
-                continue
-            old = (s.guar, s.max)
-            info = kinds[kind].get(name)
-            if info is not None:
-                self._set_info(s, info)
-            else:
-                s.guar, s.max, s.sib = None, None, None
-            if (s.guar, s.max) != old:
-                self.dirty[0].add(s)
-        for s in self.scopes.values():
-            if s.kind not in kinds:
-                continue
-            g = s.guar
-            for r in set(s.u) | set(s.b):
-                nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
-                d = nb - level_of(s.b, r)
-                if d:
-                    bump(s.b, r, d, t)
-                    self.dirty[0].add(s)
-            if s.sib is not None:
-                bsum = s.sib.bsum
-                for r, c in s.b.items():
-                    if c[0]:
-                        bsum[r] = bsum.get(r, 0) + c[0]
-        for s in self.scopes.values():
-            if s.kind not in kinds:
-                continue
+            self._ensure(kind, table)
+        counted = [s for (kind, _), s in self.scopes.items() if kind in kinds]
+        for s in counted:
+            self._reinfo(s, kinds[s.kind].get(s.name))
+        for s in counted:
+            self._reborrow(s)
+        for s in counted:
             if s.guar and s.sib is not None:
                 self._relend(s, set(s.guar) | set(s.l))
             else:
-                for r, c in list(s.l.items()):
-                    if c[0]:
-                        bump(s.l, r, -c[0], t)
-                        self.dirty[0].add(s)
+                self._unlend(s)
+
+    def _ensure(self, kind: str, names: Iterable[str]) -> None:
+        scopes = self.scopes
+        for name in names:
+            if (kind, name) not in scopes:
+                scopes[(kind, name)] = Scope(kind, name)
+
+    def _reinfo(self, s: Scope, info: ScopeInfo | None) -> None:
+        old = (s.guar, s.max)
+        if info is not None:
+            self._set_info(s, info)
+        else:
+            s.guar, s.max, s.sib = None, None, None
+        if (s.guar, s.max) != old:
+            self.dirty[0].add(s)
+
+    def _reborrow(self, s: Scope) -> None:
+        """``s`` borrows what its use is above its (new) guarantee; its siblings' sum counts it."""
+        g, t = s.guar, self._rel
+        for r in set(s.u) | set(s.b):
+            nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
+            d = nb - level_of(s.b, r)
+            if d:
+                bump(s.b, r, d, t)
+                self.dirty[0].add(s)
+        if s.sib is not None:
+            bsum = s.sib.bsum
+            for r, c in s.b.items():
+                if c[0]:
+                    bsum[r] = bsum.get(r, 0) + c[0]
+
+    def _unlend(self, s: Scope) -> None:
+        """``s`` has no guarantee (or no siblings) any more: it lends nothing from now on."""
+        for r, c in list(s.l.items()):
+            if c[0]:
+                bump(s.l, r, -c[0], self._rel)
+                self.dirty[0].add(s)
 
     # -- an application's scopes ---------------------------------------------------------------------
     def _split(self, app: AppState) -> None:
@@ -587,18 +598,21 @@ class Accounting(Ledger):
             if isinstance(key, str):
                 self._release(key)
         elif kind == "application":
-            if n.get("state") == "Expired":        # removed by the terminated timeout
-                app = n.get("applicationID")
-                if isinstance(app, str):
-                    self._drop_app(app)
+            app = n.get("applicationID")
+            if n.get("state") == "Expired" and isinstance(app, str):    # the terminated timeout
+                self._drop_app(app)
         elif kind == "preempted":
-            reason = n.get("reason") or {}
-            code = reason.get("code", "") if isinstance(reason, Mapping) else ""
-            for a in n.get("allocations") or ():
-                key = a.get("allocationKey") if isinstance(a, Mapping) else None
-                if isinstance(key, str):
-                    self._count(key, "preempted:" + code)
-                    self._release(key)
+            self._noted_preemption(n)
+
+    def _noted_preemption(self, n: Mapping[str, Any]) -> None:
+        """A preemption told by a notice: each allocation taken away counts by the reason's code."""
+        reason = n.get("reason") or {}
+        code = reason.get("code", "") if isinstance(reason, Mapping) else ""
+        for a in n.get("allocations") or ():
+            key = a.get("allocationKey") if isinstance(a, Mapping) else None
+            if isinstance(key, str):
+                self._count(key, "preempted:" + code)
+                self._release(key)
 
     # -- refusals (decisions that change nothing: not journalled) ------------------------------------
     def refused(self, app_id: str, codes: Sequence[str]) -> None:

@@ -10,7 +10,7 @@ the subclass in :mod:`quotaplane.history.engine`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import quotaplane.events as E
@@ -33,6 +33,7 @@ from quotaplane.history.scopes import (
     copy_sketch,
     scope_order,
 )
+from quotaplane.history.sketch import WaitSketch
 
 __all__ = ["Ledger"]
 
@@ -165,36 +166,34 @@ class Ledger:
         self.propagate()
         cal = self.calendar
         nxt = self.next
-        origin = self.origin
         for i, res in enumerate(RESOLUTIONS):
-            b = nxt[i]
-            if ms < b:
+            if ms < nxt[i]:
                 continue
-            dirty = self.dirty[i]
-            if dirty:
-                up = ROLL_UP[i]
-                rows = self.outbox
-                for s in sorted(dirty, key=scope_order):
-                    sketch = s.open[i]
-                    if i or s.kind != APPLICATION:    # applications: hours and days (there are many)
-                        rows.append(Row(i, b, s.kind, s.name, s.row(b - origin, sketch)))
-                    if sketch is not None:
-                        s.open[i] = None
-                        for j in up:
-                            have = s.open[j]
-                            if have is None:
-                                s.open[j] = copy_sketch(sketch)
-                            else:
-                                have.merge(sketch)
-                for j in up:
-                    if j > 2:   # applications roll up to days, not weeks and months (they come and go)
-                        self.dirty[j] |= {s for s in dirty if s.kind != APPLICATION}
-                    else:
-                        self.dirty[j] |= dirty
-                dirty.clear()
+            if self.dirty[i]:
+                self._close(i, nxt[i])
             nxt[i] = cal.next(res, ms)
         if self._retired:
             self._forget_retired()
+
+    def _close(self, i: int, b: int) -> None:
+        """The period of resolution ``i`` ending at ``b`` closed: a row for every scope that changed
+        in it, whose open waits and changes go on to the coarser periods."""
+        dirty = self.dirty[i]
+        up = ROLL_UP[i]
+        rows = self.outbox
+        for s in sorted(dirty, key=scope_order):
+            sketch = s.open[i]
+            if i or s.kind != APPLICATION:    # applications: hours and days (there are many)
+                rows.append(Row(i, b, s.kind, s.name, s.row(b - self.origin, sketch)))
+            if sketch is not None:
+                s.open[i] = None
+                _roll_up(s, sketch, up)
+        for j in up:
+            if j > 2:   # applications roll up to days, not weeks and months (they come and go)
+                self.dirty[j] |= {s for s in dirty if s.kind != APPLICATION}
+            else:
+                self.dirty[j] |= dirty
+        dirty.clear()
 
     def _forget_retired(self) -> None:
         """Forget the scopes of removed applications once their last periods are written."""
@@ -212,44 +211,17 @@ class Ledger:
             return
         dirty = self.dirty[0]
         for app in pending:
-            for own, prop, lazy in ((app.own.u, app.prop_u, app.lazy_u), (app.own.w, app.prop_w, app.lazy_w)):
-                key = "u" if own is app.own.u else "w"
-                for r, c in own.items():
-                    p = prop.get(r)
-                    if p is None:
-                        dl, dm = c[0], c[1]
-                        prop[r] = [dl, dm]
-                    else:
-                        dl, dm = c[0] - p[0], c[1] - p[1]
-                        if not dl and not dm:
-                            continue
-                        p[0], p[1] = c[0], c[1]
-                    for s in lazy:
-                        cells: Cells = getattr(s, key)
-                        have = cells.get(r)
-                        if have is None:
-                            cells[r] = [dl, dm]
-                        else:
-                            have[0] += dl
-                            have[1] += dm
-                dirty.update(lazy)
+            _feed(app.own.u, app.prop_u, app.lazy_u, "u")
+            _feed(app.own.w, app.prop_w, app.lazy_w, "w")
+            dirty.update(app.lazy_u)
+            dirty.update(app.lazy_w)
             if app.own.e:
-                prop_e = app.prop_e
-                for r, e in app.own.e.items():
-                    de = e - prop_e.get(r, 0.0)
-                    if de:
-                        prop_e[r] = e
-                        for s in app.lazy_u:
-                            s.e[r] = s.e.get(r, 0.0) + de
+                _feed_decayed(app)
             waits = app.new_waits
             if waits is not None:
                 app.new_waits = None
                 for s in app.lazy_w:
-                    sk = s.open[0]
-                    if sk is None:
-                        s.open[0] = copy_sketch(waits)
-                    else:
-                        sk.merge(waits)
+                    _merge_open(s, 0, waits)
         pending.clear()
 
     # -- reading -------------------------------------------------------------------------------------
@@ -280,3 +252,52 @@ class Ledger:
         """The rows of the periods that ended (the store takes them)."""
         rows, self.outbox = self.outbox, []
         return rows
+
+
+def _merge_open(s: Scope, j: int, sketch: WaitSketch) -> None:
+    """Add ``sketch`` to ``s``'s open waits of resolution ``j``."""
+    have = s.open[j]
+    if have is None:
+        s.open[j] = copy_sketch(sketch)
+    else:
+        have.merge(sketch)
+
+
+def _roll_up(s: Scope, sketch: WaitSketch, up: Sequence[int]) -> None:
+    """The waits of a closed period go on to the coarser open periods ``up``."""
+    for j in up:
+        _merge_open(s, j, sketch)
+
+
+def _feed(own: Cells, prop: Cells, lazy: Sequence[Scope], key: str) -> None:
+    """What an application's cells ``own`` changed by since ``prop`` (what was given) goes to the
+    ``key`` cells of its ``lazy`` scopes."""
+    for r, c in own.items():
+        p = prop.get(r)
+        if p is None:
+            dl, dm = c[0], c[1]
+            prop[r] = [dl, dm]
+        else:
+            dl, dm = c[0] - p[0], c[1] - p[1]
+            if not dl and not dm:
+                continue
+            p[0], p[1] = c[0], c[1]
+        for s in lazy:
+            cells: Cells = getattr(s, key)
+            have = cells.get(r)
+            if have is None:
+                cells[r] = [dl, dm]
+            else:
+                have[0] += dl
+                have[1] += dm
+
+
+def _feed_decayed(app: AppState) -> None:
+    """An application's decayed usage since the last call goes to its lazily fed use scopes."""
+    prop_e = app.prop_e
+    for r, e in app.own.e.items():
+        de = e - prop_e.get(r, 0.0)
+        if de:
+            prop_e[r] = e
+            for s in app.lazy_u:
+                s.e[r] = s.e.get(r, 0.0) + de

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -140,37 +140,48 @@ def money(amount: Fraction) -> Decimal:
                                                                                rounding=ROUND_HALF_EVEN)
 
 
+def _sums(s: Series, metric: str) -> dict[str, int]:
+    """``metric``'s integral per resource over all of ``s``'s points."""
+    out: dict[str, int] = {}
+    for p in s.points:
+        for r, v in p.integrals.get(metric, {}).items():
+            out[r] = out.get(r, 0) + v
+    return out
+
+
+def _lines(s: Series, prices: Mapping[str, Decimal], borrowed_prices: Mapping[str, Decimal]
+           ) -> Iterator[BillLine]:
+    """``s``'s bill lines, one per priced resource it used."""
+    used, borrowed = _sums(s, "used"), _sums(s, "borrowed")
+    for r in sorted(used):
+        price, bprice = prices.get(r), borrowed_prices.get(r)
+        if price is None and bprice is None:
+            continue
+        h, bh = hours(r, used[r]), hours(r, borrowed.get(r, 0))
+        p_in = Fraction(price) if price is not None else Fraction(0)
+        if bprice is None:
+            yield BillLine(s.name, r, h, bh, h * p_in, Fraction(0))
+        else:
+            yield BillLine(s.name, r, h, bh, (h - bh) * p_in, bh * Fraction(bprice))
+
+
+def _holders(names: set[str], parent_of: Callable[[str], str | None]) -> set[str]:
+    """The scopes among ``names``' ancestors (their use is their children's: counted once)."""
+    holders: set[str] = set()
+    for name in names:
+        up, seen = parent_of(name), {name}
+        while up is not None and up not in seen:
+            seen.add(up)
+            holders.add(up)
+            up = parent_of(up)
+    return holders
+
+
 def bill(series: Iterable[Series], prices: Mapping[str, Decimal], borrowed_prices: Mapping[str, Decimal],
          currency: str = "", parent_of: Callable[[str], str | None] | None = None) -> Bill:
     """The bill of ``series`` (the whole range of each scope: the sum of its points); ``parent_of``
     names a scope's parent (queues, quotas, tree nodes) so that the total counts each use once."""
-    lines: list[BillLine] = []
-    for s in series:
-        used: dict[str, int] = {}
-        borrowed: dict[str, int] = {}
-        for p in s.points:
-            for r, v in p.integrals.get("used", {}).items():
-                used[r] = used.get(r, 0) + v
-            for r, v in p.integrals.get("borrowed", {}).items():
-                borrowed[r] = borrowed.get(r, 0) + v
-        for r in sorted(used):
-            price = prices.get(r)
-            bprice = borrowed_prices.get(r)
-            if price is None and bprice is None:
-                continue
-            h, bh = hours(r, used[r]), hours(r, borrowed.get(r, 0))
-            p_in = Fraction(price) if price is not None else Fraction(0)
-            if bprice is None:
-                lines.append(BillLine(s.name, r, h, bh, h * p_in, Fraction(0)))
-            else:
-                lines.append(BillLine(s.name, r, h, bh, (h - bh) * p_in, bh * Fraction(bprice)))
+    lines = [ln for s in series for ln in _lines(s, prices, borrowed_prices)]
     names = {ln.name for ln in lines}
-    holders: set[str] = set()
-    if parent_of is not None:
-        for name in names:
-            up, seen = parent_of(name), {name}
-            while up is not None and up not in seen:
-                seen.add(up)
-                holders.add(up)
-                up = parent_of(up)
+    holders = _holders(names, parent_of) if parent_of is not None else set()
     return Bill(currency, lines, frozenset(names - holders))

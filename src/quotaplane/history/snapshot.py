@@ -46,6 +46,30 @@ def _sketch_of(data: Any) -> WaitSketch | None:
     return None if data is None else WaitSketch.from_json(data)
 
 
+def _scope_json(kind: str, name: str, s: Scope) -> dict[str, Any]:
+    entry: dict[str, Any] = {"k": kind, "n": name}
+    for key in ("u", "w", "b", "l"):
+        cells: Cells = getattr(s, key)
+        if cells:
+            entry[key] = _cells_json(cells)
+    if s.counts:
+        entry["c"] = dict(sorted(s.counts.items()))
+    if any(x is not None for x in s.open):
+        entry["o"] = [_sketch_json(x) for x in s.open]
+    if s.e:
+        entry["e"] = dict(sorted(s.e.items()))
+    return entry
+
+
+def _app_json(app: AppState) -> dict[str, Any]:
+    group = app.group
+    return {"queue": app.queue, "user": app.user, "groups": list(app.groups),
+            "tags": dict(app.tags), "group": group.name if isinstance(group, Scope) else group,
+            "prop_u": _cells_json(app.prop_u), "prop_w": _cells_json(app.prop_w),
+            "new_waits": _sketch_json(app.new_waits), "epoch": app.epoch,
+            **({"prop_e": dict(sorted(app.prop_e.items()))} if app.prop_e else {})}
+
+
 def snapshot_of(a: Accounting) -> dict[str, Any]:
     """The engine's state as plain JSON data (:func:`restore_into` reads it back).
 
@@ -54,37 +78,15 @@ def snapshot_of(a: Accounting) -> dict[str, Any]:
     own, never earlier than an event seen before them).
     """
     a.propagate()
-    scopes = []
-    for (kind, name), s in sorted(a.scopes.items()):
-        entry: dict[str, Any] = {"k": kind, "n": name}
-        for key in ("u", "w", "b", "l"):
-            cells: Cells = getattr(s, key)
-            if cells:
-                entry[key] = _cells_json(cells)
-        if s.counts:
-            entry["c"] = dict(sorted(s.counts.items()))
-        if any(x is not None for x in s.open):
-            entry["o"] = [_sketch_json(x) for x in s.open]
-        if s.e:
-            entry["e"] = dict(sorted(s.e.items()))
-        scopes.append(entry)
-    apps = {}
-    for app_id, app in sorted(a.apps.items()):
-        group = app.group
-        apps[app_id] = {"queue": app.queue, "user": app.user, "groups": list(app.groups),
-                        "tags": dict(app.tags), "group": group.name if isinstance(group, Scope) else group,
-                        "prop_u": _cells_json(app.prop_u), "prop_w": _cells_json(app.prop_w),
-                        "new_waits": _sketch_json(app.new_waits), "epoch": app.epoch,
-                        **({"prop_e": dict(sorted(app.prop_e.items()))} if app.prop_e else {})}
     return {
         "version": SNAPSHOT_VERSION, "zone": a.calendar.name, "now": a.now, "origin": a.origin,
         "epoch": a._epoch, "next": list(a.next), "half_life": a.half_life, "e_origin": a._e_origin,
         "info": {kind: {name: [info[0], info[1], info[2]] for name, info in sorted(table.items())}
                  for kind, table in sorted(a._info.items())},
-        "scopes": scopes,
+        "scopes": [_scope_json(kind, name, s) for (kind, name), s in sorted(a.scopes.items())],
         "dirty": [sorted([s.kind, s.name] for s in d) for d in a.dirty],
         "retired": sorted([s.kind, s.name] for s in a._retired),
-        "apps": apps,
+        "apps": {app_id: _app_json(app) for app_id, app in sorted(a.apps.items())},
         "asks": {key: ask.t for key, ask in sorted(a.asks.items())},
         "outbox": [[r.resolution, r.t, r.kind, r.name, r.data] for r in a.outbox],
     }
@@ -112,14 +114,8 @@ def restart_at_now(a: Accounting) -> None:
     a._retired = set()
 
 
-def restore_into(a: Accounting, data: Mapping[str, Any],
-                 allocations: Iterable[tuple[str, str, Mapping[str, int]]],
-                 asks: Iterable[tuple[str, str, Mapping[str, int]]]) -> None:
-    """Put the state :func:`snapshot_of` wrote into the fresh engine ``a``, with the partition's live
-    ``allocations`` and waiting ``asks`` (key, application, resource) at the snapshot's instant.
-    ``ValueError`` when ``data`` is not such a state."""
-    if data.get("version") != SNAPSHOT_VERSION:
-        raise InputError(f"history snapshot version {data.get('version')!r} is not {SNAPSHOT_VERSION}")
+def _restore_clock(a: Accounting, data: Mapping[str, Any]) -> None:
+    """Time, periods, half-life and the guarantee table."""
     a.calendar = Calendar(str(data["zone"]))
     a.now = None if data["now"] is None else int(data["now"])
     a.origin = int(data["origin"])
@@ -132,52 +128,80 @@ def restore_into(a: Accounting, data: Mapping[str, Any],
                for kind, table in data["info"].items()}
     for kind in (QUEUE, QUOTA, TREE):
         a._info.setdefault(kind, {})
+
+
+def _restore_scope(s: Scope, entry: Mapping[str, Any]) -> None:
+    s.u, s.w, s.b, s.l = (_cells_of(entry.get(k)) for k in ("u", "w", "b", "l"))
+    s.counts = {str(k): int(v) for k, v in (entry.get("c") or {}).items()}
+    if entry.get("o"):
+        s.open = [_sketch_of(x) for x in entry["o"]]
+    s.e = {str(r): float(v) for r, v in (entry.get("e") or {}).items()}
+
+
+def _restore_scopes(a: Accounting, data: Mapping[str, Any]) -> None:
+    """Every scope's cells, counters, open waits and decayed usage; the siblings' borrowed sums."""
     a.scopes = {}
     a._sibs = {}
     for entry in data["scopes"]:
-        s = a._scope(str(entry["k"]), str(entry["n"]))
-        s.u, s.w, s.b, s.l = (_cells_of(entry.get(k)) for k in ("u", "w", "b", "l"))
-        s.counts = {str(k): int(v) for k, v in (entry.get("c") or {}).items()}
-        if entry.get("o"):
-            s.open = [_sketch_of(x) for x in entry["o"]]
-        s.e = {str(r): float(v) for r, v in (entry.get("e") or {}).items()}
+        _restore_scope(a._scope(str(entry["k"]), str(entry["n"])), entry)
     for s in a.scopes.values():          # what the siblings borrow together, from the levels
-        if s.sib is not None:
-            for r, c in s.b.items():
-                if c[0]:
-                    s.sib.bsum[r] = s.sib.bsum.get(r, 0) + c[0]
+        if s.sib is None:
+            continue
+        for r, c in s.b.items():
+            if c[0]:
+                s.sib.bsum[r] = s.sib.bsum.get(r, 0) + c[0]
     a.dirty = [{a._scope(k, n) for k, n in d} for d in data["dirty"]]
     a._retired = {a._scope(k, n) for k, n in data["retired"]}
-    a.apps = {}
-    for app_id, x in data["apps"].items():
-        parts = str(x["queue"]).split(".")
-        chain = [a._scope(QUEUE, ".".join(parts[:i])) for i in range(len(parts), 0, -1)]
-        app = AppState(str(x["queue"]), str(x["user"]), tuple(x["groups"]), dict(x["tags"]),
+
+
+def _restore_app(a: Accounting, app_id: str, x: Mapping[str, Any]) -> AppState:
+    parts = str(x["queue"]).split(".")
+    chain = [a._scope(QUEUE, ".".join(parts[:i])) for i in range(len(parts), 0, -1)]
+    app = AppState(str(x["queue"]), str(x["user"]), tuple(x["groups"]), dict(x["tags"]),
                    a._scope(APPLICATION, app_id), chain, a._scope(USER, str(x["user"])))
-        g = x["group"]
-        app.group = a._scope(GROUP, g) if isinstance(g, str) else (None if g is None else False)
-        app.prop_u, app.prop_w = _cells_of(x["prop_u"]), _cells_of(x["prop_w"])
-        app.new_waits = _sketch_of(x.get("new_waits"))
-        app.epoch = int(x["epoch"])
-        app.prop_e = {str(r): float(v) for r, v in (x.get("prop_e") or {}).items()}
-        a._split(app)
-        a.apps[app_id] = app
+    g = x["group"]
+    app.group = a._scope(GROUP, g) if isinstance(g, str) else (None if g is None else False)
+    app.prop_u, app.prop_w = _cells_of(x["prop_u"]), _cells_of(x["prop_w"])
+    app.new_waits = _sketch_of(x.get("new_waits"))
+    app.epoch = int(x["epoch"])
+    app.prop_e = {str(r): float(v) for r, v in (x.get("prop_e") or {}).items()}
+    a._split(app)
+    return app
+
+
+def _restore_charges(a: Accounting, data: Mapping[str, Any],
+                     allocations: Iterable[tuple[str, str, Mapping[str, int]]],
+                     asks: Iterable[tuple[str, str, Mapping[str, int]]]) -> None:
+    """The partition's live allocations (at the snapshot's instant) and waiting asks (at their own
+    times, which the snapshot kept)."""
     a.allocs, a.asks = {}, {}
     for key, app_id, resource in allocations:
         holder = a.apps.get(app_id)
-        if holder is None:
-            continue
-        vec = vec_of(resource)
-        a.allocs[key] = Charge(app_id, vec, a.now or 0, a._eager(key, app_id, holder, vec))
-        holder.allocs.add(key)
+        if holder is not None:
+            vec = vec_of(resource)
+            a.allocs[key] = Charge(app_id, vec, a.now or 0, a._eager(key, app_id, holder, vec))
+            holder.allocs.add(key)
     times = data["asks"]
     for key, app_id, resource in asks:
         holder = a.apps.get(app_id)
-        if holder is None or key not in times:
-            continue
-        vec = vec_of(resource)
-        a.asks[key] = Charge(app_id, vec, int(times[key]), a._eager(key, app_id, holder, vec))
-        holder.asks.add(key)
+        if holder is not None and key in times:
+            vec = vec_of(resource)
+            a.asks[key] = Charge(app_id, vec, int(times[key]), a._eager(key, app_id, holder, vec))
+            holder.asks.add(key)
+
+
+def restore_into(a: Accounting, data: Mapping[str, Any],
+                 allocations: Iterable[tuple[str, str, Mapping[str, int]]],
+                 asks: Iterable[tuple[str, str, Mapping[str, int]]]) -> None:
+    """Put the state :func:`snapshot_of` wrote into the fresh engine ``a``, with the partition's live
+    ``allocations`` and waiting ``asks`` (key, application, resource) at the snapshot's instant.
+    ``ValueError`` when ``data`` is not such a state."""
+    if data.get("version") != SNAPSHOT_VERSION:
+        raise InputError(f"history snapshot version {data.get('version')!r} is not {SNAPSHOT_VERSION}")
+    _restore_clock(a, data)
+    _restore_scopes(a, data)
+    a.apps = {app_id: _restore_app(a, app_id, x) for app_id, x in data["apps"].items()}
+    _restore_charges(a, data, allocations, asks)
     a.outbox = [Row(int(r[0]), int(r[1]), str(r[2]), str(r[3]), r[4]) for r in data["outbox"]]
     a._pending = set()
     if a.half_life:

@@ -79,25 +79,30 @@ class StateView:
     def guarantees(self) -> dict[str, dict[str, ScopeInfo]]:
         """Every queue, elastic quota and quota-tree node: guarantee, parent, max."""
         st = self._state
-        queues: dict[str, ScopeInfo] = {}
-        for path in st.queues.paths():
-            queues[path] = self.queue_info(path)
-        out: dict[str, dict[str, ScopeInfo]] = {QUEUE: queues, QUOTA: {}, TREE: {}}
-        elastic = st.policies.extension("elasticquotas")
-        manager = getattr(elastic, "manager", None)
-        if manager is not None:
-            for name in manager.quota_names():
-                d = manager.describe(name)
-                out[QUOTA][name] = (_plain(d.get("min")) or {}, d.get("parent") or None, _plain(d.get("max")))
-        forest = st.policies.extension("quotatrees")
-        qm = getattr(forest, "manager", None)
-        if qm is not None:
-            dump = qm.dump_state()
-            for tree, tdump in sorted((dump.get("trees") or {}).items()):
-                for node, n in sorted((tdump.get("nodes") or {}).items()):
-                    parent = n.get("parent")
-                    out[TREE][f"{tree}/{node}"] = (_plain(n.get("quota")) or {},
-                                                   f"{tree}/{parent}" if parent is not None else None, None)
+        queues = {path: self.queue_info(path) for path in st.queues.paths()}
+        return {QUEUE: queues, QUOTA: self._quotas(), TREE: self._tree_nodes()}
+
+    def _quotas(self) -> dict[str, ScopeInfo]:
+        manager = getattr(self._state.policies.extension("elasticquotas"), "manager", None)
+        if manager is None:
+            return {}
+        out: dict[str, ScopeInfo] = {}
+        for name in manager.quota_names():
+            d = manager.describe(name)
+            out[name] = (_plain(d.get("min")) or {}, d.get("parent") or None, _plain(d.get("max")))
+        return out
+
+    def _tree_nodes(self) -> dict[str, ScopeInfo]:
+        qm = getattr(self._state.policies.extension("quotatrees"), "manager", None)
+        if qm is None:
+            return {}
+        out: dict[str, ScopeInfo] = {}
+        dump = qm.dump_state()
+        for tree, tdump in sorted((dump.get("trees") or {}).items()):
+            for node, n in sorted((tdump.get("nodes") or {}).items()):
+                parent = n.get("parent")
+                out[f"{tree}/{node}"] = (_plain(n.get("quota")) or {},
+                                         f"{tree}/{parent}" if parent is not None else None, None)
         return out
 
     def timezone(self) -> str:
