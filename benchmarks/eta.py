@@ -261,6 +261,17 @@ def accuracy(trace: Trace, *, declared: bool) -> dict[str, Any]:
             "inside_p10_p90": round(inside / known, 3) if known else None}
 
 
+def _previous() -> dict[str, Any]:
+    import json
+
+    path = Path(__file__).resolve().parent / "results" / "eta.json"
+    try:
+        found = json.loads(path.read_text())["results"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the chosen sections; write ``benchmarks/results/eta.json``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -269,7 +280,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--only", default="forecast,explain,accuracy")
     args = ap.parse_args(argv)
     sections = set(args.only.split(","))
-    results: dict[str, Any] = {"targets": TARGETS}
+    # the sections not run keep their last figures (a long section can be run on its own)
+    results: dict[str, Any] = _previous()
+    results["targets"] = TARGETS
     if "explain" in sections:
         results["explain"] = explain_section(args.queues)
         print(f"  explain: {results['explain']}", flush=True)

@@ -206,3 +206,19 @@ def test_the_forecast_never_changes_the_partition_and_is_exact_when_runtimes_are
     assert set(predicted) == {a.allocation_key for a in p.pending()}
     actual = _replay(p, clock)
     assert predicted == {k: actual.get(k) for k in predicted}
+
+
+def test_the_forecast_is_bounded_and_beyond_its_horizon_says_unknown() -> None:
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    for i in range(4):                                   # ends at 1010, 1020, 1030, 1040
+        assert p.allocate("app1", f"r{i}", _cores(5), max_runtime=10 * (i + 1))
+    for i in range(4):
+        p.add_ask("app1", f"w{i}", _cores(5), max_runtime=1000)
+    full = forecast(p, HoldTimes(), 1000.0)
+    assert [full.asks[f"w{i}"].p50 for i in range(4)] == [1010.0, 1020.0, 1030.0, 1040.0]
+    assert not full.truncated
+    short = forecast(p, HoldTimes(), 1000.0, max_steps=2)
+    assert short.truncated
+    assert [short.asks[f"w{i}"].p50 for i in range(4)] == [1010.0, 1020.0, None, None]
+    assert short.asks["w3"].basis == ("unknown: w3 does not start within the forecast's horizon of 2 ends",)

@@ -36,10 +36,13 @@ from quotaplane.partition.facade import Partition
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.state.handlers import PartitionState
 
-__all__ = ["QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
+__all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
 
 #: the quantiles of the hold times each forecast run takes (the p10, p50 and p90 starts)
 QUANTILES = (0.1, 0.5, 0.9)
+#: the instants (ends, timer dues) one forecast run takes at most: the forecast's cost is bounded, and
+#: an ask not started within them is unknown ("beyond the horizon"), never guessed
+MAX_STEPS = 2000
 #: the bases named with an answer at most (the rest are counted)
 _MAX_BASES = 3
 
@@ -85,6 +88,8 @@ class Forecast:
     runs: int = 0
     #: the earliest end the forecast counted on: past it the forecast is stale
     next_end: float = math.inf
+    #: a run stopped at its horizon (:data:`MAX_STEPS`) with asks still waiting
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The REST shape: ``{partition, asOf, asks: [...]}`` in the partition's arrival order."""
@@ -123,8 +128,12 @@ _Why = dict[str, tuple[str, ...]]
 class _Run:
     """One forward run of the quantile ``q`` on a working copy (the module docstring's steps 1-4)."""
 
-    def __init__(self, partition: Partition, holds: HoldTimes, now: float, q: float) -> None:
+    def __init__(self, partition: Partition, holds: HoldTimes, now: float, q: float,
+                 max_steps: int = MAX_STEPS) -> None:
         self.holds, self.q = holds, q
+        #: the instants (ends, timers) the run may take at most; past it the rest is unknown
+        self.steps_left = max_steps
+        self.truncated = False
         self.clock = now
         self.copy = working_copy(partition, lambda: self.clock)
         self.state = self.copy.state
@@ -168,7 +177,10 @@ class _Run:
         self._started(self.clock, ("fits now",))
         self.copy.auto_schedule = True
         while len(self.state.waiting.asks) and self._step():
-            pass
+            self.steps_left -= 1
+            if self.steps_left <= 0:
+                self.truncated = bool(len(self.state.waiting.asks))
+                break
 
     def _step(self) -> bool:
         timer = _next_timer(self.state, self.clock)
@@ -219,8 +231,9 @@ def _bases(items: Any) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def forecast(partition: Partition, holds: HoldTimes, now: float) -> Forecast:
-    """The forecast start of every waiting ask of ``partition`` at ``now`` (see the module docstring)."""
+def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: int = MAX_STEPS) -> Forecast:
+    """The forecast start of every waiting ask of ``partition`` at ``now`` (see the module docstring),
+    each run taking at most ``max_steps`` instants."""
     with partition.lock:
         state = partition.state
         waiting = [(ask.allocation_key, ask.application_id, ask.created) for ask in state.waiting.asks.all()]
@@ -232,15 +245,16 @@ def forecast(partition: Partition, holds: HoldTimes, now: float) -> Forecast:
         return out
     runs: dict[float, tuple[_Starts, _Why]] = {}
     for q in quantiles:
-        run = _Run(partition, holds, now, q)
+        run = _Run(partition, holds, now, q, max_steps)
         run.run()
+        out.truncated = out.truncated or run.truncated
         runs[q] = (run.starts, run.why)
         out.next_end = min(out.next_end, run.first_end)
     out.runs = len(quantiles)
     median = runs.get(0.5, next(iter(runs.values())))
     for key, app_id, created in waiting:
         p10, p50, p90 = _interval([runs.get(q, median)[0].get(key) for q in QUANTILES])
-        bases = median[1].get(key) or _unknown_basis(key)
+        bases = median[1].get(key) or _unknown_basis(key, max_steps if out.truncated else None)
         out.asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
     return out
 
@@ -255,7 +269,9 @@ def _interval(got: list[float | None]) -> tuple[float | None, float | None, floa
     return known[0], known[1], known[2]
 
 
-def _unknown_basis(key: str) -> tuple[str, ...]:
+def _unknown_basis(key: str, horizon: int | None) -> tuple[str, ...]:
+    if horizon is not None:
+        return (f"unknown: {key} does not start within the forecast's horizon of {horizon:,} ends",)
     return (f"unknown: no end of running work that is known (declared or observed) lets {key} start",)
 
 
