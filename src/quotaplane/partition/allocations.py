@@ -141,7 +141,19 @@ def cancel_preemption(tx: Txn, keys: Sequence[str]) -> None:
 
 def release(tx: Txn, allocation_key: str) -> None:
     """Release an allocation; the last one moves its application to Completing (seed 001)."""
-    release_batch(tx, (allocation_key,))
+    state = tx.state
+    allocs = state.allocs
+    if allocation_key not in allocs:    # one key: no batch bookkeeping (benchmarks/partition.py)
+        raise NotFoundError(f"allocation {allocation_key!r} not found in partition {state.name!r}")
+    tx.apply(E.Released(key=allocation_key, t=tx.clock(), app=allocs[allocation_key].application_id))
+    _after_release(tx)
+
+
+def _after_release(tx: Txn) -> None:
+    """The waiting asks get their cycle once the release is committed; with none waiting there is
+    nothing to retry (a later ask marks the queue for a cycle when it is added)."""
+    if len(tx.state.waiting.asks):
+        tx.after(freed)
 
 
 def release_batch(tx: Txn, allocation_keys: Sequence[str]) -> None:
@@ -156,5 +168,5 @@ def release_batch(tx: Txn, allocation_keys: Sequence[str]) -> None:
     t = tx.clock()
     for ev in [E.Released(key=key, t=t, app=allocs[key].application_id) for key in allocation_keys]:
         tx.apply(ev)
-    tx.after(freed)
+    _after_release(tx)
 

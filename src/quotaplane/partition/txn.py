@@ -213,7 +213,8 @@ class Txn:
                 try:
                     while follow:
                         follow.pop(0)(self)
-                    self.commit()
+                    if self._applied or self.state.notes:      # what the follow-ups changed
+                        self.commit()
                 except BaseException:
                     self.rollback()
                     raise
