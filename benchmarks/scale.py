@@ -347,7 +347,10 @@ def service(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     server = uvicorn.Server(uvicorn.Config(create_app(w.scheduler), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
+                                           log_level="warning", lifespan="on",
+                                           # the steps between measurements take longer than uvicorn's
+                                           # 5 s keep-alive on a loaded machine: keep the one connection
+                                           timeout_keep_alive=3600))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

@@ -3,6 +3,8 @@ quota-tree families, preemptions by reason, build info and the process collector
 
 from __future__ import annotations
 
+from functools import partial
+
 import httpx
 
 import quotaplane as qp
@@ -10,6 +12,11 @@ from tests.client.test_client import _Server
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import cpu, seed_002_config
 from tests.scenarios.world import ALICE, CONFIG, tags
+
+# no time is asserted: a loaded machine may take longer than httpx's 5 s default to answer
+get = partial(httpx.get, timeout=120)
+post = partial(httpx.post, timeout=120)
+delete = partial(httpx.delete, timeout=120)
 
 
 def _samples(text: str, family: str) -> dict[str, float]:
@@ -29,7 +36,7 @@ def test_elastic_quota_and_quota_tree_families() -> None:
     assert p.allocate("a1", "k1", qp.Resource({"vcore": 2500})).allocated
     srv = _Server(s)                 # a real service (uvicorn on loopback)
     try:
-        text = httpx.get(srv.url + "/ws/v1/metrics").text
+        text = get(srv.url + "/ws/v1/metrics").text
     finally:
         srv.stop()
     elastic = _samples(text, "quotaplane_elastic_quota")
@@ -64,7 +71,7 @@ def test_preemptions_are_counted_by_reason() -> None:
         for _ in range(3):
             clock.advance(1)
             p.check_timeouts()
-        text = httpx.get(srv.url + "/metrics").text
+        text = get(srv.url + "/metrics").text
     finally:
         srv.stop()
     assert _samples(text, "quotaplane_preempted_allocations_total") == {
@@ -90,15 +97,15 @@ def test_the_yunikorn_families_its_grafana_dashboard_reads() -> None:
     p.add_node("n2", qp.Resource({"vcore": 8000, "memory": 2**34, "pods": 10}))
     srv = _Server(s)
     try:
-        assert httpx.post(srv.url + "/ws/v1/partition/default/applications",
+        assert post(srv.url + "/ws/v1/partition/default/applications",
                           json={"applicationID": "a1", "user": "alice", "groups": ["dev"], "queue": "root.a",
                                 "tags": tags("team-a", "A")}).status_code == 201
         for key, vcore in (("k1", 2500), ("k2", 500), ("k3", 4000)):     # k3 is over alice's 3 cores
-            httpx.post(srv.url + "/ws/v1/partition/default/allocations",
+            post(srv.url + "/ws/v1/partition/default/allocations",
                        json={"applicationID": "a1", "allocationKey": key, "resource": {"vcore": vcore},
                              "nodeID": "n1"})
-        httpx.delete(srv.url + "/ws/v1/partition/default/allocation/k2")
-        text = httpx.get(srv.url + "/ws/v1/metrics").text
+        delete(srv.url + "/ws/v1/partition/default/allocation/k2")
+        text = get(srv.url + "/ws/v1/metrics").text
     finally:
         srv.stop()
         s.close()
