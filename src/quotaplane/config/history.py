@@ -122,44 +122,57 @@ class HistorySettings:
     fairshare: FairShareSettings = field(default_factory=FairShareSettings)
 
 
+def _timezone(tz: Any) -> str:
+    try:
+        ZoneInfo(tz) if isinstance(tz, str) and tz else ZoneInfo("")
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingsError(f"history.timezone: unknown time zone {tz!r} (an IANA name such as "
+                            "'Europe/Zurich' or 'UTC')") from None
+    return str(tz)
+
+
+def _retention(data: Mapping[str, Any]) -> dict[str, int]:
+    retention = dict(DEFAULT_RETENTION)
+    if "retention" in data:
+        for res, value in _mapping(data["retention"], "history.retention", RESOLUTIONS).items():
+            retention[res] = parse_duration(value, f"history.retention.{res}")
+    return retention
+
+
+def _weight(queue: Any, w: Any) -> Decimal:
+    try:
+        weight = Decimal(str(w)) if not isinstance(w, bool) else Decimal(-1)
+    except InvalidOperation:
+        weight = Decimal(-1)
+    if not isinstance(queue, str) or not weight.is_finite() or weight <= 0:
+        raise SettingsError(f"history.fairshare.weights.{queue}: expected a weight > 0, got {w!r}")
+    return weight
+
+
+def _fairshare(raw: Any) -> FairShareSettings:
+    f = _mapping(raw, "history.fairshare", _FAIR_KEYS)
+    on = _bool(f["enabled"], "history.fairshare.enabled") if "enabled" in f else True
+    half = (parse_duration(f["halflife"], "history.fairshare.halflife") if "halflife" in f
+            else FairShareSettings().half_life_ms)
+    if half <= 0:
+        raise SettingsError("history.fairshare.halflife: must be longer than 0 (decay needs a half-life)")
+    weights = {str(q).lower(): _weight(q, w)
+               for q, w in _mapping(f.get("weights", {}), "history.fairshare.weights").items()}
+    return FairShareSettings(on, half, MappingProxyType(weights))
+
+
 def parse_settings(raw: Any) -> HistorySettings:
     """The settings of a partition's ``history`` extension (None: the defaults)."""
     if raw is None:
         return HistorySettings()
     data = _mapping(raw, "history", _KEYS)
     enabled = _bool(data["enabled"], "history.enabled") if "enabled" in data else True
-    tz = data.get("timezone", "UTC")
-    try:
-        ZoneInfo(tz) if isinstance(tz, str) and tz else ZoneInfo("")
-    except (ZoneInfoNotFoundError, ValueError):
-        raise SettingsError(f"history.timezone: unknown time zone {tz!r} (an IANA name such as "
-                            "'Europe/Zurich' or 'UTC')") from None
-    retention = dict(DEFAULT_RETENTION)
-    if "retention" in data:
-        for res, value in _mapping(data["retention"], "history.retention", RESOLUTIONS).items():
-            retention[res] = parse_duration(value, f"history.retention.{res}")
+    tz = _timezone(data.get("timezone", "UTC"))
     currency = data.get("currency", "")
     if not isinstance(currency, str):
         raise SettingsError(f"history.currency: expected a text such as CHF or USD, got {currency!r}")
     prices = _prices(data["prices"], "history.prices") if "prices" in data else {}
     borrowed = _prices(data["borrowedprices"], "history.borrowedprices") if "borrowedprices" in data else {}
-    fair = FairShareSettings()
-    if "fairshare" in data:
-        f = _mapping(data["fairshare"], "history.fairshare", _FAIR_KEYS)
-        on = _bool(f["enabled"], "history.fairshare.enabled") if "enabled" in f else True
-        half = (parse_duration(f["halflife"], "history.fairshare.halflife") if "halflife" in f
-                else fair.half_life_ms)
-        if half <= 0:
-            raise SettingsError("history.fairshare.halflife: must be longer than 0 (decay needs a half-life)")
-        weights: dict[str, Decimal] = {}
-        for queue, w in _mapping(f.get("weights", {}), "history.fairshare.weights").items():
-            try:
-                weight = Decimal(str(w)) if not isinstance(w, bool) else Decimal(-1)
-            except InvalidOperation:
-                weight = Decimal(-1)
-            if not isinstance(queue, str) or not weight.is_finite() or weight <= 0:
-                raise SettingsError(f"history.fairshare.weights.{queue}: expected a weight > 0, got {w!r}")
-            weights[queue.lower()] = weight
-        fair = FairShareSettings(on, half, MappingProxyType(weights))
-    return HistorySettings(enabled, tz, MappingProxyType(retention), currency, MappingProxyType(prices),
-                           MappingProxyType(borrowed), fair)
+    fair = _fairshare(data["fairshare"]) if "fairshare" in data else FairShareSettings()
+    return HistorySettings(enabled, tz, MappingProxyType(_retention(data)), currency,
+                           MappingProxyType(prices), MappingProxyType(borrowed), fair)

@@ -428,10 +428,7 @@ class Accounting(Ledger):
             self._want(s, v, -1)
         if wait is not None:
             for s in scopes:
-                sk = s.open[0]
-                if sk is None:
-                    sk = s.open[0] = WaitSketch()
-                sk.add(wait)
+                _wait_in(s, wait)
 
     def _count(self, key: str, counter: str) -> None:
         charge = self.allocs.get(key)
@@ -625,3 +622,11 @@ class Accounting(Ledger):
         for s in app.scopes():
             for code in dict.fromkeys(codes):
                 s.counts["refused:" + code] = s.counts.get("refused:" + code, 0) + 1
+
+
+def _wait_in(s: Scope, wait: int) -> None:
+    """An ask of ``s`` waited ``wait`` ms until it was allocated (this minute's open waits)."""
+    sk = s.open[0]
+    if sk is None:
+        sk = s.open[0] = WaitSketch()
+    sk.add(wait)

@@ -86,10 +86,14 @@ def standing_of(rank: FairRank, kind: str, name: str, siblings: list[str]) -> di
     engine = rank._engine
     s = engine.scopes.get((kind, name))
     decayed = engine.decayed(s) if s is not None else {}
-    weight = rank.weight(name) if kind == QUEUE else 1.0
+
+    def weight_of(n: str) -> float:
+        return rank.weight(n) if kind == QUEUE else 1.0     # users weigh the same
+
+    weight = weight_of(name)
     group = [*siblings, name] if name not in siblings else list(siblings)
     total_usage = sum(rank.usage(kind, n) for n in group)
-    total_weight = sum((rank.weight(n) if kind == QUEUE else 1.0) for n in group)
+    total_weight = sum(weight_of(n) for n in group)
     own = rank.usage(kind, name)
     u = own / total_usage if total_usage > 0 else 0.0
     share = weight / total_weight if total_weight > 0 else 0.0
