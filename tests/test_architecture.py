@@ -29,7 +29,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "client": ("client", "_client_api"),
     "kube": ("kube",),
     "sim": ("sim",),
-    "cli": ("cli", "cli_remote", "cli_report", "cli_eta", "console"),
+    "cli": ("cli", "cli_remote", "cli_report", "cli_eta", "cli_budgets", "console"),
     "package": ("__init__",),
 }
 

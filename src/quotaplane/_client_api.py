@@ -308,6 +308,13 @@ class _api:
                      params=query)
 
     @staticmethod
+    def budgets(queue: str | None, user: str | None, group: str | None, partition: str) -> _Call[Any]:
+        if queue is None:
+            return _Call("GET", f"/partition/{partition}/budgets", _dict)
+        params = {k: v for k, v in {"queue": queue, "user": user, "group": group}.items() if v is not None}
+        return _Call("GET", f"/partition/{partition}/budget", _dict, params=params)
+
+    @staticmethod
     def config() -> _Call[str]:
         return _Call("GET", "/config", lambda r: r.text)
 

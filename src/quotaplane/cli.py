@@ -180,6 +180,7 @@ def _register_client_commands() -> None:
 _register_client_commands()
 __import__("quotaplane.cli_eta").cli_eta.register(app)           # `quotaplane eta`, `whatif` (docs/eta.md)
 __import__("quotaplane.cli_report").cli_report.register(app)     # `quotaplane report` (docs/history.md)
+__import__("quotaplane.cli_budgets").cli_budgets.register(app)   # `quotaplane budgets` (docs/budgets.md)
 
 if __name__ == "__main__":  # pragma: no cover  (the console script is quotaplane.console:main)
     app()

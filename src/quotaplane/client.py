@@ -258,6 +258,13 @@ class Client:
                                                "period": period, "name": list(names) if names else None},
                                       csv, partition))
 
+    def budgets(self, queue: str | None = None, *, user: str | None = None, group: str | None = None,
+                partition: str = "default") -> dict[str, Any]:
+        """Every budget (``GET …/budgets``), or one scope's (``queue``, and ``user`` or ``group`` in it:
+        ``GET …/budget``): limit, consumed, committed, left, burn rate, reset (docs/budgets.md)."""
+        found: dict[str, Any] = self._run(_api.budgets(queue, user, group, partition))
+        return found
+
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
         return self._run(_api.usage("user", None, partition))
@@ -530,6 +537,12 @@ class AsyncClient:
         params = {"groupBy": group_by, "start": start, "end": end, "period": period,
                   "name": list(names) if names else None}
         return await self._run(_api.history("cost", params, csv, partition))
+
+    async def budgets(self, queue: str | None = None, *, user: str | None = None, group: str | None = None,
+                      partition: str = "default") -> dict[str, Any]:
+        """Every budget, or one scope's (see :meth:`Client.budgets`)."""
+        found: dict[str, Any] = await self._run(_api.budgets(queue, user, group, partition))
+        return found
 
     async def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""

@@ -254,6 +254,20 @@ class Ledger:
                 out.append(self._scope(f"group:{s.queue}:{group}", f"group {group} in {s.queue}", s))
         return out
 
+    def peek(self, queue: str, user: str | None = None, group: str | None = None) -> Scope | None:
+        """The budget of ``queue`` (or of ``user`` / ``group`` in it, by name or wildcard) as it stands,
+        without creating it (None: no budget there)."""
+        kind, who = ("user", user) if user is not None else ("group", group) if group is not None else \
+            ("queue", None)
+        key = f"queue:{queue}" if who is None else f"{kind}:{queue}:{who}"
+        found = self.scopes.get(key)
+        if found is not None:
+            return found
+        spec = self._spec_of(key)
+        if spec is None:
+            return None
+        return Scope(key, queue if who is None else f"{kind} {who} in {queue}", spec, self.now)
+
     def _scope(self, key: str, label: str, spec: BudgetSpec) -> Scope:
         scope = self.scopes.get(key)
         if scope is None:

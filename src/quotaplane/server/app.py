@@ -461,6 +461,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     """
     from quotaplane.server import (
         routes_asks,
+        routes_budgets,
         routes_core,
         routes_elastic,
         routes_eta,
@@ -510,7 +511,7 @@ def create_app(scheduler: Scheduler, *, tokens: Tokens | None = None,
     app.state.service = service
     install_error_handlers(app)
     for module in (routes_yunikorn, routes_yunikorn_cluster, routes_yunikorn_apps, routes_core, routes_asks,
-                   routes_elastic, routes_forest, routes_history, routes_eta, ui):
+                   routes_elastic, routes_forest, routes_history, routes_eta, routes_budgets, ui):
         app.include_router(module.router(service))
     _add_metrics_route(app, service)
     service.form_routes = _form_routes(app)

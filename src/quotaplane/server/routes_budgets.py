@@ -1,0 +1,97 @@
+"""Budget endpoints under ``/ws/v1/partition/{p}/`` (issue 34, docs/budgets.md).
+
+* ``GET …/budgets`` — every budgeted scope now: per resource its limit, consumed, committed and left
+  resource-hours, the share used, the burn rate, when it runs out at that rate, and when it resets.
+* ``GET …/budget?queue=root.a[&user=alice|&group=ml]`` — one scope (404 when no budget is set there).
+* ``PUT …/budgets`` (admin) — the partition's budgets become the body's list (YAML or JSON): a
+  configuration change, journalled and all-or-nothing like any other (a wrong entry is a 400 naming
+  it, nothing changed).
+
+The budgets themselves live in the partition's configuration (``budgets:``); reads come from the
+partition's budget policy, at the service's clock (reading changes nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from quotaplane.budgets import scope_status
+from quotaplane.config.budgets import parse_budgets
+from quotaplane.errors import InputError, NotFoundError
+from quotaplane.server.common import errors, json
+from quotaplane.server.extensions import edit_extension, policy_of, validate_extensions, yaml_documents
+
+__all__ = ["router"]
+
+_KEY = "budgets"
+_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "the partition's budgets: a list of budget entries (docs/budgets.md)",
+        "content": {"application/x-yaml": {"schema": {}}, "application/yaml": {"schema": {}},
+                    "application/json": {"schema": {}}},
+    }
+}
+
+
+def _policy(service: Any, partition: str) -> tuple[Any, Any]:
+    p = service.partition(partition)
+    policy = policy_of(p, "budget")
+    if policy is None:
+        raise NotFoundError(f"partition {partition!r} has no budgets (config key {_KEY!r})")
+    return p, policy
+
+
+def router(service: Any) -> APIRouter:
+    """The budget routes bound to ``service``."""
+    r = APIRouter(tags=["budgets"])
+    read = service.tokens.dependencies("read")
+    admin = service.tokens.dependencies("admin")
+
+    @r.get("/ws/v1/partition/{partition}/budgets", response_model=None, dependencies=read,
+           responses={200: {"description": "every budgeted scope"}, **errors(404, auth=True)})
+    async def list_budgets(partition: str) -> JSONResponse:
+        """Every budgeted scope seen so far (a wildcard budget shows each user or group it charged)."""
+        p, policy = _policy(service, partition)
+        with p.lock:
+            return json({"partition": p.name, "budgets": policy.statuses(p.clock())})
+
+    @r.get("/ws/v1/partition/{partition}/budget", response_model=None, dependencies=read,
+           responses={200: {"description": "one budgeted scope"}, **errors(400, 404, auth=True)})
+    async def get_budget(partition: str, queue: Annotated[str, Query(description="the queue")],
+                         user: Annotated[str | None, Query(description="a user in the queue")] = None,
+                         group: Annotated[str | None, Query(description="a group in the queue")] = None
+                         ) -> JSONResponse:
+        """One scope's budget: a queue's, or a user's or group's in that queue."""
+        if user is not None and group is not None:
+            raise InputError("user and group exclude each other")
+        p, policy = _policy(service, partition)
+        with p.lock:
+            ledger = policy.ledger
+            scope = ledger.peek(queue, user, group)
+            if scope is None:
+                who = f"user {user!r} in " if user else f"group {group!r} in " if group else ""
+                raise NotFoundError(f"no budget on {who}queue {queue!r} in partition {p.name!r}")
+            return json(scope_status(ledger, scope, max(round(p.clock() * 1000), ledger.now)))
+
+    @r.put("/ws/v1/partition/{partition}/budgets", response_model=None, dependencies=admin,
+           openapi_extra=_BODY, responses={200: {"description": "every budgeted scope"},
+                                           **errors(400, 404, auth=True, write=True)})
+    async def replace_budgets(partition: str, request: Request) -> JSONResponse:
+        """The partition's budgets become the body's list (a configuration change)."""
+        docs = yaml_documents((await request.body()).decode("utf-8", errors="strict"))
+        if len(docs) != 1:
+            raise InputError("the body must be one YAML or JSON document: a list of budgets")
+        [budgets] = docs
+        parse_budgets(budgets)                      # a wrong entry: a 400 naming it, nothing changed
+        service.ensure_writable(partition)
+        service.partition(partition)
+        text = edit_extension(service.scheduler.config_text, partition, _KEY, lambda _: budgets or None)
+        validate_extensions(text)
+        service.scheduler.update_config(text)
+        return await list_budgets(partition)
+
+    return r
