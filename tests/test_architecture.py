@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "quotaplane"
 PARTS: dict[str, tuple[str, ...]] = {
     "base": ("resources", "config", "errors", "units", "flavors.names"),
     "ugm": ("ugm",), "queues": ("queues",), "elastic": ("elastic",), "forest": ("forest",),
-    "budgets": ("budgets",),
+    "budgets": ("budgets",), "windows": ("windows",),
     "k8s": ("k8s", "placement"),
     "policies": ("policy", "policies"),
     "flavors": ("flavors",),
@@ -37,6 +37,7 @@ PARTS: dict[str, tuple[str, ...]] = {
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
     "ugm": {"base"}, "queues": {"base"}, "elastic": {"base"}, "forest": {"base"}, "budgets": {"base"},
+    "windows": {"base"},
     "k8s": {"base"},
     "policies": {"base", "ugm", "queues", "elastic", "forest", "budgets"},
     "flavors": {"base", "policies"},
@@ -44,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "journal": {"base", "events"},
     "core": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events", "journal"},
     "server": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events",
-               "journal", "core", "package"},
+               "journal", "core", "package", "budgets", "windows"},
     "client": {"base", "policies"},
     "kube": {"base", "k8s", "policies", "events", "core", "server", "package"},
     "sim": {"base", "core", "policies", "events", "journal", "package"},

@@ -43,6 +43,7 @@ from quotaplane.server.metrics import Metrics
 from quotaplane.server.outer import App, Outer
 from quotaplane.server.write_routing import WriteRouter
 from quotaplane.server.yunikorn_events import EventRecords
+from quotaplane.windows import tick as window_tick
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.partition import Partition
@@ -408,6 +409,7 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
     while True:
         await asyncio.sleep(interval)
         service.watch_partitions()
+        open_and_close_windows(service)
         for p in service.scheduler.partitions():
             if not service.is_leader(p.name):
                 continue
@@ -415,6 +417,22 @@ async def timeouts_loop(service: Service, interval: float = TIMEOUTS_INTERVAL) -
                 p.check_timeouts()
             except Exception:  # a journal hiccup or a lost lease: try again next round
                 _log.warning("timeouts of partition %s failed", getattr(p, "name", "?"), exc_info=True)
+
+
+def open_and_close_windows(service: Service) -> list[str]:
+    """On the configuration's leader, open and close the time windows due now (docs/windows.md): each
+    edge is a configuration change, journalled; a failure is logged and retried next round."""
+    if not service.is_leader(None):
+        return []
+    scheduler = service.scheduler
+    try:
+        changed = window_tick(scheduler.config_text, scheduler.update_config, scheduler.clock())
+    except Exception:  # a journal hiccup or a lost lease: try again next round
+        _log.warning("time windows could not be applied", exc_info=True)
+        return []
+    for line in changed:
+        _log.info("%s", line)
+    return changed
 
 
 async def history_loop(service: Service, interval: float = HISTORY_INTERVAL) -> None:

@@ -1,0 +1,142 @@
+"""Opening and closing windows in the configuration text (see :mod:`quotaplane.windows`).
+
+The text is edited round-trip (comments and order survive). Opening a window writes its overrides into
+its queue (``resources.max``, ``resources.guaranteed``) and into the queue's own budget
+(``resourcehours``), keeping the values they replace in the window's ``saved``; closing it puts them
+back (a value that was not set is removed again). Overlapping windows on one setting are refused by
+validation, so two windows never fight over a value.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from quotaplane.config.windows import WindowSpec, parse_windows
+from quotaplane.errors import ConfigError
+
+__all__ = ["edges", "tick", "window_states"]
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 4096
+    return y
+
+
+def _plain(value: Any) -> Any:
+    """A round-trip YAML value as plain data (dicts, lists, scalars)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _queue(pm: Any, path: str) -> Any:
+    """The queue mapping at ``path`` in a partition's ``queues`` (lower-case match), or None."""
+    nodes = pm.get("queues") or []
+    found = None
+    for part in path.split("."):
+        found = next((q for q in nodes if str(q.get("name", "")).lower() == part), None)
+        if found is None:
+            return None
+        nodes = found.get("queues") or []
+    return found
+
+
+def _budget(pm: Any, queue: str) -> Any:
+    """The queue's own budget entry (no user, no group), or None."""
+    return next((b for b in pm.get("budgets") or [] if str(b.get("queue", "")) == queue
+                 and "user" not in b and "group" not in b), None)
+
+
+def _slot(pm: Any, w: WindowSpec, field: str) -> tuple[Any, str]:
+    """The mapping holding ``field`` of window ``w``'s target, and the key in it."""
+    if field == "resourcehours":
+        budget = _budget(pm, w.queue)
+        if budget is None:
+            raise ConfigError(f"window {w.name!r} overrides the budget of {w.queue}, which has none")
+        return budget, "resourcehours"
+    queue = _queue(pm, w.queue)
+    if queue is None:
+        raise ConfigError(f"window {w.name!r}: queue {w.queue} is not in the configuration")
+    if queue.get("resources") is None:
+        queue["resources"] = {}
+    return queue["resources"], field
+
+
+def _open(pm: Any, raw: Any, w: WindowSpec) -> None:
+    saved: dict[str, Any] = {}
+    for field, value in w.overrides.items():
+        holder, key = _slot(pm, w, field)
+        saved[field] = _plain(holder.get(key))
+        holder[key] = dict(value)
+    raw["active"] = True
+    raw["saved"] = saved
+
+
+def _close(pm: Any, raw: Any, w: WindowSpec) -> None:
+    for field in w.overrides:
+        holder, key = _slot(pm, w, field)
+        old = w.saved.get(field)
+        if old is None:
+            holder.pop(key, None)
+        else:
+            holder[key] = old
+    raw.pop("active", None)
+    raw.pop("saved", None)
+
+
+def edges(text: str, now: float) -> tuple[str, list[str]] | None:
+    """The configuration ``text`` with every window opened or closed as instant ``now`` (seconds) calls
+    for, and what changed (``"window x opened on root.a"``); None when nothing changes."""
+    y = _yaml()
+    data = y.load(text)
+    ms = round(now * 1000)
+    changed: list[str] = []
+    for pm in (data.get("partitions") or []) if hasattr(data, "get") else []:
+        raws = pm.get("windows")
+        if not raws:
+            continue
+        for w, raw in zip(parse_windows(_plain(raws)), raws, strict=True):
+            want = w.active_at(ms)
+            if want == w.active:
+                continue
+            (_open if want else _close)(pm, raw, w)
+            changed.append(f"window {w.name} {'opened' if want else 'closed'} on {w.queue} "
+                           f"(partition {pm.get('name')})")
+    if not changed:
+        return None
+    buf = io.StringIO()
+    y.dump(data, buf)
+    return buf.getvalue(), changed
+
+
+def tick(config_text: str, update: Callable[[str], None], now: float) -> list[str]:
+    """Open and close the windows due at ``now``: ``update(new_text)`` applies the change (the
+    scheduler's ``update_config``: validated, journalled, all-or-nothing). What changed."""
+    found = edges(config_text, now)
+    if found is None:
+        return []
+    text, changed = found
+    update(text)
+    return changed
+
+
+def window_states(partition_raw: Any, now: float) -> list[dict[str, Any]]:
+    """Every window of one partition's plain configuration with its state at ``now``: whether it is
+    open, whether it should be, its schedule and overrides (REST, CLI)."""
+    ms = round(now * 1000)
+    out: list[dict[str, Any]] = []
+    for w in parse_windows(partition_raw):
+        out.append({"name": w.name, "queue": w.queue, "timezone": w.timezone,
+                    "schedule": {"from": w.start_ms / 1000, "to": w.end_ms / 1000} if w.cron is None
+                    else {"cron": w.cron_text, "duration": w.duration_ms / 1000},
+                    "overrides": dict(w.overrides), "active": w.active, "due": w.active_at(ms),
+                    "saved": dict(w.saved)})
+    return out
