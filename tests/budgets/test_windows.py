@@ -57,18 +57,20 @@ def test_cron_fields_ranges_steps_names_and_either_day() -> None:
     assert c.months == frozenset({1, 2, 3}) and c.weekdays == frozenset({1})
     # both days restricted: the 1st, the 15th or a Monday (Vixie cron)
     from zoneinfo import ZoneInfo
-    starts = list(c.starts(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC), ZoneInfo("UTC")))
+    lo, hi = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC)
+    starts = list(c.starts(lo, hi, ZoneInfo("UTC")))
     assert {s.day for s in starts} == {1, 5}
     for bad, what in [("* * *", "five fields"), ("60 * * * *", "minute: '60' is not in 0..59"),
-                      ("* * * * 8", "day of week"), ("5-1 * * * *", "goes backwards"), ("*/0 * * * *", "bad step")]:
+                      ("* * * * 8", "day of week"), ("5-1 * * * *", "goes backwards"),
+                      ("*/0 * * * *", "bad step")]:
         with pytest.raises(ValueError, match=what):
             parse_cron(bad)
 
 
 def test_a_cron_window_holds_its_occurrences_in_its_zone_and_an_absolute_one_its_range() -> None:
     [w, x] = parse_windows([
-        {"name": "e", "queue": "root.f", "cron": "0 18 * * 1-5", "duration": "5h", "timezone": "Europe/Zurich",
-         "max": {"gpu": 6}},
+        {"name": "e", "queue": "root.f", "cron": "0 18 * * 1-5", "duration": "5h",
+         "timezone": "Europe/Zurich", "max": {"gpu": 6}},
         {"name": "x", "queue": "root.f", "from": "2026-12-24", "to": "2026-12-27", "guaranteed": {"gpu": 1}}])
     assert [w.active_at(_ms(2026, 11, 27, h)) for h in (16, 17, 21, 22)] == [False, True, True, False]
     assert not w.active_at(_ms(2026, 11, 28, 18))                  # Saturday
@@ -82,7 +84,8 @@ def test_a_cron_window_holds_its_occurrences_in_its_zone_and_an_absolute_one_its
     ([{"name": "a", "queue": "root.f", "cron": "0 * * * *", "duration": "2h", "max": {"gpu": 1}}],
      "windows[0] (a): its occurrences overlap each other on max of root.f"),
     ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "duration": "5h", "max": {"gpu": 1}},
-      {"name": "x", "queue": "root.f", "from": "2026-12-24T19:00", "to": "2026-12-24T20:00", "max": {"gpu": 2}}],
+      {"name": "x", "queue": "root.f", "from": "2026-12-24T19:00", "to": "2026-12-24T20:00",
+       "max": {"gpu": 2}}],
      "windows[0] (a): overlaps windows[1] (x)"),
     ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "max": {"gpu": 1}}], "needs a duration"),
     ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "duration": "1h"}], "overrides at least one"),
@@ -110,7 +113,7 @@ def test_validate_names_the_line_the_missing_queue_and_the_missing_budget() -> N
         load_config(text)
     assert "line 15" in str(err.value) and "no queue root.nowhere" in str(err.value)
     text = CONFIG.replace("  - {queue: root.finance, resourcehours: {nvidia.com/gpu: 10}, period: day}\n", "")
-    with pytest.raises(ConfigError, match="queue root.finance has no budget of its own"):
+    with pytest.raises(ConfigError, match=r"queue root\.finance has no budget of its own"):
         load_config(text.replace("  budgets:\n", ""))
 
 
@@ -157,3 +160,38 @@ def test_a_window_raises_then_lowers_a_max_and_quota_preemption_enforces_it(tmp_
     again = Scheduler.from_yaml(CONFIG, store=store, clock=clock)
     assert again.partition("default").dump_state() == live and again.config_text == s.config_text
     again.close(snapshot=False)
+
+
+def test_rest_reads_windows_adds_a_one_off_override_and_removes_it() -> None:
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app, open_and_close_windows
+
+    clock = Clock(FRI + 10 * H)
+    s = Scheduler.from_yaml(CONFIG, clock=clock)
+    p = s.partition("default")
+    with TestClient(create_app(s)) as client:
+        service = client.app.state.service       # type: ignore[attr-defined]
+        [w] = client.get("/ws/v1/partition/default/windows").json()["windows"]
+        assert (w["name"], w["active"], w["due"]) == ("evening", False, False)
+        assert w["schedule"] == {"cron": "0 18 * * 1-5", "duration": 18000.0}
+        # a one-off override already due: it opens at once
+        r = client.post("/ws/v1/partition/default/windows", json={
+            "name": "audit", "queue": "root.research", "from": "2026-11-27T09:00", "to": "2026-11-27T12:00",
+            "max": {"vcore": 4000}})
+        assert r.status_code == 200, r.text
+        audit = next(x for x in r.json()["windows"] if x["name"] == "audit")
+        assert audit["active"] and dict(p.queues.queue("root.research").max or {}) == {"vcore": 4_000_000}
+        bad = client.post("/ws/v1/partition/default/windows", json={
+            "name": "late", "queue": "root.finance", "from": "2026-11-27T18:30", "to": "2026-11-27T19:00",
+            "timezone": "Europe/Zurich", "max": {"nvidia.com/gpu": 1}})
+        assert bad.status_code == 400
+        assert "(evening): overlaps windows[2] (late) on max" in bad.json()["message"]
+        clock.now = FRI + 17 * H                 # the service's loop opens the evening
+        assert open_and_close_windows(service) == [
+            "window evening opened on root.finance (partition default)",
+            "window audit closed on root.research (partition default)"]
+        assert client.delete("/ws/v1/partition/default/window/evening").status_code == 200
+        assert dict(p.queues.queue("root.finance").max or {}) == {"nvidia.com/gpu": 2}   # put back
+        assert client.delete("/ws/v1/partition/default/window/evening").status_code == 404
+    s.close()

@@ -7,6 +7,12 @@
   configuration change, journalled and all-or-nothing like any other (a wrong entry is a 400 naming
   it, nothing changed).
 
+* ``GET …/windows`` — every time window (docs/windows.md): schedule, overrides, whether it is open and
+  whether it is due.
+* ``POST …/windows`` (admin) — a one-off window (a temporary override: ``from``/``to`` or a cron):
+  added to the configuration, validated like any change; one already due opens at once.
+* ``DELETE …/window/{name}`` (admin) — remove a window (an open one is closed first).
+
 The budgets themselves live in the partition's configuration (``budgets:``); reads come from the
 partition's budget policy, at the service's clock (reading changes nothing).
 """
@@ -23,10 +29,19 @@ from quotaplane.config.budgets import parse_budgets
 from quotaplane.errors import InputError, NotFoundError
 from quotaplane.server.common import errors, json
 from quotaplane.server.extensions import edit_extension, policy_of, validate_extensions, yaml_documents
+from quotaplane.windows import add_window, remove_window, tick, window_states
 
 __all__ = ["router"]
 
 _KEY = "budgets"
+_WINDOW_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "one window: name, queue, from/to or cron with duration, overrides (docs/windows.md)",
+        "content": {"application/x-yaml": {"schema": {}}, "application/yaml": {"schema": {}},
+                    "application/json": {"schema": {}}},
+    }
+}
 _BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -94,4 +109,46 @@ def router(service: Any) -> APIRouter:
         service.scheduler.update_config(text)
         return await list_budgets(partition)
 
+    def apply(text: str) -> None:
+        validate_extensions(text)
+        service.scheduler.update_config(text)
+        open_and_close(service)
+
+    @r.get("/ws/v1/partition/{partition}/windows", response_model=None, dependencies=read,
+           responses={200: {"description": "every time window"}, **errors(404, auth=True)})
+    async def list_windows(partition: str) -> JSONResponse:
+        """Every window of the partition with its state now."""
+        p = service.partition(partition)
+        with p.lock:
+            raw = p.config.extensions.get("windows")
+            return json({"partition": p.name, "windows": window_states(raw, p.clock())})
+
+    @r.post("/ws/v1/partition/{partition}/windows", response_model=None, dependencies=admin,
+            openapi_extra=_WINDOW_BODY, responses={200: {"description": "every time window"},
+                                                   **errors(400, 404, auth=True, write=True)})
+    async def add(partition: str, request: Request) -> JSONResponse:
+        """Add a one-off window (a temporary override); a wrong one is a 400 naming it."""
+        docs = yaml_documents((await request.body()).decode("utf-8", errors="strict"))
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            raise InputError("the body must be one YAML or JSON document: a window")
+        service.ensure_writable(None)
+        service.partition(partition)
+        apply(add_window(service.scheduler.config_text, partition, docs[0]))
+        return await list_windows(partition)
+
+    @r.delete("/ws/v1/partition/{partition}/window/{name}", response_model=None, dependencies=admin,
+              responses={200: {"description": "every time window"}, **errors(404, auth=True, write=True)})
+    async def remove(partition: str, name: str) -> JSONResponse:
+        """Remove a window; an open one is closed first (the values it replaced are put back)."""
+        service.ensure_writable(None)
+        service.partition(partition)
+        apply(remove_window(service.scheduler.config_text, partition, name))
+        return await list_windows(partition)
+
     return r
+
+
+def open_and_close(service: Any) -> list[str]:
+    """Open and close the windows due now (the timeouts loop's step, also run after a window edit)."""
+    scheduler = service.scheduler
+    return tick(scheduler.config_text, scheduler.update_config, scheduler.clock())

@@ -16,9 +16,9 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from quotaplane.config.windows import WindowSpec, parse_windows
-from quotaplane.errors import ConfigError
+from quotaplane.errors import ConfigError, NotFoundError
 
-__all__ = ["edges", "tick", "window_states"]
+__all__ = ["add_window", "edges", "remove_window", "tick", "window_states"]
 
 
 def _yaml() -> YAML:
@@ -112,9 +112,56 @@ def edges(text: str, now: float) -> tuple[str, list[str]] | None:
                            f"(partition {pm.get('name')})")
     if not changed:
         return None
+    return _dump(y, data), changed
+
+
+def _partition(data: Any, partition: str) -> Any:
+    for pm in (data.get("partitions") or []) if hasattr(data, "get") else []:
+        if str(pm.get("name", "")).lower() == partition.lower():
+            return pm
+    raise NotFoundError("Partition not found")
+
+
+def _dump(y: YAML, data: Any) -> str:
     buf = io.StringIO()
     y.dump(data, buf)
-    return buf.getvalue(), changed
+    return buf.getvalue()
+
+
+def add_window(text: str, partition: str, window: Mapping[str, Any]) -> str:
+    """The configuration ``text`` with ``window`` (a one-off override, a plain mapping) added to the
+    partition's windows; the caller validates and applies it (a name in use: ConfigError)."""
+    y = _yaml()
+    data = y.load(text)
+    pm = _partition(data, partition)
+    if "active" in window or "saved" in window:
+        raise ConfigError("active and saved are set by quotaplane at the window's edges, not by a request")
+    raws = pm.get("windows")
+    if raws is None:
+        pm["windows"] = raws = []
+    if any(str(r.get("name")) == str(window.get("name")) for r in raws):
+        raise ConfigError(f"a window named {window.get('name')!r} exists in partition {partition!r}")
+    raws.append(dict(window))
+    return _dump(y, data)
+
+
+def remove_window(text: str, partition: str, name: str) -> str:
+    """The configuration ``text`` without window ``name`` (closed first when it is open: the values
+    it replaced are put back). NotFoundError when there is no such window."""
+    y = _yaml()
+    data = y.load(text)
+    pm = _partition(data, partition)
+    raws = pm.get("windows") or []
+    specs = parse_windows(_plain(raws))
+    for w, raw in zip(specs, raws, strict=True):
+        if w.name == name:
+            if w.active:
+                _close(pm, raw, w)
+            raws.remove(raw)
+            if not raws:
+                pm.pop("windows", None)
+            return _dump(y, data)
+    raise NotFoundError(f"no window {name!r} in partition {partition!r}")
 
 
 def tick(config_text: str, update: Callable[[str], None], now: float) -> list[str]:
