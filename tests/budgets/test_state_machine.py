@@ -75,7 +75,7 @@ class BudgetMachine(RuleBasedStateMachine):
         for scope in ledger.scopes.values():
             for r, cell in scope.cells.items():
                 used = scope.consumed(cell, ms) + ledger.committed(scope, r, ms)
-                charged = any(scope.key in ledger.entries[k].scopes for k in new if k in ledger.entries)
+                charged = any(scope in ledger.entries[k].scopes for k in new if k in ledger.entries)
                 if charged:
                     assert used <= scope.spec.limits[r], (scope.label, used, scope.spec.limits[r])
 

@@ -122,10 +122,11 @@ class Scope:
 
 @dataclass(slots=True)
 class Entry:
-    """A charged allocation: its scopes' keys, its budgeted amounts, when it started, the end of its
-    declared runtime (None: none declared), its priority, and whether its commitment still counts."""
+    """A charged allocation: its scopes, its budgeted amounts, when it started, the end of its
+    declared runtime (None: none declared), its priority, whether its commitment still counts, and
+    what an undo needs (the newest time before it, the decayed cells as they were)."""
 
-    scopes: tuple[str, ...]
+    scopes: tuple[Scope, ...]
     vec: dict[str, int]
     start: int
     end: int | None
@@ -289,10 +290,7 @@ class Ledger:
     def _commit(self, e: Entry, sign: int) -> None:
         end = e.end
         assert end is not None
-        for key in e.scopes:
-            scope = self.scopes.get(key)
-            if scope is None:
-                continue
+        for scope in e.scopes:
             for r, cell in scope.cells.items():
                 u = e.vec.get(r)
                 if u:
@@ -331,26 +329,27 @@ class Ledger:
             self.expire(ms)
         kept = _budgeted(vec, scopes)
         end = ms + runtime_ms if runtime_ms else None
-        e = Entry(tuple(s.key for s in scopes), kept, ms, end, priority, end is not None and end > ms,
-                  (self.now, [_saved(s) for s in scopes]))
+        active = end is not None and end > ms
+        decayed = [(c, c.save()) for s in scopes if s.spec.half_life_ms for c in s.cells.values()]
+        self.entries[key] = Entry(scopes, kept, ms, end, priority, active, (self.now, decayed))
         for scope in scopes:
-            _move(scope, kept, 1, ms)
-        self.entries[key] = e
-        if end is not None and e.active:
-            self._commit(e, 1)
+            _move(scope, kept, 1, ms, end if active else None)
+        if end is not None and active:
             heapq.heappush(self._heap, (end, key))
         self.now = ms
 
     def undo(self, key: str) -> None:
-        """Take back :meth:`charge` of ``key`` exactly (the newest charge first)."""
+        """Take back :meth:`charge` of ``key`` exactly (the newest charge first). A period it started
+        stays started: where a period starts depends on the time alone, and reads never store it."""
         e = self.entries.pop(key, None)
         if e is None or e.saved is None:
             return
-        now, scopes = e.saved
-        for scope, start, end, exhausted_at, cells in scopes:
-            scope.start, scope.end, scope.exhausted_at = start, end, exhausted_at
-            for cell, saved in cells:
-                cell.load(saved)
+        now, decayed = e.saved
+        for scope in e.scopes:
+            if not scope.spec.half_life_ms:
+                _move(scope, e.vec, -1, e.start, e.end if e.active else None, roll=False)
+        for cell, saved in decayed:
+            cell.load(saved)
         self.now = now
 
     def release(self, key: str, ms: int) -> None:
@@ -361,13 +360,9 @@ class Ledger:
         ms = max(ms, self.now)
         if self._heap and self._heap[0][0] <= ms:
             self.expire(ms)
-        if e.active:
-            e.active = False
-            self._commit(e, -1)
-        for k in e.scopes:
-            scope = self.scopes.get(k)
-            if scope is not None:
-                _move(scope, e.vec, -1, ms)
+        for scope in e.scopes:
+            _move(scope, e.vec, -1, ms, e.end if e.active else None)
+        e.active = False
         self.now = ms
 
     def settle(self) -> None:
@@ -381,7 +376,7 @@ class Ledger:
         total = 0
         for e in self.entries.values():
             u = e.vec.get(resource)
-            if u and e.end is not None and e.end > ms and scope.key in e.scopes:
+            if u and e.end is not None and e.end > ms and scope in e.scopes:
                 total += u * (e.end - ms)
         return total
 
@@ -389,7 +384,7 @@ class Ledger:
         """The allocations charged to ``scope`` for ``resource``, lowest priority first, newest first
         among equals (the order a ``preempt`` budget takes them)."""
         found = [(e.priority, -e.start, k) for k, e in self.entries.items()
-                 if scope.key in e.scopes and e.vec.get(resource)]
+                 if scope in e.scopes and e.vec.get(resource)]
         found.sort(key=lambda x: (x[0], x[1], x[2]))
         return [k for _, _, k in found]
 
@@ -457,14 +452,22 @@ def _budgeted(vec: Mapping[str, int], scopes: Sequence[Scope]) -> dict[str, int]
     return {r: u for r, u in vec.items() if u and any(r in s.cells for s in scopes)}
 
 
-def _saved(s: Scope) -> tuple[Scope, int, int, int | None, list[tuple[Cell, Any]]]:
-    return (s, s.start, s.end, s.exhausted_at, [(c, c.save()) for c in s.cells.values()])
-
-
-def _move(scope: Scope, vec: Mapping[str, int], sign: int, ms: int) -> None:
-    """The levels of ``scope`` move by ``sign × vec`` at ``ms`` (its period started first)."""
-    scope.roll(ms)
+def _move(scope: Scope, vec: Mapping[str, int], sign: int, ms: int, end: int | None,
+          *, roll: bool = True) -> None:
+    """The levels of ``scope`` move by ``sign × vec`` at ``ms`` (its period started first), and its
+    commitment by ``sign × vec`` until ``end`` (None: nothing committed)."""
+    if roll and ms >= scope.end:
+        scope.roll(ms)
+    decayed = scope.spec.half_life_ms
     for r, cell in scope.cells.items():
         u = vec.get(r)
         if u:
-            scope.change(cell, sign * u, ms)
+            d = sign * u
+            if decayed:
+                scope.change(cell, d, ms)
+            else:
+                cell.level += d
+                cell.moment += d * ms
+            if end is not None:
+                cell.c_level += d
+                cell.c_moment += d * end

@@ -3,7 +3,6 @@ and the sentence of a refusal (docs/budgets.md "Reading a budget")."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 from quotaplane.budgets.ledger import Ledger, Scope, Shortfall
@@ -19,7 +18,7 @@ def hours(resource: str, unit_ms: float) -> float:
     """``unit_ms`` unit-milliseconds of ``resource`` in human resource-hours (GPU-hours, core-hours,
     GiB-hours), rounded to 4 decimals for display."""
     per, _ = unit_of(resource)
-    return round(float(Fraction(unit_ms) / (per * _HOUR_MS)), 4)
+    return round(unit_ms / (per * _HOUR_MS), 4)
 
 
 def _unit(resource: str) -> str:

@@ -51,6 +51,7 @@ from quotaplane.journal.log import PartitionLog
 from quotaplane.notices import EventListener, Notifier, Subscriber
 from quotaplane.partition.txn import Core, Txn, WriteHooks
 from quotaplane.placement import PlacementManager
+from quotaplane.policies.budgets import budget_standing
 from quotaplane.policies.protocol import Decision, QuotaPolicy, Violation
 from quotaplane.queues import QueueTree
 from quotaplane.resources import Resource
@@ -263,6 +264,9 @@ class Partition:
             fair = self._core.state.history.fair_share_of(kind, name) if out is not None else None
             kueue = self._core.state.queues.fair_sharing_of(name) if out is not None and kind == "queue" \
                 else None
+            if out is not None:         # what is left of its budgets (docs/budgets.md)
+                out.update(budget_standing(self._core.state.policies.extension("budgets"), kind, name,
+                                           self.clock()))
         if out is not None and fair is not None:
             out["fairShare"] = fair         # fair share with memory (docs/history.md)
         if out is not None and kueue is not None:

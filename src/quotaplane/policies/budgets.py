@@ -31,7 +31,7 @@ from quotaplane.errors import InputError
 from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
 
-__all__ = ["CODE", "PLUGIN", "RUNTIME_CODE", "RUNTIME_TAG", "BudgetPolicy", "build_policy"]
+__all__ = ["CODE", "PLUGIN", "RUNTIME_CODE", "RUNTIME_TAG", "BudgetPolicy", "budget_standing", "build_policy"]
 
 #: the violation (and preemption reason) code of an exhausted budget
 CODE = "budget.exhausted"
@@ -205,6 +205,16 @@ class BudgetPolicy(QuotaPolicy):
     def restore_memo(self, memo: Mapping[str, Any]) -> None:
         """Put back :meth:`memo` (the live allocations were charged again before)."""
         self.ledger.restore(memo)
+
+
+def budget_standing(policy: QuotaPolicy | None, kind: str, name: str, now: float) -> dict[str, Any]:
+    """``{"budgets": [...]}``: the budgets of queue, user or group ``name`` for ``standing`` (a queue's
+    own, a user's or group's in any queue), read at ``now``; ``{}`` when it has none."""
+    if not isinstance(policy, BudgetPolicy):
+        return {}
+    found = [st for st in policy.statuses(now) if st["kind"] == kind
+             and (st["scope"] == name if kind == "queue" else st["scope"].startswith(f"{kind} {name} in "))]
+    return {"budgets": found} if found else {}
 
 
 def build_policy(partition_config: Any, context: Any) -> BudgetPolicy:

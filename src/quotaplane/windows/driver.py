@@ -95,6 +95,8 @@ def _close(pm: Any, raw: Any, w: WindowSpec) -> None:
 def edges(text: str, now: float) -> tuple[str, list[str]] | None:
     """The configuration ``text`` with every window opened or closed as instant ``now`` (seconds) calls
     for, and what changed (``"window x opened on root.a"``); None when nothing changes."""
+    if "windows" not in text:
+        return None             # the common case, every round of the timer: no window, no parse
     y = _yaml()
     data = y.load(text)
     ms = round(now * 1000)
