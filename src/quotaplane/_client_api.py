@@ -311,8 +311,9 @@ class _api:
     def budgets(queue: str | None, user: str | None, group: str | None, partition: str) -> _Call[Any]:
         if queue is None:
             return _Call("GET", f"/partition/{partition}/budgets", _dict)
-        params = {k: v for k, v in {"queue": queue, "user": user, "group": group}.items() if v is not None}
-        return _Call("GET", f"/partition/{partition}/budget", _dict, params=params)
+        who = f"/user/{quote(user, safe='')}" if user is not None else \
+            f"/group/{quote(group, safe='')}" if group is not None else ""
+        return _Call("GET", f"/partition/{partition}/budget{who}", _dict, params={"queue": queue})
 
     @staticmethod
     def config() -> _Call[str]:

@@ -46,7 +46,7 @@ def test_a_scope_and_every_scope_read_at_the_service_clock(served: tuple[TestCli
     assert (gpu["limit"], gpu["consumed"], gpu["left"], gpu["burnRate"]) == (100, 20, 80, 2)
     assert gpu["runsOutAt"] == "2026-11-03T02:00:00+00:00"          # 80 GPU-hours at 2 GPUs
     assert team["resetsAt"] == "2026-12-01T00:00:00+00:00" and team["warnings"] == []
-    alice = _get(client, "budget", queue="root.teams", user="alice")
+    alice = _get(client, "budget/user/alice", queue="root.teams")
     assert alice["scope"] == "user alice in root.teams" and alice["resources"][GPU]["consumed"] == 20
     assert alice["resetsAt"] == "2026-11-02T00:00:00+00:00"          # Nov 1 2026 is a Sunday
     clock.advance(20 * H)
@@ -54,7 +54,9 @@ def test_a_scope_and_every_scope_read_at_the_service_clock(served: tuple[TestCli
     assert [b["scope"] for b in listed] == ["root.teams.a", "user alice in root.teams"]
     assert listed[0]["resources"][GPU]["consumed"] == 60 and listed[0]["warnings"] == [50]
     # a user the wildcard would charge, not seen yet
-    assert _get(client, "budget", queue="root.teams", user="bob")["resources"][GPU]["consumed"] == 0
+    assert _get(client, "budget/user/bob", queue="root.teams")["resources"][GPU]["consumed"] == 0
+    assert "no budget on group 'ml' in queue 'root.teams'" in \
+        _get(client, "budget/group/ml", 404, queue="root.teams")["message"]
     body = _get(client, "budget", 404, queue="root.teams.b")
     assert "no budget on queue 'root.teams.b'" in body["message"]
 

@@ -46,6 +46,8 @@ DOCUMENT_BODIES = {
     ("POST", "/ws/v1/partition/{partition}/elasticquotas"),
     ("PUT", "/ws/v1/quotatrees/{tree}"),
     ("PUT", "/ws/v1/forests/{forest}"),
+    ("PUT", "/ws/v1/partition/{partition}/budgets"),
+    ("POST", "/ws/v1/partition/{partition}/windows"),
 }
 
 

@@ -2,7 +2,8 @@
 
 * ``GET …/budgets`` — every budgeted scope now: per resource its limit, consumed, committed and left
   resource-hours, the share used, the burn rate, when it runs out at that rate, and when it resets.
-* ``GET …/budget?queue=root.a[&user=alice|&group=ml]`` — one scope (404 when no budget is set there).
+* ``GET …/budget?queue=root.a``, ``GET …/budget/user/{user}?queue=root.a``,
+  ``GET …/budget/group/{group}?queue=root.a`` — one scope (404 when no budget is set there).
 * ``PUT …/budgets`` (admin) — the partition's budgets become the body's list (YAML or JSON): a
   configuration change, journalled and all-or-nothing like any other (a wrong entry is a 400 naming
   it, nothing changed).
@@ -31,7 +32,9 @@ from quotaplane.server.common import errors, json
 from quotaplane.server.extensions import edit_extension, policy_of, validate_extensions, yaml_documents
 from quotaplane.windows import add_window, remove_window, tick, window_states
 
-__all__ = ["router"]
+__all__ = ["open_and_close", "router"]
+
+_Queue = Annotated[str, Query(description="the queue (full path)")]
 
 _KEY = "budgets"
 _WINDOW_BODY: dict[str, Any] = {
@@ -74,15 +77,7 @@ def router(service: Any) -> APIRouter:
         with p.lock:
             return json({"partition": p.name, "budgets": policy.statuses(p.clock())})
 
-    @r.get("/ws/v1/partition/{partition}/budget", response_model=None, dependencies=read,
-           responses={200: {"description": "one budgeted scope"}, **errors(400, 404, auth=True)})
-    async def get_budget(partition: str, queue: Annotated[str, Query(description="the queue")],
-                         user: Annotated[str | None, Query(description="a user in the queue")] = None,
-                         group: Annotated[str | None, Query(description="a group in the queue")] = None
-                         ) -> JSONResponse:
-        """One scope's budget: a queue's, or a user's or group's in that queue."""
-        if user is not None and group is not None:
-            raise InputError("user and group exclude each other")
+    def one(partition: str, queue: str, user: str | None, group: str | None) -> JSONResponse:
         p, policy = _policy(service, partition)
         with p.lock:
             ledger = policy.ledger
@@ -91,6 +86,24 @@ def router(service: Any) -> APIRouter:
                 who = f"user {user!r} in " if user else f"group {group!r} in " if group else ""
                 raise NotFoundError(f"no budget on {who}queue {queue!r} in partition {p.name!r}")
             return json(scope_status(ledger, scope, max(round(p.clock() * 1000), ledger.now)))
+
+    @r.get("/ws/v1/partition/{partition}/budget", response_model=None, dependencies=read,
+           responses={200: {"description": "one queue's budget"}, **errors(404, auth=True)})
+    async def queue_budget(partition: str, queue: _Queue) -> JSONResponse:
+        """A queue's own budget."""
+        return one(partition, queue, None, None)
+
+    @r.get("/ws/v1/partition/{partition}/budget/user/{user}", response_model=None, dependencies=read,
+           responses={200: {"description": "a user's budget in a queue"}, **errors(404, auth=True)})
+    async def user_budget(partition: str, user: str, queue: _Queue) -> JSONResponse:
+        """A user's budget in a queue (by name, or the queue's ``*`` budget)."""
+        return one(partition, queue, user, None)
+
+    @r.get("/ws/v1/partition/{partition}/budget/group/{group}", response_model=None, dependencies=read,
+           responses={200: {"description": "a group's budget in a queue"}, **errors(404, auth=True)})
+    async def group_budget(partition: str, group: str, queue: _Queue) -> JSONResponse:
+        """A group's budget in a queue (by name, or the queue's ``*`` budget)."""
+        return one(partition, queue, None, group)
 
     @r.put("/ws/v1/partition/{partition}/budgets", response_model=None, dependencies=admin,
            openapi_extra=_BODY, responses={200: {"description": "every budgeted scope"},
