@@ -35,8 +35,6 @@ from typing import Any
 import quotaplane.config.extensions as extensions
 from quotaplane.config._fields import describe, is_bool
 from quotaplane.config.flavor_fields import FlavorFields
-from quotaplane.config.history import SettingsError
-from quotaplane.config.history import parse_settings as parse_history
 from quotaplane.config.kueue import is_kueue, kueue_to_yaml
 from quotaplane.config.model import (
     ChildTemplateConfig,
@@ -49,6 +47,7 @@ from quotaplane.config.model import (
     QueueConfig,
     SchedulerConfig,
 )
+from quotaplane.config.settings import PLAIN_SETTINGS, setting_problems
 from quotaplane.config.validate import (
     PLACEMENT_RULE_NAMES,
     ROOT_QUEUE,
@@ -81,9 +80,9 @@ partitions:
 _TOP_KEYS = ("partitions", "checksum")
 _PARTITION_KEYS = ("name", "queues", "placementrules", "limits", "preemption", "nodesortpolicy",
                    "usergroupresolver",
-                   # the usage history's settings (docs/history.md): kept with the extensions as plain
-                   # data, checked here; not a policy
-                   "history",
+                   # the usage history's settings and the time windows (docs/history.md, windows.md): kept
+                   # with the extensions as plain data, checked here; not policies
+                   *PLAIN_SETTINGS,
                    # Kueue: flavors, fair sharing, LocalQueues (flavors.md, fair-sharing.md, from-kueue.md)
                    "resourceflavors", "fairsharing", "localqueues")
 # beside them, the keys of the declared policy plug-ins (quotaplane.config.extensions): their values are
@@ -168,7 +167,7 @@ class _Builder(FlavorFields):
         node_sort = self.node_sort_policy(pm, what)
         resolver = self.user_group_resolver(pm, what)
         flavors, fair = self.resource_flavors(pm, what), self.fair_sharing(pm, what)
-        plugged = self.plugged(pm, what)
+        plugged = self.plugged(pm, what, root)
         if local := self.local_queues(pm, what, root):
             plugged["localqueues"] = local
         if root is None:
@@ -205,8 +204,9 @@ class _Builder(FlavorFields):
         return PreemptionConfig(enabled=self.boolean(pre, "enabled", where) if "enabled" in pre else True,
                                 quota_preemption_enabled=self.boolean(pre, "quotapreemptionenabled", where))
 
-    def plugged(self, pm: dict[Any, Any], what: str) -> dict[str, Any]:
-        """Plug-in sections (:mod:`quotaplane.config.extensions`), checked by their plug-ins; history."""
+    def plugged(self, pm: dict[Any, Any], what: str, root: QueueConfig | None) -> dict[str, Any]:
+        """Plug-in sections (:mod:`quotaplane.config.extensions`), checked by their plug-ins; history and
+        windows (:mod:`quotaplane.config.settings`)."""
         plugged: dict[str, Any] = {}
         for key in (k for k in extensions.declared() if k in pm):
             line_of, found = self.key_line(pm, key), len(self.problems)
@@ -214,13 +214,11 @@ class _Builder(FlavorFields):
             if len(self.problems) == found:     # else not plain data: its plug-in cannot check it
                 for problem in extensions.check(key, value):
                     self.add(line_of, f"{key} of {what}: {problem}")
-        if "history" in pm:
-            line_of = self.key_line(pm, "history")
-            plugged["history"] = self.plain(pm["history"], line_of, "history", 0, {})
-            try:
-                parse_history(plugged["history"])
-            except SettingsError as exc:
-                self.add(line_of, f"{exc} (in {what})")
+        for key in (k for k in PLAIN_SETTINGS if k in pm):
+            line_of = self.key_line(pm, key)
+            plugged[key] = self.plain(pm[key], line_of, key, 0, {})
+            for problem in setting_problems(key, plugged[key], root, plugged):
+                self.add(line_of, f"{problem} (in {what})")
         return plugged
 
     def root_queue(self, pm: dict[Any, Any], what: str,
