@@ -258,6 +258,16 @@ class Scheduler:
         first = next(events, None)
         if first is None:
             return None
+        seq0, pc = self._first_config(stream, name, first)
+        p = self._new_partition(pc, seq0)
+        p.replay(_chain(first, events))
+        p.mark_snapshot(snap[0] if snap is not None else 0)
+        self.restored_from[name] = "replay"
+        return p
+
+    def _first_config(self, stream: str, name: str, first: tuple[int, Any]) -> tuple[int, PartitionConfig]:
+        """The config event a partition's stream starts with: its seq and the partition's config then
+        (:class:`JournalReplayError` naming the stream and event when it is missing or damaged)."""
         seq1, ev0 = first
         if not isinstance(ev0, dict) or ev0.get("type") != "config":
             raise JournalReplayError(f"stream {stream!r}, event #{seq1}: the stream does not start with a "
@@ -266,15 +276,10 @@ class Scheduler:
             seq0 = ev0["seq"]
             if isinstance(seq0, bool) or not isinstance(seq0, int):
                 raise TypeError(f"seq {seq0!r} is not an integer")
-            pc = self._config_at(seq0).partition(name)
+            return seq0, self._config_at(seq0).partition(name)
         except (KeyError, TypeError, ValueError, JournalReplayError) as exc:
             raise JournalReplayError(f"stream {stream!r}, event #{seq1}: its config event is damaged "
                                      f"({str(exc) or type(exc).__name__})") from exc
-        p = self._new_partition(pc, seq0)
-        p.replay(_chain(first, events))
-        p.mark_snapshot(snap[0] if snap is not None else 0)
-        self.restored_from[name] = "replay"
-        return p
 
     def _rebuild(self, name: str, state: dict[str, Any]) -> Partition | None:
         """Rebuild a partition from a snapshot's event list; None if it does not match the snapshot."""

@@ -12,6 +12,7 @@ from quotaplane.errors import ConflictError, InputError, NotFoundError
 from quotaplane.partition.follow_up import freed
 from quotaplane.partition.txn import Txn
 from quotaplane.resources import INT64_MAX, Resource
+from quotaplane.state.handlers import PartitionState
 from quotaplane.state.nodes import NodeIndex
 
 __all__ = ["add_node", "bind", "check_int64_sum", "remove_node", "update_node"]
@@ -62,15 +63,20 @@ def update_node(tx: Txn, node_id: str, capacity: Resource | None, schedulable: b
     new_labels = None if labels is None or dict(labels) == old_labels else dict(sorted(labels.items()))
     if new_cap == before and now == was and new_labels is None:
         return
+    _check_total(state, node_id, new_cap, old_labels if new_labels is None else new_labels)
+    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock(), labels=new_labels))
+    tx.after(tx.core.scheduler.cluster_grew)     # the cluster may have grown (issue 39)
+
+
+def _check_total(state: PartitionState, node_id: str, capacity: Resource, labels: Mapping[str, str]) -> None:
+    """The cluster's total with node ``node_id`` at ``capacity`` (counted per flavor by ``labels``)
+    stays within int64."""
     catalog = state.flavors
     others = NodeIndex.total({n: c if catalog is None else catalog.node_capacity(c, state.node_labels.get(n))
                               for n, c in state.nodes.items() if n != node_id},
                              state.node_index.unschedulable)
-    counted = new_cap if catalog is None else \
-        catalog.node_capacity(new_cap, old_labels if new_labels is None else new_labels)
+    counted = capacity if catalog is None else catalog.node_capacity(capacity, labels)
     check_int64_sum(others, counted, f"node {node_id!r}: the cluster's total")
-    tx.apply(E.NodeUpdated(node=node_id, capacity=new_cap, schedulable=now, t=tx.clock(), labels=new_labels))
-    tx.after(tx.core.scheduler.cluster_grew)     # the cluster may have grown (issue 39)
 
 
 def remove_node(tx: Txn, node_id: str) -> None:

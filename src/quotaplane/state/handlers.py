@@ -696,13 +696,7 @@ class PartitionState:
         """Adopt config ``seq``; release what a policy let go because of it (see Partition.apply_config)."""
         self.config = config
         self.config_seq = seq
-        catalog = Catalog.of(config)
-        if (catalog is None and self.flavors is None) or \
-                (catalog is not None and catalog.same_as(self.flavors)):
-            recount = False
-        else:
-            self.flavors = catalog
-            recount = True
+        recount = self._flavors_changed(Catalog.of(config))
         if recount:
             self.total = self.cluster_total()
         self.queues.update_config(config)
@@ -722,6 +716,15 @@ class PartitionState:
                 if key in self.allocs:
                     self.release_one(key, when, skip=policy, noted=True)
             self.config_t = when
+
+    def _flavors_changed(self, catalog: Catalog | None) -> bool:
+        """Adopt a config's flavor catalog; whether it differs from the one in force (then every node
+        is counted again)."""
+        same = self.flavors is None if catalog is None else catalog.same_as(self.flavors)
+        if same:
+            return False
+        self.flavors = catalog
+        return True
 
     def _reservation_settings(self) -> None:
         """A new config: every waiting ask's reservation bound and delay come from its leaf again."""
