@@ -152,6 +152,48 @@ def test_preempt_takes_back_the_exhausted_scope_after_its_grace_lowest_priority_
     assert not p.allocations()
 
 
+def test_the_month_scenario_with_preempt_kill9_and_the_first_of_the_month(tmp_path: Path) -> None:
+    """As the hold scenario, with ``exhausted: preempt`` and a grace of an hour: at 100 % (after a kill -9
+    at 80 %) the waiting ask is held, and an hour later the team's running work is preempted, lowest
+    priority first, reported as ``preempted`` with reason ``budget.exhausted``; on the 1st the ask runs."""
+    store = f"sqlite:///{tmp_path}/q.db"
+    clock = Clock(NOV1 + 8 * H)
+    text = config("preempt").replace("exhausted: preempt", "exhausted: preempt\n    grace: 1h")
+    s = Scheduler.from_yaml(text, store=store, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"nvidia.com/gpu": 8})
+    p.add_application("train", UserGroup("alice", ("ml",)), queue="root.teams.a")
+    p.allocate("train", "low", {"nvidia.com/gpu": 2}, priority=1)
+    p.allocate("train", "high", {"nvidia.com/gpu": 2}, priority=5)      # 4 GPUs: 2 of them borrowed
+    clock.advance(20 * H)
+    assert _status(p, clock())["warnings"] == [50, 80]
+    s.close(snapshot=False)                                             # kill -9 at 80 %
+    s = Scheduler.from_yaml(text, store=store, clock=clock)
+    p = s.partition("default")
+    assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 80
+    clock.advance(5 * H)                                                # 100 %
+    p.add_ask("train", "ask1", {"nvidia.com/gpu": 1})
+    assert [v.code for v in p.pending_reasons("ask1") or []] == ["budget.exhausted"]
+    seq = p.last_seq
+    assert p.check_timeouts() == []                                     # exhausted: the grace starts
+    clock.advance(H)
+    assert p.check_timeouts() == ["low: preempted by budget (root.teams.a)",
+                                  "high: preempted by budget (root.teams.a)"]
+    [notice] = [n for n in p.notices_after(seq) if n["type"] == "preempted"]
+    assert notice["reason"]["code"] == "budget.exhausted"
+    assert [a["allocationKey"] for a in notice["allocations"]] == ["low", "high"]
+    assert p.pending() and not p.allocations()
+    # the Kubernetes front writes the reason into the waiting pod's condition
+    from quotaplane.kube.controller import waiting_message
+    message = waiting_message(p.pending_reasons("ask1") or [])
+    assert message.startswith("budget.exhausted at root.teams.a: budget of root.teams.a for nvidia.com/gpu")
+    assert "resets at 2026-12-01T00:00:00+00:00" in message
+    clock.now = DEC1 + 1
+    p.check_timeouts()
+    assert p.allocation("ask1") is not None
+    s.close(snapshot=False)
+
+
 def test_a_declared_runtime_commits_its_whole_length_at_admission() -> None:
     clock = Clock(NOV1)
     s = Scheduler.from_yaml(config(), clock=clock)

@@ -50,6 +50,8 @@ CODES: tuple[str, ...] = (
     "forest.quota",
     "flavor.nomatch",
     "flavor.none",
+    "budget.exhausted",      # docs/budgets.md: a budget of the request's queue, user or group is spent
+    "budget.runtime",        # docs/budgets.md: the declared runtime tag is not a duration
 )
 
 #: Why allocations were taken away (the ``reason`` of a ``preempted`` event; docs/preemption.md).
@@ -60,6 +62,7 @@ PREEMPTION_CODES: tuple[str, ...] = (
     "queue.quota",           # PR-Q: the queue stayed over its (lowered) max for quota.preemption.delay
     "queue.fairsharing",     # KQ-S: Kueue's fair-sharing preemption for an ask of another queue
     "forest.preempted",      # seed 003: a quota tree made room for a higher-priority consumer
+    "budget.exhausted",      # docs/budgets.md: an exhausted budget with exhausted: preempt, after its grace
 )
 
 
