@@ -28,6 +28,11 @@ Figures (each against its target, and against a same-run baseline where a ratio 
 - ``decisions`` (issue 38): sustained mixed allocate/release with asks arriving, on a set of touched
   leaves, in partitions whose untouched population (queues, users, applications, waiting asks) is 1x, 10x
   and 100x; decisions/s and p99, and the growth of the cost per decision from 1x to 100x.
+- ``gc`` (issue 39): the pause of a full (generation 2) garbage collection with the wide tree and 100,000
+  pending asks (``--pending-gc``) in memory, before and after the serving process settles its state
+  (``quotaplane.partition.gcfreeze``: collect once, freeze the survivors — what ``quotaplane serve`` does
+  after a recovery, a rebuild, a takeover and a configuration applied), and then after 10 % more asks
+  arrived (what a later full collection walks).
 - ``memory``: bytes per pending ask (RSS growth while the asks are added).
 - ``restart``: the wide tree with its asks, journalled in SQLite, snapshotted, then more events; the time
   to open it again (snapshot + journal tail).
@@ -324,6 +329,40 @@ def _measure_waiting(w: WideTree, touched: list[str], samples: int, rng: random.
             "standing_idle_user": _quantiles(idle_standing), "position_of_ask": _quantiles(positions)}
 
 
+def gc_pauses(scale: float, pending: int) -> dict[str, Any]:
+    """Issue 39: a full collection's pause with ``pending`` asks waiting, before and after settling."""
+    from quotaplane.partition import gcfreeze
+
+    w = WideTree(Shape.of(scale))
+    w.add_asks(w.leaves, pending)
+
+    def full() -> dict[str, float]:
+        xs = []
+        for _ in range(5):
+            t0 = _cpu()
+            gc.collect()
+            xs.append(_cpu() - t0)
+        xs.sort()
+        return {"p50_ms": round(xs[2] * 1e3, 3), "max_ms": round(xs[-1] * 1e3, 3)}
+
+    gc.unfreeze()
+    before = full()
+    objects = len(gc.get_objects())
+    gcfreeze.enable()
+    try:
+        gcfreeze.settle()
+        after = full()
+        w.add_asks(w.leaves, pending // 10)
+        grown = full()
+    finally:
+        gcfreeze.enable(False)
+        gc.unfreeze()
+    out = {"pending": w.pending, "tracked_objects": objects, "full_collection_before": before,
+           "full_collection_after_settle": after, "after_10pct_more_asks": grown}
+    print(f"  gc: {out}", flush=True)
+    return out
+
+
 def service(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
     """Issue 39 through the REST service: the wide tree served by a real uvicorn (its timeouts loop
     running, holding the partition's lock at every tick), and over HTTP at each step of waiting asks:
@@ -601,14 +640,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--only", default="waiting,decisions,restart,kueue")
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--out", default="scale")
+    ap.add_argument("--pending", default="",
+                    help="waiting asks of the waiting/service steps, comma-separated (default: 10,000, "
+                         "100,000 and 500,000 times --scale)")
+    ap.add_argument("--pending-gc", type=int, default=100_000, help="waiting asks of the gc section")
     args = ap.parse_args(argv)
     scale = args.scale
     sections = set(args.only.split(","))
     full_pending = 500_000
     steps = sorted({max(1, round(x * scale)) for x in (10_000, 100_000, full_pending)})
+    if args.pending:
+        steps = sorted({int(x) for x in args.pending.split(",")})
     results: dict[str, Any] = {"scale": scale, "targets": TARGETS}
     if "waiting" in sections:
         results["waiting"] = waiting(scale, steps, args.samples)
+    if "gc" in sections:
+        results["gc"] = gc_pauses(scale, args.pending_gc)
     if "service" in sections:
         results["service"] = service(scale, steps, args.samples)
     if "decisions" in sections:

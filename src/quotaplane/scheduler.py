@@ -32,7 +32,7 @@ from quotaplane.config.model import PartitionConfig, SchedulerConfig
 from quotaplane.errors import ConfigError, JournalReplayError, NotFoundError
 from quotaplane.journal.base import Journal, JournalError, StoreUnavailableError
 from quotaplane.journal.group_commit import Background, Offload
-from quotaplane.partition import Partition, PartitionOptions
+from quotaplane.partition import Partition, PartitionOptions, gcfreeze
 
 DEFAULT_SNAPSHOT_EVERY = PartitionOptions().snapshot_every
 
@@ -310,6 +310,7 @@ class Scheduler:
         """
         config = _load(text)
         self._apply(config, text, validate=True)
+        gcfreeze.settle()       # a serving process: what waits now is long-lived (issue 39)
 
     def _apply(self, config: SchedulerConfig, text: str, *, validate: bool = False,
                start: bool = False) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import quotaplane.events as E
+from quotaplane.partition import gcfreeze
 from quotaplane.partition.txn import Txn
 from quotaplane.policies.protocol import Eviction
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
@@ -53,6 +54,7 @@ def _cut_candidates(state: PartitionState, leaf: Queue) -> Iterator[Allocation]:
 
 def check_timeouts(tx: Txn, t: float) -> list[str]:
     """Apply every timeout due at ``t``; what happened, in order."""
+    gcfreeze.settle_pending()       # a serving process after a rebuild or a takeover (issue 39)
     if _preemption_due(tx.state, t):
         tx.core.scheduler.freed(tx)      # asks whose preemption delay passed get a cycle (PR-Y3)
     state = tx.state

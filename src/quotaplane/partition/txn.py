@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import quotaplane.events as E
 from quotaplane.admission import AllocationSpec, admit
 from quotaplane.errors import ConflictError, NotFoundError
+from quotaplane.partition import gcfreeze
 from quotaplane.policies.protocol import AdmissionRequest, Decision
 from quotaplane.resources import Resource
 from quotaplane.scheduling import flavoring
@@ -159,6 +160,7 @@ class Core:
             log.wrote = False
             if log.group is not None:
                 log.group.resume()
+            gcfreeze.settle_later(replaced=True)   # a serving process: the old state goes, the new stays
             return True
 
 

@@ -1,0 +1,69 @@
+"""Keep CPython's full garbage collections short in a serving process (issue 39).
+
+A full (generation 2) collection walks every live container object, and a partition holding 100,000
+waiting asks holds millions of them: each full collection stalls the whole process (every request,
+the timeouts loop) for longer and longer as waiting work grows, although none of it is garbage. After
+a recovery or a rebuild the state is long-lived by construction, so :func:`settle` collects once and
+then moves every survivor to the interpreter's permanent generation (:func:`gc.freeze`): later
+collections skip it. Objects frozen are still freed by reference counting when they die; only a
+reference cycle among frozen objects would outlive them — a rebuild, which drops a whole state,
+therefore unfreezes and collects first (``replaced=True``). While the rebuild runs, the old state is
+still referenced (by the failed write, its exception, a takeover's caller): freezing then would keep
+it for ever. So a rebuild only asks for it (:func:`settle_later`), and the partition's next timer tick
+does it (:func:`settle_pending`, from ``check_timeouts``), once the failed write is gone.
+
+A library must not change the collection of the process that embeds it: nothing happens until the
+process says it serves (:func:`enable`, called by ``quotaplane serve``).
+"""
+
+from __future__ import annotations
+
+import gc
+
+__all__ = ["enable", "enabled", "settle", "settle_later", "settle_pending"]
+
+_state = {"enabled": False, "pending": False, "replaced": False}
+
+
+def enable(on: bool = True) -> None:
+    """This process serves a partition: :func:`settle` freezes what survives (off again with False)."""
+    _state["enabled"] = on
+    _state["pending"] = _state["replaced"] = False
+
+
+def enabled() -> bool:
+    """True when :func:`enable` was called (the process serves)."""
+    return _state["enabled"]
+
+
+def settle(*, replaced: bool = False) -> None:
+    """The live objects now are long-lived (after a recovery, a rebuild or a configuration applied):
+    collect once and freeze the survivors, so that no later full collection walks them again.
+
+    ``replaced``: a state was replaced (a rebuild) — what was frozen of the old one is collected
+    first. No-op unless :func:`enable` was called."""
+    if not _state["enabled"]:
+        return
+    if replaced:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
+def settle_later(*, replaced: bool = False) -> None:
+    """Ask for :func:`settle` at the next :func:`settle_pending` (a state is being replaced and the old
+    one is still referenced now). No-op unless :func:`enable` was called."""
+    if not _state["enabled"]:
+        return
+    _state["pending"] = True
+    _state["replaced"] = _state["replaced"] or replaced
+
+
+def settle_pending() -> bool:
+    """Run the :func:`settle` asked for by :func:`settle_later`, if any; True when it ran."""
+    if not _state["pending"]:
+        return False
+    replaced = _state["replaced"]
+    _state["pending"] = _state["replaced"] = False
+    settle(replaced=replaced)
+    return True

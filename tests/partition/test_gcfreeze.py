@@ -1,0 +1,98 @@
+"""A serving process keeps its long-lived state out of the collector's full walks (issue 39): after a
+rebuild, a takeover or a configuration applied it collects once and freezes the survivors; the state a
+rebuild replaced is collected, not frozen for ever. A process that only embeds the library is left
+alone."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.journal import MemoryJournal
+from quotaplane.partition import gcfreeze
+from quotaplane.scheduler import Scheduler
+from quotaplane.server.main import build_scheduler
+from tests.partition.helpers import CONFIG, Clock
+
+BOB = UserGroup("bob", ["dev"])
+
+
+@pytest.fixture
+def serving() -> Iterator[None]:
+    gc.unfreeze()
+    gcfreeze.enable()
+    try:
+        yield
+    finally:
+        gcfreeze.enable(False)
+        gc.unfreeze()
+
+
+def _tracked_ids() -> set[int]:
+    """The objects a collection walks (the frozen ones are not among them)."""
+    return {id(o) for o in gc.get_objects()}
+
+
+def test_a_process_that_does_not_serve_is_left_alone() -> None:
+    gc.unfreeze()
+    assert not gcfreeze.enabled()
+    gcfreeze.settle()
+    gcfreeze.settle(replaced=True)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_rebuild_freezes_the_new_state_and_collects_the_old(serving: None) -> None:
+    journal = MemoryJournal()
+    s = Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
+    p = s.partition("default")
+    p.add_node("n0", Resource({"vcore": 10000}))
+    p.add_application("app1", BOB, queue="root.b")
+    p.allocate("app1", "k1", Resource({"vcore": 1000}))
+    p.add_ask("app1", "w1", Resource({"vcore": 50000}))
+    armed = [True]
+
+    def refuse(tx: Any, events: Sequence[Any]) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise RuntimeError("a hook refused the commit")
+
+    p.hooks.before_commit(refuse)
+    old = weakref.ref(p.state)
+    gc.freeze()                                   # as a serving process would have by now
+    with pytest.raises(RuntimeError):
+        p.release("k1")                           # a release is taken back by a rebuild
+    assert p.state is not old()
+    p.check_timeouts()                            # the next timer tick, once the failed write is gone
+    # the replaced state (a cycle: its applications report their moves to it) was collected
+    assert old() is None
+    # the rebuilt one is frozen: a full collection no longer walks it
+    assert gc.get_freeze_count() > 0
+    tracked = _tracked_ids()
+    assert id(p.state) not in tracked and id(p.state.apps["app1"]) not in tracked
+    assert p.allocation("k1") is not None and p.get_ask("w1") is not None
+    s.close()
+
+
+def test_a_configuration_applied_and_a_takeover_freeze_what_lives(serving: None, tmp_path: Any) -> None:
+    s = Scheduler.from_yaml(CONFIG, clock=Clock())
+    p = s.partition("default")
+    p.add_application("app1", BOB, queue="root.b")
+    p.add_ask("app1", "w1", Resource({"vcore": 50000}))
+    assert id(p.get_ask("w1")) in _tracked_ids()
+    s.update_config(CONFIG.replace("max: {vcore: 20}", "max: {vcore: 30}"))
+    assert id(p.state.waiting.asks.get("w1")) not in _tracked_ids()
+    s.close()
+    store = f"sqlite:///{tmp_path / 'q.db'}"
+    built = build_scheduler(CONFIG, store)
+    try:
+        assert id(built.partition("default").state) in _tracked_ids()
+        built.partition("default").check_timeouts()
+        assert id(built.partition("default").state) not in _tracked_ids()
+    finally:
+        built.close()
