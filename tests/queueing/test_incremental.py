@@ -248,6 +248,35 @@ def test_a_release_retries_only_the_asks_of_the_queue_it_freed(monkeypatch: pyte
     assert [a.allocation_key for a in p.pending()][:3] == ["k0-0", "k0-1", "k0-2"]
 
 
+@pytest.mark.parametrize("style", ["soft", "hard"])
+def test_a_timeout_retries_only_the_asks_it_can_unblock(monkeypatch: pytest.MonkeyPatch, style: str) -> None:
+    """Issue 39: a timer that fires runs the cycle for what it changed, not a full one. An application
+    going Completing -> Completed frees nothing: no ask is tried. A gang's placeholder timing out in
+    q7 frees q7 (and, hard, the running count): its asks are tried, none of the 19 other full queues'
+    (a full cycle tried one ask of each)."""
+    clock = Clock()
+    p = Scheduler.from_yaml(WIDE, clock=clock).partition("default")
+    p.add_node("n", _v(1000))
+    for i in range(20):
+        p.add_application(f"app{i}", ALICE, queue=f"root.q{i}")
+        assert p.allocate(f"app{i}", f"fill{i}", _v(1)).allocated
+        for j in range(3):
+            p.add_ask(f"app{i}", f"k{i}-{j}", _v(2))         # cannot fit beside the fill: all wait
+    p.add_application("done", BOB, queue="root.q5")
+    p.add_application("gang", BOB, queue="root.q7", gang_style=style, placeholder_timeout=100)
+    assert p.allocate("gang", "ph", _v(1), placeholder=True, task_group="tg").allocated
+    assert p.allocate("done", "d1", _v(0)).allocated
+    p.release("d1")                                    # done: Completing
+    clock.advance(30)
+    tried = _count_tries(p, monkeypatch)
+    assert p.check_timeouts() == ["done: Completed"]
+    assert tried == []
+    clock.advance(70)
+    assert p.check_timeouts()[0] == "gang: 1 placeholder(s) timed out"
+    assert tried == ["k7-0"]                           # the first of q7 is tried and still does not fit
+    assert len(p.pending()) == 60
+
+
 GUARANTEED_TREE = """
 partitions:
 - name: default

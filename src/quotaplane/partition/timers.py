@@ -81,7 +81,14 @@ def check_timeouts(tx: Txn, t: float) -> list[str]:
         out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
     if not tx.uncommitted and not state.notes:
         return []
-    # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"); a timeout also moves
-    # applications between states, which no wake key tells
-    tx.after(functools.partial(tx.core.scheduler.freed, full=bool(out)))
+    # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"), in a cycle for what
+    # changed (issue 39: it was a full one, linear in every waiting ask): each release woke the keys of
+    # its chain, an application leaving the running count woke ``apps``; the asks a state change can
+    # concern (an application that takes no allocation, a stateaware queue) wait on ``*`` already, and
+    # an application that moved is retried itself
+    waiting = state.waiting
+    for app in state.moved:
+        if waiting.asks.has_application(app.application_id):
+            waiting.touch(app.application_id)
+    tx.after(tx.core.scheduler.freed)
     return out

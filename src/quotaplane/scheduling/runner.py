@@ -224,8 +224,8 @@ class PendingAsks:
         """Capacity or quota may have been freed: mark for a cycle and run one when automatic.
 
         The cycle retries what the freed keys (:meth:`~quotaplane.scheduling.waiting.Waiting.wake`)
-        could have unblocked; ``full``: the change cannot be told by keys (a config, a node, a
-        timeout), so the next cycle tries every ask."""
+        could have unblocked; ``full``: the change cannot be told by keys (a config, a recovery), so
+        the next cycle tries every ask."""
         waiting = tx.state.waiting
         if full:
             waiting.full_due = True

@@ -33,7 +33,7 @@ class Waiting:
         self.woken: set[str] = set()
         #: applications to retry in the next cycle whatever their keys (new asks, state changes)
         self.due: dict[str, None] = {}
-        #: the next automatic cycle must be a full one (config, nodes, timeouts)
+        #: the next automatic cycle must be a full one (a config, a recovery)
         self.full_due = False
         #: (time an ask may first preempt, its seq, its key): asks that become able to preempt (PR-Y3)
         self.timed: list[tuple[float, int, str]] = []

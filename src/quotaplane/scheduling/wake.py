@@ -43,8 +43,10 @@ Keys (strings, so that the index is deterministic and cheap):
     a ``stateaware`` queue (which one may start depends on the others' states) and applications that
     cannot take allocations now.
 
-Anything the keys cannot describe — a configuration applied, a node added, a timeout, a recovery —
-runs a full cycle instead (:meth:`~quotaplane.scheduling.runner.PendingAsks.freed` with ``full``).
+Anything the keys cannot describe — a configuration applied, a recovery — runs a full cycle instead
+(:meth:`~quotaplane.scheduling.runner.PendingAsks.freed` with ``full``). A node added frees ``q:root``;
+a timeout frees what its releases and running-count exits free, and retries the applications it moved
+(issue 39).
 """
 
 from __future__ import annotations
