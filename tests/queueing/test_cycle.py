@@ -245,11 +245,59 @@ def test_every_ask_is_eventually_allocated(asks: list[tuple[str, UserGroup, int,
     """No starvation (liveness): asks that each fit an empty partition keep arriving out of order of
     size and priority; if running work keeps finishing, every ask is allocated within as many
     release-and-schedule rounds as there are asks — no ask is skipped forever by later ones."""
-    p = _part(vcore=4)
+    paths = {q: f"root.{q}" for q in ("fair4", "fifo4", "open", "grouped")}
+    _every_ask_is_allocated(_part(vcore=4), asks, paths)
+
+
+#: the same leaves under parents with a guaranteed, guaranteed at two levels, preemption on (issue 39)
+DEEP = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {guaranteed: {vcore: 3}}
+      queues:
+      - name: fair4
+        resources: {guaranteed: {vcore: 2}, max: {vcore: 4}}
+        properties: {application.sort.policy: fair, preemption.delay: 1s}
+      - name: fifo4
+        resources: {guaranteed: {vcore: 1}, max: {vcore: 4}}
+    - name: b
+      resources: {guaranteed: {vcore: 1}}
+      queues:
+      - name: open
+        properties: {preemption.delay: 1s}
+      - name: grouped
+        limits:
+        - limit: one dev app
+          groups: [dev]
+          maxapplications: 1
+"""
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["fair4", "fifo4", "open", "grouped"]),
+                          st.sampled_from([ALICE, BOB, CAROL]), st.integers(1, 4), st.integers(0, 3)),
+                min_size=1, max_size=20))
+def test_every_ask_is_eventually_allocated_with_guarantees_at_several_levels(
+        asks: list[tuple[str, UserGroup, int, int]]) -> None:
+    """The liveness property on a tree with guaranteed at two levels and preemption on (issue 39)."""
+    p = Scheduler.from_yaml(DEEP, clock=Clock()).partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", _v(4))
+    _every_ask_is_allocated(p, asks, {"fair4": "root.a.fair4", "fifo4": "root.a.fifo4",
+                                      "open": "root.b.open", "grouped": "root.b.grouped"})
+
+
+def _every_ask_is_allocated(p: Partition, asks: list[tuple[str, UserGroup, int, int]],
+                            paths: dict[str, str]) -> None:
     for i, (queue, user, size, prio) in enumerate(asks):
         app = f"{queue}-{user.user}"
         if p.application(app) is None:
-            p.add_application(app, user, queue=f"root.{queue}")
+            p.add_application(app, user, queue=paths[queue])
         p.add_ask(app, f"k{i}", _v(size), priority=prio)
     allocated: set[str] = set()
     for _ in range(len(asks) + 1):

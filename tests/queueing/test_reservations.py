@@ -279,6 +279,38 @@ def test_every_large_ask_that_fits_its_queue_is_allocated_within_a_bounded_numbe
     assert all(w is not None and w <= bound for w in waited.values()), waited
 
 
+#: the reservation tree with guaranteed at two levels and preemption on (issue 39)
+DEEP = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: team
+      resources: {max: {vcore: 100}, guaranteed: {vcore: 80}}
+      queues:
+      - name: big
+        resources: {guaranteed: {vcore: 60}}
+        properties: {preemption.delay: 3s}
+      - name: small
+        resources: {guaranteed: {vcore: 20}}
+        properties: {preemption.delay: 3s}
+    - name: other
+      resources: {guaranteed: {vcore: 10}}
+"""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=3), st.integers(0, 2**32 - 1))
+def test_the_large_asks_bound_holds_with_guarantees_at_several_levels(large: list[int], seed: int) -> None:
+    """The same bound on a tree with guaranteed at two levels and YuniKorn preemption on (issue 39):
+    preemption may only bring a large ask in sooner."""
+    waited = _churn(DEEP, large, seed, rounds=7 * len(large) + 110 * len(large))
+    bound = DEFAULT_OVERTAKES + 105 * len(large)
+    assert all(w is not None and w <= bound for w in waited.values()), waited
+
+
 def test_without_reservations_large_asks_starve_under_churn() -> None:
     """The same churn with ``reservation.policy: disabled``: some large ask waits far longer than the
     bound above, or for ever; with reservations the same history keeps it."""
