@@ -222,3 +222,25 @@ def test_the_forecast_is_bounded_and_beyond_its_horizon_says_unknown() -> None:
     assert short.truncated
     assert [short.asks[f"w{i}"].p50 for i in range(4)] == [1010.0, 1020.0, None, None]
     assert short.asks["w3"].basis == ("unknown: w3 does not start within the forecast's horizon of 2 ends",)
+
+
+def test_a_preemption_delay_passing_starts_an_ask_when_the_partitions_timer_would() -> None:
+    """PR-Y3 in the forecast: child2's ask waits for nothing that ends — it starts when its preemption
+    delay (30 s) passes and the timer's cycle preempts child1's newest allocation; the partition itself,
+    moved to that instant, does the same."""
+    from tests.preemption.test_guaranteed import _example_1, _on_queue
+
+    s, clock = _example_1(_on_queue())
+    p = s.partition("default")
+    before = p.dump_state()
+    eta = forecast(p, HoldTimes(), clock.now).asks["ask"]
+    assert p.dump_state() == before
+    created = p.get_ask("ask").created                   # type: ignore[union-attr]
+    assert eta.p50 is not None and created + 30 <= eta.p50 <= created + 30 + 15
+    assert eta.basis == ("a preemption delay passed",)
+    clock.now = eta.p50 - 0.5
+    p.check_timeouts()
+    assert p.allocation("ask") is None                   # not before the forecast time
+    clock.now = eta.p50
+    p.check_timeouts()
+    assert p.allocation("ask") is not None and p.allocation("c1-1") is None
