@@ -136,8 +136,8 @@ def run(shape: Shape) -> dict[str, Any]:
         pods = [_pod(f"c{c}q{q}-{ci}-{i}", f"root.cohort{c}.cq{q}", cores, prio)
                 for c in range(shape.cohorts) for q in range(shape.queues)
                 for ci, (count, cores, prio) in enumerate(shape.classes) for i in range(count)]
-        for start in range(0, len(pods), 2000):
-            batch = pods[start:start + 2000]
+        for start in range(0, len(pods), 200):     # small batches: each call has the emulator's 10 s
+            batch = pods[start:start + 200]
             emulator.call(lambda batch=batch: [state.put("pods", p) for p in batch])   # type: ignore[misc]
         del pods
         rss_before = _rss()
