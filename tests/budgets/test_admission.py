@@ -78,11 +78,23 @@ def test_the_month_scenario_hold_kill9_and_the_first_of_the_month(tmp_path: Path
     assert (gpu["left"], gpu["burnRate"], gpu["runsOutAt"]) == (20, 4, "2026-11-02T09:00:00+00:00")
     assert "budgets" not in p.standing("queue", "root.teams.b")
     assert st["resetsAt"] == "2026-12-01T00:00:00+00:00"
+    # the timer's tick tells subscribers once per threshold reached (50 and 80 at once: the highest)
+    seq = p.last_seq
+    p.check_timeouts()
+    warned = [n for n in p.notices_after(seq) if n["type"] == "budget_warning"]
+    assert [(n["scope"], n["threshold"], n["usedPercent"]) for n in warned] == [("root.teams.a", 80, 80.0)]
+    assert warned[0]["resetsAt"] == "2026-12-01T00:00:00+00:00"
     # kill -9: nothing but the journal survives
     s.close(snapshot=False)
     s, p = _start(store, clock)
     assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 80
+    seq = p.last_seq
+    p.check_timeouts()                  # the replay knows 80 % was told: not again
+    assert not [n for n in p.notices_after(seq) if n["type"] == "budget_warning"]
     clock.advance(5 * H)                            # 100 GPU-hours
+    seq = p.last_seq
+    p.check_timeouts()
+    assert [n["threshold"] for n in p.notices_after(seq) if n["type"] == "budget_warning"] == [100]
     p.release("k1")
     decision = p.allocate("train", "k2", {"nvidia.com/gpu": 1})
     assert not decision.allocated

@@ -70,7 +70,7 @@ class Scope:
     """A budget applied to one scope: ``key`` (``queue:root.a``, ``user:root.a:alice``,
     ``group:root.a:ml``), ``label`` for people, its spec, its cells, and its current period."""
 
-    __slots__ = ("cells", "end", "exhausted_at", "key", "label", "spec", "start")
+    __slots__ = ("cells", "end", "exhausted_at", "key", "label", "spec", "start", "warned")
 
     def __init__(self, key: str, label: str, spec: BudgetSpec, ms: int) -> None:
         self.key = key
@@ -80,6 +80,8 @@ class Scope:
         self.start, self.end = (0, 0) if spec.decayed else period_of(spec, ms)
         #: since when a ``preempt`` budget is exhausted (None: it is not)
         self.exhausted_at: int | None = None
+        #: the highest warning threshold (percent) reported in this period (0: none)
+        self.warned = 0
 
     # -- pure reads ---------------------------------------------------------------------------------
     def consumed(self, cell: Cell, ms: int) -> float:
@@ -392,9 +394,10 @@ class Ledger:
         """What a snapshot cannot derive from the live allocations: every scope's cells and period."""
         scopes: dict[str, Any] = {}
         for key, scope in sorted(self.scopes.items()):
-            if all(c.empty for c in scope.cells.values()) and scope.exhausted_at is None:
+            if all(c.empty for c in scope.cells.values()) and scope.exhausted_at is None and not scope.warned:
                 continue
             scopes[key] = {"start": scope.start, "end": scope.end, "exhaustedAt": scope.exhausted_at,
+                           "warned": scope.warned,
                            "cells": {r: [c.level, c.moment, c.base, c.decay, c.decay_at]
                                      for r, c in sorted(scope.cells.items())}}
         return {"now": self.now, "scopes": scopes}
@@ -409,6 +412,7 @@ class Ledger:
                 scope.cells = {r: Cell() for r in scope.spec.limits}
                 scope.start, scope.end = (0, 0) if scope.spec.decayed else period_of(scope.spec, self.now)
                 scope.exhausted_at = None
+                scope.warned = 0
         for key, raw in data.items():
             self._load(key, raw)
         self._heap = []
@@ -431,6 +435,7 @@ class Ledger:
             scope = self.scopes[key] = Scope(key, label, spec, self.now)
         scope.start, scope.end = int(raw["start"]), int(raw["end"])
         scope.exhausted_at = raw.get("exhaustedAt")
+        scope.warned = int(raw.get("warned", 0))
         for r, (level, moment, base, decay, decay_at) in raw["cells"].items():
             cell = scope.cells.setdefault(r, Cell())
             cell.load((int(level), int(moment), int(base), float(decay), int(decay_at), 0, 0))

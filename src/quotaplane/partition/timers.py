@@ -65,6 +65,8 @@ def check_timeouts(tx: Txn, t: float) -> list[str]:
         tx.apply(E.Timeouts(t=t))
         out = list(state.timed_out)
         reclaims = state.due_reclaims
+        for policy in state.policies.reclaiming():      # what the tick tells (a budget's warnings)
+            state.notes.extend(getattr(policy, "take_notes", list)())
     for found in [*reclaims, *quota_cuts]:
         # a victim whose held preemption was given up is not taken again (issue 31)
         keys = tuple(k for k in found.keys if k in state.allocs and k not in state.spared)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from quotaplane.budgets import Ledger, Scope, refusal_message, scope_status
+from quotaplane.budgets import Ledger, Scope, iso, refusal_message, scope_status
 from quotaplane.budgets.status import hours
 from quotaplane.config.budgets import PREEMPT, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
@@ -61,7 +61,7 @@ def _runtime(request: AdmissionRequest) -> int | None:
 class BudgetPolicy(QuotaPolicy):
     """Budgets on a partition's queues, users and groups (see the module docstring)."""
 
-    __slots__ = ("ledger",)
+    __slots__ = ("ledger", "notes")
     key: ClassVar[str] = "budgets"
     # a preempt budget's monitor runs on every timeout tick (which also retries the asks a reset frees)
     reclaims: ClassVar[bool] = True
@@ -69,6 +69,8 @@ class BudgetPolicy(QuotaPolicy):
     def __init__(self, ledger: Ledger) -> None:
         self.name = "budget"
         self.ledger = ledger
+        #: the warnings of the last tick, until the timer journals them (:meth:`take_notes`)
+        self.notes: list[dict[str, Any]] = []
 
     def _scopes(self, request: AdmissionRequest) -> tuple[Any, ...]:
         user = request.user
@@ -135,12 +137,33 @@ class BudgetPolicy(QuotaPolicy):
         ms = max(_ms(now), ledger.now)
         ledger.expire(ms)
         out: list[Eviction] = []
+        self.notes = []         # a replayed tick's warnings were journalled by the live one
         for key in sorted(ledger.scopes):
             scope = ledger.scopes[key]
+            self._warn(scope, ms)
             if scope.spec.mode == PREEMPT:
                 found = self._due(scope, ms)
                 if found is not None:
                     out.append(found)
+        return out
+
+    def _warn(self, scope: Scope, ms: int) -> None:
+        """A ``budget_warning`` note when the scope's consumption reached a threshold (50, 80, 100 %) it
+        had not reached this period; a new period (or decay) lowers the mark silently."""
+        spec = scope.spec
+        pct = max((100 * scope.consumed(c, ms) / spec.limits[r] for r, c in scope.cells.items()
+                   if spec.limits.get(r)), default=0.0)
+        reached = max((w for w in spec.warnings if pct >= w), default=0)
+        if reached > scope.warned:
+            end = scope.period(ms)[1]
+            self.notes.append({"type": "budget_warning", "scope": scope.label, "queue": spec.queue,
+                               "threshold": reached, "usedPercent": round(pct, 2),
+                               "resetsAt": iso(end, spec.timezone) if end else None})
+        scope.warned = reached
+
+    def take_notes(self) -> list[dict[str, Any]]:
+        """The warnings of the last tick, once (the timer journals them as notices)."""
+        out, self.notes = self.notes, []
         return out
 
     def _due(self, scope: Scope, ms: int) -> Eviction | None:
