@@ -95,3 +95,34 @@ def test_unknown_names_and_kinds() -> None:
         p.standing("user", "nobody-here")
     with pytest.raises(ValueError, match="queue, user, group, quota"):
         p.standing("team", "x")
+
+
+def test_the_applications_of_a_user_or_group_are_indexed_as_the_scan_finds_them() -> None:
+    """Issue 39: the standing of a user or a group reads its own applications from an index kept as
+    applications come and go (and rebuilt by a replay), not from a look at every application."""
+    from quotaplane.config.identity import UserGroup
+    from quotaplane.journal import MemoryJournal
+    from quotaplane.scheduler import Scheduler
+    from tests.partition.helpers import CONFIG as PLAIN
+
+    journal = MemoryJournal()
+    p = Scheduler.from_yaml(PLAIN, store=journal, clock=Clock()).partition("default")
+    users = [UserGroup("alice", ["dev"]), UserGroup("bob", ["dev", "ops"]), UserGroup("carol", [])]
+    for i in range(12):
+        p.add_application(f"app{i}", users[i % 3], queue="root.default")
+    for i in (1, 4, 5, 9):
+        p.remove_application(f"app{i}")
+    p.add_application("app4", users[0], queue="root.default")      # back, with another owner
+
+    def scan(state: object, kind: str, name: str) -> set[str]:
+        apps = state.apps.values()  # type: ignore[attr-defined]
+        return {a.application_id for a in apps
+                if (a.user.user == name if kind == "user" else name in a.user.groups)}
+
+    again = Scheduler.from_yaml(PLAIN, store=journal, clock=Clock()).partition("default")
+    for part in (p, again):
+        for kind, name in [("user", "alice"), ("user", "bob"), ("user", "carol"), ("user", "nobody"),
+                           ("group", "dev"), ("group", "ops"), ("group", "none")]:
+            assert part.state.owners.of(kind, name) == scan(part.state, kind, name), (kind, name)
+    assert p.state.owners.of("user", "alice") == {"app0", "app3", "app6", "app4"}
+    assert p.state.owners.of("group", "ops") == {"app7", "app10"}

@@ -52,6 +52,7 @@ from quotaplane.scheduling.wake import RUNNING_COUNT, chain_places, release_keys
 from quotaplane.state.gang import Replacement
 from quotaplane.state.marks import AllocationUndo
 from quotaplane.state.nodes import NodeIndex
+from quotaplane.state.owners import Owners
 from quotaplane.state.timeouts import DueTimes, PartitionOptions, TimeoutActions, apply_timeouts, reclaim_tick
 from quotaplane.ugm import Manager
 
@@ -95,6 +96,8 @@ class PartitionState:
         self.moved: list[Application] = []
         #: the applications by the time their next timeout falls due (issue 39: a tick costs what is due)
         self.due = DueTimes(self.apps, options)
+        #: the applications by user and group (the standing of one reads its own: issue 39)
+        self.owners = Owners()
         #: queues over their lowered max and when they are cut back (PR-Q, in memory only)
         self.quota_preemption = QuotaPreemption()
         #: the earliest time a waiting ask may preempt (PR-Y3): the timer runs a cycle then
@@ -227,6 +230,7 @@ class PartitionState:
         app.watch = self.app_moved
         self.apps[app.application_id] = app
         self.due.enter(app)
+        self.owners.enter(app)
         self.queues.add_application(ev.queue, app.application_id)
 
     def app_moved(self, app: Application) -> None:
@@ -267,6 +271,7 @@ class PartitionState:
             self.ask_leaves(ask, allocated=False, t=t)
         del self.apps[app.application_id]
         self.due.leave(app.application_id)
+        self.owners.leave(app)
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["KINDS", "standing"]
 
+
 #: what a standing can be asked for
 KINDS = ("queue", "user", "group", "quota")
 
@@ -157,8 +158,7 @@ def standing(state: PartitionState, kind: str, name: str, at: int) -> dict[str, 
                 "waiting": _waiting(state, asks, at)}
     if kind in ("user", "group"):
         dao = state.ugm.user_usage(name) if kind == "user" else state.ugm.group_usage(name)
-        apps = {a.application_id for a in state.apps.values()
-                if (a.user.user == name if kind == "user" else name in a.user.groups)}
+        apps = state.owners.of(kind, name)
         if dao is None and not apps:
             return None
         asks = _asks_of(state, apps)
