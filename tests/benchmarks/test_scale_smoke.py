@@ -29,5 +29,8 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
         assert shape["workloads"] > 0
     served = scale.main(["--scale", "0.002", "--samples", "8", "--only", "service", "--out", "scale-svc"])
     assert served["service"]["steps"][-1]["pending"] > served["service"]["steps"][0]["pending"]
+    pauses = scale.main(["--scale", "0.002", "--only", "gc", "--pending-gc", "300", "--out", "gc"])["gc"]
+    assert pauses["pending"] >= 300
+    assert {"full_collection_before", "full_collection_after_settle"} <= set(pauses)
     written = json.loads((tmp_path / "scale-smoke.json").read_text())
     assert written["results"]["scale"] == 0.002
