@@ -295,3 +295,28 @@ def test_the_example_file_works_as_documented() -> None:
     assert p.allocate("i", "i1", {GPU: 4}).flavors == {GPU: "h100"}
     d = p.allocate("t", "t4", {GPU: 1})            # 14 in all: the plain-name max
     assert not d.allocated
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_node_labels_and_the_capacity_per_flavor_survive_a_restart(tmp_path: Any, snapshot: bool) -> None:
+    """A partition restored from a snapshot registered its nodes without their labels, so every
+    flavored capacity was gone (the root's max then refused any flavored ask) — found by the
+    forecast's copy, which had to put the labels back itself."""
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    s = Scheduler.from_yaml(textwrap.dedent(CONFIG), store=store, clock=Clock(), snapshot_every=0)
+    p = s.partition("default")
+    p.add_node("n1", {GPU: 8, "vcore": 64000}, labels={"gpu": "a100"})
+    p.add_node("n2", {GPU: 8, "vcore": 64000}, labels={"gpu": "h100"})
+    p.add_node("n3", {"vcore": 8000})
+    p.add_application("app", U, queue="root.a")
+    assert p.allocate("app", "k1", {GPU: 2}).allocated
+    before = (p.total_capacity(), {n: p.node_labels(n) for n in ("n1", "n2", "n3")})
+    if snapshot:
+        p.take_snapshot()
+    s.close(snapshot=False)
+    again = Scheduler.from_yaml(textwrap.dedent(CONFIG), store=store, clock=Clock())
+    q = again.partition("default")
+    assert again.restored_from["default"] == ("snapshot" if snapshot else "replay")
+    assert (q.total_capacity(), {n: q.node_labels(n) for n in ("n1", "n2", "n3")}) == before
+    assert q.allocate("app", "k2", {GPU: 2}).allocated
+    again.close()

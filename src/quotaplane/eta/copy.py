@@ -15,10 +15,10 @@ each configuration the copy applies (a raised limit). The copy never schedules b
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 
 from quotaplane.config.model import PartitionConfig
-from quotaplane.events import AppRestore, Event, NodeAdded
+from quotaplane.events import AppRestore, Event
 from quotaplane.partition.facade import Partition
 from quotaplane.state.rebuild import RebuildCapture
 
@@ -33,8 +33,8 @@ def working_copy(partition: Partition, clock: Callable[[], float], *, without: C
         allocations = [(a, a.node) for key, a in state.allocs.items() if key not in without]
         capture = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
                                  state.waiting.asks.all(), state.policies.extensions,
-                                 state.node_index.unschedulable)
-        events = _with_labels(capture.events(), state.node_labels)
+                                 state.node_index.unschedulable, state.node_labels)
+        events = capture.events()
         source = state.config_source
         current = state.config
         options = state.options
@@ -58,14 +58,6 @@ def working_copy(partition: Partition, clock: Callable[[], float], *, without: C
         target.notes_recorded(target.take_notes())
     return copy
 
-
-def _with_labels(events: list[Event], labels: Mapping[str, Mapping[str, str]]) -> list[Event]:
-    # the rebuild capture registers nodes without their labels; the labels select resource flavors
-    # (docs/flavors.md "Nodes"), so the copy must have them to count the same capacity per flavor
-    if not labels:
-        return events
-    return [dataclasses.replace(ev, labels=dict(labels[ev.node]))
-            if isinstance(ev, NodeAdded) and ev.node in labels and not ev.labels else ev for ev in events]
 
 
 def _without(ev: Event, keys: Collection[str]) -> Event:

@@ -72,9 +72,14 @@ class RebuildCapture:
 
     def __init__(self, config_seq: int, nodes: Mapping[str, Resource], apps: Sequence[Application],
                  allocations: Sequence[AllocationAt], asks: Iterable[Ask],
-                 extensions: Iterable[tuple[str, QuotaPolicy]], unschedulable: Container[str] = ()) -> None:
+                 extensions: Iterable[tuple[str, QuotaPolicy]], unschedulable: Container[str] = (),
+                 labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._config_seq = config_seq
-        self._nodes = [NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None)
+        # the labels select each node's resource flavors: without them a rebuilt partition counts no
+        # flavored capacity (and the snapshot does not match its rebuild)
+        labels = labels or {}
+        self._nodes = [NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None,
+                                 labels=dict(labels[n]) if labels.get(n) else None)
                        for n, c in nodes.items()]
         self._added = [(app.added_seq, _app_added(app)) for app in apps]
         counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)

@@ -67,5 +67,5 @@ def snapshot(state: PartitionState) -> SnapshotState:
     allocations = [(a, a.node) for a in state.allocs.values()]
     rebuild = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
                              state.waiting.asks.all(), state.policies.extensions,
-                             state.node_index.unschedulable)
+                             state.node_index.unschedulable, state.node_labels)
     return SnapshotState(state.config_seq, small, allocations, rebuild, state.history.snapshot())
