@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from quotaplane.history.calendar import RESOLUTIONS, Calendar
@@ -23,6 +23,7 @@ ZONE = "Europe/Zurich"
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS, st.sampled_from(RESOLUTIONS), st.sampled_from(["queue", "user", "group", "application"]),
        st.integers(0, 3))
+@example([("app", 0, 0), ("ask", 0, 1), ("app", 0, 0), ("tick", 4569, 0), ("app", 0, 0)], "week", "queue", 0)
 def test_every_resolution_agrees_with_brute_force(ops: list[tuple[str, int, int]], step: str, kind: str,
                                                  seed: int) -> None:
     assume(not (kind == "application" and step == "minute"))      # applications: hours and days
@@ -32,7 +33,11 @@ def test_every_resolution_agrees_with_brute_force(ops: list[tuple[str, int, int]
     p = s.partition("default")
     engine = p.history.engine
     assert engine is not None
+    # the zone set as a config changing it sets it: the periods open now end where the zone says
+    # (setting only the calendar left the first boundaries in UTC — a test defect hypothesis found)
     engine.calendar = Calendar(ZONE)
+    assert engine.now is not None
+    engine.next = [engine.calendar.next(r, engine.now) for r in RESOLUTIONS]
     brute = BruteForce(p)
     start = ms_of(clock())
     stretched = [(op, a, b if op != "tick" else 2) for op, a, b in ops]   # ticks of a * 61 s
