@@ -42,7 +42,7 @@ _WINDOW_BODY: dict[str, Any] = {
         "required": True,
         "description": "one window: name, queue, from/to or cron with duration, overrides (docs/windows.md)",
         "content": {"application/x-yaml": {"schema": {}}, "application/yaml": {"schema": {}},
-                    "application/json": {"schema": {}}},
+                    "application/json": {"schema": {"type": "object"}}},
     }
 }
 _BODY: dict[str, Any] = {
@@ -50,7 +50,7 @@ _BODY: dict[str, Any] = {
         "required": True,
         "description": "the partition's budgets: a list of budget entries (docs/budgets.md)",
         "content": {"application/x-yaml": {"schema": {}}, "application/yaml": {"schema": {}},
-                    "application/json": {"schema": {}}},
+                    "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
     }
 }
 
