@@ -156,10 +156,17 @@ class Accounting(Ledger):
                 else:
                     c[0] += d
                     c[1] += d * t
-            return
-        bor, sib, lent = s.b, s.sib, s.l
+        else:
+            self._use_guaranteed(s, g, vec, sign)
+
+    def _use_guaranteed(self, s: Scope, g: Mapping[str, int], vec: Mapping[str, int], sign: int) -> None:
+        """:meth:`_use` of a scope with guarantee ``g``: one pass per resource over used, borrowed,
+        the siblings' sum and this scope's own lending (what :meth:`_relend` would compute, inlined:
+        every allocation and release comes here for each queue with a guarantee above it)."""
+        t = self._rel
+        used, bor, sib, lent = s.u, s.b, s.sib, s.l
+        bsum = sib.bsum if sib is not None else None
         moved: list[str] | None = None
-        idle: list[str] | None = None
         for r, v in vec.items():
             d = v if sign > 0 else -v
             c = used.get(r)
@@ -172,7 +179,7 @@ class Accounting(Ledger):
                 level = c[0]
             gv = g.get(r, 0)
             nb = level - gv if level > gv else 0
-            bc = bor.get(r)
+            bc = bor.get(r) if bor else None        # most scopes never borrow: no lookup
             ob = bc[0] if bc is not None else 0
             if nb != ob:
                 db = nb - ob
@@ -181,8 +188,7 @@ class Accounting(Ledger):
                 else:
                     bc[0] = nb
                     bc[1] += db * t
-                if sib is not None:
-                    bsum = sib.bsum
+                if bsum is not None:
                     total = bsum.get(r, 0) + db
                     if total:
                         bsum[r] = total
@@ -192,15 +198,24 @@ class Accounting(Ledger):
                         moved = [r]
                     else:
                         moved.append(r)
-            if gv and sib is not None:
+            if gv and bsum is not None:
+                lv = 0
+                if level < gv and bsum:             # idle guarantee, and someone borrows
+                    others = bsum.get(r, 0) - nb
+                    idle = gv - level
+                    lv = idle if idle < others else others
+                    if lv < 0:
+                        lv = 0
+                if not lv and not lent:             # lends nothing, and never did
+                    continue
                 lc = lent.get(r)
-                if level < gv or (lc is not None and lc[0]):
-                    if idle is None:
-                        idle = [r]
+                dl = lv - (lc[0] if lc is not None else 0)
+                if dl:
+                    if lc is None:
+                        lent[r] = [dl, dl * t]
                     else:
-                        idle.append(r)
-        if idle is not None:
-            self._relend(s, idle)
+                        lc[0] = lv
+                        lc[1] += dl * t
         if moved is not None and sib is not None:
             for lender in sib.lenders:
                 if lender is not s:
@@ -384,7 +399,19 @@ class Accounting(Ledger):
         self.allocs[key] = charge
         app.allocs.add(key)
         use = self._use
-        use(app.own, vec, 1)
+        own = app.own
+        if self.half_life:
+            use(own, vec, 1)
+        else:       # the application's own cells (no guarantee) inline: every allocation comes here
+            self.dirty[0].add(own)
+            cells, rel = own.u, self._rel
+            for r, n in vec.items():
+                c = cells.get(r)
+                if c is None:
+                    cells[r] = [n, n * rel]
+                else:
+                    c[0] += n
+                    c[1] += n * rel
         for q in app.eager_q:
             use(q, vec, 1)
         for s, v in charge.eager:
@@ -400,7 +427,19 @@ class Accounting(Ledger):
         if app is not None:
             app.allocs.discard(key)
             vec = charge.resource
-            use(app.own, vec, -1)
+            own = app.own
+            if self.half_life:
+                use(own, vec, -1)
+            else:   # as in _alloc
+                self.dirty[0].add(own)
+                cells, rel = own.u, self._rel
+                for r, n in vec.items():
+                    c = cells.get(r)
+                    if c is None:
+                        cells[r] = [-n, -n * rel]
+                    else:
+                        c[0] -= n
+                        c[1] -= n * rel
             for q in app.eager_q:
                 use(q, vec, -1)
             self._pending.add(app)
