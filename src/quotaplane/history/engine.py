@@ -65,6 +65,7 @@ from quotaplane.history.scopes import (
     TREE,
     USER,
     AppState,
+    Cells,
     Charge,
     Row,
     Scope,
@@ -79,6 +80,9 @@ from quotaplane.history.scopes import (
     vec_of,
 )
 from quotaplane.history.sketch import WaitSketch
+
+#: the elastic quotas and tree nodes of a charge when the config has neither (shared, never changed)
+_NO_EAGER: list[Share] = []
 
 __all__ = [
     "APPLICATION", "GROUP", "KINDS", "METRICS", "QUEUE", "QUOTA", "TREE", "USER",
@@ -167,6 +171,9 @@ class Accounting(Ledger):
         used, bor, sib, lent = s.u, s.b, s.sib, s.l
         bsum = sib.bsum if sib is not None else None
         moved: list[str] | None = None
+        # quiet: it never borrowed nor lent, and none of its siblings borrows — then a resource
+        # whose level stays within its guarantee changes neither borrowing nor lending
+        quiet = not bor and not lent and not bsum
         for r, v in vec.items():
             d = v if sign > 0 else -v
             c = used.get(r)
@@ -178,6 +185,9 @@ class Accounting(Ledger):
                 c[1] += d * t
                 level = c[0]
             gv = g.get(r, 0)
+            if level <= gv and quiet:
+                continue
+            quiet = False
             nb = level - gv if level > gv else 0
             bc = bor.get(r) if bor else None        # most scopes never borrow: no lookup
             ob = bc[0] if bc is not None else 0
@@ -198,24 +208,8 @@ class Accounting(Ledger):
                         moved = [r]
                     else:
                         moved.append(r)
-            if gv and bsum is not None:
-                lv = 0
-                if level < gv and bsum:             # idle guarantee, and someone borrows
-                    others = bsum.get(r, 0) - nb
-                    idle = gv - level
-                    lv = idle if idle < others else others
-                    if lv < 0:
-                        lv = 0
-                if not lv and not lent:             # lends nothing, and never did
-                    continue
-                lc = lent.get(r)
-                dl = lv - (lc[0] if lc is not None else 0)
-                if dl:
-                    if lc is None:
-                        lent[r] = [dl, dl * t]
-                    else:
-                        lc[0] = lv
-                        lc[1] += dl * t
+            if gv and bsum is not None and (bsum or lent):     # else it lends nothing, and never did
+                _lend(lent, bsum, r, level - gv, nb, t)
         if moved is not None and sib is not None:
             for lender in sib.lenders:
                 if lender is not s:
@@ -395,57 +389,55 @@ class Accounting(Ledger):
         if not app.allocs and app.epoch != self._epoch:
             self._regroup(app_id, app)
         vec = vec_of(resource)
-        charge = Charge(app_id, vec, t, self._eager(key, app_id, app, vec))
+        info = self._info
+        eager = self._eager(key, app_id, app, vec) if info[QUOTA] or info[TREE] else _NO_EAGER
+        charge = Charge(app_id, vec, t, eager)
         self.allocs[key] = charge
         app.allocs.add(key)
-        use = self._use
-        own = app.own
-        if self.half_life:
-            use(own, vec, 1)
-        else:       # the application's own cells (no guarantee) inline: every allocation comes here
-            self.dirty[0].add(own)
-            cells, rel = own.u, self._rel
-            for r, n in vec.items():
-                c = cells.get(r)
-                if c is None:
-                    cells[r] = [n, n * rel]
-                else:
-                    c[0] += n
-                    c[1] += n * rel
-        for q in app.eager_q:
-            use(q, vec, 1)
-        for s, v in charge.eager:
-            use(s, v, 1)
-        self._pending.add(app)
+        self._charge_app(app, vec, 1)
+        for s, v in eager:
+            self._use(s, v, 1)
 
     def _release(self, key: str) -> Charge | None:
         charge = self.allocs.pop(key, None)
         if charge is None:
             return None
         app = self.apps.get(charge.app)
-        use = self._use
         if app is not None:
             app.allocs.discard(key)
-            vec = charge.resource
-            own = app.own
-            if self.half_life:
-                use(own, vec, -1)
-            else:   # as in _alloc
-                self.dirty[0].add(own)
-                cells, rel = own.u, self._rel
-                for r, n in vec.items():
-                    c = cells.get(r)
-                    if c is None:
-                        cells[r] = [-n, -n * rel]
-                    else:
-                        c[0] -= n
-                        c[1] -= n * rel
-            for q in app.eager_q:
-                use(q, vec, -1)
-            self._pending.add(app)
+            self._charge_app(app, charge.resource, -1)
         for s, v in charge.eager:
-            use(s, v, -1)
+            self._use(s, v, -1)
         return charge
+
+    def _charge_app(self, app: AppState, vec: Mapping[str, int], sign: int) -> None:
+        """:meth:`_use` of the application's own scope and its queues with a guarantee, with the
+        calls flattened: every allocation and release comes here (issue 33, accounting on vs off)."""
+        self._pending.add(app)
+        if self.half_life:
+            self._use(app.own, vec, sign)
+            for q in app.eager_q:
+                self._use(q, vec, sign)
+            return
+        dirty = self.dirty[0]
+        own = app.own
+        dirty.add(own)
+        cells, rel = own.u, self._rel
+        for r, n in vec.items():        # the application's own cells: no guarantee
+            d = n if sign > 0 else -n
+            c = cells.get(r)
+            if c is None:
+                cells[r] = [d, d * rel]
+            else:
+                c[0] += d
+                c[1] += d * rel
+        for q in app.eager_q:
+            g = q.guar
+            if g is None:
+                self._use(q, vec, sign)
+            else:
+                dirty.add(q)
+                self._use_guaranteed(q, g, vec, sign)
 
     def _ask_leaves(self, key: str, allocated_at: int | None) -> None:
         ask = self.asks.pop(key, None)
@@ -661,6 +653,26 @@ class Accounting(Ledger):
         for s in app.scopes():
             for code in dict.fromkeys(codes):
                 s.counts["refused:" + code] = s.counts.get("refused:" + code, 0) + 1
+
+
+def _lend(lent: Cells, bsum: dict[str, int], r: str, over: int, borrowed: int, t: int) -> None:
+    """A scope whose level of ``r`` is ``over`` its guarantee (negative: idle) and that borrows
+    ``borrowed`` of it lends, from relative time ``t``, the idle part its siblings use above theirs
+    (``bsum``: what they borrow together, its own included) — :meth:`Accounting._relend`'s rule."""
+    lv = 0
+    if over < 0 and bsum:                   # idle guarantee, and someone borrows
+        others = bsum.get(r, 0) - borrowed
+        lv = -over if -over < others else others
+        if lv < 0:
+            lv = 0
+    lc = lent.get(r)
+    dl = lv - (lc[0] if lc is not None else 0)
+    if dl:
+        if lc is None:
+            lent[r] = [dl, dl * t]
+        else:
+            lc[0] = lv
+            lc[1] += dl * t
 
 
 def _wait_in(s: Scope, wait: int) -> None:
