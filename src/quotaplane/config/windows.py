@@ -110,7 +110,7 @@ def _step(text: str, part: str, what: str) -> int:
     if not text:
         return 0
     if not text.isdigit() or int(text) <= 0:
-        raise ValueError(f"{what}: bad step {part!r}")
+        raise InputError(f"{what}: bad step {part!r}")
     return int(text)
 
 
@@ -123,7 +123,7 @@ def _cron_part(part: str, lo: int, hi: int, names: tuple[str, ...], what: str) -
     a = _cron_value(first, lo, hi, names, what)
     b = _cron_value(second, lo, hi, names, what) if second else (hi if step else a)
     if b < a:
-        raise ValueError(f"{what}: range {body!r} goes backwards")
+        raise InputError(f"{what}: range {body!r} goes backwards")
     return range(a, b + 1, step or 1)
 
 
@@ -139,14 +139,14 @@ def _cron_value(text: str, lo: int, hi: int, names: tuple[str, ...], what: str) 
     if low in names:
         return names.index(low) + (1 if lo == 1 else 0)
     if not text.isdigit() or not lo <= int(text) <= hi:
-        raise ValueError(f"{what}: {text!r} is not in {lo}..{hi}")
+        raise InputError(f"{what}: {text!r} is not in {lo}..{hi}")
     return int(text)
 
 
 def parse_cron(text: Any) -> Cron:
-    """A :class:`Cron` from five fields; ``ValueError`` naming the field that is wrong."""
+    """A :class:`Cron` from five fields; an ``InputError`` naming the field that is wrong."""
     if not isinstance(text, str) or len(text.split()) != 5:
-        raise ValueError(f"expected five fields (minute hour day-of-month month day-of-week), got {text!r}")
+        raise InputError(f"expected five fields (minute hour day-of-month month day-of-week), got {text!r}")
     sets = [_cron_field(f, lo, hi, names, name)
             for f, (name, lo, hi, names) in zip(text.split(), _CRON_FIELDS, strict=True)]
     weekdays = frozenset(d % 7 for d in sets[4][0])
