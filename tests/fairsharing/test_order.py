@@ -47,3 +47,82 @@ def test_a_queue_within_its_guaranteed_comes_before_any_borrower() -> None:
     p.add_ask("a", "a2", {GPU: 1})
     p.add_ask("b", "b2", {GPU: 1})
     assert [a.allocation_key for a in p.schedule()][:1] == ["b2"]
+
+
+# KQ-S4 compares each queue's share *with its head workload added*, then priority, then the earlier
+# timestamp — the cases of Kueue's fair_sharing_iterator_test.go, as quotaplane trees.
+
+EVEN = f"""
+- name: a
+  resources: {{guaranteed: {{{GPU}: 2}}}}
+- name: b
+  resources: {{guaranteed: {{{GPU}: 2}}}}
+"""
+
+
+def _heads(a_used: int, b_used: int, a_head: int, b_head: int, *, a_priority: int = 0,
+           b_priority: int = 0, b_first: bool = False) -> list[str]:
+    p, clock = partition(EVEN, nodes={GPU: 10})
+    for app in ("b", "a") if b_first else ("a", "b"):
+        p.add_application(app, U, queue=f"root.{app}")
+        clock.advance(1)
+    if a_used:
+        assert p.allocate("a", "a1", {GPU: a_used})
+    if b_used:
+        assert p.allocate("b", "b1", {GPU: b_used})
+    p.auto_schedule = False
+    p.add_ask("a", "a2", {GPU: a_head}, priority=a_priority)
+    p.add_ask("b", "b2", {GPU: b_head}, priority=b_priority)
+    return [a.allocation_key for a in p.schedule()]
+
+
+def test_the_share_is_compared_with_the_head_workload() -> None:
+    """a borrows 1 now, b nothing; with their heads a would borrow 2 (200 per mille), b 5 (500): both
+    would borrow on the GPUs they ask for, so the lower share with the head goes first — a (only one
+    fits). Comparing the current shares would put b (not borrowing) first."""
+    assert _heads(3, 2, 1, 5) == ["a2"]
+
+
+def test_not_borrowing_with_the_head_goes_first() -> None:
+    """b borrows nothing with its head; a would: b first although a's share now is 0 too."""
+    assert _heads(2, 0, 3, 2)[:1] == ["b2"]
+
+
+def test_equal_shares_with_the_head_higher_priority_first() -> None:
+    """Same share with the head (both would borrow 4; only one fits): the higher priority first,
+    whatever the names."""
+    assert _heads(2, 2, 4, 4, b_priority=5) == ["b2"]
+
+
+def test_equal_shares_and_priorities_earlier_first() -> None:
+    """Same share and priority: the workload queued earlier first (b's application came first)."""
+    assert _heads(2, 2, 4, 4, b_first=True) == ["b2"]
+
+
+COHORTS = f"""
+- name: left
+  queues:
+    - name: a
+      resources: {{guaranteed: {{{GPU}: 2}}}}
+- name: right
+  queues:
+    - name: b
+      resources: {{guaranteed: {{{GPU}: 2}}}}
+    - name: c
+      resources: {{guaranteed: {{{GPU}: 2}}}}
+"""
+
+
+def test_the_tournament_compares_cohorts_with_the_winners_head() -> None:
+    """At the root the cohorts compete with the head of their own winner: right's winner is c's small
+    workload (c borrows 1 with it, b 4), and right with it borrows 1 of 10 — less than left with a's
+    3 (300): c first, although right uses more now."""
+    p, _ = partition(COHORTS, nodes={GPU: 10})
+    for app in ("a", "b", "c"):
+        p.add_application(app, U, queue=f"root.{'left' if app == 'a' else 'right'}.{app}")
+    assert p.allocate("b", "b1", {GPU: 2}) and p.allocate("c", "c1", {GPU: 2})
+    p.auto_schedule = False
+    p.add_ask("a", "a2", {GPU: 5})
+    p.add_ask("b", "b2", {GPU: 4})
+    p.add_ask("c", "c2", {GPU: 1})
+    assert [a.allocation_key for a in p.schedule()][:1] == ["c2"]

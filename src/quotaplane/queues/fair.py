@@ -16,8 +16,8 @@ reads). For a queue ``N`` below the root, per resource name:
   nothing has share 0; a queue of weight 0 that borrows has an infinite share (KQ-S2). The root's share
   is always 0.
 
-Shares order sibling queues for admission (lower first, :meth:`FairShares.order_key`) and choose whom fair
-preemption takes from (higher first, :mod:`quotaplane.scheduling.fair_preemption`).
+Shares with each queue's head ask added order admission (lower first, :meth:`FairShares.head_key`)
+and choose whom fair preemption takes from (higher first, :mod:`quotaplane.scheduling.fair_preemption`).
 """
 
 from __future__ import annotations
@@ -140,24 +140,30 @@ class FairShares:
         """``(SQ, local, U)`` of ``q`` for ``name`` (:meth:`quotaplane.queues.limits.Limits.node`)."""
         return self._limits.node(q, name)
 
-    def borrowed(self, q: Queue) -> dict[str, int]:
-        """Per counted name, what ``q`` uses beyond its subtree quota (only names it borrows on)."""
+    def borrowed(self, q: Queue, extra: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Per counted name, what ``q`` uses beyond its subtree quota (only names it borrows on); with
+        ``extra`` (a head workload's request) added to its usage."""
         out: dict[str, int] = {}
         names = set(self._eg(q)) | set(q._alloc)
+        if extra:
+            names.update(extra)
         for name in names:
             if not self.counted(name):
                 continue
             sq, _, used = self._limits.node(q, name)
+            if extra:
+                used += extra.get(name, 0)
             if used > sq:
                 out[name] = used - sq
         return out
 
-    def share(self, q: Queue) -> Share:
-        """``q``'s dominant resource share now (KQ-S1, KQ-S2); the root's is 0."""
+    def share(self, q: Queue, extra: Mapping[str, int] | None = None) -> Share:
+        """``q``'s dominant resource share now (KQ-S1, KQ-S2), with ``extra`` added to its usage if
+        given; the root's is 0."""
         parent = q.parent
         if parent is None:
             return ZERO
-        borrowed = self.borrowed(q)
+        borrowed = self.borrowed(q, extra)
         weight = self.weight(q)
         if not borrowed:
             return Share(weight=weight)
@@ -187,6 +193,18 @@ class FairShares:
         share (KQ-S4)."""
         share = self.share(q)
         return share.borrowing, share.key()
+
+    def head_key(self, q: Queue, request: Mapping[str, int]) -> tuple[bool, tuple[int, float]]:
+        """``q``'s place among its siblings with the head workload of its subtree (``request``) added to
+        its usage (KQ-S4, Kueue's fair-sharing iterator): not borrowing, with it, on the resources the
+        workload requests first, then the lower share with it. Costs one share of ``q`` alone.
+
+        A request for the plain name of a resource counted per flavor (its flavor not chosen yet)
+        counts as borrowing when any flavor of that resource is borrowed on."""
+        share = self.share(q, request)
+        wanted = {resource_of(n) for n in request if not self.counted(n)}
+        borrowing = share.borrows_on(request) or any(resource_of(n) in wanted for n in share.borrowed)
+        return borrowing, share.key()
 
     def lendable(self, parent: Queue) -> dict[str, int]:
         """Per resource, what ``parent``'s subtree could lend a child: the potential of ``parent``

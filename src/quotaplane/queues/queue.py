@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +34,10 @@ class FairOrder(Protocol):
 
     def order_key(self, q: Queue) -> tuple[bool, tuple[int, float]]:
         """``q``'s place among its siblings: not borrowing first, then the lower share (KQ-S4)."""
+        ...
+
+    def head_key(self, q: Queue, request: Mapping[str, int]) -> tuple[bool, tuple[int, float]]:
+        """The same with ``q``'s head workload (``request``) added to its usage (KQ-S4)."""
         ...
 
 

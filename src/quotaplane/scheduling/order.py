@@ -31,7 +31,7 @@ from quotaplane.scheduling.asks import Ask, AskQueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
-    from quotaplane.queues.queue import Queue
+    from quotaplane.queues.queue import FairOrder, Queue
 
 __all__ = ["SORT_POLICIES", "SORT_POLICY_PROPERTY", "Rank", "candidates", "leaf_asks", "order_applications",
            "positions", "stateaware_holds_back", "usage_shares"]
@@ -260,20 +260,16 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     ``rank`` (fair share with memory) orders siblings and users first; decayed usage is the same at
     every attempt of a cycle (it changes with time, not at an allocation), so the contract holds.
     """
+    if root.fair is not None and not root.is_leaf:
+        # Every ask of the tree, also in an incremental cycle: with each queue's head in its share, the
+        # order among the retried asks depends on the heads of the others (Kueue likewise requeues every
+        # inadmissible workload of a cohort on a change in it, docs/fair-sharing.md).
+        yield from _tournament(asks, root, apps, skip, rank, root.fair)
+        return
     key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
         lambda c: (rank.queue(c), *_queue_key(c)))
     leaf_iters: dict[str, Iterator[Ask]] = {}
-    work: dict[str, dict[str, Queue]] | None = None
-    if only is not None:
-        work = {}
-        for leaf in only.values():
-            child = leaf
-            for q in leaf.chain[1:]:
-                kids = work.setdefault(q.path, {})
-                if child.name in kids:
-                    break
-                kids[child.name] = child
-                child = q
+    work = _work(only)
     only_apps: Collection[str] | None = only
 
     def has_work(q: Queue) -> bool:
@@ -340,6 +336,107 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             for h, _key, child in pending_children:
                 heapq.heappush(h, (key_of(child), child.name))
 
+
+
+def _work(only: Mapping[str, Queue] | None) -> dict[str, dict[str, Queue]] | None:
+    """Per queue path, its children on the paths of ``only``'s leaves (None: every queue)."""
+    if only is None:
+        return None
+    work: dict[str, dict[str, Queue]] = {}
+    for leaf in only.values():
+        child = leaf
+        for q in leaf.chain[1:]:
+            kids = work.setdefault(q.path, {})
+            if child.name in kids:
+                break
+            kids[child.name] = child
+            child = q
+    return work
+
+
+#: a tournament heap's entry: (key, child's name, leaf of its head, its head)
+_Entry = tuple[Any, str, "Queue", Ask]
+
+
+def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+                skip: Callable[[Queue, Ask], bool] | None, rank: Rank | None,
+                fair: FairOrder) -> Iterator[tuple[Queue, Ask]]:
+    """:func:`candidates` with Kueue's fair sharing on (KQ-S4, its fair-sharing iterator).
+
+    Every queue's head ask (the next its subtree would yield) is virtually added to it, and each
+    parent picks, among its children, the one that (1) does not borrow, with its head, on the
+    resources the head requests, (2) has the lower share with its head, (3) whose head has the higher
+    priority, (4) whose head's application was submitted earlier — a tournament from the leaves up.
+    One heap per parent; after each ask only the chosen path is re-keyed (the others' heads and usage
+    did not change), each key one share of one queue: the cost per ask is the queues on its path
+    times the log of their fan-out.
+    """
+    leaf_iters: dict[str, Iterator[Ask]] = {}
+    # A leaf's head, read only when needed, after the previous ask was tried: a ``stateaware`` leaf
+    # decides whom it lets start from the state after that attempt, as in the YuniKorn order.
+    heads: dict[str, Ask | None] = {}
+    heaps: dict[str, list[_Entry]] = {}
+
+    def has_work(q: Queue) -> bool:
+        if q.is_leaf:
+            return any(asks.has_application(a) for a in q.applications)
+        return any(has_work(c) for c in q.children.values())
+
+    def head(q: Queue) -> tuple[Queue, Ask] | None:
+        if not q.is_leaf:
+            h = heap_of(q)
+            return (h[0][2], h[0][3]) if h else None
+        if q.path not in heads:
+            it = leaf_iters.get(q.path)
+            if it is None:
+                it = leaf_asks(asks, q, apps, None, rank)
+                leaf_iters[q.path] = it
+            heads[q.path] = next(it, None)
+        ask = heads[q.path]
+        return None if ask is None else (q, ask)
+
+    def entry(c: Queue) -> _Entry | None:
+        found = head(c)
+        if found is None:
+            return None
+        leaf, ask = found
+        app = apps.get(ask.application_id)
+        key: tuple[Any, ...] = (fair.head_key(c, ask.resource._values), -ask.priority,
+               app.submit_time if app is not None else 0.0)
+        if rank is not None:
+            key = (rank.queue(c), *key)
+        return key, c.name, leaf, ask
+
+    def heap_of(q: Queue) -> list[_Entry]:
+        h = heaps.get(q.path)
+        if h is None:
+            h = [e for e in map(entry, (c for c in q.children.values() if has_work(c))) if e is not None]
+            heapq.heapify(h)
+            heaps[q.path] = h
+        return h
+
+    while True:
+        found = head(root)
+        if found is None:
+            return
+        leaf, ask = found
+        del heads[leaf.path]
+        if skip is not None and skip(leaf, ask):
+            ask.reasons = None
+        else:
+            yield leaf, ask
+        # The ask was tried (or passed over): its leaf has a new head and perhaps a new usage — re-key
+        # the chosen child at every level of the path, from the leaf up.
+        child = leaf
+        for q in leaf.chain[1:]:
+            h = heaps[q.path]
+            heapq.heappop(h)
+            e = entry(child)
+            if e is not None:
+                heapq.heappush(h, e)
+            if q is root:
+                break
+            child = q
 
 
 def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], wanted: Iterable[Ask],
