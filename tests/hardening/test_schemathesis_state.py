@@ -38,6 +38,11 @@ T1 = json.loads(tree_doc("T1", {"root": ("", True, {"vcore": 8000}), "a": ("root
 T2 = json.loads(tree_doc("T2", {"top": ("", True, {"vcore": 8000}), "c": ("top", True, {"vcore": 8000})},
                          ("vcore",)))
 _KEYS = itertools.count()
+BUDGETS = [{"queue": "root.default", "resourcehours": {"vcore": 10**6}, "period": "month"},
+           {"queue": "root.default", "user": "*", "resourcehours": {"vcore": 10**6}, "period": "month"},
+           {"queue": "root.default", "group": "*", "resourcehours": {"vcore": 10**6}, "period": "month"}]
+WINDOW = {"name": "w2", "queue": "root.default", "cron": "0 18 * * 1-5", "duration": "5h",
+          "max": {"vcore": 64000}}
 
 
 #: what YuniKorn's router (httprouter, Go's http.NotFound) answers for no route or another method
@@ -54,6 +59,9 @@ def _rich_config() -> str:
         assert c.put("/ws/v1/forests/F", json={"trees": ["T1", "T2"]}, headers=ADMIN).status_code == 200
         assert c.put("/ws/v1/partition/default/elasticquotas", content=ELASTIC,
                      headers=ADMIN).status_code == 200
+        assert c.put("/ws/v1/partition/default/budgets", json=BUDGETS, headers=ADMIN).status_code == 200
+        assert c.post("/ws/v1/partition/default/windows", json={**WINDOW, "name": "team-a"},
+                      headers=ADMIN).status_code == 200
     text: str = s.config_text
     s.close()
     return text
@@ -110,6 +118,8 @@ _DOCUMENTS: dict[tuple[str, str], Any] = {
     ("PUT", "/ws/v1/quotatrees/{tree}/node/{node}"): {"parent": "root", "hard": "true",
                                                       "quota": {"vcore": "1000"}},
     ("POST", "/ws/v1/quotatrees/{tree}/node/{node}/rename"): {"name": "a2"},
+    ("PUT", "/ws/v1/partition/{partition}/budgets"): BUDGETS,
+    ("POST", "/ws/v1/partition/{partition}/windows"): WINDOW,
 }
 
 
@@ -178,11 +188,13 @@ def test_every_route_with_real_state(case: schemathesis.Case) -> None:
         return                  # a method the route does not have (405): nothing more to reach
     REACHED[key] = REACHED.get(key, False) or status < 300
     yaml_body = path.endswith(("/elasticquotas", "/config", "/validate-conf"))
-    media = "application/x-yaml" if yaml_body else case.media_type
+    media = "application/x-yaml" if yaml_body else (
+        "application/json" if path.endswith(("/budgets", "/windows")) else case.media_type)
     real = case.operation.Case(
         method=case.method, path_parameters={n: _path_value(path, method, n)
                                              for n in (case.path_parameters or {})},
-        query=None, headers=None, body=_real_body(method, path, case.body),
+        query={"queue": "root.default"} if "/budget" in path and method == "GET" else None,
+        headers=None, body=_real_body(method, path, case.body),
         media_type=media)
     if _check(real, realistic=True) < 300:
         REACHED[key] = True
