@@ -11,11 +11,13 @@ of the elastic over-use monitor with 1,000 elastic quotas.
   time when none is due (the steady tick), and when every quota is due with victims. Baseline: reading
   ``used`` and ``runtime`` of every quota once (the least a tick that looks at every quota must do).
 
-Run: ``.venv/bin/python benchmarks/preemption.py`` (seconds).
+Run: ``.venv/bin/python benchmarks/preemption.py`` (seconds); ``--small`` is the test suite's smoke size.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -29,6 +31,8 @@ from quotaplane.elastic import ElasticQuotaManager
 from quotaplane.journal import MemoryJournal
 from quotaplane.scheduler import Scheduler
 from quotaplane.scheduling.guarantees import guarantee_victims
+from quotaplane.scheduling.preemption import plan
+from quotaplane.scheduling.questions import allocations_of
 
 PARENTS = 10
 LEAVES = 100
@@ -39,9 +43,9 @@ USER = UserGroup("u", ["dev"])
 _clock = time.process_time
 
 
-def _best(fn: Any, repeat: int = REPEAT) -> float:
+def _best(fn: Any) -> float:
     best = float("inf")
-    for _ in range(repeat):
+    for _ in range(REPEAT):
         start = _clock()
         fn()
         best = min(best, _clock() - start)
@@ -77,17 +81,18 @@ def _victim_search() -> dict[str, Any]:
     clock[0] += 60
     leaf = p.queues.queue("root.asker")
     assert leaf is not None
-    state = p._core.state
-    found = guarantee_victims(leaf, ask.resource, 0, state.allocations_of)
+    state = p.state
+    of_leaf = functools.partial(allocations_of, state)
+    found = guarantee_victims(leaf, ask.resource, 0, of_leaf)
     assert found is not None and len(found.keys) == 3, found
-    search = _best(lambda: guarantee_victims(leaf, ask.resource, 0, state.allocations_of))
+    search = _best(lambda: guarantee_victims(leaf, ask.resource, 0, of_leaf))
     refused = p.what_if("asker", ask.resource)
     assert not refused.allocated
 
     def decide() -> None:
         ask.preempt_after = 0.0
-        plan = p._plan_preemption(state.apps["asker"], "ask", ask.resource, 0, True, refused, ask, clock[0])
-        assert plan is not None and len(plan[0]) == 3
+        planned = plan(state, state.apps["asker"], "ask", ask.resource, 0, True, refused, ask, clock[0])
+        assert planned is not None and len(planned[0]) == 3
 
     decision = _best(decide)
     baseline = _best(lambda: p.what_if("asker", ask.resource))
@@ -132,9 +137,16 @@ def _reclaim_tick() -> dict[str, Any]:
             "ratio_tick_all_due_vs_read": round(due_t / baseline, 2)}
 
 
-def main() -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run both sections and write ``benchmarks/results/preemption[-small].json``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="a tiny size, for the smoke test")
+    args = ap.parse_args(argv)
+    if args.small:
+        global PARENTS, LEAVES, QUOTAS, REPEAT
+        PARENTS, LEAVES, QUOTAS, REPEAT = 2, 5, 20, 1
     results = {"victim_search": _victim_search(), "reclaim_tick": _reclaim_tick()}
-    write_results("preemption", results)
+    write_results("preemption-small" if args.small else "preemption", results)
     return results
 
 
