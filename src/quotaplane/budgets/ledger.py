@@ -323,6 +323,13 @@ class Ledger:
                                          scope.period(ms)[1]))
         return out
 
+    def spent(self, scope: Scope, ms: int) -> list[str]:
+        """The resources of which ``scope`` consumed and committed all its budget at ``ms`` (after
+        :meth:`expire` of ``ms``; changes nothing)."""
+        limits = scope.spec.limits
+        return [r for r, cell in scope.cells.items()
+                if scope.consumed(cell, ms) + (cell.c_moment - cell.c_level * ms) >= limits[r]]
+
     def charge(self, key: str, scopes: tuple[Scope, ...], vec: Mapping[str, int], ms: int,
                runtime_ms: int | None, priority: int = 0) -> None:
         """Charge allocation ``key`` from ``ms`` on (never refused: the admission checked it)."""

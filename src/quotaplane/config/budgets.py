@@ -16,7 +16,7 @@ at any level, on a user or a group inside a queue, with what happens when one is
             resetday: 1                    # month: 1..28 (default 1); week: monday..sunday
             start: "2026-01-01"            # a duration period: its first start (default: epoch)
             halflife: 7d                   # instead of period: decayed consumption, never reset
-            exhausted: hold                # hold (default) | preempt
+            exhausted: hold                # hold (default) | preempt | besteffort
             grace: 10m                     # preempt: how long the scope stays exhausted first (default 0)
             warnings: [50, 80, 100]        # percentages at which the budget warns (default 50, 80, 100)
 
@@ -38,14 +38,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from quotaplane.config.history import parse_duration
 from quotaplane.errors import InputError
 
-__all__ = ["CALENDAR", "HOLD", "MODES", "PREEMPT", "BudgetSpec", "BudgetSpecError", "check_budgets",
-           "parse_budgets", "unit_of"]
+__all__ = ["BESTEFFORT", "CALENDAR", "HOLD", "MODES", "PREEMPT", "BudgetSpec", "BudgetSpecError",
+           "check_budgets", "parse_budgets", "unit_of"]
 
 #: calendar periods (the others are durations)
 CALENDAR = ("day", "week", "month")
-HOLD, PREEMPT = "hold", "preempt"
+HOLD, PREEMPT, BESTEFFORT = "hold", "preempt", "besteffort"
 #: what happens when a budget is exhausted (docs/budgets.md)
-MODES = (HOLD, PREEMPT)
+MODES = (HOLD, PREEMPT, BESTEFFORT)
 _KEYS = ("queue", "user", "group", "resourcehours", "period", "timezone", "resetday", "start", "halflife",
          "exhausted", "grace", "warnings")
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

@@ -13,7 +13,9 @@ its application for all of them with the tag ``quotaplane.io/max-runtime`` (``2h
 then commits ``resources × runtime`` from its start until it ends or the runtime passes (TM-B2's
 safe rule: consumed + committed + the new commitment stay within the budget). ``exhausted: preempt``
 budgets take back, after their grace delay, the allocations of a scope that consumed its budget,
-lowest priority first (:meth:`BudgetPolicy.revoke`).
+lowest priority first (:meth:`BudgetPolicy.revoke`). ``exhausted: besteffort`` budgets let an exhausted
+scope's work continue on otherwise-idle capacity only (:mod:`quotaplane.budgets.besteffort`), and the
+same tick takes it back first when the waiting work of other scopes needs the room.
 
 Partition extension ``budgets`` (:mod:`quotaplane.config.budgets`).
 """
@@ -24,8 +26,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from quotaplane.budgets import Ledger, Scope, iso, refusal_message, scope_status
+from quotaplane.budgets.besteffort import Idle
 from quotaplane.budgets.status import hours
-from quotaplane.config.budgets import PREEMPT, check_budgets, parse_budgets, unit_of
+from quotaplane.config.budgets import BESTEFFORT, PREEMPT, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
 from quotaplane.errors import InputError
 from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
@@ -61,7 +64,7 @@ def _runtime(request: AdmissionRequest) -> int | None:
 class BudgetPolicy(QuotaPolicy):
     """Budgets on a partition's queues, users and groups (see the module docstring)."""
 
-    __slots__ = ("ledger", "notes")
+    __slots__ = ("best_effort", "idle", "ledger", "notes")
     key: ClassVar[str] = "budgets"
     # a preempt budget's monitor runs on every timeout tick (which also retries the asks a reset frees)
     reclaims: ClassVar[bool] = True
@@ -71,6 +74,39 @@ class BudgetPolicy(QuotaPolicy):
         self.ledger = ledger
         #: the warnings of the last tick, until the timer journals them (:meth:`take_notes`)
         self.notes: list[dict[str, Any]] = []
+        #: capacity, what is held and what waits (``exhausted: besteffort``)
+        self.idle = Idle()
+        #: some budget is ``besteffort`` (only then are the waiting asks followed)
+        self.best_effort = any(spec.mode == BESTEFFORT for spec in ledger.specs)
+
+    def set_cluster_resource(self, total: Any) -> None:
+        """The cluster's capacity (what best-effort work may use when nothing else wants it)."""
+        self.idle.total = {r: int(u) for r, u in total.items()}
+
+    def _exhausted(self, ms: int) -> Any:
+        """``scope → bool``: a ``besteffort`` scope that consumed and committed all of a budgeted
+        resource at ``ms`` (remembered per scope for one call)."""
+        seen: dict[str, bool] = {}
+        ledger = self.ledger
+
+        def exhausted(scope: Scope) -> bool:
+            found = seen.get(scope.key)
+            if found is None:
+                found = seen[scope.key] = scope.spec.mode == BESTEFFORT and bool(ledger.spent(scope, ms))
+            return found
+        return exhausted
+
+    def ask_added(self, request: AdmissionRequest) -> None:
+        """A waiting ask is demand that best-effort work must leave room for."""
+        if self.best_effort and request.resource:
+            user = request.user
+            who = (request.queue_path, user.user, tuple(user.groups))
+            scopes = tuple(s for s in self.ledger.resolve(*who) if s.spec.mode == BESTEFFORT)
+            self.idle.ask(request.allocation_key, request.resource, who, scopes or None)
+
+    def ask_removed(self, request: AdmissionRequest) -> None:
+        """A waiting ask was withdrawn."""
+        self.idle.ask_gone(request.allocation_key)
 
     def _scopes(self, request: AdmissionRequest) -> tuple[Any, ...]:
         user = request.user
@@ -89,11 +125,28 @@ class BudgetPolicy(QuotaPolicy):
             return [Violation(self.name, RUNTIME_CODE, request.queue_path,
                               f"{exc} (a duration such as 2h or 90m) on application "
                               f"{request.application_id!r}")]
-        return [Violation(self.name, CODE, s.scope.spec.queue, refusal_message(s))
-                for s in self.ledger.shortfalls(scopes, request.resource, _ms(request.time), runtime)]
+        ms = max(_ms(request.time), self.ledger.now)
+        found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
+        if not found:
+            return []
+        if self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
+            # exhausted, best effort: it runs if what it asks for is otherwise idle
+            short = self.idle.short(request.resource, self._exhausted(ms))
+            if not short:
+                return []
+            missing = ", ".join(f"{hours(r, u * 3_600_000):g} {r}" for r, u in sorted(short.items()))
+            return [Violation(self.name, CODE, s.scope.spec.queue,
+                              f"{refusal_message(s)}; as best effort it runs only on otherwise-idle "
+                              f"capacity, and {missing} of what it asks for is held or wanted by waiting "
+                              "work") for s in found]
+        return [Violation(self.name, CODE, s.scope.spec.queue, refusal_message(s)) for s in found]
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Charge the request from its time on (never refused: :meth:`check` decided, or the journal)."""
+        if request.resource:
+            self.idle.held(request.resource, 1)
+            if self.best_effort:         # a waiting ask turned into usage (an undo puts it back)
+                self.idle.last_gone = (request.allocation_key, self.idle.ask_gone(request.allocation_key))
         if request.resource and request.allocation_key and self.ledger.specs:
             scopes = self._scopes(request)
             if scopes:
@@ -106,11 +159,19 @@ class BudgetPolicy(QuotaPolicy):
         return []
 
     def undo(self, request: AdmissionRequest) -> None:
-        """Take back :meth:`apply` exactly."""
+        """Take back :meth:`apply` exactly (an ask it turned into usage waits again)."""
+        idle = self.idle
+        if request.resource:
+            idle.held(request.resource, -1)
+        key, gone = idle.last_gone
+        if gone is not None and key == request.allocation_key:
+            idle.ask_back(key, gone)
         self.ledger.undo(request.allocation_key)
 
     def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
         """The allocation ended at the request's time (the release event's)."""
+        if request.resource:
+            self.idle.held(request.resource, -1)
         if request.allocation_key:
             self.ledger.release(request.allocation_key, _ms(request.time))
 
@@ -125,6 +186,17 @@ class BudgetPolicy(QuotaPolicy):
     def update_config(self, partition_config: Any) -> None:
         """Adopt the reloaded budgets (what each kept scope consumed stays)."""
         self.ledger.configure(parse_budgets(partition_config.extensions.get("budgets")))
+        self.best_effort = any(spec.mode == BESTEFFORT for spec in self.ledger.specs)
+        # the waiting asks' best-effort scopes under the new budgets (asks that waited before the
+        # first besteffort budget was set are not known: they count from their next change on)
+        idle = self.idle
+        idle.best_effort_asks.clear()
+        if self.best_effort:
+            ledger = self.ledger
+            for key, (_, who) in idle.asks.items():
+                scopes = tuple(s for s in ledger.resolve(*who) if s.spec.mode == BESTEFFORT)
+                if scopes:
+                    idle.best_effort_asks[key] = scopes
 
     def validate_update(self, partition_config: Any) -> None:
         """Refuse a reload whose budgets are wrong, before it is journalled."""
@@ -145,7 +217,49 @@ class BudgetPolicy(QuotaPolicy):
                 found = self._due(scope, ms)
                 if found is not None:
                     out.append(found)
+        if self.best_effort and self.idle.pending:
+            taken = self._make_room(ms)
+            if taken is not None:
+                out.append(taken)
         return out
+
+    def _make_room(self, ms: int) -> Eviction | None:
+        """Best-effort work is the first taken back: when the waiting asks of scopes that are not
+        exhausted ``besteffort`` ones want more than is idle, the running allocations of exhausted
+        ``besteffort`` scopes go, lowest priority first, newest first among equals, until it fits
+        (None: nothing to take)."""
+        ledger, idle = self.ledger, self.idle
+        exhausted = self._exhausted(ms)
+        spent = [s for s in ledger.scopes.values()
+                 if exhausted(s) and any(c.level for c in s.cells.values())]
+        if not spent:
+            return None
+        want = idle.wanted(exhausted, {r for s in spent for r in s.cells})
+        if not want:
+            return None
+        candidates = sorted({(e.priority, -e.start, k) for k, e in ledger.entries.items()
+                             if any(s in e.scopes for s in spent)})
+        keys: list[str] = []
+        for _, _, key in candidates:
+            vec = ledger.entries[key].vec
+            if not any(vec.get(r) for r in want):
+                continue
+            keys.append(key)
+            for r in list(want):
+                want[r] -= vec.get(r, 0)
+                if want[r] <= 0:
+                    del want[r]
+            if not want:
+                break
+        if not keys:
+            return None
+        first = next(s for s in spent if s in ledger.entries[keys[0]].scopes)
+        r = ledger.spent(first, ms)[0]
+        used = hours(r, first.consumed(first.cells[r], ms))
+        msg = (f"budget of {first.label} for {r} is exhausted: {used:g} "
+               f"of {hours(r, first.spec.limits[r]):g} {unit_of(r)[1]}-hours consumed this "
+               f"{first.spec.period_text()}; its best effort work gives its room back to waiting work")
+        return Eviction(Violation(self.name, CODE, first.spec.queue, msg), tuple(keys))
 
     def _warn(self, scope: Scope, ms: int) -> None:
         """A ``budget_warning`` note when the scope's consumption reached a threshold (50, 80, 100 %) it
