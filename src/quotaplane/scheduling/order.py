@@ -452,7 +452,21 @@ def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], want
     wanted asks' own leaves — not of every pending ask (issue 39). Asks :func:`candidates` would not
     yield (their application takes no allocation now, or ``stateaware`` holds it back) get none.
     ``tests/queueing/test_positions.py`` pins it to the global order.
+
+    With Kueue's fair sharing on, the order is the tournament (KQ-S4): a queue's place depends on its
+    head, which changes with every ask it yields, so the order is not one of the queues' current shares
+    and is walked as the cycle walks it, up to the last wanted ask — O(that position · depth · log of
+    the fan-out), no sort (``tests/fairsharing/test_positions.py`` pins it to the cycle's order).
     """
+    if root.fair is not None and not root.is_leaf:
+        return _tournament_positions(asks, root, apps, wanted, rank, root.fair)
+    return _depth_first_positions(asks, root, apps, wanted, rank)
+
+
+def _depth_first_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+                           wanted: Iterable[Ask], rank: Rank | None) -> dict[str, int]:
+    """:func:`positions` without fair sharing: the siblings ordered before each queue of the chain
+    counted per application, the wanted asks' own leaves ordered."""
     key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
         lambda c: (rank.queue(c), *_queue_key(c)))
     counts: dict[str, int] = {}
@@ -493,6 +507,23 @@ def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], want
         i = order.get(ask.allocation_key)
         if i is not None:
             out[ask.allocation_key] = offset(leaf) + i + 1
+    return out
+
+
+def _tournament_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
+                          wanted: Iterable[Ask], rank: Rank | None, fair: FairOrder) -> dict[str, int]:
+    """:func:`positions` with fair sharing on: each of ``wanted`` at its index in the tournament over
+    the current usage (nothing tried is allocated), walked until every wanted ask still pending has
+    been reached."""
+    keys = {a.allocation_key for a in wanted if a.allocation_key in asks}
+    out: dict[str, int] = {}
+    if not keys:
+        return out
+    for i, (_, ask) in enumerate(_tournament(asks, root, apps, None, rank, fair), 1):
+        if ask.allocation_key in keys:
+            out[ask.allocation_key] = i
+            if len(out) == len(keys):
+                break
     return out
 
 
