@@ -13,6 +13,12 @@ What a real apiserver does and this one reproduces (each with the upstream sourc
   :attr:`ApiState.watch_timeout`, the server's own limit). ``fieldSelector`` (``metadata.name``,
   ``metadata.namespace``, any dotted field) and ``labelSelector`` (``k=v``, ``k!=v``, ``k``) filter
   lists and watches.
+* **Lists in pages** (``storage/etcd3/store.go GetList``, ``storage/continue.go``): ``limit`` answers at
+  most that many items and, when more remain, ``metadata.continue`` (base64url JSON ``{"v":
+  "meta.k8s.io/v1", "rv": N, "start": key}``) and ``remainingItemCount`` (without selectors); a
+  ``continue`` reads the same list at the first page's version, so the pages are one consistent list
+  whatever was written between them. A token whose version was compacted is ``410 Expired`` ("The
+  provided continue parameter is too old…"); a malformed one ``400`` "continue key is not valid".
 * **A kind whose storage is (re)initialising** (a CRD just created, an apiserver restart:
   ``cacher.go``, ``errors.NewTooManyRequests(err.Error(), calculateRetryAfterForUnreadyCache(…))``):
   ``429 TooManyRequests`` "storage is (re)initializing" with ``Retry-After`` (≥ 1 s) and
@@ -56,6 +62,8 @@ initialising for a while); ``kubelet=True`` binds every ungated pod to a node an
 from __future__ import annotations
 
 import asyncio
+import base64
+import bisect
 import copy
 import datetime as dt
 import itertools
@@ -325,6 +333,10 @@ class ApiState:
         #: (call type, plural, namespace, query) of the latest requests
         self.log: list[tuple[str, str, str | None, dict[str, str]]] = []
         self._uids = itertools.count(1)
+        #: (resourceVersion, plural) → that kind's objects at that version in key order, for the pages
+        #: after a list's first (etcd reads a continued list at its first page's revision); stored objects
+        #: are replaced on every write, never changed in place, so references are a consistent copy
+        self._pages: dict[tuple[int, str], tuple[list[tuple[str, str]], list[dict[str, Any]]]] = {}
 
     # ---------------------------------------------------------------------------------------- store
     def _key(self, plural: str, ns: str | None, name: str) -> tuple[str, str, str]:
@@ -635,13 +647,59 @@ class ApiState:
         self.delete("pods", ns, name, options)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
-    def listing(self, plural: str, ns: str | None, fields: str | None, labels: str | None
-                ) -> dict[str, Any]:
+    def listing(self, plural: str, ns: str | None, fields: str | None, labels: str | None,
+                limit: int = 0, cont: str | None = None) -> dict[str, Any]:
+        """A list answer: every matching object, or a page of at most ``limit`` (0: all) from ``cont``."""
         kind = self.served[plural]
-        items = [self._out(plural, obj, listed=True) for (p, ons, _), obj in sorted(self.objects.items())
-                 if p == plural and (ns is None or ons == ns) and _selected(obj, fields, labels)]
-        return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
-                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+        if not limit and cont is None:
+            items = [self._out(plural, obj, listed=True) for (p, ons, _), obj in sorted(self.objects.items())
+                     if p == plural and (ns is None or ons == ns) and _selected(obj, fields, labels)]
+            return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
+                    "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+        if cont is None:
+            rv, start = self.rv, ""
+            if (rv, plural) not in self._pages:
+                for old in [k for k in self._pages if k[0] < self.floor] + list(self._pages)[:-7]:
+                    self._pages.pop(old, None)
+                ordered = sorted((k[1:], obj) for k, obj in self.objects.items() if k[0] == plural)
+                self._pages[(rv, plural)] = ([k for k, _ in ordered], [obj for _, obj in ordered])
+        else:
+            rv, start = self._continued(cont)
+            if rv < self.floor or (rv, plural) not in self._pages:
+                raise ApiError(410, "Expired", _CONTINUE_EXPIRED)
+        keys, objs = self._pages[(rv, plural)]
+        # a namespace is one contiguous range of keys (etcd: the prefix /registry/pods/<ns>/)
+        lo, hi = (0, len(keys)) if ns is None else \
+            (bisect.bisect_left(keys, (ns, "")), bisect.bisect_left(keys, (ns + "\x00", "")))
+        ons, _, name = start.partition("/")
+        i = max(lo, bisect.bisect_left(keys, (ons, name))) if start else lo
+        items: list[dict[str, Any]] = []
+        while i < hi and (not limit or len(items) < limit):
+            if _selected(objs[i], fields, labels):
+                items.append(self._out(plural, objs[i], listed=True))
+            i += 1
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if i < hi:          # more keys in the range, matching or not (etcd's "more"), as the apiserver
+            ons, name = keys[i - 1]
+            token = {"v": "meta.k8s.io/v1", "rv": rv, "start": f"{ons}/{name}\x00"}
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode().rstrip("=")
+            if not fields and not labels:
+                meta["remainingItemCount"] = hi - i
+        return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items}
+
+    @staticmethod
+    def _continued(cont: str) -> tuple[int, str]:
+        """(resourceVersion, start key) of a continue token; 400 when it is not one."""
+        try:
+            token = json.loads(base64.urlsafe_b64decode(cont + "=" * (-len(cont) % 4)))
+            if not isinstance(token, dict) or token.get("v") != "meta.k8s.io/v1":
+                raise ValueError("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+            rv, start = token.get("rv"), token.get("start")
+            if not isinstance(rv, int) or rv <= 0 or not isinstance(start, str) or not start:
+                raise ValueError("incorrect encoded start resourceVersion or start key")
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"continue key is not valid: {exc}") from None
+        return rv, start
 
     def since(self, plural: str, version: int, w: _Watcher) -> list[dict[str, Any]]:
         if version < self.floor:
@@ -665,6 +723,15 @@ class ApiState:
         self.floor = self.rv
 
 
+#: storage/etcd3/store.go: a continue token whose revision was compacted
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new "
+    "list without the continue parameter, or use the continue token in this response to retrieve the "
+    "remainder of the results. Continuing with the provided token results in an inconsistent list - objects "
+    "that were created, modified, or deleted between the time the first chunk was returned and now may show "
+    "up in the list.")
+
+
 def _parse(path: str) -> tuple[str, str | None, str | None, str | None] | None:
     """(plural, namespace, name, subresource) of an API path, None for anything else."""
     p = path.strip("/").split("/")
@@ -680,6 +747,14 @@ def _parse(path: str) -> tuple[str, str | None, str | None, str | None] | None:
     if not rest:
         return None
     return rest[0], ns, rest[1] if len(rest) > 1 else None, "/".join(rest[2:]) or None
+
+
+def _limit(q: Mapping[str, str]) -> int:
+    """A list's ``limit`` (0: none); 400 when it is not a number."""
+    try:
+        return max(0, int(q.get("limit") or 0))
+    except ValueError:
+        raise ApiError(400, "BadRequest", f"limit: Invalid value: {q.get('limit')!r}") from None
 
 
 class _Server(kmock.KubernetesEmulator):  # type: ignore[misc]
@@ -728,8 +803,8 @@ class _Server(kmock.KubernetesEmulator):  # type: ignore[misc]
         if watch:
             return await self._watch(raw, plural, ns, q, drop=fault == "lost")
         if raw.method == "GET":
-            out = s.listing(plural, ns, q.get("fieldSelector"), q.get("labelSelector")) if name is None \
-                else s.get(plural, ns, name)
+            out = s.listing(plural, ns, q.get("fieldSelector"), q.get("labelSelector"), _limit(q),
+                            q.get("continue") or None) if name is None else s.get(plural, ns, name)
             if out is None:
                 raise _not_found(plural, name)
             if name is not None:

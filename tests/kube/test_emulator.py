@@ -142,3 +142,36 @@ def test_an_eviction_honours_the_budget_and_rewrites_disruption_target(api: tupl
     r = c.post(f"{PODS}/b/eviction", json={**eviction, "metadata": {"name": "b"},
                                            "deleteOptions": {"preconditions": {"uid": uid + "x"}}})
     assert r.status_code == 409
+
+
+def test_a_list_in_pages_is_one_consistent_list_and_an_expired_token_is_410(api: Api) -> None:
+    e, c = api
+    for name in "abcde":
+        c.post(PODS, json=pod(name))
+    c.post("/api/v1/namespaces/team-b/pods", json=pod("z", namespace="team-b"))
+    first = c.get("/api/v1/pods", params={"limit": "2"}).json()
+    assert [p["metadata"]["name"] for p in first["items"]] == ["a", "b"]
+    assert first["metadata"]["remainingItemCount"] == 4
+    version = first["metadata"]["resourceVersion"]
+    c.post(PODS, json=pod("bb"))                        # written between pages: not in this list
+    c.delete(f"{PODS}/d")
+    names, token = ["a", "b"], first["metadata"]["continue"]
+    while token:
+        page = c.get("/api/v1/pods", params={"limit": "2", "continue": token}).json()
+        assert page["metadata"]["resourceVersion"] == version
+        names += [p["metadata"]["name"] for p in page["items"]]
+        token = page["metadata"].get("continue")
+    assert names == ["a", "b", "c", "d", "e", "z"]
+    in_ns = c.get(PODS, params={"limit": "3"}).json()   # a namespace's own range, at the current version
+    assert [p["metadata"]["name"] for p in in_ns["items"]] == ["a", "b", "bb"]
+    assert in_ns["metadata"]["remainingItemCount"] == 2
+    selected = c.get(PODS, params={"limit": "10", "fieldSelector": "metadata.name=c"}).json()
+    assert [p["metadata"]["name"] for p in selected["items"]] == ["c"]
+    assert "continue" not in selected["metadata"]
+    c.post(PODS, json=pod("f"))
+    e.compact()
+    expired = c.get(PODS, params={"limit": "2", "continue": in_ns["metadata"]["continue"]})
+    assert expired.status_code == 410 and expired.json()["reason"] == "Expired"
+    assert expired.json()["message"].startswith("The provided continue parameter is too old")
+    bad = c.get(PODS, params={"limit": "2", "continue": "not-a-token"})
+    assert bad.status_code == 400 and bad.json()["message"].startswith("continue key is not valid")

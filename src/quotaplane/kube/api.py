@@ -48,6 +48,10 @@ __all__ = ["ApiCallError", "ApiStats", "KubeApi", "RetryPolicy", "client_config"
 T = TypeVar("T")
 #: answers a retry may change (the server was busy, restarting or throttling)
 _TRANSIENT = frozenset({429, 500, 502, 503, 504})
+#: objects per list page (client-go's pager: ``defaultPageSize``)
+PAGE_SIZE = 500
+#: lists of one call started over after an expired continue token before the call fails
+_RELISTS = 3
 #: what a failed call raises: the HTTP library lightkube is built on (``httpx``, or its ``httpx2`` fork
 #: in lightkube ≥ 1.0) — its status and transport errors — and the socket's own
 _HTTP_ERRORS: tuple[type[BaseException], ...] = (generic_client.httpx.HTTPError,  # type: ignore[attr-defined]
@@ -166,6 +170,8 @@ class ApiStats:
         self.retries: Counter[tuple[str, str]] = Counter()
         #: (call, code) → calls that failed for good
         self.failures: Counter[tuple[str, str]] = Counter()
+        #: kind → lists started over because their continue token expired between pages
+        self.relists: Counter[str] = Counter()
 
 
 def _label(code: int | None) -> str:
@@ -220,6 +226,8 @@ class KubeApi:
         self.field_manager = field_manager
         self.retry = retry or RetryPolicy()
         self.stats = ApiStats()
+        #: objects per list page (0: one unpaged list)
+        self.page_size = PAGE_SIZE
         self._rng = random.Random(seed)
 
     async def close(self) -> None:
@@ -263,21 +271,37 @@ class KubeApi:
                              ) -> tuple[list[dict[str, Any]], str | None]:
         """Every object of ``kind`` (in ``namespace``, matching the field selector ``fields``) and the
         list's ``resourceVersion`` (where a watch takes over, so nothing that happens between the list
-        and the watch is missed)."""
+        and the watch is missed).
+
+        Listed in pages of :attr:`page_size` (``limit`` and ``continue``, as client-go's pager does): the
+        apiserver serves the pages from the first one's version, so they are one consistent list, and
+        no single answer has to carry every pod of a large cluster. A continue token that expired
+        between pages (``410``: compacted) starts the list over."""
         res = _RESOURCES[kind]
 
         async def run() -> tuple[list[dict[str, Any]], str | None]:
             selector = dict(fields) if fields else None
-            if issubclass(res, GenericNamespacedResource):
-                listing = self.client.list(res, namespace=namespace or "*", fields=selector)
-            else:
-                listing = self.client.list(res, fields=selector)
-            items = [dict(obj) async for obj in listing]
-            try:
-                version = listing.resourceVersion
-            except Exception:       # no version on the answer: the watch starts from now
-                version = None
-            return items, version if isinstance(version, str) and version else None
+            for attempt in range(_RELISTS):
+                if issubclass(res, GenericNamespacedResource):
+                    listing = self.client.list(res, namespace=namespace or "*", fields=selector,
+                                               chunk_size=self.page_size or None)
+                else:
+                    listing = self.client.list(res, fields=selector, chunk_size=self.page_size or None)
+                items: list[dict[str, Any]] = []
+                try:
+                    async for obj in listing:
+                        items.append(dict(obj))
+                except _HTTP_ERRORS as exc:
+                    if status_code(exc) != 410 or not items or attempt + 1 == _RELISTS:
+                        raise
+                    self.stats.relists[kind] += 1
+                    continue
+                try:
+                    version = listing.resourceVersion
+                except Exception:       # no version on the answer: the watch starts from now
+                    version = None
+                return items, version if isinstance(version, str) and version else None
+            raise AssertionError("unreachable: the last attempt returns or raises")
         return await self.call("list", run)
 
     async def watch(self, kind: str, resource_version: str | None = None, *, namespace: str | None = None,
