@@ -91,8 +91,8 @@ def test_a_cron_window_holds_its_occurrences_in_its_zone_and_an_absolute_one_its
     ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "duration": "1h"}], "overrides at least one"),
     ([{"name": "a", "queue": "root.f", "from": "2026-12-24", "to": "2026-12-23", "max": {"gpu": 1}}],
      "to must be after from"),
-    ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "duration": "1h", "min": {"gpu": 1}}],
-     "unknown key 'min'"),
+    ([{"name": "a", "queue": "root.f", "cron": "0 18 * * *", "duration": "1h", "minimum": {"gpu": 1}}],
+     "unknown key 'minimum'"),
 ])
 def test_a_wrong_window_is_one_sentence_naming_it(raw: object, message: str) -> None:
     with pytest.raises(WindowSpecError) as err:

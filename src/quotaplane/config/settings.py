@@ -24,6 +24,14 @@ def _paths(root: QueueConfig) -> set[str]:
     return out
 
 
+def _limits(root: QueueConfig) -> dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """Every configured queue's limits: per full path, each limit's users and groups."""
+    out = {root.path: [(lim.users, lim.groups) for lim in root.limits]}
+    for child in root.queues:
+        out.update(_limits(child))
+    return out
+
+
 def setting_problems(key: str, value: Any, root: QueueConfig | None, plugged: Mapping[str, Any]) -> list[str]:
     """The problems of ``value`` under ``key`` (``root``: the partition's queues, None when they are
     wrong themselves; ``plugged``: its other extension values)."""
@@ -35,4 +43,5 @@ def setting_problems(key: str, value: Any, root: QueueConfig | None, plugged: Ma
         return []
     if root is None:
         return []
-    return check_windows(value, _paths(root), plugged.get("budgets"))
+    return check_windows(value, _paths(root), plugged.get("budgets"), elastic=plugged.get("elasticquotas"),
+                         limits=_limits(root))

@@ -39,14 +39,25 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from quotaplane.config.bodies import load_yaml_documents
 from quotaplane.config.history import parse_duration
 from quotaplane.errors import InputError
 
-__all__ = ["FIELDS", "Cron", "WindowSpec", "WindowSpecError", "check_windows", "parse_cron", "parse_windows"]
+__all__ = ["FIELDS", "SCOPE_FIELDS", "Cron", "WindowSpec", "WindowSpecError",
+           "check_windows", "elastic_quota_objects", "parse_cron", "parse_windows"]
 
-#: what a window may override: the queue's resources and its budget's resource-hours
-FIELDS = ("max", "guaranteed", "resourcehours")
-_KEYS = ("name", "queue", "cron", "duration", "from", "to", "timezone", *FIELDS, "active", "saved")
+#: what a window may override, per kind of scope: a queue's resources and its budget's resource-hours,
+#: an elastic quota's min and max, a user or group limit's maxresources and maxapplications
+SCOPE_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "queue": ("max", "guaranteed", "resourcehours"),
+    "elasticquota": ("min", "max"),
+    "limit": ("maxresources", "maxapplications"),
+}
+#: every setting a window may override
+FIELDS = ("max", "guaranteed", "resourcehours", "min", "maxresources", "maxapplications")
+_KEYS = ("name", "queue", "elasticquota", "user", "group", "cron", "duration", "from", "to", "timezone",
+         *FIELDS, "active", "saved")
+_SCOPE_TEXT = {"queue": "a queue", "elasticquota": "an elastic quota", "limit": "a limit"}
 _QUEUE = re.compile(r"^root(\.[^.\s]+)*$")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -162,7 +173,7 @@ class WindowSpec:
 
     index: int
     name: str
-    queue: str
+    queue: str                  # the queue (of a queue or a limit window; "" for an elastic quota)
     cron_text: str
     cron: Cron | None
     duration_ms: int
@@ -172,6 +183,20 @@ class WindowSpec:
     overrides: Mapping[str, Any]
     active: bool
     saved: Mapping[str, Any]
+    #: ``queue``, ``elasticquota``, ``user`` or ``group`` (a limit of ``queue`` listing ``target``)
+    kind: str = "queue"
+    #: the elastic quota's name, the user's or the group's ("" for a queue)
+    target: str = ""
+
+    @property
+    def scope(self) -> str:
+        """How messages name what the window changes: ``root.a``, ``elastic quota team-a``,
+        ``user alice in root.a``."""
+        if self.kind == "elasticquota":
+            return f"elastic quota {self.target}"
+        if self.kind in ("user", "group"):
+            return f"{self.kind} {self.target} in {self.queue}"
+        return self.queue
 
     def active_at(self, ms: int) -> bool:
         """True when an occurrence of the window holds instant ``ms``."""
@@ -218,7 +243,15 @@ def _resources(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _head(i: int, raw: Any) -> tuple[str, str, str]:
+def _target_name(raw: Mapping[str, Any], key: str, where: str) -> str:
+    value = raw[key]
+    if not isinstance(value, str) or not value or not value.isprintable() or value != value.strip():
+        raise WindowSpecError(f"{where}.{key}: expected a name, got {value!r}")
+    return value
+
+
+def _head(i: int, raw: Any) -> tuple[str, str, str, str, str]:
+    """``(name, queue, kind, target, where)`` of one entry, its keys checked."""
     where = f"windows[{i}]"
     if not isinstance(raw, Mapping):
         raise WindowSpecError(f"{where}: expected a mapping with name, queue and a schedule, got {raw!r}")
@@ -229,11 +262,30 @@ def _head(i: int, raw: Any) -> tuple[str, str, str]:
     for key in raw:
         if key not in _KEYS:
             raise WindowSpecError(f"{where}: unknown key {key!r}; allowed keys: {', '.join(_KEYS)}")
+    if "elasticquota" in raw:
+        if "queue" in raw or "user" in raw or "group" in raw:
+            raise WindowSpecError(f"{where}: a window is on a queue, an elastic quota or a limit (queue "
+                                  "with user or group), one of them")
+        return name, "", "elasticquota", _target_name(raw, "elasticquota", where), where
     queue = raw.get("queue")
     if not isinstance(queue, str) or not _QUEUE.match(queue):
         raise WindowSpecError(f"{where}.queue: expected a full queue path such as root.teams.a, "
                               f"got {queue!r}")
-    return name, queue, where
+    if "user" in raw and "group" in raw:
+        raise WindowSpecError(f"{where}: a window is on a queue, an elastic quota or a limit (queue "
+                              "with user or group), one of them")
+    for kind in ("user", "group"):
+        if kind in raw:
+            return name, queue, kind, _target_name(raw, kind, where), where
+    return name, queue, "queue", "", where
+
+
+def _override(field: str, value: Any, where: str) -> Any:
+    if field == "maxapplications":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise WindowSpecError(f"{where}: expected a count (an integer ≥ 0), got {value!r}")
+        return value
+    return _resources(value, where)
 
 
 def _zone(raw: Mapping[str, Any], where: str) -> str:
@@ -277,15 +329,20 @@ def _schedule(raw: Mapping[str, Any], tz: str, where: str) -> tuple[Cron | None,
 
 
 def _one(i: int, raw: Any) -> WindowSpec:
-    name, queue, where = _head(i, raw)
+    name, queue, kind, target, where = _head(i, raw)
     tz = _zone(raw, where)
     cron, duration, start, end = _schedule(raw, tz, where)
+    group = "limit" if kind in ("user", "group") else kind
+    allowed = SCOPE_FIELDS[group]
     overrides: dict[str, Any] = {}
     for f in FIELDS:
         if f in raw:
-            overrides[f] = _resources(raw[f], f"{where}.{f}")
+            if f not in allowed:
+                raise WindowSpecError(f"{where}.{f}: a window on {_SCOPE_TEXT[group]} overrides "
+                                      f"{', '.join(allowed[:-1])} or {allowed[-1]}")
+            overrides[f] = _override(f, raw[f], f"{where}.{f}")
     if not overrides:
-        raise WindowSpecError(f"{where}: a window overrides at least one of {', '.join(FIELDS)}")
+        raise WindowSpecError(f"{where}: a window overrides at least one of {', '.join(allowed)}")
     active = raw.get("active", False)
     if not isinstance(active, bool):
         raise WindowSpecError(f"{where}.active: expected true or false (set by quotaplane), got {active!r}")
@@ -293,7 +350,7 @@ def _one(i: int, raw: Any) -> WindowSpec:
     if not isinstance(saved, Mapping):
         raise WindowSpecError(f"{where}.saved: expected a mapping (set by quotaplane), got {saved!r}")
     return WindowSpec(i, name, queue, str(raw.get("cron", "")), cron, duration, start, end, tz, overrides,
-                      active, dict(saved))
+                      active, dict(saved), kind, target)
 
 
 def _horizon(a: WindowSpec, b: WindowSpec) -> tuple[datetime, datetime]:
@@ -336,15 +393,15 @@ def _check_overlaps(specs: Sequence[WindowSpec]) -> None:
     for i, a in enumerate(specs):
         for b in specs[i:]:
             shared = sorted(set(a.overrides) & set(b.overrides))
-            if a.queue == b.queue and shared and _overlap(a, b):
+            if a.scope == b.scope and shared and _overlap(a, b):
                 what = "its occurrences overlap each other" if a is b else \
                     f"overlaps windows[{b.index}] ({b.name})"
-                raise WindowSpecError(f"windows[{a.index}] ({a.name}): {what} on {shared[0]} of {a.queue}")
+                raise WindowSpecError(f"windows[{a.index}] ({a.name}): {what} on {shared[0]} of {a.scope}")
 
 
 def parse_windows(raw: Any) -> tuple[WindowSpec, ...]:
     """The windows of a partition's ``windows`` key (None: none); :class:`WindowSpecError` naming the
-    first wrong one, or both windows that change one setting of one queue at overlapping times."""
+    first wrong one, or both windows that change one setting of one scope at overlapping times."""
     if raw is None:
         return ()
     if not isinstance(raw, Sequence) or isinstance(raw, str):
@@ -362,19 +419,62 @@ def _budgeted(budgets: Any) -> set[str]:
             if isinstance(b, Mapping) and "user" not in b and "group" not in b}
 
 
-def check_windows(raw: Any, queues: set[str], budgets: Any = None) -> list[str]:
-    """The problems of a ``windows`` value (``[]``: valid): its entries, and the queues (full paths) and
-    queue budgets (the partition's ``budgets`` value) it overrides exist."""
+def elastic_quota_objects(value: Any) -> list[Any]:
+    """The ElasticQuota objects of an ``elasticquotas`` value as written (a text of YAML documents, a
+    list, one object, or a mapping with ``quotas``); not a full check (the elastic plug-in's)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            return load_yaml_documents(value, "elasticquotas", pure=True)
+        except InputError:
+            return []
+    if isinstance(value, Mapping):
+        return elastic_quota_objects(value.get("quotas")) if value.get("kind") is None else [value]
+    if isinstance(value, Sequence):
+        return list(value)
+    return []
+
+
+def _elastic_names(value: Any) -> set[str]:
+    out: set[str] = set()
+    for obj in elastic_quota_objects(value):
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            out.add(meta["name"])
+    return out
+
+
+#: per queue path, each of its limits' users and groups
+Limits = Mapping[str, Sequence[tuple[Sequence[str], Sequence[str]]]]
+
+
+def check_windows(raw: Any, queues: set[str], budgets: Any = None, *, elastic: Any = None,
+                  limits: Limits | None = None) -> list[str]:
+    """The problems of a ``windows`` value (``[]``: valid): its entries, and that what it overrides
+    exists — the queues (full paths), the queue budgets (the partition's ``budgets`` value), the elastic
+    quotas (its ``elasticquotas`` value) and the limits (per queue path, each limit's users and
+    groups)."""
     try:
         specs = parse_windows(raw)
     except InputError as exc:
         return [str(exc)]
     budgeted = _budgeted(budgets)
+    quotas = _elastic_names(elastic) if any(w.kind == "elasticquota" for w in specs) else set()
     out: list[str] = []
     for w in specs:
-        if w.queue not in queues:
-            out.append(f"windows[{w.index}] ({w.name}).queue: no queue {w.queue} in the configuration")
+        where = f"windows[{w.index}] ({w.name})"
+        if w.kind == "elasticquota":
+            if w.target not in quotas:
+                out.append(f"{where}.elasticquota: no elastic quota {w.target} in the configuration")
+        elif w.queue not in queues:
+            out.append(f"{where}.queue: no queue {w.queue} in the configuration")
+        elif w.kind in ("user", "group"):
+            at = 0 if w.kind == "user" else 1
+            if not any(w.target in entry[at] for entry in (limits or {}).get(w.queue, ())):
+                out.append(f"{where}.{w.kind}: queue {w.queue} has no limit listing {w.kind} {w.target} "
+                           "(its limits: docs/config.md)")
         elif "resourcehours" in w.overrides and w.queue not in budgeted:
-            out.append(f"windows[{w.index}] ({w.name}).resourcehours: queue {w.queue} has no budget of its "
+            out.append(f"{where}.resourcehours: queue {w.queue} has no budget of its "
                        "own to override (budgets: docs/budgets.md)")
     return out

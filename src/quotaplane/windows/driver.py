@@ -2,9 +2,12 @@
 
 The text is edited round-trip (comments and order survive). Opening a window writes its overrides into
 its queue (``resources.max``, ``resources.guaranteed``) and into the queue's own budget
-(``resourcehours``), keeping the values they replace in the window's ``saved``; closing it puts them
-back (a value that was not set is removed again). Overlapping windows on one setting are refused by
-validation, so two windows never fight over a value.
+(``resourcehours``), into an elastic quota's ``spec`` (``min``, ``max``), or into the limit of a queue
+that lists its user or group (``maxresources``, ``maxapplications``), keeping the values they replace in
+the window's ``saved``; closing it puts them back (a value that was not set is removed again).
+Overlapping windows on one setting of one scope are refused by validation, so two windows never fight
+over a value. Elastic quotas written as one text of YAML documents become a list of objects the first
+time a window opens on one of them (the same quotas, which the text form cannot be edited in place as).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from quotaplane.config.windows import WindowSpec, parse_windows
+from quotaplane.config.windows import WindowSpec, elastic_quota_objects, parse_windows
 from quotaplane.errors import ConfigError, NotFoundError
 
 __all__ = ["add_window", "edges", "remove_window", "tick", "window_states"]
@@ -55,8 +58,41 @@ def _budget(pm: Any, queue: str) -> Any:
                  and "user" not in b and "group" not in b), None)
 
 
+def _limit(pm: Any, w: WindowSpec) -> Any:
+    """The limit entry of ``w``'s queue that lists its user (or group)."""
+    queue = _queue(pm, w.queue)
+    key = "users" if w.kind == "user" else "groups"
+    for entry in (queue.get("limits") or []) if queue is not None else []:
+        if w.target in [str(n) for n in entry.get(key) or []]:
+            return entry
+    raise ConfigError(f"window {w.name!r}: queue {w.queue} has no limit listing {w.kind} {w.target}")
+
+
+def _elastic(pm: Any, w: WindowSpec) -> Any:
+    """The ``spec`` of ``w``'s elastic quota object (a text of quotas is made a list first)."""
+    value = pm.get("elasticquotas")
+    holder, key = pm, "elasticquotas"
+    if hasattr(value, "get") and value.get("kind") is None:
+        holder, key = value, "quotas"
+        value = value.get("quotas")
+    if isinstance(value, str):
+        holder[key] = value = elastic_quota_objects(value)
+    objects = [value] if hasattr(value, "get") else value if isinstance(value, list) else []
+    for obj in objects:
+        meta: Any = obj.get("metadata") if hasattr(obj, "get") else None
+        if hasattr(meta, "get") and meta.get("name") == w.target:
+            if obj.get("spec") is None:
+                obj["spec"] = {}
+            return obj["spec"]
+    raise ConfigError(f"window {w.name!r}: elastic quota {w.target} is not in the configuration")
+
+
 def _slot(pm: Any, w: WindowSpec, field: str) -> tuple[Any, str]:
     """The mapping holding ``field`` of window ``w``'s target, and the key in it."""
+    if w.kind == "elasticquota":
+        return _elastic(pm, w), field
+    if w.kind in ("user", "group"):
+        return _limit(pm, w), field
     if field == "resourcehours":
         budget = _budget(pm, w.queue)
         if budget is None:
@@ -75,7 +111,7 @@ def _open(pm: Any, raw: Any, w: WindowSpec) -> None:
     for field, value in w.overrides.items():
         holder, key = _slot(pm, w, field)
         saved[field] = _plain(holder.get(key))
-        holder[key] = dict(value)
+        holder[key] = dict(value) if isinstance(value, Mapping) else value
     raw["active"] = True
     raw["saved"] = saved
 
@@ -110,7 +146,7 @@ def edges(text: str, now: float) -> tuple[str, list[str]] | None:
             if want == w.active:
                 continue
             (_open if want else _close)(pm, raw, w)
-            changed.append(f"window {w.name} {'opened' if want else 'closed'} on {w.queue} "
+            changed.append(f"window {w.name} {'opened' if want else 'closed'} on {w.scope} "
                            f"(partition {pm.get('name')})")
     if not changed:
         return None
@@ -183,7 +219,8 @@ def window_states(partition_raw: Any, now: float) -> list[dict[str, Any]]:
     ms = round(now * 1000)
     out: list[dict[str, Any]] = []
     for w in parse_windows(partition_raw):
-        out.append({"name": w.name, "queue": w.queue, "timezone": w.timezone,
+        out.append({"name": w.name, "scope": w.scope, "kind": w.kind, "queue": w.queue or None,
+                    "target": w.target or None, "timezone": w.timezone,
                     "schedule": {"from": w.start_ms / 1000, "to": w.end_ms / 1000} if w.cron is None
                     else {"cron": w.cron_text, "duration": w.duration_ms / 1000},
                     "overrides": dict(w.overrides), "active": w.active, "due": w.active_at(ms),
