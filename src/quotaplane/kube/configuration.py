@@ -18,6 +18,7 @@ from quotaplane.kube.crds import CustomQuotas
 from quotaplane.kube.kueue import KueueObjects
 from quotaplane.kube.objects import mapping, name_of
 from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
+from quotaplane.windows import edges
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.kube.api import KubeApi
@@ -100,6 +101,11 @@ class ClusterConfiguration:
         base = self._text if self._text is not None else self.scheduler.config_text
         try:
             text = self.kueue.compose(self.custom.compose(base, self._partition), self._partition)
+            # the time windows due now stay open in the composed text (docs/windows.md): the cluster's
+            # objects carry the configuration as written, the running one what the windows changed
+            opened = edges(text, self.scheduler.clock())
+            if opened is not None:
+                text = opened[0]
             if text != self.scheduler.config_text:
                 self.scheduler.update_config(text)
         except (QuotaplaneError, ValueError) as exc:

@@ -82,6 +82,7 @@ from quotaplane.partition import Partition
 from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduler import Scheduler
+from quotaplane.windows import tick as window_tick
 
 __all__ = ["ADMITTED_ANNOTATION", "CONDITION_ADMITTED", "MANAGED_TAG", "Controller", "ControllerOptions",
            "FrontStats", "waiting_message"]
@@ -858,10 +859,17 @@ class Controller:
     # why pods wait
     # ------------------------------------------------------------------------------------------------
     async def _timeouts_loop(self, every: float) -> None:
-        """Time moves the engine too (E5 reclaim after ``revokeDelay``, gang placeholders): its
-        timeouts run here, so what they preempt is evicted like any other preemption."""
+        """Time moves the engine too (E5 reclaim after ``revokeDelay``, gang placeholders, budgets'
+        resets): its timeouts run here, so what they preempt is evicted like any other preemption; and
+        the time windows open and close here, each edge a configuration change (docs/windows.md)."""
         while True:
             await asyncio.sleep(every)
+            try:
+                scheduler = self.scheduler
+                for line in window_tick(scheduler.config_text, scheduler.update_config, scheduler.clock()):
+                    log.info("%s", line)
+            except Exception as exc:     # a refused change: reported, the next round tries again
+                self._error(f"windows: {type(exc).__name__}: {exc}")
             try:
                 self.partition.check_timeouts()
             except Exception as exc:     # a journal hiccup: the next round tries again
