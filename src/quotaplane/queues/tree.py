@@ -520,6 +520,7 @@ class QueueTree:
         if q is None:                  # the queue went (drained): nothing to count
             return
         for node in q.chain:
+            node.asks_waiting += sign
             values = node._pending
             for name, amount in items:
                 new = values.get(name, 0) + sign * amount
