@@ -12,9 +12,14 @@ rebuild. The wake keys and the contract of the incremental cycle are in
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
+from quotaplane.application import ACTIVE_STATES
 from quotaplane.scheduling.asks import Ask, AskQueue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.application import Application
 from quotaplane.scheduling.wake import WakeIndex
 
 __all__ = ["Waiting"]
@@ -23,7 +28,7 @@ __all__ = ["Waiting"]
 class Waiting:
     """The pending asks of one partition and the notes the next cycle reads (see the module docstring)."""
 
-    __slots__ = ("asks", "due", "full_due", "index", "timed", "woken")
+    __slots__ = ("asks", "due", "full_due", "index", "quiet", "timed", "woken")
 
     def __init__(self) -> None:
         self.asks = AskQueue()
@@ -37,6 +42,10 @@ class Waiting:
         self.full_due = False
         #: (time an ask may first preempt, its seq, its key): asks that become able to preempt (PR-Y3)
         self.timed: list[tuple[float, int, str]] = []
+        #: applications seen entering a state that takes no allocation (a superset of those that still
+        #: have asks waiting: a gang's hard timeout fails one with its asks): the cycle yields none of
+        #: their asks, so a position must not count them (:meth:`quiet_asks`)
+        self.quiet: dict[str, None] = {}
 
     @property
     def schedule_needed(self) -> bool:
@@ -47,6 +56,27 @@ class Waiting:
         """``keys`` were freed (a release): the applications waiting on them are retried next cycle."""
         if len(self.asks):
             self.woken.update(keys)
+
+    def moved(self, app: Application) -> None:
+        """``app``'s state changed (or was restored): note it when it now takes no allocation."""
+        if app.state not in ACTIVE_STATES:
+            self.quiet[app.application_id] = None
+
+    def quiet_asks(self, apps: Mapping[str, Application]) -> list[str]:
+        """The applications of ``apps`` that take no allocation now and still have asks waiting.
+
+        O(the applications noted since the last call): the others are forgotten here — gone, active
+        again, or without asks (an application that takes no allocation gets none: a new ask needs an
+        active one, and a restored one is noted again by its restore)."""
+        out: list[str] = []
+        quiet = self.quiet
+        for aid in list(quiet):
+            app = apps.get(aid)
+            if app is None or app.state in ACTIVE_STATES or not self.asks.has_application(aid):
+                del quiet[aid]
+            else:
+                out.append(aid)
+        return out
 
     def touch(self, application_id: str) -> None:
         """Retry ``application_id`` in the next cycle (its state changed, or it has untried asks)."""

@@ -237,6 +237,7 @@ class PartitionState:
         """``app``'s state changed: a notice is due, and maybe a timeout."""
         self.moved.append(app)
         self.due.note(app)
+        self.waiting.moved(app)         # positions leave out the asks of one that takes no allocation
 
     def take_notes(self, t: float | None = None) -> list[E.Noted]:
         """The ``noted`` events due: changes made since the last call that no event reports itself
@@ -692,6 +693,7 @@ class PartitionState:
             app.started = ev.started
         app.placeholder_since = ev.placeholder_since
         self.due.note(app)
+        self.waiting.moved(app)
         if ev.max_used is not None:     # older snapshots lack it: the maximum of what they hold
             app.max_used = dict(ev.max_used)
         app.anchor_seq = ev.anchor_seq
