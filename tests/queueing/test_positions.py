@@ -1,8 +1,9 @@
 """Positions without a global sort (issue 39): :func:`quotaplane.scheduling.order.positions` of any set
 of asks equals their index in the global order (:func:`~quotaplane.scheduling.order.candidates` over
 every pending ask, its slow twin), on random histories over a tree with fifo, fair and stateaware
-leaves, several levels, guaranteed and maxima, priorities, applications that cannot take allocations,
-and fair share with memory on or off; and standing reports those positions."""
+leaves, several levels, guaranteed and maxima, priorities, applications that cannot take allocations
+(also with asks still waiting: a gang failed by its hard timeout), and fair share with memory on or off;
+and standing reports those positions (read from the queues' ask counts)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _global(p: Partition) -> dict[str, int]:
 
 
 _STEP = st.tuples(st.sampled_from(["ask", "ask", "ask", "allocate", "release", "withdraw", "remove_app",
-                                   "tick"]),
+                                   "tick", "gang"]),
                   st.integers(0, len(LEAVES) - 1), st.integers(0, len(USERS) - 1), st.integers(1, 3),
                   st.integers(0, 2))
 
@@ -90,6 +91,14 @@ def test_positions_equal_the_global_order(steps: list[tuple[str, int, int, int, 
             p.remove_application(app)
         elif op == "tick":
             p.check_timeouts()
+        elif op == "gang":
+            # a hard gang whose placeholder times out (10 s: two steps and a tick) fails with its ask
+            # still waiting, too big to fit anywhere: the cycle yields it no more
+            gang = f"gang{i}"
+            p.add_application(gang, u, queue=f"root.{LEAVES[leaf]}", gang_style="hard",
+                              placeholder_timeout=10)
+            p.allocate(gang, f"ph{i}", Resource({"vcore": 1000}), placeholder=True, task_group="tg")
+            p.add_ask(gang, f"k{i}", Resource({"vcore": 50_000}), priority=prio)
         expected = _global(p)
         state = p._core.state
         root = state.queues.queue("root")

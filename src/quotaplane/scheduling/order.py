@@ -440,17 +440,19 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
 
 
 def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], wanted: Iterable[Ask],
-              rank: Rank | None = None) -> dict[str, int]:
+              rank: Rank | None = None, quiet: Iterable[str] | None = None) -> dict[str, int]:
     """Where each of ``wanted`` stands in the scheduling order now: its 1-based index in
     :func:`candidates` over the current usage (no ask allocated), without ordering the others.
 
     With nothing allocated, :func:`candidates` is a depth-first walk with the children of every queue
     in their fair-share order, so an ask's position is the asks of the siblings ordered before each
-    queue of its chain, plus its index in its leaf's order (:func:`leaf_asks`). The siblings' asks
-    are counted per application (O(1) each), never listed or sorted: the cost is
-    O(depth · fanout + the applications of the queues ordered before) plus the ordering of the
-    wanted asks' own leaves — not of every pending ask (issue 39). Asks :func:`candidates` would not
-    yield (their application takes no allocation now, or ``stateaware`` holds it back) get none.
+    queue of its chain, plus its index in its leaf's order (:func:`leaf_asks`). A queue's asks are
+    read from its count (``Queue.asks_waiting``, kept as asks come and go), less those the cycle would
+    not yield: the asks of applications that take no allocation now (``quiet``: the applications that
+    may be such, :meth:`~quotaplane.scheduling.waiting.Waiting.quiet_asks`; None: every application
+    is looked at) and those a ``stateaware`` leaf holds back. The cost is O(depth · fanout) plus the
+    ordering of the wanted asks' own leaves and the exact count of those exceptional leaves — not of
+    the other waiting asks (issue 39). Asks :func:`candidates` would not yield get none.
     ``tests/queueing/test_positions.py`` pins it to the global order.
 
     With Kueue's fair sharing on, the order is the tournament (KQ-S4): a queue's place depends on its
@@ -460,25 +462,25 @@ def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], want
     """
     if root.fair is not None and not root.is_leaf:
         return _tournament_positions(asks, root, apps, wanted, rank, root.fair)
-    return _depth_first_positions(asks, root, apps, wanted, rank)
+    return _depth_first_positions(asks, root, apps, wanted, rank, quiet)
 
 
 def _depth_first_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
-                           wanted: Iterable[Ask], rank: Rank | None) -> dict[str, int]:
+                           wanted: Iterable[Ask], rank: Rank | None, quiet: Iterable[str] | None
+                           ) -> dict[str, int]:
     """:func:`positions` without fair sharing: the siblings ordered before each queue of the chain
-    counted per application, the wanted asks' own leaves ordered."""
+    read from their counts, the wanted asks' own leaves ordered."""
     key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
         lambda c: (rank.queue(c), *_queue_key(c)))
-    counts: dict[str, int] = {}
     offsets: dict[str, int] = {}
     in_leaf: dict[str, dict[str, int]] = {}
+    less: dict[str, int] | None = None
 
     def count(q: Queue) -> int:
-        n = counts.get(q.path)
-        if n is None:
-            n = _leaf_count(asks, q, apps, rank) if q.is_leaf else sum(count(c) for c in q.children.values())
-            counts[q.path] = n
-        return n
+        nonlocal less
+        if less is None:
+            less = _not_yielded(asks, root, apps, rank, quiet)
+        return q.asks_waiting - less.get(q.path, 0)
 
     def offset(q: Queue) -> int:
         parent = q.parent
@@ -488,7 +490,7 @@ def _depth_first_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Appli
         if n is None:
             mine = (key_of(q), q.name)
             n = offset(parent) + sum(count(s) for s in parent.children.values()
-                                     if s is not q and (key_of(s), s.name) < mine)
+                                     if s is not q and s.asks_waiting and (key_of(s), s.name) < mine)
             offsets[q.path] = n
         return n
 
@@ -524,6 +526,53 @@ def _tournament_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Applic
             out[ask.allocation_key] = i
             if len(out) == len(keys):
                 break
+    return out
+
+
+def _not_yielded(asks: AskQueue, root: Queue, apps: Mapping[str, Application], rank: Rank | None,
+                 quiet: Iterable[str] | None) -> dict[str, int]:
+    """Per queue path: the waiting asks its count holds that :func:`candidates` would not yield — those
+    of applications that take no allocation now, and those a ``stateaware`` leaf holds back. Counted
+    exactly in the leaves that have any (:func:`_leaf_count`), then carried up their chains."""
+    leaves = _stateaware_leaves(root)
+    leaves.update(_quiet_leaves(asks, root, apps, quiet))
+    less: dict[str, int] = {}
+    for leaf in leaves.values():
+        n = leaf.asks_waiting - _leaf_count(asks, leaf, apps, rank)
+        for q in leaf.chain if n else ():
+            less[q.path] = less.get(q.path, 0) + n
+            if q is root:
+                break
+    return less
+
+
+def _quiet_leaves(asks: AskQueue, root: Queue, apps: Mapping[str, Application], quiet: Iterable[str] | None
+                  ) -> dict[str, Queue]:
+    """The leaves of the applications in ``quiet`` (None: of every application that takes no allocation
+    and has asks waiting)."""
+    if quiet is None:
+        quiet = [a for a, app in apps.items() if app.state not in ACTIVE_STATES and asks.has_application(a)]
+    out: dict[str, Queue] = {}
+    for a in quiet:
+        app = apps.get(a)
+        leaf = _leaf_of(root, app.queue_path) if app is not None else None
+        if leaf is not None:
+            out[leaf.path] = leaf
+    return out
+
+
+def _stateaware_leaves(root: Queue) -> dict[str, Queue]:
+    """The ``stateaware`` leaves below ``root`` with asks waiting (subtrees where none wait are skipped)."""
+    out: dict[str, Queue] = {}
+    stack = [root]
+    while stack:
+        q = stack.pop()
+        if not q.asks_waiting:
+            continue
+        if not q.is_leaf:
+            stack.extend(q.children.values())
+        elif q.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware":
+            out[q.path] = q
     return out
 
 

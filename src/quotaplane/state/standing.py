@@ -54,7 +54,8 @@ def _positions(state: PartitionState, asks: list[Ask]) -> dict[str, int]:
     root = state.queues.queue("root")
     if root is None or not asks:
         return {}
-    return positions(state.waiting.asks, root, state.apps, asks, rank=state.history.rank())
+    return positions(state.waiting.asks, root, state.apps, asks, rank=state.history.rank(),
+                     quiet=state.waiting.quiet_asks(state.apps))
 
 
 def _waiting(state: PartitionState, asks: list[Ask], at: int) -> list[dict[str, Any]]:
