@@ -13,7 +13,8 @@ from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.partition import Partition
 from quotaplane.scheduler import Scheduler
-from quotaplane.scheduling.order import candidates, positions
+from quotaplane.scheduling.order import candidates
+from quotaplane.scheduling.positions import positions
 from tests.fairsharing.helpers import GPU, U, partition
 from tests.partition.helpers import Clock
 

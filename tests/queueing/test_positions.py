@@ -1,4 +1,4 @@
-"""Positions without a global sort (issue 39): :func:`quotaplane.scheduling.order.positions` of any set
+"""Positions without a global sort (issue 39): :func:`quotaplane.scheduling.positions.positions` of any set
 of asks equals their index in the global order (:func:`~quotaplane.scheduling.order.candidates` over
 every pending ask, its slow twin), on random histories over a tree with fifo, fair and stateaware
 leaves, several levels, guaranteed and maxima, priorities, applications that cannot take allocations
@@ -17,7 +17,8 @@ from quotaplane.application import ACTIVE_STATES
 from quotaplane.config.identity import UserGroup
 from quotaplane.partition import Partition
 from quotaplane.scheduler import Scheduler
-from quotaplane.scheduling.order import candidates, positions
+from quotaplane.scheduling.order import candidates
+from quotaplane.scheduling.positions import positions
 from tests.partition.helpers import Clock
 
 CONFIG = """

@@ -138,7 +138,7 @@ class Queue:
         self._alloc = {}
         self._pending = {}
         #: how many asks wait in the subtree (what ``_pending`` sums), so that a position counts the asks
-        #: of the queues ordered before it in O(1) each (scheduling.order.positions)
+        #: of the queues ordered before it in O(1) each (scheduling.positions)
         self.asks_waiting = 0
         self.running_apps = {}
         self.applications = {}

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from quotaplane.errors import InputError
-from quotaplane.scheduling.order import positions
+from quotaplane.scheduling.positions import positions
 from quotaplane.scheduling.questions import reasons_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +49,7 @@ def _sum(items: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 
 def _positions(state: PartitionState, asks: list[Ask]) -> dict[str, int]:
-    """The positions of ``asks`` alone (:func:`~quotaplane.scheduling.order.positions`: the global
+    """The positions of ``asks`` alone (:func:`~quotaplane.scheduling.positions.positions`: the global
     order is never built; issue 39)."""
     root = state.queues.queue("root")
     if root is None or not asks:
