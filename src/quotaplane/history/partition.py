@@ -99,11 +99,27 @@ class PartitionHistory:
         commit makes them (benchmarks/calls.py)."""
         self._batch = batch
 
-    def journalled(self, batch: Sequence[Event], *, written: bool) -> None:
-        """The journal took ``batch`` (``written``) or refused it: a refused batch is not accounted for."""
+    def journalled(self, batch: Sequence[Event], *, written: bool, configured: bool = True) -> None:
+        """The journal took ``batch`` (``written``) or refused it: a refused batch is not accounted for.
+        ``configured=False``: the partition knows ``batch`` holds no configuration marker, so it is
+        not looked for (:meth:`observe` written out: every commit with accounting on comes here)."""
         self._batch = None
-        if written:
-            self.observe(batch)
+        if not written:
+            return
+        if self._observed is not None and batch is self._observed:
+            self._observed = None       # a snapshot taken while it was journalled accounted for it
+            return
+        engine = self.engine
+        if engine is not None:
+            try:
+                engine.observe(batch)
+            except Exception as exc:
+                self._stop(exc)
+        if configured:
+            for ev in batch:
+                if type(ev) is ConfigApplied:
+                    self._configured()
+                    break
 
     def _catch_up(self) -> None:
         """A snapshot is being taken while a batch is journalled: account for it now."""

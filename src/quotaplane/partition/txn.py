@@ -172,8 +172,8 @@ class Txn:
     clock. ``check_store=False``: do not rebuild or refuse at the start (the configuration path, which
     applies a configuration to a partition whatever its store's health)."""
 
-    __slots__ = ("_applied", "_broken", "_follow", "_held", "_irreversible", "_undos", "check_store", "clock",
-                 "core", "state")
+    __slots__ = ("_applied", "_broken", "_configured", "_follow", "_held", "_irreversible", "_undos",
+                 "check_store", "clock", "core", "state")
 
     def __init__(self, core: Core, *, check_store: bool = True) -> None:
         self.core = core
@@ -189,6 +189,8 @@ class Txn:
         self._follow: list[FollowUp] = []
         #: allocations held since the last commit point (a rebuild forgets them: never heard of)
         self._held: list[str] = []
+        #: a configuration marker is to be journalled (:meth:`record`): it may switch the history on
+        self._configured = False
 
     # -- begin and end ------------------------------------------------------------------------------
     def __enter__(self) -> Txn:
@@ -342,6 +344,8 @@ class Txn:
         which cannot be taken back step by step — unless ``keep``: then a failed commit leaves the change
         in memory (a follower keeps a configuration whose marker its leader writes)."""
         self._applied.append(event)
+        if type(event) is E.ConfigApplied:
+            self._configured = True
         if not keep:
             self._irreversible = True
 
@@ -379,12 +383,17 @@ class Txn:
         reversible = not (self._irreversible or self._broken)
         log = core.log
         batch = [*events, *notes] if notes else events
-        history = state.history                         # the usage accounting (issue 33) sees it
-        history.journalling(batch)
+        # the usage accounting (issue 33) sees the batch; switched off, it is told only of a
+        # configuration, which may switch it on (no call at every commit: benchmarks/calls.py)
+        history = state.history
+        told = history.engine is not None or self._configured
+        if told:
+            history.journalling(batch)
         try:
             log.record(batch, recoverable=reversible)
         except BaseException as exc:
-            history.journalled(batch, written=False)
+            if told:
+                history.journalled(batch, written=False)
             if reversible:
                 self._undo()
                 # a failed group commit poisoned the partition: its own change is undone exactly, the
@@ -395,10 +404,12 @@ class Txn:
                 self._rebuild(exc)
             self._clear()
             raise
-        history.journalled(batch, written=True)
+        if told:
+            history.journalled(batch, written=True, configured=self._configured)
         self._applied = []
         self._undos = []
         self._irreversible = False
+        self._configured = False
         if notes:
             state.notes_recorded(notes)
 
@@ -445,3 +456,4 @@ class Txn:
         self._held = []
         self._irreversible = False
         self._broken = False
+        self._configured = False
