@@ -262,22 +262,26 @@ def _head(i: int, raw: Any) -> tuple[str, str, str, str, str]:
     for key in raw:
         if key not in _KEYS:
             raise WindowSpecError(f"{where}: unknown key {key!r}; allowed keys: {', '.join(_KEYS)}")
+    return (name, *_target(raw, where), where)
+
+
+def _target(raw: Mapping[str, Any], where: str) -> tuple[str, str, str]:
+    """``(queue, kind, target)`` of one entry: a queue, an elastic quota, or a queue's user or group
+    limit."""
+    named = sum(k in raw for k in ("elasticquota", "user", "group"))
+    if named + ("elasticquota" in raw and "queue" in raw) > 1:
+        raise WindowSpecError(f"{where}: a window is on a queue, an elastic quota or a limit (queue "
+                              "with user or group), one of them")
     if "elasticquota" in raw:
-        if "queue" in raw or "user" in raw or "group" in raw:
-            raise WindowSpecError(f"{where}: a window is on a queue, an elastic quota or a limit (queue "
-                                  "with user or group), one of them")
-        return name, "", "elasticquota", _target_name(raw, "elasticquota", where), where
+        return "", "elasticquota", _target_name(raw, "elasticquota", where)
     queue = raw.get("queue")
     if not isinstance(queue, str) or not _QUEUE.match(queue):
         raise WindowSpecError(f"{where}.queue: expected a full queue path such as root.teams.a, "
                               f"got {queue!r}")
-    if "user" in raw and "group" in raw:
-        raise WindowSpecError(f"{where}: a window is on a queue, an elastic quota or a limit (queue "
-                              "with user or group), one of them")
     for kind in ("user", "group"):
         if kind in raw:
-            return name, queue, kind, _target_name(raw, kind, where), where
-    return name, queue, "queue", "", where
+            return queue, kind, _target_name(raw, kind, where)
+    return queue, "queue", ""
 
 
 def _override(field: str, value: Any, where: str) -> Any:
@@ -463,18 +467,25 @@ def check_windows(raw: Any, queues: set[str], budgets: Any = None, *, elastic: A
     quotas = _elastic_names(elastic) if any(w.kind == "elasticquota" for w in specs) else set()
     out: list[str] = []
     for w in specs:
-        where = f"windows[{w.index}] ({w.name})"
-        if w.kind == "elasticquota":
-            if w.target not in quotas:
-                out.append(f"{where}.elasticquota: no elastic quota {w.target} in the configuration")
-        elif w.queue not in queues:
-            out.append(f"{where}.queue: no queue {w.queue} in the configuration")
-        elif w.kind in ("user", "group"):
-            at = 0 if w.kind == "user" else 1
-            if not any(w.target in entry[at] for entry in (limits or {}).get(w.queue, ())):
-                out.append(f"{where}.{w.kind}: queue {w.queue} has no limit listing {w.kind} {w.target} "
-                           "(its limits: docs/config.md)")
-        elif "resourcehours" in w.overrides and w.queue not in budgeted:
-            out.append(f"{where}.resourcehours: queue {w.queue} has no budget of its "
-                       "own to override (budgets: docs/budgets.md)")
+        problem = _missing(w, queues, budgeted, quotas, limits or {})
+        if problem:
+            out.append(f"windows[{w.index}] ({w.name}){problem}")
     return out
+
+
+def _missing(w: WindowSpec, queues: set[str], budgeted: set[str], quotas: set[str], limits: Limits) -> str:
+    """What window ``w`` overrides that is not configured (``""``: all of it is), after its name."""
+    if w.kind == "elasticquota":
+        return "" if w.target in quotas else \
+            f".elasticquota: no elastic quota {w.target} in the configuration"
+    if w.queue not in queues:
+        return f".queue: no queue {w.queue} in the configuration"
+    if w.kind in ("user", "group"):
+        at = 0 if w.kind == "user" else 1
+        if not any(w.target in entry[at] for entry in limits.get(w.queue, ())):
+            return (f".{w.kind}: queue {w.queue} has no limit listing {w.kind} {w.target} "
+                    "(its limits: docs/config.md)")
+    elif "resourcehours" in w.overrides and w.queue not in budgeted:
+        return (f".resourcehours: queue {w.queue} has no budget of its own to override (budgets: "
+                "docs/budgets.md)")
+    return ""

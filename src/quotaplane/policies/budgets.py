@@ -127,19 +127,21 @@ class BudgetPolicy(QuotaPolicy):
                               f"{request.application_id!r}")]
         ms = max(_ms(request.time), self.ledger.now)
         found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
-        if not found:
-            return []
-        if self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
-            # exhausted, best effort: it runs if what it asks for is otherwise idle
-            short = self.idle.short(request.resource, self._exhausted(ms))
-            if not short:
-                return []
-            missing = ", ".join(f"{hours(r, u * 3_600_000):g} {r}" for r, u in sorted(short.items()))
-            return [Violation(self.name, CODE, s.scope.spec.queue,
-                              f"{refusal_message(s)}; as best effort it runs only on otherwise-idle "
-                              f"capacity, and {missing} of what it asks for is held or wanted by waiting "
-                              "work") for s in found]
+        if found and self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
+            return self._best_effort(request, found, ms)
         return [Violation(self.name, CODE, s.scope.spec.queue, refusal_message(s)) for s in found]
+
+    def _best_effort(self, request: AdmissionRequest, found: list[Any], ms: int) -> list[Violation]:
+        """Exhausted ``besteffort`` budgets only: the request runs if what it asks for is otherwise
+        idle, else it waits with the budgets' reasons and what is not idle."""
+        short = self.idle.short(request.resource, self._exhausted(ms))
+        if not short:
+            return []
+        missing = ", ".join(f"{hours(r, u * 3_600_000):g} {r}" for r, u in sorted(short.items()))
+        return [Violation(self.name, CODE, s.scope.spec.queue,
+                          f"{refusal_message(s)}; as best effort it runs only on otherwise-idle "
+                          f"capacity, and {missing} of what it asks for is held or wanted by waiting "
+                          "work") for s in found]
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Charge the request from its time on (never refused: :meth:`check` decided, or the journal)."""
@@ -228,38 +230,16 @@ class BudgetPolicy(QuotaPolicy):
         exhausted ``besteffort`` ones want more than is idle, the running allocations of exhausted
         ``besteffort`` scopes go, lowest priority first, newest first among equals, until it fits
         (None: nothing to take)."""
-        ledger, idle = self.ledger, self.idle
+        ledger = self.ledger
         exhausted = self._exhausted(ms)
-        spent = [s for s in ledger.scopes.values()
-                 if exhausted(s) and any(c.level for c in s.cells.values())]
-        if not spent:
-            return None
-        want = idle.wanted(exhausted, {r for s in spent for r in s.cells})
-        if not want:
-            return None
-        candidates = sorted({(e.priority, -e.start, k) for k, e in ledger.entries.items()
-                             if any(s in e.scopes for s in spent)})
-        keys: list[str] = []
-        for _, _, key in candidates:
-            vec = ledger.entries[key].vec
-            if not any(vec.get(r) for r in want):
-                continue
-            keys.append(key)
-            for r in list(want):
-                want[r] -= vec.get(r, 0)
-                if want[r] <= 0:
-                    del want[r]
-            if not want:
-                break
+        spent = _holding(ledger, exhausted)
+        want = self.idle.wanted(exhausted, {r for s in spent for r in s.cells}) if spent else {}
+        keys = _take(ledger, spent, want) if want else []
         if not keys:
             return None
         first = next(s for s in spent if s in ledger.entries[keys[0]].scopes)
-        r = ledger.spent(first, ms)[0]
-        used = hours(r, first.consumed(first.cells[r], ms))
-        msg = (f"budget of {first.label} for {r} is exhausted: {used:g} "
-               f"of {hours(r, first.spec.limits[r]):g} {unit_of(r)[1]}-hours consumed this "
-               f"{first.spec.period_text()}; its best effort work gives its room back to waiting work")
-        return Eviction(Violation(self.name, CODE, first.spec.queue, msg), tuple(keys))
+        return Eviction(Violation(self.name, CODE, first.spec.queue, _room_message(ledger, first, ms)),
+                        tuple(keys))
 
     def _warn(self, scope: Scope, ms: int) -> None:
         """A ``budget_warning`` note when the scope's consumption reached a threshold (50, 80, 100 %) it
@@ -342,6 +322,40 @@ class BudgetPolicy(QuotaPolicy):
     def restore_memo(self, memo: Mapping[str, Any]) -> None:
         """Put back :meth:`memo` (the live allocations were charged again before)."""
         self.ledger.restore(memo)
+
+
+def _holding(ledger: Ledger, exhausted: Any) -> list[Scope]:
+    """The scopes ``exhausted`` selects that hold something now."""
+    return [s for s in ledger.scopes.values() if exhausted(s) and any(c.level for c in s.cells.values())]
+
+
+def _room_message(ledger: Ledger, scope: Scope, ms: int) -> str:
+    """Why best-effort work of ``scope`` is taken back: its spent budget, and the room it gives."""
+    r = ledger.spent(scope, ms)[0]
+    used = hours(r, scope.consumed(scope.cells[r], ms))
+    return (f"budget of {scope.label} for {r} is exhausted: {used:g} "
+            f"of {hours(r, scope.spec.limits[r]):g} {unit_of(r)[1]}-hours consumed this "
+            f"{scope.spec.period_text()}; its best effort work gives its room back to waiting work")
+
+
+def _take(ledger: Ledger, spent: list[Scope], want: dict[str, int]) -> list[str]:
+    """The allocations of the ``spent`` scopes to take back so that ``want`` (per resource) is free:
+    lowest priority first, newest first among equals, only those holding something wanted."""
+    candidates = sorted({(e.priority, -e.start, k) for k, e in ledger.entries.items()
+                         if any(s in e.scopes for s in spent)})
+    keys: list[str] = []
+    for _, _, key in candidates:
+        vec = ledger.entries[key].vec
+        if not any(vec.get(r) for r in want):
+            continue
+        keys.append(key)
+        for r in list(want):
+            want[r] -= vec.get(r, 0)
+            if want[r] <= 0:
+                del want[r]
+        if not want:
+            break
+    return keys
 
 
 def budget_standing(policy: QuotaPolicy | None, kind: str, name: str, now: float) -> dict[str, Any]:

@@ -13,6 +13,13 @@ own scheduling cycles (run after every release, node addition and ask); the simu
 through :meth:`Partition.subscribe` and measures the wait from the ``ask`` event.
 
 Samples: the state at sample time ``s`` is the state after every event with time ``<= s``.
+
+Time windows and budgets (docs/windows.md, docs/budgets.md): with either configured, the partition's
+timer ticks during the replay as the service's does — at every window edge (the window opens or closes
+there, as a configuration change), at every budget reset, and every :data:`TICK_EVERY` simulated
+seconds while work runs (a ``preempt`` budget's grace, best-effort work given back, a lowered max's
+quota preemption). An ask a budget holds is therefore admitted at the reset itself. After the trace the
+ticks go on while asks wait, for at most :data:`DRAIN_DAYS` days.
 """
 
 from __future__ import annotations
@@ -20,14 +27,17 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from quotaplane.config.identity import UserGroup
+from quotaplane.config.windows import WindowSpec, parse_windows
 from quotaplane.errors import InputError, QuotaplaneError, RejectedError
 from quotaplane.resources import Resource
 from quotaplane.scheduling import SORT_POLICY_PROPERTY
 from quotaplane.sim.metrics import AppCells, Recorder
 from quotaplane.sim.trace import OPS, TraceEvent
+from quotaplane.windows import edges
 
 __all__ = ["DEFAULT_SAMPLES", "PROGRESS_EVERY", "SimulationResult", "Simulator"]
 
@@ -38,6 +48,10 @@ PROGRESS_EVERY = 10_000
 _MAX_LISTED = 100          # rejections listed one by one in the summary
 #: placement's fallback queue (P-6: used when no rule gives a usable queue)
 DEFAULT_QUEUE = "root.default"
+#: with windows or budgets, the partition's timer ticks this often (simulated seconds) while work runs
+TICK_EVERY = 60.0
+#: after the trace, the ticks go on while asks wait, this many days at most (a budget's next reset)
+DRAIN_DAYS = 32
 
 
 class _App:
@@ -155,7 +169,15 @@ class Simulator:
         if sample_interval is not None and not (math.isfinite(sample_interval) and sample_interval > 0):
             raise InputError(f"sample interval must be a positive number of seconds, got {sample_interval!r}")
         self.now = 0.0
-        self.partition = Partition(config.partition(partition.lower()), journal=None, clock=self._clock)
+        pc = config.partition(partition.lower())
+        self.partition = Partition(pc, journal=None, clock=self._clock)
+        #: the configuration text as the windows changed it, the windows, and their edges so far
+        self._config_text = config_text
+        self._windows = parse_windows(pc.extensions.get("windows"))
+        self._window_changes: list[dict[str, Any]] = []
+        #: the partition's timer ticks (windows, budgets) at ``_next_tick``; none without them
+        self._ticking = _timed(pc, self._windows)
+        self._next_tick = self._tick_limit = math.inf
         self.partition.subscribe(self._on_notice)
         self.sample_interval = sample_interval
         if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
@@ -311,14 +333,13 @@ class Simulator:
         Timers at or before ``t``; periodic cycles and samples strictly before ``t`` (they belong after
         the events of their instant). At one instant: timers, trace events, the cycle, the sample.
         """
-        timers = self._timers
         p = self.partition
         while True:
-            nt = timers[0][0] if timers else math.inf
+            nt = self._next_due()
             nc = self._next_cycle
             ns = self._next_sample
             if nt <= t and nt <= nc and nt <= ns:
-                self._fire_timer(nt)
+                self._fire_due(nt)
             elif nc < t and nc <= ns:
                 if p.schedule_needed:
                     self._cycle(nc)
@@ -334,6 +355,23 @@ class Simulator:
                 break
         self.now = t
 
+    def _next_due(self, *, draining: bool = False) -> float:
+        """When the next timer or tick falls due (after the trace, ``draining``: a tick only while
+        work runs or asks wait)."""
+        timers = self._timers
+        nt = timers[0][0] if timers else math.inf
+        if draining and not (timers or self._pending or self._live):
+            return nt
+        return min(nt, self._next_tick)
+
+    def _fire_due(self, at: float) -> None:
+        """The timer due at ``at``, else the partition's tick (a timer first at one instant)."""
+        timers = self._timers
+        if timers and timers[0][0] <= at:
+            self._fire_timer(at)
+        else:
+            self._tick(at)
+
     def _fire_timer(self, at: float) -> None:
         """The next timer (due at ``at``): its allocation ends (released, unless already gone)."""
         self.now = at
@@ -346,6 +384,36 @@ class Simulator:
             self._after_end(app)
             if self._recheck:
                 self._rechecks()
+
+    def _tick(self, at: float) -> None:
+        """The partition's timer at ``at``: the windows due open or close (a configuration change),
+        then its timeouts (budget resets and their retries, a ``preempt`` budget's grace, …)."""
+        self.now = at
+        p = self.partition
+        found = edges(self._config_text, at) if self._windows else None
+        if found is not None:
+            from quotaplane.config import load_config
+
+            text, changed = found
+            p.apply_config(load_config(text).partition(p.name), p.config_seq + 1, t=at)
+            self._config_text = text
+            self._window_changes.extend({"t": _round(at), "change": line} for line in changed)
+        p.check_timeouts(at)
+        if self._recheck:
+            self._rechecks()
+        self._next_tick = self._plan_tick(at)
+
+    def _plan_tick(self, now: float) -> float:
+        """When the timer ticks next after ``now``: the next window edge, the next budget reset, and
+        every :data:`TICK_EVERY` seconds while work runs (or asks wait on a decaying budget)."""
+        if not self._ticking:
+            return math.inf
+        out = min((e for w in self._windows if (e := _next_edge(w, now)) is not None), default=math.inf)
+        reset, decayed = _next_reset(self.partition, now)
+        out = min(out, reset)
+        if self._live or (decayed and self._pending):
+            out = min(out, now + TICK_EVERY)
+        return out if out <= self._tick_limit else math.inf
 
     def _skip_cycles_to(self, x: float) -> None:
         ci = self.cycle_interval
@@ -388,12 +456,27 @@ class Simulator:
             self._advance(ev.t)
             by_op[ev.op] += 1
             handlers[ev.op](self, ev)
-            if self._recheck:
-                self._rechecks()
+            self._after_event(ev.t)
         end = self._drain(t0)
         if progress is not None and (total == 0 or total % tick):
             progress(total, total)
         return self._result(events, t0, end)
+
+    def _after_event(self, t: float) -> None:
+        """Finishes the event allowed; with a timer, its next tick (work started or waits: it may be
+        sooner)."""
+        if self._recheck:
+            self._rechecks()
+        if self._ticking:
+            self._next_tick = min(self._next_tick, self._plan_tick(t))
+
+    def _start_ticks(self, events: Sequence[TraceEvent], t0: float) -> None:
+        """The timer's first tick, and how long after the trace it may go on (with windows or budgets)."""
+        if not self._ticking:
+            return
+        last = max((ev.t + (ev.duration or 0.0) for ev in events), default=t0)
+        self._tick_limit = last + DRAIN_DAYS * 86_400.0
+        self._next_tick = self._plan_tick(t0 - 0.001)
 
     def _start(self, events: Sequence[TraceEvent]) -> float:
         """Set the clock, the sampling interval, the measures and the resource names; return the start."""
@@ -408,6 +491,7 @@ class Simulator:
         self._cycle_no = 0
         self._next_cycle = t0 if self.cycle_interval > 0 else math.inf
         self.now = t0
+        self._start_ticks(events, t0)
         paths = [q.path for q in _walk(self.partition.queues.root)]
         start, end = self.window if self.window is not None else (t0, None)
         self.recorder = Recorder(paths, self._limits, start, end)
@@ -419,13 +503,13 @@ class Simulator:
 
     def _advance(self, t: float) -> None:
         """Move the clock to ``t``, running the timers, samples and cycles due before it."""
-        timers = self._timers
+        due = self._next_due()
         if t != self.now:
-            if (timers and timers[0][0] <= t) or self._next_sample < t or self._next_cycle < t:
+            if due <= t or self._next_sample < t or self._next_cycle < t:
                 self._until(t)
             else:
                 self.now = t        # nothing falls due before t (the common case)
-        elif timers and timers[0][0] <= t:
+        elif due <= t:
             self._until(t)
 
     def _drain(self, t0: float) -> float:
@@ -433,7 +517,8 @@ class Simulator:
         samples; return the end time."""
         p = self.partition
         while True:
-            nt = self._timers[0][0] if self._timers else math.inf
+            # the timer goes on while work runs or asks wait (a window or a reset may admit them)
+            nt = self._next_due(draining=True)
             nc = self._next_cycle if p.schedule_needed else math.inf
             if nt == math.inf and nc == math.inf:
                 break
@@ -659,10 +744,49 @@ class Simulator:
             "utilisation": {"resources": metrics["utilisation"], "series": series},
             "metrics": metrics,
         }
+        summary.update(self._timed_summary())
         return SimulationResult(summary, self._samples, resources, top_queues, self._decisions)
+
+    def _timed_summary(self) -> dict[str, Any]:
+        """With time windows: every edge the replay applied (``windows``)."""
+        return {"windows": self._window_changes} if self._windows else {}
 
     def _peak_capacity(self, resources: list[str]) -> dict[str, int]:
         return {r: max((s["capacity"].get(r, 0) for s in self._samples), default=0) for r in resources}
+
+
+def _next_edge(w: WindowSpec, now: float) -> float | None:
+    """The first edge (opening or closing, seconds) of window ``w`` after ``now`` (None: none left)."""
+    ms = now * 1000
+    if w.cron is None:
+        found = [e for e in (w.start_ms, w.end_ms) if e > ms]
+        return min(found) / 1000 if found else None
+    lo = datetime.fromtimestamp(now, UTC)
+    for start, end in w.spans(lo, lo + timedelta(days=32)):
+        if start > ms:
+            return start / 1000
+        if end > ms:
+            return end / 1000
+    return None
+
+
+def _timed(pc: Any, windows: Sequence[WindowSpec]) -> bool:
+    """The partition's timer ticks during a replay: the configuration has windows or budgets."""
+    return bool(windows) or "budgets" in pc.extensions
+
+
+def _next_reset(partition: Any, now: float) -> tuple[float, bool]:
+    """The next end of a budget period after ``now`` (seconds; inf: none), and whether a budget
+    decays instead (then it has no reset to wait for)."""
+    out, decayed = math.inf, False
+    for key, policy in partition.extensions():
+        ledger = getattr(policy, "ledger", None) if key == "budgets" else None
+        for scope in ledger.scopes.values() if ledger is not None else ():
+            decayed = decayed or scope.spec.decayed
+            end = scope.period(round(now * 1000))[1] / 1000
+            if end > now:
+                out = min(out, end)
+    return out, decayed
 
 
 def _walk(q: Any) -> Iterator[Any]:

@@ -68,8 +68,8 @@ def _limit(pm: Any, w: WindowSpec) -> Any:
     raise ConfigError(f"window {w.name!r}: queue {w.queue} has no limit listing {w.kind} {w.target}")
 
 
-def _elastic(pm: Any, w: WindowSpec) -> Any:
-    """The ``spec`` of ``w``'s elastic quota object (a text of quotas is made a list first)."""
+def _quota_objects(pm: Any) -> list[Any]:
+    """The partition's ElasticQuota objects as edited in place (a text of quotas is made a list)."""
     value = pm.get("elasticquotas")
     holder, key = pm, "elasticquotas"
     if hasattr(value, "get") and value.get("kind") is None:
@@ -77,8 +77,12 @@ def _elastic(pm: Any, w: WindowSpec) -> Any:
         value = value.get("quotas")
     if isinstance(value, str):
         holder[key] = value = elastic_quota_objects(value)
-    objects = [value] if hasattr(value, "get") else value if isinstance(value, list) else []
-    for obj in objects:
+    return [value] if hasattr(value, "get") else value if isinstance(value, list) else []
+
+
+def _elastic(pm: Any, w: WindowSpec) -> Any:
+    """The ``spec`` of ``w``'s elastic quota object."""
+    for obj in _quota_objects(pm):
         meta: Any = obj.get("metadata") if hasattr(obj, "get") else None
         if hasattr(meta, "get") and meta.get("name") == w.target:
             if obj.get("spec") is None:
