@@ -210,6 +210,9 @@ def _store_size(events: int = 200_000, per_second: float = 10.0) -> dict[str, An
                 table[q] = ({"vcore": 2_000}, d, None)
             return {"queue": table, "quota": {}, "tree": {}}
 
+        def cluster_bound(self) -> dict[str, Any]:
+            return {"queue": {"root": (None, None, None)}}
+
         def timezone(self) -> str:
             return "UTC"
 

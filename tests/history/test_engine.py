@@ -65,6 +65,7 @@ _OP = st.one_of(
     st.tuples(st.just("rmapp"), st.integers(0, 7), st.just(0)),
     st.tuples(st.just("tick"), st.integers(0, 5000), st.integers(0, 2)),
     st.tuples(st.just("config"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.just("node"), st.integers(0, 3), st.integers(0, 16)),
 )
 OPS = st.lists(_OP, max_size=50)
 
@@ -100,6 +101,15 @@ def run(s: Scheduler, clock: Clock, ops: list[tuple[str, int, int]],
                 clock.advance(a if b == 0 else a / 3 if b == 1 else a * 61.0)
             elif op == "config":
                 s.update_config(config(a))
+            elif op == "node":
+                # the cluster grows or shrinks (the root's max follows it); nodes n1..n4
+                node = f"n{a + 1}"
+                if node in p.nodes() and (b == 0 or node == "n1"):
+                    p.update_node(node, capacity={"vcore": 1000 * max(b, 1), "memory": 10_000})
+                elif node in p.nodes() and b % 2:
+                    p.remove_node(node)
+                elif node not in p.nodes():
+                    p.add_node(node, {"vcore": 1000 * b, "memory": 100 * b})
         except (ConflictError, NotFoundError, QuotaplaneError, ValueError):
             pass
         if brute is not None:
@@ -200,6 +210,40 @@ def test_a_scope_per_kind_by_hand() -> None:
     assert engine.integral("application", "a1", "used", at) == {"vcore": 60_000_000}
     # web's guarantee of 2 was unused while ml borrowed 2: web lent 2 for 10 s
     assert engine.integral(QUEUE, "root.eng.web", "lent", at) == {"vcore": 20_000_000}
+
+
+def test_nodes_added_and_removed_mid_run_while_a_queue_borrows() -> None:
+    """The cluster changes while ml borrows above its guarantee and web lends it its idle share: every
+    integral equals brute-force integration, and a replay of the journal gives the same numbers."""
+    ops: list[tuple[str, int, int]] = [
+        ("app", 0, 0), ("app", 3, 1), ("alloc", 0, 6), ("tick", 100, 0), ("node", 1, 8), ("tick", 7, 1),
+        ("alloc", 1, 1), ("node", 2, 3), ("tick", 50, 0), ("node", 0, 0), ("tick", 3, 2), ("node", 1, 1),
+        ("release", 1, 0), ("tick", 20, 1), ("config", 1, 0), ("node", 2, 5), ("alloc", 0, 5),
+        ("tick", 61, 0), ("node", 0, 12), ("release", 0, 0), ("node", 3, 9), ("tick", 9, 0),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = f"sqlite:///{tmp}/s.db"
+        clock = Clock(1_764_000_000.0)
+        s = _scheduler(store, clock)
+        p = s.partition("default")
+        brute = BruteForce(p)
+        run(s, clock, ops, brute)
+        assert len(p.nodes()) > 1
+        end = ms_of(clock()) + 4321
+        want = brute.at(end)
+        assert want[(QUEUE, "root.eng.ml", "borrowed")] and want[(QUEUE, "root.eng.web", "lent")]
+        assert engine_integrals(p, end) == want
+        live = p.history.engine
+        assert live is not None
+        rows, counts = _journalled_rows(live.outbox), _journalled_counts(live)
+        s.close(snapshot=False)
+        s2 = Scheduler.from_yaml(config(0), store=store, clock=clock, snapshot_every=0)
+        again = s2.partition("default").history.engine
+        assert again is not None
+        assert engine_integrals(s2.partition("default"), end) == want
+        assert _journalled_rows(again.outbox) == rows
+        assert _journalled_counts(again) == counts
+        s2.close(snapshot=False)
 
 
 _SNAP_OPS = st.lists(st.one_of(_OP, st.tuples(st.just("snapshot"), st.just(0), st.just(0))), max_size=50)

@@ -53,6 +53,8 @@ _OPS = st.lists(st.one_of(
     st.tuples(st.just("alloc"), st.integers(0, 2), st.integers(1, 5)),
     st.tuples(st.just("release"), st.integers(0, 20), st.just(0)),
     st.tuples(st.just("tick"), st.integers(1, 900), st.just(0)),
+    # the cluster shrinks below the quotas' mins and grows again: min scaling (E3) moves them
+    st.tuples(st.just("node"), st.integers(0, 2), st.integers(1, 12)),
 ), max_size=40)
 
 
@@ -74,6 +76,12 @@ def test_elastic_quota_integrals_equal_brute_force(ops: list[tuple[str, int, int
                 keys = sorted(x.allocation_key for x in p.allocations())
                 if keys:
                     p.release(keys[a % len(keys)])
+            elif op == "node":
+                node = ("n", "m1", "m2")[a]
+                if node in p.nodes():
+                    p.update_node(node, capacity={"vcore": 1000 * b, "memory": 10**12})
+                else:
+                    p.add_node(node, {"vcore": 1000 * b, "memory": 10**9})
             else:
                 clock.advance(a)
         except (QuotaplaneError, ValueError):
@@ -99,6 +107,9 @@ class FakeView:
 
     def guarantees(self) -> dict[str, dict[str, ScopeInfo]]:
         return {k: dict(v) for k, v in self.table.items()}
+
+    def cluster_bound(self) -> dict[str, dict[str, ScopeInfo]]:
+        return self.guarantees()        # here every guarantee and max may follow the cluster
 
     def timezone(self) -> str:
         return "UTC"
@@ -145,6 +156,82 @@ def test_quota_tree_nodes_count_the_group_node_and_its_ancestors_with_borrowed_a
     assert a.integral(TREE, "T/A", "borrowed", at) == {}                   # the root has 6
     assert a.integral(TREE, "T/C", "lent", at) == {"cpu": 30_000}          # C's 3 idle while B borrowed 3
     assert a.integral(TREE, "T/C", "used", at) == {}
+
+
+class _FullRecompute(Accounting):
+    """The engine as it was: a node event reads every guarantee again and, when any changed,
+    recomputes every scope and re-charges every live allocation and ask."""
+
+    def _refresh_cluster_bound(self) -> bool:
+        return self._refresh_guarantees()
+
+
+_GUAR_OPS = st.lists(st.one_of(
+    st.tuples(st.just("alloc"), st.integers(0, 3), st.integers(1, 6)),
+    st.tuples(st.just("release"), st.integers(0, 20), st.just(0)),
+    st.tuples(st.just("tick"), st.integers(1, 900), st.just(0)),
+    # the cluster changed, and with it a guarantee (or a max): which scope, its new value (0: none)
+    st.tuples(st.just("node"), st.integers(0, 5), st.integers(0, 7)),
+), max_size=40)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_GUAR_OPS)
+def test_a_node_event_recomputes_only_what_changed_and_exactly_what_a_full_recompute_gives(
+        ops: list[tuple[str, int, int]]) -> None:
+    """Guarantees and maxima that change with the cluster (elastic min scaling, the root's max) are
+    taken in at a node event by recomputing the changed scopes and their siblings only: every cell
+    of every scope equals that of an engine recomputing everything at each node event."""
+    views = FakeView(), FakeView()
+    fast, full = Accounting(views[0]), _FullRecompute(views[1])
+
+    def observe(evs: list[E.Event]) -> None:
+        fast.observe(evs)
+        full.observe(evs)
+
+    observe([E.ConfigApplied(seq=1)])
+    t = 1000.0
+    apps = [("x", "root.a", "B"), ("y", "root.b", "C"), ("z", "root.a", None), ("w", "root.b", "B")]
+    observe([E.AppAdded(app=x, user="u" + x, groups=("g",), queue=q, tags={"tree": n} if n else {}, t=t)
+             for x, q, n in apps])
+    keys: list[str] = []
+    scopes = [(QUEUE, "root.a"), (QUEUE, "root.b"), (TREE, "T/A"), (TREE, "T/B"), (TREE, "T/C"),
+              (QUEUE, "root")]
+    for n, (op, a, b) in enumerate(ops):
+        if op == "alloc":
+            keys.append(f"k{n}")
+            observe([E.Allocated(app=apps[a][0], key=f"k{n}", resource=_r(b), t=t)])
+        elif op == "release" and keys:
+            observe([E.Released(key=keys.pop(a % len(keys)), t=t)])
+        elif op == "tick":
+            t += a / 3
+        elif op == "node":
+            kind, name = scopes[a]
+            for v in views:
+                guar, parent, mx = v.table[kind][name]
+                if name == "root":
+                    mx = {"cpu": 10 * b}
+                elif b and guar:
+                    guar = {"cpu": b}
+                elif b:
+                    mx = {"cpu": b}             # one without a guarantee (b: 0) gains only a max
+                else:
+                    guar = None if kind == QUEUE else {}
+                v.table[kind][name] = (guar, parent, mx)
+            observe([E.NodeAdded(node=f"n{n}", capacity=_r(b), t=t)])
+    observe([E.Timeouts(t=t + 1)])
+    at = ms_of(t + 100)
+    fast.propagate()
+    full.propagate()
+    for key, s in full.scopes.items():
+        mine = fast.scopes[key]
+        assert (mine.guar, mine.max) == (s.guar, s.max), key
+        for metric in ("used", "waiting", "borrowed", "lent"):
+            here = mine.integral(metric, at - fast.origin)
+            assert here == s.integral(metric, at - full.origin), (key, metric)
+            assert mine.level(metric) == s.level(metric), (key, metric)
+    assert [(r.t, r.kind, r.name, r.data) for r in fast.outbox] == [(r.t, r.kind, r.name, r.data)
+                                                                    for r in full.outbox]
 
 
 def test_wait_quantiles_are_within_the_sketch_bound_and_max_is_exact() -> None:

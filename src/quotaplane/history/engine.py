@@ -238,11 +238,15 @@ class Accounting(Ledger):
         bsum, used, bor, lent = sib.bsum, s.u, s.b, s.l
         for r in resources:
             gv = g.get(r)
-            if gv is None:
+            lc = lent.get(r)
+            if gv is None:                      # not (or no longer) guaranteed: it lends none of it
+                if lc is not None and lc[0]:
+                    lc[1] -= lc[0] * self._rel
+                    lc[0] = 0
+                    self.dirty[0].add(s)
                 continue
             c = used.get(r)
             idle = gv - (c[0] if c is not None else 0)
-            lc = lent.get(r)
             if idle <= 0:
                 if lc is None or not lc[0]:
                     continue
@@ -272,6 +276,65 @@ class Accounting(Ledger):
         self._info = fresh
         self._recompute_all()
         return True
+
+    def _refresh_cluster_bound(self) -> bool:
+        """A node came, changed or went: read again what follows the cluster's size (the root's max,
+        the elastic quotas: :meth:`View.cluster_bound`), and recompute only the scopes whose values
+        changed and their siblings; True (after a full refresh) when more than values changed."""
+        info = self._info
+        changed: list[tuple[str, str, ScopeInfo]] = []
+        for kind, table in self.view.cluster_bound().items():
+            have = info.get(kind, {})
+            for name, fresh in table.items():
+                was = have.get(name)
+                if was == fresh:
+                    continue
+                if was is None or not _same_shape(was, fresh):
+                    return self._refresh_guarantees()
+                changed.append((kind, name, fresh))
+        for kind, name, fresh in changed:
+            info[kind][name] = fresh
+        if changed:
+            self._reguarantee(changed)
+        return False
+
+    def _reguarantee(self, changed: list[tuple[str, str, ScopeInfo]]) -> None:
+        """New guarantees or maxima of the scopes ``changed`` (none gained or lost a guarantee, none
+        changed parent): each borrows and lends anew, and so do its siblings where what they borrow
+        together moved — what :meth:`_recompute_all` would change, and nothing else (a node added at
+        100,000 allocations costs what changed, not a pass over every scope and charge: issue 39)."""
+        t = self._rel
+        moved: dict[Siblings, set[str]] = {}
+        for kind, name, info in changed:
+            s = self.scopes.get((kind, name))
+            if s is None:
+                self._scope(kind, name)         # a scope with a guarantee lends before it ever uses
+                continue
+            before = s.guar
+            self._reinfo(s, info)
+            g, sib = s.guar, s.sib
+            if g == before:
+                continue                        # its max only
+            for r in set(s.u) | set(s.b):
+                nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
+                d = nb - level_of(s.b, r)
+                if d:
+                    bump(s.b, r, d, t)
+                    self.dirty[0].add(s)
+                    if sib is not None:
+                        total = sib.bsum.get(r, 0) + d
+                        if total:
+                            sib.bsum[r] = total
+                        else:
+                            sib.bsum.pop(r, None)
+                        moved.setdefault(sib, set()).add(r)
+            if g and sib is not None:
+                self._relend(s, set(before or ()) | set(g) | set(s.l))
+            else:
+                self._unlend(s)
+        for sib, resources in moved.items():
+            for lender in sib.lenders:
+                self._relend(lender, resources)
 
     def _recompute_all(self) -> None:
         """After a change of guarantees, parents or maxima: every scope's info, borrowed and lent
@@ -522,7 +585,7 @@ class Accounting(Ledger):
             self._at(ev.t)
         if self.now is not None:
             self.propagate()
-            if self._refresh_guarantees():      # elastic min scaling and the root's max follow the cluster
+            if self._refresh_cluster_bound():     # the root's max and elastic min scaling follow it
                 self._recharge_all()
 
     def _node_removed(self, ev: E.NodeRemoved) -> None:
@@ -681,3 +744,9 @@ def _wait_in(s: Scope, wait: int) -> None:
     if sk is None:
         sk = s.open[0] = WaitSketch()
     sk.add(wait)
+
+
+def _same_shape(was: ScopeInfo, fresh: ScopeInfo) -> bool:
+    """Whether only the values of a scope's guarantee or max changed: it did not change parent, nor
+    gain or lose a guarantee (then which scopes an application's changes reach at once changes)."""
+    return was[1] == fresh[1] and (was[0] is None) == (fresh[0] is None) and bool(was[0]) == bool(fresh[0])

@@ -52,6 +52,10 @@ class View(Protocol):
     def guarantees(self) -> dict[str, dict[str, ScopeInfo]]:
         """Per kind (queue, quota, tree), every scope with what it is guaranteed, its parent, its max."""
 
+    def cluster_bound(self) -> dict[str, dict[str, ScopeInfo]]:
+        """The part of :meth:`guarantees` that follows the cluster's size, read again at each node
+        event: the root queue (its max is the cluster, M-1) and the elastic quotas (min scaling)."""
+
     def timezone(self) -> str:
         """The time zone of the periods (the partition's ``history.timezone``)."""
 

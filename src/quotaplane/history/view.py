@@ -82,6 +82,12 @@ class StateView:
         queues = {path: self.queue_info(path) for path in st.queues.paths()}
         return {QUEUE: queues, QUOTA: self._quotas(), TREE: self._tree_nodes()}
 
+    def cluster_bound(self) -> dict[str, dict[str, ScopeInfo]]:
+        """The root queue (its max is the cluster size, M-1) and the elastic quotas (min scaling):
+        what a node event may change — read per node event, so not every queue of a large tree."""
+        root = self._state.queues.root.path
+        return {QUEUE: {root: self.queue_info(root)}, QUOTA: self._quotas()}
+
     def _quotas(self) -> dict[str, ScopeInfo]:
         manager = getattr(self._state.policies.extension("elasticquotas"), "manager", None)
         if manager is None:
