@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import threading
 import time as _time
@@ -219,12 +218,13 @@ class Scheduler:
         sched._started_with = started_with
         sched._configs[last] = config
         sched.config_seq = last
-        for stream in journal.streams():
-            if stream == SCHEDULER_STREAM:
-                continue
-            p = sched._restore_partition(stream)
-            if p is not None:
-                sched._partitions[p.name] = p
+        with gcfreeze.paused():          # what a restore builds survives: no collection walks it meanwhile
+            for stream in journal.streams():
+                if stream == SCHEDULER_STREAM:
+                    continue
+                p = sched._restore_partition(stream)
+                if p is not None:
+                    sched._partitions[p.name] = p
         # A crash between the scheduler's config event and a partition's marker: catch up now.
         for pc in config.partitions:
             if sched.leads(pc.name):      # else its leader does (this instance replays what it writes)
@@ -289,11 +289,14 @@ class Scheduler:
         try:
             seq0 = int(events[0]["seq"])
             p = self._new_partition(self._config_at(seq0).partition(name), seq0)
-            p.replay((0, ev) for ev in events)
+            # a snapshot with the usage accounting's state: it is restored whole below, so the rebuild
+            # skips observing (a fifth of the rebuild's CPU at 500,000 asks, issue 38)
+            p.replay(((0, ev) for ev in events), account=state.get("history") is None)
         except Exception:        # an optimisation only: any failure means "replay the stream instead"
             return None
-        want = json.dumps(state.get("dump"), sort_keys=True)
-        if json.dumps(p.dump_state(), sort_keys=True) != want:
+        # both sides are plain JSON data (dump_state normalises through JSON, the snapshot was read
+        # from it): compared as they are, not each encoded again (a tenth of a restore's CPU)
+        if p.dump_state() != state.get("dump"):
             return None
         p.history.restore(state.get("history"))      # the usage accounting as it was (issue 33)
         return p

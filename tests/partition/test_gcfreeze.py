@@ -96,3 +96,32 @@ def test_a_configuration_applied_and_a_takeover_freeze_what_lives(serving: None,
         assert id(built.partition("default").state) not in _tracked_ids()
     finally:
         built.close()
+
+
+def test_a_restore_defers_collections_and_leaves_the_collector_as_it_found_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a restore's survivors are not walked by collections while it builds them (half of a
+    snapshot restore's CPU at 25,000 waiting asks); the collector is on again afterwards, and stays
+    off if the embedding process had turned it off."""
+    journal = MemoryJournal()
+    s = Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
+    s.partition("default").add_node("n1", Resource({"vcore": 4000}))
+    seen: list[bool] = []
+    real = Scheduler._restore_partition
+
+    def spying(self: Scheduler, stream: str) -> Any:
+        seen.append(gc.isenabled())
+        return real(self, stream)
+
+    monkeypatch.setattr(Scheduler, "_restore_partition", spying)
+    assert gc.isenabled()
+    restored = Scheduler.from_yaml(CONFIG, store=journal, clock=Clock())
+    assert restored.partition("default").dump_state() == s.partition("default").dump_state()
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        with gcfreeze.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

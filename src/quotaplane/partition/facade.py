@@ -738,9 +738,10 @@ class Partition:
         with self._core.lock:
             recovery.apply_event(self._core.state, event)
 
-    def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
-        """Apply ``(seq, event)`` pairs in order without journalling them; return how many."""
-        return recovery.replay(self._core, events)
+    def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True) -> int:
+        """Apply ``(seq, event)`` pairs in order without journalling them; return how many
+        (``account`` false: without the usage accounting, see :func:`recovery.replay`)."""
+        return recovery.replay(self._core, events, account=account)
 
     @property
     def group(self) -> GroupCommit | None:

@@ -13,14 +13,18 @@ it for ever. So a rebuild only asks for it (:func:`settle_later`), and the parti
 does it (:func:`settle_pending`, from ``check_timeouts``), once the failed write is gone.
 
 A library must not change the collection of the process that embeds it: nothing happens until the
-process says it serves (:func:`enable`, called by ``quotaplane serve``).
+process says it serves (:func:`enable`, called by ``quotaplane serve``). The one exception is
+:func:`paused`, which only defers collections while a restore builds a state and then leaves the
+collector as it found it.
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["enable", "enabled", "settle", "settle_later", "settle_pending"]
+__all__ = ["enable", "enabled", "paused", "settle", "settle_later", "settle_pending"]
 
 _state = {"enabled": False, "pending": False, "replaced": False}
 
@@ -67,3 +71,20 @@ def settle_pending() -> bool:
     _state["pending"] = _state["replaced"] = False
     settle(replaced=replaced)
     return True
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """No automatic collection inside (the collector is left as it was found afterwards).
+
+    A restore creates millions of container objects that all survive: every collection it triggers
+    walks the ones made so far and frees nothing, and at 25,000 waiting asks those collections were
+    half of a snapshot restore's CPU (issue 38). What a restore drops dies by reference counting; a
+    cycle among it waits for the next collection after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -24,18 +24,22 @@ def _replay_problem(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def apply_event(state: PartitionState, event: Mapping[str, Any]) -> None:
-    """Apply one journalled event: the recorded outcome, through the live handlers."""
+def apply_event(state: PartitionState, event: Mapping[str, Any], *, account: bool = True) -> None:
+    """Apply one journalled event: the recorded outcome, through the live handlers (and the usage
+    accounting, issue 33, unless ``account`` is false)."""
     try:
         typed = E.decode(event)
     except E.EventFormatError as exc:
         raise JournalReplayError(str(exc)) from None
     state.apply(typed)
-    state.history.observe((typed,))             # the usage accounting (issue 33)
+    if account:
+        state.history.observe((typed,))
 
 
-def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
-    """Apply ``(seq, event)`` pairs in order without journalling them; return how many."""
+def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True) -> int:
+    """Apply ``(seq, event)`` pairs in order without journalling them; return how many. ``account``
+    false leaves the usage accounting out: a snapshot's rebuild whose accounting the snapshot holds
+    (it is restored whole afterwards, so observing the rebuild would be thrown away)."""
     n = 0
     log = core.log
     with core.lock:
@@ -44,7 +48,7 @@ def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]]) -> int:
         try:
             for seq, ev in events:
                 try:
-                    apply_event(state, ev)
+                    apply_event(state, ev, account=account)
                 except Exception as exc:   # issue 14 #6: name the event, never a bare KeyError
                     raise JournalReplayError(f"stream {log.stream!r}, event #{seq}: "
                                              f"{_replay_problem(exc)}") from exc
