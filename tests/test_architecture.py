@@ -245,6 +245,9 @@ LONG_MODULES: dict[str, str] = {
                            "each a few lines handing a transaction to partition/'s write modules",
     "state/handlers.py": "the only code that changes a partition's state: one short method per event "
                          "type (events.py), kept together so every change of state is in one place",
+    "events.py": "the journal's vocabulary: one dataclass per event type with its JSON form, and the "
+                 "written-out encoders and decoders of the events replayed in bulk (allocations, asks) "
+                 "beside the generic ones they must equal",
     "sim/recorded.py": "a journal read back as a workload: one reader per event type of the journal",
     "sim/engine.py": "the replay engine: the trace's event kinds driven through a real partition",
     "forest/manager.py": "MCAD's quota manager (seed 003): trees, forests and consumers behind one lock, "
