@@ -177,3 +177,14 @@ def test_default_quota_pods_are_never_preempted() -> None:
     e = ElasticQuotaManager({V: 100}, default_max={V: 10})
     e.add_pod(DEFAULT_QUOTA, "d1", {V: 10}, priority=0, assigned=True)
     assert e.preemption_victims(DEFAULT_QUOTA, {V: 5}, priority=100) == []
+
+
+def test_ancestors_name_a_quota_and_its_parents_up_to_the_root() -> None:
+    """What a budget on a quota tree charges (docs/budgets.md): the quota, then each parent."""
+    e = ElasticQuotaManager({V: 100})
+    e.upsert("org", min={V: 50}, max={V: 100}, is_parent=True)
+    e.upsert("a", min={V: 20}, max={V: 100}, parent="org")
+    assert e.ancestors("a") == ("a", "org")
+    assert e.ancestors("org") == ("org",)
+    assert e.ancestors(DEFAULT_QUOTA) == (DEFAULT_QUOTA,)
+    assert e.ancestors("nowhere") == ()

@@ -406,6 +406,16 @@ class ElasticQuotaManager:
         """The declared spec of ``name`` (``KeyError`` when unknown)."""
         return self._get(name).spec
 
+    def ancestors(self, name: str) -> tuple[str, ...]:
+        """``name`` and its parents up to (not including) the root quota, nearest first; ``()`` for an
+        unknown quota (what a budget on a quota tree charges: docs/budgets.md)."""
+        out: list[str] = []
+        q = self._q.get(name)
+        while q is not None and q.spec.name != ROOT_QUOTA:
+            out.append(q.spec.name)
+            q = self._q.get(q.parent) if q.parent else None
+        return tuple(out)
+
     def quota_names(self) -> list[str]:
         """Every quota name, sorted (the root, system and default quotas included)."""
         return sorted(self._q)
