@@ -142,7 +142,7 @@ def test_a_limit_window_raises_a_users_limit_for_the_night() -> None:
     ([{"name": "a", "elasticquota": "t", "queue": "root.a", "from": "2026-01-01", "to": "2026-01-02",
        "max": {"cpu": 1}}], "windows[0] (a): a window is on a queue, an elastic quota or a limit"),
     ([{"name": "a", "elasticquota": "t", "from": "2026-01-01", "to": "2026-01-02", "guaranteed": {"cpu": 1}}],
-     "windows[0] (a).guaranteed: a window on an elastic quota overrides min or max"),
+     "windows[0] (a).guaranteed: a window on an elastic quota overrides min, max or resourcehours"),
     ([{"name": "a", "queue": "root.a", "from": "2026-01-01", "to": "2026-01-02", "min": {"cpu": 1}}],
      "windows[0] (a).min: a window on a queue overrides max, guaranteed or resourcehours"),
     ([{"name": "a", "queue": "root.a", "user": "u", "from": "2026-01-01", "to": "2026-01-02",

@@ -17,8 +17,8 @@ from quotaplane.budgets.ledger import Scope
 
 __all__ = ["Gone", "Idle", "Who"]
 
-#: whose an ask is: its queue, user and groups (what the ledger resolves budgets from)
-Who = tuple[str, str, tuple[str, ...]]
+#: whose an ask is: its queue, user, groups and elastic quotas (what the ledger resolves budgets from)
+Who = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 #: what :meth:`Idle.ask_gone` returns: the ask's amounts, whose it is, its best-effort scopes
 Gone = tuple[Mapping[str, int], Who, "tuple[Scope, ...] | None"]
 

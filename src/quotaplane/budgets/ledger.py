@@ -154,15 +154,17 @@ class Shortfall:
 class Ledger:
     """Every budget of a partition and what each scope charged (see the module docstring)."""
 
-    __slots__ = ("_by_queue", "_heap", "_resolved", "entries", "now", "scopes", "specs")
+    __slots__ = ("_by_elastic", "_by_queue", "_heap", "_resolved", "entries", "now", "scopes", "specs")
 
     def __init__(self, specs: Sequence[BudgetSpec] = ()) -> None:
         self.specs: tuple[BudgetSpec, ...] = ()
         self._by_queue: dict[str, list[BudgetSpec]] = {}
+        #: elastic quota name → its budget
+        self._by_elastic: dict[str, BudgetSpec] = {}
         self.scopes: dict[str, Scope] = {}
         self.entries: dict[str, Entry] = {}
         self._heap: list[tuple[int, str]] = []
-        self._resolved: dict[tuple[str, str, tuple[str, ...]], tuple[Scope, ...]] = {}
+        self._resolved: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], tuple[Scope, ...]] = {}
         #: the newest event time seen (ms)
         self.now = 0
         self.configure(specs)
@@ -174,8 +176,10 @@ class Ledger:
         self.specs = tuple(specs)
         by_queue: dict[str, list[BudgetSpec]] = {}
         for spec in self.specs:
-            by_queue.setdefault(spec.queue, []).append(spec)
+            if spec.elastic is None:
+                by_queue.setdefault(spec.queue, []).append(spec)
         self._by_queue = by_queue
+        self._by_elastic = {spec.elastic: spec for spec in self.specs if spec.elastic is not None}
         self._resolved.clear()
         kept: dict[str, Scope] = {}
         for key, scope in self.scopes.items():
@@ -211,6 +215,8 @@ class Ledger:
         kind, _, rest = key.partition(":")
         if kind == "queue":
             return next((s for s in self._by_queue.get(rest, ()) if s.kind == "queue"), None)
+        if kind == "elastic":
+            return self._by_elastic.get(rest)
         queue, _, who = rest.rpartition(":")
         found = None
         for s in self._by_queue.get(queue, ()):
@@ -222,12 +228,14 @@ class Ledger:
         return found
 
     # -- which budgets a request meets ---------------------------------------------------------------
-    def resolve(self, queue_path: str, user: str, groups: tuple[str, ...]) -> tuple[Scope, ...]:
+    def resolve(self, queue_path: str, user: str, groups: tuple[str, ...],
+                elastic: tuple[str, ...] = ()) -> tuple[Scope, ...]:
         """The scopes an allocation in ``queue_path`` of ``user`` (in ``groups``) is charged to: every
         queue on its chain that has a budget, and per queue the user's budget (by name, else ``*``) and
         one group's (the first of the user's groups with a budget there, else ``*`` for the first
-        group)."""
-        cache_key = (queue_path, user, groups)
+        group); then every quota of its elastic quota chain (``elastic``: its quota, then the parents)
+        that has a budget."""
+        cache_key = (queue_path, user, groups, elastic)
         found = self._resolved.get(cache_key)
         if found is not None:
             return found
@@ -239,6 +247,11 @@ class Ledger:
                 specs = by_queue.get(".".join(parts[:depth]))
                 if specs:
                     out.extend(self._scopes_at(specs, user, groups))
+        by_elastic = self._by_elastic
+        for name in elastic if by_elastic else ():
+            spec = by_elastic.get(name)
+            if spec is not None:
+                out.append(self._scope(f"elastic:{name}", spec.name, spec))
         result = tuple(out)
         if len(self._resolved) > 100_000:
             self._resolved.clear()
@@ -257,9 +270,20 @@ class Ledger:
                 out.append(self._scope(f"group:{s.queue}:{group}", f"group {group} in {s.queue}", s))
         return out
 
-    def peek(self, queue: str, user: str | None = None, group: str | None = None) -> Scope | None:
-        """The budget of ``queue`` (or of ``user`` / ``group`` in it, by name or wildcard) as it stands,
-        without creating it (None: no budget there)."""
+    @property
+    def on_elastic(self) -> bool:
+        """Some budget is on an elastic quota (the admission then resolves the request's quotas)."""
+        return bool(self._by_elastic)
+
+    def peek(self, queue: str, user: str | None = None, group: str | None = None,
+             elastic: str | None = None) -> Scope | None:
+        """The budget of ``queue`` (or of ``user`` / ``group`` in it, by name or wildcard), or of the
+        elastic quota ``elastic``, as it stands, without creating it (None: no budget there)."""
+        if elastic is not None:
+            key = f"elastic:{elastic}"
+            spec = self._by_elastic.get(elastic)
+            found = self.scopes.get(key)
+            return found if found is not None or spec is None else Scope(key, spec.name, spec, self.now)
         kind, who = ("user", user) if user is not None else ("group", group) if group is not None else \
             ("queue", None)
         key = f"queue:{queue}" if who is None else f"{kind}:{queue}:{who}"
@@ -438,7 +462,8 @@ class Ledger:
         scope = self.scopes.get(key)
         if scope is None:
             kind, _, rest = key.partition(":")
-            label = rest if kind == "queue" else f"{kind} {rest.rpartition(':')[2]} in {spec.queue}"
+            label = rest if kind == "queue" else spec.name if kind == "elastic" else \
+                f"{kind} {rest.rpartition(':')[2]} in {spec.queue}"
             scope = self.scopes[key] = Scope(key, label, spec, self.now)
         scope.start, scope.end = int(raw["start"]), int(raw["end"])
         scope.exhausted_at = raw.get("exhaustedAt")

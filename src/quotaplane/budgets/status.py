@@ -66,6 +66,14 @@ def _resource(ledger: Ledger, scope: Scope, r: str, ms: int, end: int) -> dict[s
     }
 
 
+def _where(spec: Any) -> dict[str, Any]:
+    """Where the budget is set: ``queue`` (null on an elastic quota), and ``elasticQuota``."""
+    out: dict[str, Any] = {"queue": spec.queue or None}
+    if spec.elastic is not None:
+        out["elasticQuota"] = spec.elastic
+    return out
+
+
 def scope_status(ledger: Ledger, scope: Scope, ms: int) -> dict[str, Any]:
     """The REST shape of one scope's budget at ``ms`` (pure: reading changes nothing). ``burnRate`` is
     the amount held now (GPUs, cores, GiB: resource-hours per hour), ``runsOutAt`` when the budget is
@@ -78,7 +86,7 @@ def scope_status(ledger: Ledger, scope: Scope, ms: int) -> dict[str, Any]:
                  if spec.limits.get(r)), default=0.0)
     since = scope.exhausted_at
     return {
-        "scope": scope.label, "kind": spec.kind, "queue": spec.queue, "period": spec.period_text(),
+        "scope": scope.label, "kind": spec.kind, **_where(spec), "period": spec.period_text(),
         "periodStart": iso(start, spec.timezone) if end else None,
         "resetsAt": iso(end, spec.timezone) if end else None,
         "onExhausted": spec.mode, "exhaustedSince": iso(since, spec.timezone) if since is not None else None,

@@ -6,7 +6,8 @@ at any level, on a user or a group inside a queue, with what happens when one is
     partitions:
       - name: default
         budgets:
-          - queue: root.teams.a            # required: the queue (any level); counts its whole subtree
+          - queue: root.teams.a            # the queue (any level); counts its whole subtree
+            elasticquota: team-a           # … or, instead of queue, an elastic quota (and its children)
             user: alice                    # optional: one user (or "*": each user) inside that queue
             group: ml                      # optional, instead of user: one group (or "*": each group)
             resourcehours:                 # required: per resource, in resource-hours per period
@@ -46,7 +47,8 @@ CALENDAR = ("day", "week", "month")
 HOLD, PREEMPT, BESTEFFORT = "hold", "preempt", "besteffort"
 #: what happens when a budget is exhausted (docs/budgets.md)
 MODES = (HOLD, PREEMPT, BESTEFFORT)
-_KEYS = ("queue", "user", "group", "resourcehours", "period", "timezone", "resetday", "start", "halflife",
+_KEYS = ("queue", "elasticquota", "user", "group", "resourcehours", "period", "timezone", "resetday", "start",
+         "halflife",
          "exhausted", "grace", "warnings")
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _HOUR_MS = 3_600_000
@@ -90,15 +92,27 @@ class BudgetSpec:
     mode: str
     grace_ms: int
     warnings: tuple[int, ...]
+    #: the elastic quota the budget is on (``queue`` is then ``""``)
+    elastic: str | None = None
 
     @property
     def kind(self) -> str:
-        """``queue``, ``user`` or ``group``."""
+        """``queue``, ``user``, ``group`` or ``elasticquota``."""
+        if self.elastic is not None:
+            return "elasticquota"
         return "user" if self.user is not None else "group" if self.group is not None else "queue"
 
     @property
+    def path(self) -> str:
+        """Where the budget is set: its queue's path, or its elastic quota's name (a violation's path)."""
+        return self.elastic if self.elastic is not None else self.queue
+
+    @property
     def name(self) -> str:
-        """How messages name the budget's scope: ``root.a``, ``user alice in root.a``."""
+        """How messages name the budget's scope: ``root.a``, ``user alice in root.a``,
+        ``elastic quota team-a``."""
+        if self.elastic is not None:
+            return f"elastic quota {self.elastic}"
         if self.user is not None:
             return f"user {self.user} in {self.queue}"
         if self.group is not None:
@@ -211,18 +225,33 @@ def _warnings(value: Any, where: str) -> tuple[int, ...]:
     return tuple(sorted(set(value)))
 
 
+def _elastic_head(i: int, raw: Mapping[str, Any]) -> tuple[str, str]:
+    where = f"budgets[{i}]"
+    if "queue" in raw:
+        raise BudgetSpecError(f"{where}: a budget is on a queue or on an elastic quota, not both")
+    name = _name(raw["elasticquota"], f"{where}.elasticquota")
+    where = f"budgets[{i}] (elastic quota {name})"
+    if "user" in raw or "group" in raw:
+        raise BudgetSpecError(f"{where}: user or group budgets are set in a queue, not on an elastic quota")
+    return name, where
+
+
 def _head(i: int, raw: Any) -> tuple[str, str]:
-    """The entry's queue and how messages name the entry; its keys checked."""
+    """The entry's queue (or elastic quota) and how messages name the entry; its keys checked."""
     where = f"budgets[{i}]"
     if not isinstance(raw, Mapping):
         raise BudgetSpecError(f"{where}: expected a mapping with queue and resourcehours, got {raw!r}")
-    if "queue" not in raw:
-        raise BudgetSpecError(f"{where}: missing key 'queue' (the queue the budget is set on)")
-    queue = _name(raw["queue"], f"{where}.queue")
-    if not _QUEUE.match(queue):
-        raise BudgetSpecError(f"{where}.queue: expected a full queue path such as root.teams.a, "
-                              f"got {queue!r}")
-    where = f"budgets[{i}] ({queue})"
+    if "elasticquota" in raw:
+        name, where = _elastic_head(i, raw)
+    elif "queue" not in raw:
+        raise BudgetSpecError(f"{where}: missing key 'queue' (the queue the budget is set on) or "
+                              "'elasticquota'")
+    else:
+        name = _name(raw["queue"], f"{where}.queue")
+        if not _QUEUE.match(name):
+            raise BudgetSpecError(f"{where}.queue: expected a full queue path such as root.teams.a, "
+                                  f"got {name!r}")
+        where = f"budgets[{i}] ({name})"
     for key in raw:
         if key not in _KEYS:
             raise BudgetSpecError(f"{where}: unknown key {key!r}; allowed keys: {', '.join(_KEYS)}")
@@ -231,7 +260,7 @@ def _head(i: int, raw: Any) -> tuple[str, str]:
     if "resourcehours" not in raw:
         raise BudgetSpecError(f"{where}: missing key 'resourcehours' (resource-hours per period, "
                               "e.g. {nvidia.com/gpu: 2000})")
-    return queue, where
+    return name, where
 
 
 def _period(raw: Mapping[str, Any], where: str) -> tuple[str, int, int]:
@@ -271,7 +300,9 @@ def _mode(raw: Mapping[str, Any], where: str) -> tuple[str, int, tuple[int, ...]
 
 
 def _one(i: int, raw: Any) -> BudgetSpec:
-    queue, where = _head(i, raw)
+    target, where = _head(i, raw)
+    elastic = target if "elasticquota" in raw else None
+    queue = "" if elastic is not None else target
     user = _name(raw["user"], f"{where}.user") if "user" in raw else None
     group = _name(raw["group"], f"{where}.group") if "group" in raw else None
     limits = _limits(raw["resourcehours"], f"{where}.resourcehours")
@@ -285,7 +316,7 @@ def _one(i: int, raw: Any) -> BudgetSpec:
         start_ms = _start(raw["start"], tz, f"{where}.start")
     mode, grace, warnings = _mode(raw, where)
     return BudgetSpec(i, queue, user, group, limits, period, period_ms, tz, reset_day, start_ms, half_life,
-                      mode, grace, warnings)
+                      mode, grace, warnings, elastic)
 
 
 def parse_budgets(raw: Any) -> tuple[BudgetSpec, ...]:
@@ -296,9 +327,9 @@ def parse_budgets(raw: Any) -> tuple[BudgetSpec, ...]:
     if not isinstance(raw, Sequence) or isinstance(raw, str):
         raise BudgetSpecError(f"budgets: expected a list of budgets, got {type(raw).__name__}")
     specs = tuple(_one(i, item) for i, item in enumerate(raw))
-    seen: dict[tuple[str, str | None, str | None], BudgetSpec] = {}
+    seen: dict[tuple[str, str | None, str | None, str | None], BudgetSpec] = {}
     for spec in specs:
-        key = (spec.queue, spec.user, spec.group)
+        key = (spec.queue, spec.user, spec.group, spec.elastic)
         if key in seen:
             raise BudgetSpecError(f"budgets[{spec.index}] ({spec.name}): the same scope as "
                                   f"budgets[{seen[key].index}]; one budget per scope")

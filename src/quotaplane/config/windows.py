@@ -50,7 +50,7 @@ __all__ = ["FIELDS", "SCOPE_FIELDS", "Cron", "WindowSpec", "WindowSpecError",
 #: an elastic quota's min and max, a user or group limit's maxresources and maxapplications
 SCOPE_FIELDS: Mapping[str, tuple[str, ...]] = {
     "queue": ("max", "guaranteed", "resourcehours"),
-    "elasticquota": ("min", "max"),
+    "elasticquota": ("min", "max", "resourcehours"),
     "limit": ("maxresources", "maxapplications"),
 }
 #: every setting a window may override
@@ -416,10 +416,11 @@ def parse_windows(raw: Any) -> tuple[WindowSpec, ...]:
 
 
 def _budgeted(budgets: Any) -> set[str]:
-    """The queues with a budget of their own in a ``budgets`` value."""
+    """The queues with a budget of their own in a ``budgets`` value, and the elastic quotas with one
+    (as ``elastic:<name>``)."""
     if not isinstance(budgets, Sequence):
         return set()
-    return {str(b.get("queue")) for b in budgets
+    return {f"elastic:{b['elasticquota']}" if "elasticquota" in b else str(b.get("queue")) for b in budgets
             if isinstance(b, Mapping) and "user" not in b and "group" not in b}
 
 
@@ -473,11 +474,19 @@ def check_windows(raw: Any, queues: set[str], budgets: Any = None, *, elastic: A
     return out
 
 
+def _missing_elastic(w: WindowSpec, budgeted: set[str], quotas: set[str]) -> str:
+    if w.target not in quotas:
+        return f".elasticquota: no elastic quota {w.target} in the configuration"
+    if "resourcehours" in w.overrides and f"elastic:{w.target}" not in budgeted:
+        return (f".resourcehours: elastic quota {w.target} has no budget to override (budgets: "
+                "docs/budgets.md)")
+    return ""
+
+
 def _missing(w: WindowSpec, queues: set[str], budgeted: set[str], quotas: set[str], limits: Limits) -> str:
     """What window ``w`` overrides that is not configured (``""``: all of it is), after its name."""
     if w.kind == "elasticquota":
-        return "" if w.target in quotas else \
-            f".elasticquota: no elastic quota {w.target} in the configuration"
+        return _missing_elastic(w, budgeted, quotas)
     if w.queue not in queues:
         return f".queue: no queue {w.queue} in the configuration"
     if w.kind in ("user", "group"):

@@ -26,11 +26,13 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from quotaplane.budgets import Ledger, Scope, iso, refusal_message, scope_status
-from quotaplane.budgets.besteffort import Idle
+from quotaplane.budgets.besteffort import Idle, Who
 from quotaplane.budgets.status import hours
 from quotaplane.config.budgets import BESTEFFORT, PREEMPT, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
 from quotaplane.errors import InputError
+from quotaplane.policies.elastic import ElasticPolicy
+from quotaplane.policies.elastic import build_policy as build_elastic
 from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
 
@@ -64,7 +66,7 @@ def _runtime(request: AdmissionRequest) -> int | None:
 class BudgetPolicy(QuotaPolicy):
     """Budgets on a partition's queues, users and groups (see the module docstring)."""
 
-    __slots__ = ("best_effort", "idle", "ledger", "notes")
+    __slots__ = ("best_effort", "elastic", "idle", "ledger", "notes")
     key: ClassVar[str] = "budgets"
     # a preempt budget's monitor runs on every timeout tick (which also retries the asks a reset frees)
     reclaims: ClassVar[bool] = True
@@ -78,6 +80,22 @@ class BudgetPolicy(QuotaPolicy):
         self.idle = Idle()
         #: some budget is ``besteffort`` (only then are the waiting asks followed)
         self.best_effort = any(spec.mode == BESTEFFORT for spec in ledger.specs)
+        #: with budgets on elastic quotas: the quota tree a request's quota is found in (an elastic
+        #: policy of its own, built from the same configuration — Koordinator's pod rules, not a copy)
+        self.elastic: ElasticPolicy | None = None
+
+    def adopt_elastic(self, partition_config: Any) -> None:
+        """Follow the configuration's elastic quotas when a budget is on one of them."""
+        self.elastic = None
+        if self.ledger.on_elastic and partition_config.extensions.get("elasticquotas") is not None:
+            self.elastic = build_elastic(partition_config, None)
+
+    def _who(self, request: AdmissionRequest) -> Who:
+        """What the ledger resolves a request's budgets from: its queue, user, groups and quotas."""
+        user = request.user
+        elastic = self.elastic
+        chain = elastic.manager.ancestors(elastic.quota_of(request)) if elastic is not None else ()
+        return request.queue_path, user.user, tuple(user.groups), chain
 
     def set_cluster_resource(self, total: Any) -> None:
         """The cluster's capacity (what best-effort work may use when nothing else wants it)."""
@@ -99,8 +117,7 @@ class BudgetPolicy(QuotaPolicy):
     def ask_added(self, request: AdmissionRequest) -> None:
         """A waiting ask is demand that best-effort work must leave room for."""
         if self.best_effort and request.resource:
-            user = request.user
-            who = (request.queue_path, user.user, tuple(user.groups))
+            who = self._who(request)
             scopes = tuple(s for s in self.ledger.resolve(*who) if s.spec.mode == BESTEFFORT)
             self.idle.ask(request.allocation_key, request.resource, who, scopes or None)
 
@@ -109,8 +126,7 @@ class BudgetPolicy(QuotaPolicy):
         self.idle.ask_gone(request.allocation_key)
 
     def _scopes(self, request: AdmissionRequest) -> tuple[Any, ...]:
-        user = request.user
-        return self.ledger.resolve(request.queue_path, user.user, tuple(user.groups))
+        return self.ledger.resolve(*self._who(request))
 
     def check(self, request: AdmissionRequest) -> list[Violation]:
         """``budget.exhausted`` for every budget the request does not fit (changes nothing)."""
@@ -129,7 +145,7 @@ class BudgetPolicy(QuotaPolicy):
         found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
         if found and self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
             return self._best_effort(request, found, ms)
-        return [Violation(self.name, CODE, s.scope.spec.queue, refusal_message(s)) for s in found]
+        return [Violation(self.name, CODE, s.scope.spec.path, refusal_message(s)) for s in found]
 
     def _best_effort(self, request: AdmissionRequest, found: list[Any], ms: int) -> list[Violation]:
         """Exhausted ``besteffort`` budgets only: the request runs if what it asks for is otherwise
@@ -138,7 +154,7 @@ class BudgetPolicy(QuotaPolicy):
         if not short:
             return []
         missing = ", ".join(f"{hours(r, u * 3_600_000):g} {r}" for r, u in sorted(short.items()))
-        return [Violation(self.name, CODE, s.scope.spec.queue,
+        return [Violation(self.name, CODE, s.scope.spec.path,
                           f"{refusal_message(s)}; as best effort it runs only on otherwise-idle "
                           f"capacity, and {missing} of what it asks for is held or wanted by waiting "
                           "work") for s in found]
@@ -188,6 +204,7 @@ class BudgetPolicy(QuotaPolicy):
     def update_config(self, partition_config: Any) -> None:
         """Adopt the reloaded budgets (what each kept scope consumed stays)."""
         self.ledger.configure(parse_budgets(partition_config.extensions.get("budgets")))
+        self.adopt_elastic(partition_config)
         self.best_effort = any(spec.mode == BESTEFFORT for spec in self.ledger.specs)
         # the waiting asks' best-effort scopes under the new budgets (asks that waited before the
         # first besteffort budget was set are not known: they count from their next change on)
@@ -238,7 +255,7 @@ class BudgetPolicy(QuotaPolicy):
         if not keys:
             return None
         first = next(s for s in spent if s in ledger.entries[keys[0]].scopes)
-        return Eviction(Violation(self.name, CODE, first.spec.queue, _room_message(ledger, first, ms)),
+        return Eviction(Violation(self.name, CODE, first.spec.path, _room_message(ledger, first, ms)),
                         tuple(keys))
 
     def _warn(self, scope: Scope, ms: int) -> None:
@@ -250,7 +267,8 @@ class BudgetPolicy(QuotaPolicy):
         reached = max((w for w in spec.warnings if pct >= w), default=0)
         if reached > scope.warned:
             end = scope.period(ms)[1]
-            self.notes.append({"type": "budget_warning", "scope": scope.label, "queue": spec.queue,
+            self.notes.append({"type": "budget_warning", "scope": scope.label, "queue": spec.queue or None,
+                               **({"elasticQuota": spec.elastic} if spec.elastic is not None else {}),
                                "threshold": reached, "usedPercent": round(pct, 2),
                                "resetsAt": iso(end, spec.timezone) if end else None})
         scope.warned = reached
@@ -279,7 +297,7 @@ class BudgetPolicy(QuotaPolicy):
         msg = (f"budget of {scope.label} for {r} is exhausted: "
                f"{hours(r, scope.consumed(scope.cells[r], ms)):g} of {hours(r, spec.limits[r]):g} "
                f"{unit_of(r)[1]}-hours consumed this {spec.period_text()}")
-        return Eviction(Violation(self.name, CODE, spec.queue, msg), tuple(dict.fromkeys(keys)))
+        return Eviction(Violation(self.name, CODE, spec.path, msg), tuple(dict.fromkeys(keys)))
 
     # -- what the faces show ------------------------------------------------------------------------
     def statuses(self, now: float | None = None) -> list[dict[str, Any]]:
@@ -370,7 +388,9 @@ def budget_standing(policy: QuotaPolicy | None, kind: str, name: str, now: float
 
 def build_policy(partition_config: Any, context: Any) -> BudgetPolicy:
     """Builder used by :mod:`quotaplane.policies.registry` for the ``budgets`` extension key."""
-    return BudgetPolicy(Ledger(parse_budgets(partition_config.extensions.get("budgets"))))
+    policy = BudgetPolicy(Ledger(parse_budgets(partition_config.extensions.get("budgets"))))
+    policy.adopt_elastic(partition_config)
+    return policy
 
 
 #: the ``budgets`` key's plug-in (:mod:`quotaplane.policies.registry`)

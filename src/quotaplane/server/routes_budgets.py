@@ -105,6 +105,18 @@ def router(service: Any) -> APIRouter:
         """A group's budget in a queue (by name, or the queue's ``*`` budget)."""
         return one(partition, queue, None, group)
 
+    @r.get("/ws/v1/partition/{partition}/budget/elasticquota/{name}", response_model=None, dependencies=read,
+           responses={200: {"description": "an elastic quota's budget"}, **errors(404, auth=True)})
+    async def elastic_budget(partition: str, name: str) -> JSONResponse:
+        """An elastic quota's budget."""
+        p, policy = _policy(service, partition)
+        with p.lock:
+            ledger = policy.ledger
+            scope = ledger.peek("", elastic=name)
+            if scope is None:
+                raise NotFoundError(f"no budget on elastic quota {name!r} in partition {p.name!r}")
+            return json(scope_status(ledger, scope, max(round(p.clock() * 1000), ledger.now)))
+
     @r.put("/ws/v1/partition/{partition}/budgets", response_model=None, dependencies=admin,
            openapi_extra=_BODY, responses={200: {"description": "every budgeted scope"},
                                            **errors(400, 404, auth=True, write=True)})

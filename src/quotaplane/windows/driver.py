@@ -52,9 +52,11 @@ def _queue(pm: Any, path: str) -> Any:
     return found
 
 
-def _budget(pm: Any, queue: str) -> Any:
-    """The queue's own budget entry (no user, no group), or None."""
-    return next((b for b in pm.get("budgets") or [] if str(b.get("queue", "")) == queue
+def _budget(pm: Any, w: WindowSpec) -> Any:
+    """The budget entry of window ``w``'s queue (its own: no user, no group) or elastic quota, or None."""
+    if w.kind == "elasticquota":
+        return next((b for b in pm.get("budgets") or [] if b.get("elasticquota") == w.target), None)
+    return next((b for b in pm.get("budgets") or [] if str(b.get("queue", "")) == w.queue
                  and "user" not in b and "group" not in b), None)
 
 
@@ -93,15 +95,15 @@ def _elastic(pm: Any, w: WindowSpec) -> Any:
 
 def _slot(pm: Any, w: WindowSpec, field: str) -> tuple[Any, str]:
     """The mapping holding ``field`` of window ``w``'s target, and the key in it."""
+    if field == "resourcehours":
+        budget = _budget(pm, w)
+        if budget is None:
+            raise ConfigError(f"window {w.name!r} overrides the budget of {w.scope}, which has none")
+        return budget, "resourcehours"
     if w.kind == "elasticquota":
         return _elastic(pm, w), field
     if w.kind in ("user", "group"):
         return _limit(pm, w), field
-    if field == "resourcehours":
-        budget = _budget(pm, w.queue)
-        if budget is None:
-            raise ConfigError(f"window {w.name!r} overrides the budget of {w.queue}, which has none")
-        return budget, "resourcehours"
     queue = _queue(pm, w.queue)
     if queue is None:
         raise ConfigError(f"window {w.name!r}: queue {w.queue} is not in the configuration")
