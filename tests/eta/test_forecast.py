@@ -4,6 +4,7 @@ each ask starts exactly when the forecast said (the partition replayed forward).
 
 from __future__ import annotations
 
+import importlib
 import math
 
 from hypothesis import HealthCheck, given, settings
@@ -244,3 +245,81 @@ def test_a_preemption_delay_passing_starts_an_ask_when_the_partitions_timer_woul
     clock.now = eta.p50
     p.check_timeouts()
     assert p.allocation("ask") is not None and p.allocation("c1-1") is None
+
+
+GUARANTEED = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: g
+      resources: {guaranteed: {vcore: 6}, max: {vcore: 12}}
+      properties: {preemption.delay: 20s}
+    - name: free
+      resources: {max: {vcore: 14}}
+      properties: {preemption.delay: 10s}
+"""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["g", "free"]), st.integers(1, 6), st.integers(1, 30)), max_size=8),
+       st.lists(st.tuples(st.sampled_from(["g", "free"]), st.integers(1, 6), st.integers(1, 30),
+                          st.integers(0, 1)), min_size=1, max_size=8),
+       st.integers(8, 20))
+def test_asks_that_never_may_preempt_are_not_retried_and_no_start_moves(
+        running: list[tuple[str, int, int]], waiting: list[tuple[str, int, int, int]],
+        node_cores: int) -> None:
+    """The copy does not retry for preemption the asks whose chain has no guaranteed (PR-Y2: they never
+    find a victim): the starts are those of the copy that retries them (the guaranteed leaf still
+    preempts from the other after its delay). Without guaranteed, the property above compares them
+    with the partition itself run forward."""
+    fc = importlib.import_module("quotaplane.eta.forecast")   # the package exports the function
+
+    clock = Clock(1000.0)
+    p = scheduler(GUARANTEED, clock=clock).partition("default")
+    p.add_node("n1", _cores(node_cores))
+    p.add_application("g1", UserGroup("bob", ["ops"]), queue="root.g")
+    p.add_application("f1", UserGroup("carol", ["ops"]), queue="root.free")
+    for i, (leaf, cores, runtime) in enumerate(running):
+        p.allocate(f"{leaf[0]}1", f"r{i}", _cores(cores), max_runtime=runtime * 10 + i / 10)
+    for i, (leaf, cores, runtime, priority) in enumerate(waiting):
+        clock.advance(0.001)
+        p.add_ask(f"{leaf[0]}1", f"w{i}", _cores(cores), priority=priority,
+                  max_runtime=runtime * 10 + (i + 50) / 10)
+    marked = {k: e.p50 for k, e in forecast(p, HoldTimes(), clock.now).asks.items()}
+    mark = fc._never_preempting
+    fc._never_preempting = lambda state: None
+    try:
+        retried = {k: e.p50 for k, e in forecast(p, HoldTimes(), clock.now).asks.items()}
+    finally:
+        fc._never_preempting = mark
+    assert marked == retried
+
+
+def test_an_ask_preempts_at_the_timers_tick_not_a_tick_late() -> None:
+    """Defect found by the property above: the forecast stepped to the guaranteed ask's own first
+    attempt (20 s), where the timer runs no cycle, and then skipped the timer's next tick (15 s after
+    the first delay to pass, 10 s): it started the ask when a running allocation ended instead. The
+    partition itself, its timer run at those instants, preempts at the tick."""
+    clock = Clock(1000.0)
+    p = scheduler(GUARANTEED, clock=clock).partition("default")
+    p.add_node("n1", _cores(11))
+    p.add_application("g1", UserGroup("bob", ["ops"]), queue="root.g")
+    p.add_application("f1", UserGroup("carol", ["ops"]), queue="root.free")
+    p.allocate("g1", "r0", _cores(5), max_runtime=30)
+    p.allocate("f1", "r1", _cores(6), max_runtime=30.1)
+    clock.advance(0.001)
+    p.add_ask("g1", "w0", _cores(1))                    # may preempt from 1020.001 (g: 20 s)
+    clock.advance(0.001)
+    p.add_ask("f1", "w1", _cores(1))                    # the timer's first tick: 1010.002 (free: 10 s)
+    eta = forecast(p, HoldTimes(), clock.now).asks["w0"]
+    assert eta.p50 == 1025.002
+    for t in (1010.002, 1020.001):
+        clock.now = t
+        p.check_timeouts()
+        assert p.allocation("w0") is None
+    clock.now = 1025.002
+    p.check_timeouts()
+    assert p.allocation("w0") is not None and p.allocation("r1") is None

@@ -33,7 +33,7 @@ from quotaplane.application import Allocation
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.holds import HoldEstimate, HoldTimes
 from quotaplane.partition.facade import Partition
-from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_blockers
 from quotaplane.state.handlers import PartitionState
 
 __all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
@@ -137,6 +137,7 @@ class _Run:
         self.clock = now
         self.copy = working_copy(partition, lambda: self.clock)
         self.state = self.copy.state
+        _never_preempting(self.state)
         self.heap: list[tuple[float, str]] = []
         self.basis: dict[str, str] = {}
         self.heap = [entry for key, a in self.state.allocs.items() if (entry := self._ends(key, a, now))]
@@ -213,15 +214,32 @@ class _Run:
         self._started(at, _bases(self.basis[k] for k in keys))
 
 
+def _never_preempting(state: PartitionState) -> None:
+    """Mark the copy's asks that can never preempt as never trying (PR-Y2): no queue of their chain
+    has a guaranteed and their leaf does not share fairly, so YuniKorn preemption finds no victim for
+    them whatever the others hold, and the copy's configuration never changes. The partition retries
+    them every 15 s (PR-Y3) only to find nothing; in the forecast those retries would be most of its
+    cost (each a full admission and a preemption plan) and change no start."""
+    queues = state.queues
+    for ask in state.waiting.asks.unsorted():
+        app = state.apps.get(ask.application_id)
+        leaf = queues.queue(app.queue_path) if app is not None else None
+        if leaf is not None and leaf.fair is None and guarantee_blockers(leaf, ask.resource) is None:
+            ask.preempt_after = math.inf
+
+
 def _next_timer(state: PartitionState, after: float) -> float:
-    """The first time after ``after`` the partition's timers act on the waiting asks (an ask's
-    preemption delay passing, the next preemption attempt): inf when none will."""
+    """The first time after ``after`` the partition's timer runs a cycle for the waiting asks (PR-Y3:
+    the first preemption delay to pass, then every 15 s while asks wait): inf when it will not.
+
+    An ask's own next attempt (``waiting.timed``) is not such a time: the asks due are retried by the
+    next cycle, which the timer runs only at its own ticks (partition/timers.py) — stepping to an
+    ask's time ran no cycle, and a stale one hid the next tick (an ask then preempted a tick late)."""
     due = state.preempt_due
-    timed = state.waiting.timed
-    if timed:
-        due = min(due, timed[0][0])
+    if not math.isfinite(due):
+        return math.inf
     # the timers' own clock moves in whole steps of a cycle: never before or at the present
-    return due if due > after else (after + PREEMPT_ATTEMPT_EVERY if math.isfinite(due) else math.inf)
+    return due if due > after else after + PREEMPT_ATTEMPT_EVERY
 
 
 def _bases(items: Any) -> tuple[str, ...]:
