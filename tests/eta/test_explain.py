@@ -52,12 +52,13 @@ def _check_releases(p: Partition, app: str, res: Resource, e: Explanation) -> No
     # the fewest: no set of one fewer admits it
     for fewer in itertools.combinations(keys, len(chosen) - 1):
         assert not _admits(p, app, res, without=set(fewer)), fewer
-    # the least important of that size: no admitting set of as many has lower priorities
+    # the least important of that size: no admitting set of as many has a less important most
+    # important member (then next, ...): never a priority-3 job where two of priority 1 would do
     prio = {a.allocation_key: a.priority for a in p.allocations()}
-    mine = sorted(prio[k] for k in chosen)
+    mine = sorted((prio[k] for k in chosen), reverse=True)
     for same in itertools.combinations(keys, len(chosen)):
         if _admits(p, app, res, without=set(same)):
-            assert sorted(prio[k] for k in same) >= mine, same
+            assert sorted((prio[k] for k in same), reverse=True) >= mine, same
 
 
 def test_an_admitted_request_needs_no_change() -> None:
@@ -159,3 +160,14 @@ def test_releases_are_verified_and_minimal_for_any_queue(running: list[tuple[int
         assert _admits(p, "b1", _cores(want), raises=e.limits)
     if e.largest is not None:
         assert p.what_if("b1", e.largest).allocated
+
+
+def test_the_least_important_set_spares_the_most_important_job() -> None:
+    """Defect found by the property above: two ends free the 6 cores missing at root.b; the old swap
+    kept r1 (priority 3) beside r0 where r3 (priority 2) and r4 (priority 0) cover it as well."""
+    p = _partition()
+    for i, (cores, prio) in enumerate([(1, 0), (5, 3), (1, 1), (4, 2), (3, 0)]):
+        p.allocate("b1", f"r{i}", _cores(cores), priority=prio)
+    e = explain(p, "b1", _cores(12))
+    assert [r.allocation_key for r in e.releases or []] == ["r4", "r3"]
+    _check_releases(p, "b1", _cores(12), e)

@@ -6,9 +6,11 @@ before it is reported — a change that does not verify is not reported, its not
 
 * **releases**: which running allocations would have to end — the fewest, then the least important
   (lowest priority, then newest). The candidates are the allocations counted in a scope that refuses
-  it (the queue at the violation's path and below; the user's or group's under it); the set is chosen
-  greedily by how much of what is missing each covers (largest first gives the fewest for one
-  resource), then each member is swapped for a less important candidate where the rest still covers;
+  it (the queue at the violation's path and below; the user's or group's under it). Their number is
+  found greedily by how much of what is missing each covers (largest first gives the fewest for one
+  resource); then, most important first, each candidate is left out while as many of the others still
+  cover — the set whose most important member is least important, then its next (exact for one
+  missing resource, up to :data:`MAX_EXACT` candidates no more important than the greedy set's);
 * **limits**: how far each limit or max that blocks it would have to rise, per scope and resource —
   exactly the amount the violation says is missing (``Violation.resource``), for the queue's ``max``
   and the ``maxresources`` of the user and group limit entries that apply; the cluster's size for
@@ -33,10 +35,12 @@ from quotaplane.partition.facade import Partition
 from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
 
-__all__ = ["MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]
+__all__ = ["MAX_EXACT", "MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]
 
 #: the most allocations a release answer names (beyond it the answer is "no verified release")
 MAX_RELEASES = 1000
+#: the most candidates the least important choice weighs one by one (beyond: the fewest, largest first)
+MAX_EXACT = 256
 #: the violation codes whose limit the answer raises (others are named in a note, not raised)
 _RAISABLE = frozenset({"queue.max", "user.maxresources", "group.maxresources", "root.capacity"})
 
@@ -238,14 +242,22 @@ def _greedy(candidates: list[_Candidate], blocking: list[Violation]) -> list[Rel
     missing = [dict(v.resource.items()) if v.resource is not None else {} for v in blocking]
     # least important first among equal gains: the sort is stable and max() keeps the first maximum
     pool = sorted(candidates, key=lambda c: _importance(c[0]))
-    chosen = _fewest(pool, missing)
+    chosen = _fewest(list(pool), missing)
     if chosen is None:
         return None
-    return [c[0] for c in _least_important(chosen, pool, missing)]
+    # a set of as many no more important than the greedy one's most important member
+    bound = max(_importance(c[0]) for c in chosen)
+    pool = [c for c in pool if _importance(c[0]) <= bound]
+    if len(pool) > MAX_EXACT:
+        return [c[0] for c in chosen]
+    return [c[0] for c in _least_important(len(chosen), pool, missing)]
 
 
-def _fewest(pool: list[_Candidate], missing: list[dict[str, int]]) -> list[_Candidate] | None:
-    """Take from ``pool`` the candidate that covers most of what is still missing until nothing is."""
+def _fewest(pool: list[_Candidate], missing: list[dict[str, int]],
+            most: int = MAX_RELEASES) -> list[_Candidate] | None:
+    """Take from ``pool`` the candidate that covers most of what is still missing until nothing is
+    (at most ``most`` of them; None when they do not cover it). For one missing resource the largest
+    first are the fewest that cover it."""
     left = [dict(m) for m in missing]
 
     def gain(c: _Candidate) -> float:
@@ -253,7 +265,7 @@ def _fewest(pool: list[_Candidate], missing: list[dict[str, int]]) -> list[_Cand
 
     chosen: list[_Candidate] = []
     while any(n > 0 for m in left for n in m.values()):
-        best = max(pool, key=gain) if pool and len(chosen) < MAX_RELEASES else None
+        best = max(pool, key=gain) if pool and len(chosen) < most else None
         if best is None or gain(best) <= 0:
             return None
         pool.remove(best)
@@ -262,22 +274,20 @@ def _fewest(pool: list[_Candidate], missing: list[dict[str, int]]) -> list[_Cand
     return chosen
 
 
-def _least_important(chosen: list[_Candidate], pool: list[_Candidate],
-                     missing: list[dict[str, int]]) -> list[_Candidate]:
-    """Swap a member, most important first, for a less important candidate wherever the set still
-    covers everything (``pool`` sorted least important first)."""
-    for i in sorted(range(len(chosen)), key=lambda j: _importance(chosen[j][0]), reverse=True):
-        for other in pool:
-            if _importance(other[0]) >= _importance(chosen[i][0]):
-                break
-            trial = [*chosen[:i], other, *chosen[i + 1:]]
-            if _covers(trial, missing):
-                pool.remove(other)
-                pool.append(chosen[i])
-                pool.sort(key=lambda c: _importance(c[0]))
-                chosen = trial
-                break
-    return chosen
+def _least_important(k: int, pool: list[_Candidate], missing: list[dict[str, int]]) -> list[_Candidate]:
+    """The least important ``k`` candidates that cover everything: its most important member as
+    unimportant as can be, then the next, and so on (``pool`` sorted least important first).
+
+    Every candidate, most important first, is left out when ``k`` of those still kept cover without
+    it: a set that needs it has a more important member than one that does not. What is kept then is
+    what a set of ``k`` needs (exact for one missing resource, where ``k`` of them cover when the
+    ``k`` largest do)."""
+    kept = list(pool)
+    for c in reversed(pool):
+        trial = [o for o in kept if o is not c]
+        if _fewest(list(trial), missing, k) is not None:
+            kept = trial
+    return _fewest(kept, missing, k) or []
 
 
 def _take(left: list[dict[str, int]], c: tuple[Release, list[bool]]) -> None:
