@@ -36,7 +36,8 @@ Figures (each against its target, and against a same-run baseline where a ratio 
   (``quotaplane.partition.gcfreeze``: collect once, freeze the survivors — what ``quotaplane serve`` does
   after a recovery, a rebuild, a takeover and a configuration applied), and then after 10 % more asks
   arrived (what a later full collection walks).
-- ``memory``: bytes per pending ask (RSS growth while the asks are added).
+- ``memory``: bytes per pending ask (RSS growth while the asks are added), and of those the in-memory
+  journal's event texts (which a SQLite or PostgreSQL store keeps on disk) and the state's own.
 - ``restart``: the wide tree with its asks, journalled in SQLite, snapshotted, then more events; the time
   to open it again (snapshot + journal tail).
 - ``kueue``: admissions per CPU second for the two published shapes, against Kueue's ~43/s and ~42/s.
@@ -260,6 +261,14 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
             "max_ms": round(xs[-1] * 1e3, 3), "n": len(xs)}
 
 
+def _journal_bytes(w: WideTree) -> int:
+    """What the in-memory journal's event texts take (0 with another store)."""
+    streams = getattr(w.scheduler.journal, "_streams", None)
+    if streams is None:
+        return 0
+    return sum(sys.getsizeof(text) for st in streams.values() for text in st.events)
+
+
 def _rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -279,8 +288,9 @@ def waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
                            "build_s": round(build_s, 1)}
     rows = []
     others = [leaf for leaf in w.leaves if leaf not in set(touched)] or w.leaves
-    rss_before, asks_before = _rss(), w.pending
+    rss_before, asks_before, journal_before = _rss(), w.pending, _journal_bytes(w)
     bytes_per_ask: float | None = None
+    journal_per_ask: float | None = None
     for target in [0, *steps]:
         add = target - (w.pending - len(touched) * 8) if target else 0
         if add > 0:
@@ -290,6 +300,7 @@ def waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
             gc.collect()
             if w.pending > asks_before:
                 bytes_per_ask = (_rss() - rss_before) / (w.pending - asks_before)
+                journal_per_ask = (_journal_bytes(w) - journal_before) / (w.pending - asks_before)
             del r0
         row = _measure_waiting(w, touched, samples, rng)
         row["pending"] = w.pending
@@ -302,6 +313,11 @@ def waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
                              for k, v in row.items() if isinstance(v, dict) and "p50_ms" in v}
     out["steps"] = rows
     out["bytes_per_pending_ask"] = round(bytes_per_ask) if bytes_per_ask is not None else None
+    # of which the in-memory journal's text of each ask_added event (a SQLite or PostgreSQL store keeps
+    # it on disk, not in the process): the state itself is the difference
+    out["journal_bytes_per_pending_ask"] = round(journal_per_ask) if journal_per_ask is not None else None
+    if bytes_per_ask is not None and journal_per_ask is not None:
+        out["state_bytes_per_pending_ask"] = round(bytes_per_ask - journal_per_ask)
     return out
 
 

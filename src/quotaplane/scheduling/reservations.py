@@ -88,10 +88,14 @@ def place_path(key: str, user: str) -> str:
     return key[2:]
 
 
+#: how many distinct sets of places :class:`Reservations` shares before it starts over
+_SHARED_MAX = 65_536
+
+
 class Reservations:
     """The places waiting asks watch, the reservations in force, and the checks against them."""
 
-    __slots__ = ("_force", "_limits", "_timed", "_watch")
+    __slots__ = ("_force", "_limits", "_shared", "_timed", "_watch")
 
     def __init__(self) -> None:
         #: place → waiting asks watching it (arrival order)
@@ -102,6 +106,9 @@ class Reservations:
         self._timed: list[tuple[float, int, str, Ask]] = []
         #: how many watched places are user or group limits (none: allocations look at queues only)
         self._limits = 0
+        #: one copy of each set of places (their keys, their paths): the asks held back at the same
+        #: places share it (most asks of a leaf do), rather than two tuples and their strings each
+        self._shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     @property
     def active(self) -> bool:
@@ -117,8 +124,12 @@ class Reservations:
         """``ask`` starts to wait, held back at ``places`` ((key, queue path) pairs; none: it never
         reserves)."""
         pairs = tuple(places)
-        ask.places = tuple(k for k, _ in pairs)
-        ask.place_paths = tuple(p for _, p in pairs)
+        shared = self._shared.get(pairs)
+        if shared is None:
+            if len(self._shared) >= _SHARED_MAX:      # bounded: distinct place sets are few in practice
+                self._shared.clear()
+            shared = self._shared[pairs] = (tuple(k for k, _ in pairs), tuple(p for _, p in pairs))
+        ask.places, ask.place_paths = shared
         ask.bound = bound
         ask.reserve_at = ask.created + delay if delay > 0 and ask.places else _NEVER
         self._watch_at(ask)
