@@ -7,6 +7,8 @@
   one queue, user, group or quota stands and why its work waits).
 * **History** (:mod:`.ui_history`): per queue, usage over time against its guaranteed and max, with
   waiting demand; the top consumers of a period — charts from the exact history.
+* **Budgets** (:mod:`.ui_budgets`): every budget — consumed, committed, left, burn rate, when it runs
+  out and resets — and every time window, open or closed.
 
 Every amount is in human units (:mod:`quotaplane.units`): cores, Gi, GPUs, percentages, and
 "unlimited" rather than a sentinel number. A partition selector and an auto-refresh (a small script,
@@ -43,6 +45,7 @@ from quotaplane.partition import Partition
 from quotaplane.server.auth import SESSION_COOKIE
 from quotaplane.server.errors import ApiError
 from quotaplane.server.extensions import policy_of
+from quotaplane.server.ui_budgets import budget_table, budgets_page
 from quotaplane.server.ui_history import history_page
 from quotaplane.units import amount, is_unlimited, percent, resources
 
@@ -51,7 +54,7 @@ __all__ = ["router"]
 #: the views, in the navigation's order: (path below /ui/, title)
 _PAGES = (("", "Queues"), ("waiting", "Waiting"), ("users", "Users and groups"),
           ("elastic", "Elastic quotas"), ("trees", "Quota trees"), ("standing", "Standing"),
-          ("history", "History"))
+          ("history", "History"), ("budgets", "Budgets"))
 
 _NONE = '<span class="muted">-</span>'
 
@@ -538,6 +541,8 @@ def router(service: Any) -> APIRouter:
                 ("min", "max", "runtime", "used", "borrowed", "lent"),
                 [(_res(e["min"]), _res(e["max"]), _res(e["runtime"]), _res(e["used"]), _res(e["borrowed"]),
                   _res(e["lent"]))])
+        if st.get("budgets"):
+            body += "<h2>Budgets</h2>" + budget_table(st["budgets"])
         body += "<h2>Waiting asks</h2>" + _table(
             ("position", "ask", "application", "queue", "resource", "waits for"),
             [(_e(w["position"]), _e(w["allocationKey"]), _e(w["applicationID"]), _e(w["queue"]),
@@ -549,8 +554,12 @@ def router(service: Any) -> APIRouter:
         body = await asyncio.to_thread(history_page, service, p.name, dict(request.query_params))
         return "Usage history", body
 
+    async def budgets(_request: Request, p: Partition) -> tuple[str, str]:
+        return "Budgets and time windows", budgets_page(p, policy_of(p, "budget"))
+
     for path, render in (("", queues), ("waiting", waiting_view), ("users", users), ("elastic", elastic),
-                         ("trees", trees), ("standing", standing), ("history", history)):
+                         ("trees", trees), ("standing", standing), ("history", history),
+                         ("budgets", budgets)):
         view(path, render)
     return r
 
