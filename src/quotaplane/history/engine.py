@@ -65,13 +65,13 @@ from quotaplane.history.scopes import (
     TREE,
     USER,
     AppState,
-    Cells,
     Charge,
     Row,
     Scope,
     ScopeInfo,
     Share,
     Siblings,
+    Slot,
     TreeTarget,
     View,
     bump,
@@ -83,6 +83,8 @@ from quotaplane.history.sketch import WaitSketch
 
 #: the elastic quotas and tree nodes of a charge when the config has neither (shared, never changed)
 _NO_EAGER: list[Share] = []
+#: changes of use logged at most before they are applied (:meth:`Accounting._settle`)
+_LOG_MAX = 1024
 
 __all__ = [
     "APPLICATION", "GROUP", "KINDS", "METRICS", "QUEUE", "QUOTA", "TREE", "USER",
@@ -121,6 +123,7 @@ class Accounting(Ledger):
         s.guar = dict(guar) if guar is not None else None
         s.max = dict(mx) if mx is not None else None
         s.sib = None
+        s.slots = None
         if s.guar is not None and (parent is not None or s.kind != TREE):   # trees' roots share nothing
             sib = self._sibs.get((s.kind, parent))
             if sib is None:
@@ -165,36 +168,38 @@ class Accounting(Ledger):
 
     def _use_guaranteed(self, s: Scope, g: Mapping[str, int], vec: Mapping[str, int], sign: int) -> None:
         """:meth:`_use` of a scope with guarantee ``g``: one pass per resource over used, borrowed,
-        the siblings' sum and this scope's own lending (what :meth:`_relend` would compute, inlined:
-        every allocation and release comes here for each queue with a guarantee above it)."""
+        the siblings' sum and this scope's own lending (:meth:`_relend`'s rule, inlined: every
+        allocation and release comes here for each queue with a guarantee above it), each resource's
+        cells read from its :class:`Slot`."""
         t = self._rel
-        used, bor, sib, lent = s.u, s.b, s.sib, s.l
+        bor, sib, lent = s.b, s.sib, s.l
         bsum = sib.bsum if sib is not None else None
+        slots = s.slots
+        if slots is None:
+            slots = s.slots = {}
         moved: list[str] | None = None
         # quiet: it never borrowed nor lent, and none of its siblings borrows — then a resource
         # whose level stays within its guarantee changes neither borrowing nor lending
         quiet = not bor and not lent and not bsum
         for r, v in vec.items():
             d = v if sign > 0 else -v
-            c = used.get(r)
-            if c is None:
-                used[r] = [d, d * t]
-                level = d
-            else:
-                c[0] += d
-                c[1] += d * t
-                level = c[0]
-            gv = g.get(r, 0)
-            if level <= gv and quiet:
+            x = slots.get(r)
+            if x is None:
+                x = slots[r] = _slot(s, g, r)
+            c = x.u
+            c[0] += d
+            c[1] += d * t
+            level = c[0]
+            gv = x.g
+            if quiet and level <= gv:
                 continue
-            quiet = False
             nb = level - gv if level > gv else 0
-            bc = bor.get(r) if bor else None        # most scopes never borrow: no lookup
+            bc = x.b
             ob = bc[0] if bc is not None else 0
             if nb != ob:
                 db = nb - ob
                 if bc is None:
-                    bor[r] = [db, db * t]
+                    x.b = bor[r] = [db, db * t]
                 else:
                     bc[0] = nb
                     bc[1] += db * t
@@ -208,8 +213,26 @@ class Accounting(Ledger):
                         moved = [r]
                     else:
                         moved.append(r)
-            if gv and bsum is not None and (bsum or lent):     # else it lends nothing, and never did
-                _lend(lent, bsum, r, level - gv, nb, t)
+            if not gv or bsum is None:
+                continue
+            # its lending of r: the idle part of its guarantee its siblings use above theirs
+            lc = x.l
+            total = bsum.get(r, 0)
+            if not total and lc is None:
+                continue                            # nobody borrows r, and it never lent it
+            lv = gv - level                         # idle
+            if lv <= 0:
+                lv = 0
+            else:
+                total -= nb                         # the others' borrowing
+                if total < lv:
+                    lv = total if total > 0 else 0
+            if lc is None:
+                if lv:
+                    x.l = lent[r] = [lv, lv * t]
+            elif lv != lc[0]:
+                lc[1] += (lv - lc[0]) * t
+                lc[0] = lv
         if moved is not None and sib is not None:
             for lender in sib.lenders:
                 if lender is not s:
@@ -260,7 +283,10 @@ class Accounting(Ledger):
             d = v - (lc[0] if lc is not None else 0)
             if d:
                 if lc is None:
-                    lent[r] = [d, d * self._rel]
+                    lc = lent[r] = [d, d * self._rel]
+                    slot = s.slots.get(r) if s.slots is not None else None
+                    if slot is not None:
+                        slot.l = lc
                 else:
                     lc[0] = v
                     lc[1] += d * self._rel
@@ -365,13 +391,14 @@ class Accounting(Ledger):
         if info is not None:
             self._set_info(s, info)
         else:
-            s.guar, s.max, s.sib = None, None, None
+            s.guar, s.max, s.sib, s.slots = None, None, None, None
         if (s.guar, s.max) != old:
             self.dirty[0].add(s)
 
     def _reborrow(self, s: Scope) -> None:
         """``s`` borrows what its use is above its (new) guarantee; its siblings' sum counts it."""
         g, t = s.guar, self._rel
+        s.slots = None                  # bump may add borrowed lists
         for r in set(s.u) | set(s.b):
             nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
             d = nb - level_of(s.b, r)
@@ -473,34 +500,52 @@ class Accounting(Ledger):
             self._use(s, v, -1)
         return charge
 
-    def _charge_app(self, app: AppState, vec: Mapping[str, int], sign: int) -> None:
-        """:meth:`_use` of the application's own scope and its queues with a guarantee, with the
-        calls flattened: every allocation and release comes here (issue 33, accounting on vs off)."""
-        self._pending.add(app)
-        if self.half_life:
+    def _charge_app(self, app: AppState, vec: dict[str, int], sign: int) -> None:
+        """:meth:`_use` of the application's own scope and its queues with a guarantee. Without fair
+        share with memory it is logged, and applied with the others at the next read or period end
+        (:meth:`_settle`): in one tight pass rather than between the partition's own work at every
+        allocation and release (issue 33, accounting on vs off)."""
+        if self.half_life:          # decayed usage weighs a change by the time it is applied at
+            self._pending.add(app)
             self._use(app.own, vec, sign)
             for q in app.eager_q:
                 self._use(q, vec, sign)
             return
-        dirty = self.dirty[0]
-        own = app.own
-        dirty.add(own)
-        cells, rel = own.u, self._rel
-        for r, n in vec.items():        # the application's own cells: no guarantee
-            d = n if sign > 0 else -n
-            c = cells.get(r)
-            if c is None:
-                cells[r] = [d, d * rel]
-            else:
-                c[0] += d
-                c[1] += d * rel
-        for q in app.eager_q:
-            g = q.guar
-            if g is None:
-                self._use(q, vec, sign)
-            else:
-                dirty.add(q)
-                self._use_guaranteed(q, g, vec, sign)
+        log = self._log
+        log.append((app, vec, sign, self._rel))
+        if len(log) >= _LOG_MAX:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Apply the logged changes of use, each at its own time, in order: the application's own
+        cells, and its queues with a guarantee (used, borrowed, the siblings' lending)."""
+        log, self._log = self._log, []
+        rel = self._rel
+        dirty, pending = self.dirty[0], self._pending
+        try:
+            for app, vec, sign, t in log:
+                self._rel = t
+                pending.add(app)
+                own = app.own
+                dirty.add(own)
+                cells = own.u
+                for r, n in vec.items():        # the application's own cells: no guarantee
+                    d = n if sign > 0 else -n
+                    c = cells.get(r)
+                    if c is None:
+                        cells[r] = [d, d * t]
+                    else:
+                        c[0] += d
+                        c[1] += d * t
+                for q in app.eager_q:
+                    g = q.guar
+                    if g is None:
+                        self._use(q, vec, sign)
+                    else:
+                        dirty.add(q)
+                        self._use_guaranteed(q, g, vec, sign)
+        finally:
+            self._rel = rel
 
     def _ask_leaves(self, key: str, allocated_at: int | None) -> None:
         ask = self.asks.pop(key, None)
@@ -718,26 +763,6 @@ class Accounting(Ledger):
                 s.counts["refused:" + code] = s.counts.get("refused:" + code, 0) + 1
 
 
-def _lend(lent: Cells, bsum: dict[str, int], r: str, over: int, borrowed: int, t: int) -> None:
-    """A scope whose level of ``r`` is ``over`` its guarantee (negative: idle) and that borrows
-    ``borrowed`` of it lends, from relative time ``t``, the idle part its siblings use above theirs
-    (``bsum``: what they borrow together, its own included) — :meth:`Accounting._relend`'s rule."""
-    lv = 0
-    if over < 0 and bsum:                   # idle guarantee, and someone borrows
-        others = bsum.get(r, 0) - borrowed
-        lv = -over if -over < others else others
-        if lv < 0:
-            lv = 0
-    lc = lent.get(r)
-    dl = lv - (lc[0] if lc is not None else 0)
-    if dl:
-        if lc is None:
-            lent[r] = [dl, dl * t]
-        else:
-            lc[0] = lv
-            lc[1] += dl * t
-
-
 def _wait_in(s: Scope, wait: int) -> None:
     """An ask of ``s`` waited ``wait`` ms until it was allocated (this minute's open waits)."""
     sk = s.open[0]
@@ -750,3 +775,11 @@ def _same_shape(was: ScopeInfo, fresh: ScopeInfo) -> bool:
     """Whether only the values of a scope's guarantee or max changed: it did not change parent, nor
     gain or lose a guarantee (then which scopes an application's changes reach at once changes)."""
     return was[1] == fresh[1] and (was[0] is None) == (fresh[0] is None) and bool(was[0]) == bool(fresh[0])
+
+
+def _slot(s: Scope, g: Mapping[str, int], r: str) -> Slot:
+    """The :class:`Slot` of resource ``r`` of ``s`` (guarantee ``g``), its used cell made if it has none."""
+    u = s.u.get(r)
+    if u is None:
+        u = s.u[r] = [0, 0]
+    return Slot(g.get(r, 0), u, s.b.get(r), s.l.get(r))

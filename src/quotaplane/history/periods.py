@@ -72,6 +72,9 @@ class Ledger:
         self.dirty: list[set[Scope]] = [set() for _ in range(NRES)]
         #: applications whose changes the lazily fed scopes have not received yet
         self._pending: set[AppState] = set()
+        #: changes of applications' use not applied yet, in order: (application, amount, sign, time);
+        #: applied (:meth:`_settle`) before anything reads a scope or a period closes
+        self._log: list[tuple[AppState, dict[str, int], int, int]] = []
         #: rows of the periods that ended, oldest first, until the store takes them
         self.outbox: list[Row] = []
         #: scopes of removed applications, forgotten once their last periods are written
@@ -204,8 +207,15 @@ class Ledger:
             self._retired.discard(s)
             self.scopes.pop((s.kind, s.name), None)
 
+    def _settle(self) -> None:
+        """Apply the changes of use :attr:`_log` holds (the subclass knows what they mean)."""
+        raise NotImplementedError
+
     def propagate(self) -> None:
-        """Give every application's changes since the last call to its lazily fed scopes."""
+        """Apply the changes of use not applied yet, then give every application's changes since
+        the last call to its lazily fed scopes."""
+        if self._log:
+            self._settle()
         pending = self._pending
         if not pending:
             return

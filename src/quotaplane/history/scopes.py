@@ -20,7 +20,8 @@ from quotaplane.resources import Resource
 
 __all__ = [
     "APPLICATION", "GROUP", "KINDS", "METRICS", "NRES", "QUEUE", "QUOTA", "ROLL_UP", "TREE", "USER",
-    "AppState", "Cells", "Charge", "Row", "Scope", "ScopeInfo", "Share", "Siblings", "TreeTarget", "View",
+    "AppState", "Cells", "Charge", "Row", "Scope", "ScopeInfo", "Share", "Siblings", "Slot", "TreeTarget",
+    "View",
     "bump", "copy_sketch", "level_of", "ms_of", "scope_order", "vec_of",
 ]
 
@@ -106,6 +107,22 @@ class Siblings:
 
 #: per resource ``[level, moment]`` (see the module docstring)
 Cells = dict[str, list[int]]
+
+
+class Slot:
+    """One resource of a scope with a guarantee, for the admission path: the guarantee of it and the
+    scope's used, borrowed and lent cells of it — the very ``[level, moment]`` lists of the scope's
+    cell dicts (None while it has none), so that an allocation reads one slot per resource instead of
+    four dicts. A cache: whoever adds a list to those dicts for that resource, replaces them or
+    changes the guarantee drops the scope's slots (:attr:`Scope.slots` None)."""
+
+    __slots__ = ("b", "g", "l", "u")
+
+    def __init__(self, g: int, u: list[int], b: list[int] | None, lent: list[int] | None) -> None:
+        self.g = g
+        self.u = u
+        self.b = b
+        self.l = lent
 #: a scope and the amount an allocation or ask counts in it
 Share = tuple["Scope", dict[str, int]]
 
@@ -114,7 +131,7 @@ class Scope:
     """One scope: per metric its cells (see the module docstring), its guarantee and max, its
     counters and the waits of its open periods. Times are relative to the engine's origin."""
 
-    __slots__ = ("b", "counts", "e", "guar", "kind", "l", "max", "name", "open", "sib", "u", "w")
+    __slots__ = ("b", "counts", "e", "guar", "kind", "l", "max", "name", "open", "sib", "slots", "u", "w")
 
     def __init__(self, kind: str, name: str) -> None:
         self.kind = kind
@@ -127,6 +144,8 @@ class Scope:
         self.guar: dict[str, int] | None = None
         self.max: dict[str, int] | None = None
         self.sib: Siblings | None = None
+        #: a scope with a guarantee: per resource it used, its :class:`Slot` (None: to be made)
+        self.slots: dict[str, Slot] | None = None
         self.counts: dict[str, int] = {}
         self.open: list[WaitSketch | None] = [None] * NRES
         #: per resource ``Σ Δ·2^(t/T½)`` over the changes of ``used`` (decayed usage; fair share on)
