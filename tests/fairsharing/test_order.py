@@ -126,3 +126,52 @@ def test_the_tournament_compares_cohorts_with_the_winners_head() -> None:
     p.add_ask("b", "b2", {GPU: 4})
     p.add_ask("c", "c2", {GPU: 1})
     assert [a.allocation_key for a in p.schedule()][:1] == ["c2"]
+
+
+# KQ-S4 with flavors: Kueue's head workload has its flavors assigned before the tournament (its
+# nomination), so what it asks for counts in its queue's share under the flavor it would get — also when
+# the ask names only the plain resource and the flavor search chooses.
+
+FLAVORS = """    resourceflavors:
+      - {name: a100, resources: [nvidia.com/gpu], nodelabels: {gpu: a100}}
+      - {name: h100, resources: [nvidia.com/gpu], nodelabels: {gpu: h100}}
+"""
+FLAVORED = f"""
+- name: a
+  flavors: [a100, h100]
+  resources: {{guaranteed: {{{GPU}@a100: 2, {GPU}@h100: 4}}, max: {{{GPU}@a100: 6}}}}
+- name: b
+  flavors: [a100, h100]
+  resources: {{guaranteed: {{{GPU}@a100: 2}}}}
+"""
+
+
+def _flavored_heads(a_head: dict[str, int], b_head: dict[str, int], *, b_first: bool = False) -> list[str]:
+    p, clock = partition(FLAVORED, nodes={}, extra=FLAVORS)
+    p.add_node("a100", {GPU: 10}, labels={"gpu": "a100"})
+    p.add_node("h100", {GPU: 10}, labels={"gpu": "h100"})
+    for app in ("b", "a") if b_first else ("a", "b"):
+        p.add_application(app, U, queue=f"root.{app}")
+        clock.advance(1)
+    assert p.allocate("a", "a1", {f"{GPU}@a100": 3}) and p.allocate("b", "b1", {f"{GPU}@a100": 2})
+    p.auto_schedule = False
+    p.add_ask("a", "a2", a_head)
+    p.add_ask("b", "b2", b_head)
+    return [a.allocation_key for a in p.schedule()]
+
+
+def test_a_head_asking_the_plain_resource_counts_under_the_flavor_it_would_get() -> None:
+    """a borrows 1 a100 now, b nothing. Both heads ask for plain GPUs, and both would get a100 (it
+    fits, by borrowing, and borrowing stops the search by default): a with its head borrows 2 (100
+    per mille of the 20 GPUs), b 5 (250): a first, as when the asks name a100. Not counting b's plain
+    GPUs kept b's share at 0 (not borrowing) and put b first."""
+    assert _flavored_heads({f"{GPU}@a100": 1}, {f"{GPU}@a100": 5}) == ["a2"]
+    assert _flavored_heads({GPU: 1}, {GPU: 5}) == ["a2", "b2"]      # then b2 gets h100
+
+
+def test_a_head_counts_under_the_next_flavor_when_the_first_is_full() -> None:
+    """a's head of 4 plain GPUs would break its a100 max (3 + 4 > 6): the search gives it h100, within
+    a's h100 guaranteed — a does not borrow on what its head asks for, and goes before b (whose head of
+    1 a100 borrows), although b's application is older and a borrows 1 a100 now. Charged under the first
+    flavor of its list, a's head would borrow 5 (250 per mille) and come after b (50)."""
+    assert _flavored_heads({GPU: 4}, {f"{GPU}@a100": 1}, b_first=True) == ["a2", "b2"]

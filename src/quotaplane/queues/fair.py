@@ -31,8 +31,9 @@ from quotaplane.config.validate_flavors import PROP_FAIR_SHARING_WEIGHT, parse_w
 from quotaplane.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.config.model import FlavorConfig
     from quotaplane.queues.limits import Limits
-    from quotaplane.queues.queue import Queue
+    from quotaplane.queues.queue import Queue, QueueLimit
 
 __all__ = ["MAX_INT64", "FairShares", "Share", "resource_of"]
 
@@ -101,15 +102,22 @@ class FairShares:
     ones are); ``cluster()``: the cluster's size now (the root's potential).
     """
 
-    __slots__ = ("_cluster", "_eg", "_lendable", "_limits", "_potential", "flavored", "strategies")
+    __slots__ = ("_cluster", "_eg", "_lendable", "_limits", "_potential", "check", "flavor_configs",
+                 "flavored", "strategies")
 
     def __init__(self, limits: Limits, effective_guaranteed: Callable[[Queue], Mapping[str, int]],
                  cluster: Callable[[], Mapping[str, int]], flavored: frozenset[str],
-                 strategies: tuple[str, ...]) -> None:
+                 strategies: tuple[str, ...], *, flavor_configs: tuple[FlavorConfig, ...] = (),
+                 check: Callable[[str, Mapping[str, int]], list[QueueLimit]] | None = None) -> None:
         self._limits = limits
         self._eg = effective_guaranteed
         self._cluster = cluster
         self.flavored = flavored
+        #: the partition's resource flavors: a head workload's flavors are chosen on quota alone
+        #: (:class:`quotaplane.scheduling.flavoring.HeadCharger`, KQ-S4)
+        self.flavor_configs = flavor_configs
+        #: the queue tree's quota check of a request in a leaf (M-2 and the borrowing and lending limits)
+        self.check = check
         #: Kueue's ``fairSharing.preemptionStrategies``, in order
         self.strategies = strategies
         self._potential: dict[tuple[str, str], int] = {}
@@ -130,6 +138,10 @@ class FairShares:
             return float(parse_weight(text))
         except InputError:          # refused when the configuration loads; a dynamic queue's own: 1
             return 1.0
+
+    def guaranteed(self, q: Queue) -> Mapping[str, int]:
+        """``q``'s effective guaranteed (Kueue's nominal quota here)."""
+        return self._eg(q)
 
     def counted(self, name: str) -> bool:
         """``name`` is a quota Kueue would keep (a flavor-resource): not the plain name of a resource
@@ -199,10 +211,12 @@ class FairShares:
         its usage (KQ-S4, Kueue's fair-sharing iterator): not borrowing, with it, on the resources the
         workload requests first, then the lower share with it. Costs one share of ``q`` alone.
 
-        A request for the plain name of a resource counted per flavor (its flavor not chosen yet)
-        counts as borrowing when any flavor of that resource is borrowed on."""
+        ``request`` is the head as charged (its flavors chosen: :class:`~quotaplane.scheduling.flavoring.
+        HeadCharger`); the plain name of a resource counted per flavor that has no flavor in it (no
+        flavor could be chosen) counts as borrowing when any flavor of that resource is borrowed on."""
         share = self.share(q, request)
-        wanted = {resource_of(n) for n in request if not self.counted(n)}
+        charged = {resource_of(n) for n in request if _SEPARATOR in n}
+        wanted = {resource_of(n) for n in request if not self.counted(n)} - charged
         borrowing = share.borrows_on(request) or any(resource_of(n) in wanted for n in share.borrowed)
         return borrowing, share.key()
 

@@ -123,7 +123,8 @@ class QueueTree:
             return None
         flavored = frozenset(r for f in partition_config.resource_flavors for r in f.resources)
         return FairShares(self._limits, self.effective_guaranteed, self._cluster_values, flavored,
-                          fs.preemption_strategies)
+                          fs.preemption_strategies, flavor_configs=tuple(partition_config.resource_flavors),
+                          check=self.check_allocation)
 
     def _forget_fair(self) -> None:
         if self._fair is not None:

@@ -26,6 +26,7 @@ from quotaplane.flavors.assign import FIT, NOFIT, PREEMPT, Choice, choose
 from quotaplane.flavors.catalog import Catalog, FlavorRequest
 from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling.nomination import borrowing_level
 from quotaplane.scheduling.preemption import plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,22 +59,12 @@ class _Evaluator:
         return check_all(self.state.policies, req)
 
     def borrowing(self, resource: Resource, names: Sequence[str]) -> tuple[int, str]:
-        """KQ-F5 in the queue tree: 0 when the leaf's guaranteed holds the request, else the number of
-        queues up the chain to the first whose (effective) guaranteed holds it; the root's place when
-        none does."""
+        """KQ-F5 in the queue tree (:func:`borrowing_level`)."""
         tree = self.state.queues
         leaf = tree.queue(self.app.queue_path)
         if leaf is None:
             return 0, ""
-        chain = leaf.chain
-        for level, q in enumerate(chain):
-            if q.is_root:
-                break
-            guaranteed = tree.effective_guaranteed(q)
-            used = q._alloc
-            if all(used.get(n, 0) + resource.get(n, 0) <= guaranteed.get(n, 0) for n in names):
-                return level, "" if level == 0 else q.path
-        return len(chain) - 1, ""
+        return borrowing_level(tree.effective_guaranteed, leaf, resource, names)
 
     def preemptable(self, resource: Resource, reasons: list[Violation]) -> bool:
         state, spec, ask = self.state, self.spec, self.ask

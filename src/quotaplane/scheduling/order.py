@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from quotaplane.application import ACCEPTED, ACTIVE_STATES, NEW, STARTING
 from quotaplane.resources import Resource
 from quotaplane.scheduling.asks import Ask, AskQueue
+from quotaplane.scheduling.nomination import head_charger
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
@@ -375,6 +376,10 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # A leaf's head, read only when needed, after the previous ask was tried: a ``stateaware`` leaf
     # decides whom it lets start from the state after that attempt, as in the YuniKorn order.
     heads: dict[str, Ask | None] = {}
+    # Each leaf's head as the shares count it: under the flavors it would get when it became the head
+    # (Kueue nominates a head, assigning its flavors, before comparing shares with it).
+    charge = head_charger(fair)
+    requests: dict[str, Mapping[str, int]] = {}
     heaps: dict[str, list[_Entry]] = {}
 
     def has_work(q: Queue) -> bool:
@@ -391,7 +396,9 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             if it is None:
                 it = leaf_asks(asks, q, apps, None, rank)
                 leaf_iters[q.path] = it
-            heads[q.path] = next(it, None)
+            ask = heads[q.path] = next(it, None)
+            if ask is not None:
+                requests[q.path] = ask.resource._values if charge is None else charge(q, ask)
         ask = heads[q.path]
         return None if ask is None else (q, ask)
 
@@ -401,7 +408,7 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             return None
         leaf, ask = found
         app = apps.get(ask.application_id)
-        key: tuple[Any, ...] = (fair.head_key(c, ask.resource._values), -ask.priority,
+        key: tuple[Any, ...] = (fair.head_key(c, requests[leaf.path]), -ask.priority,
                app.submit_time if app is not None else 0.0)
         if rank is not None:
             key = (rank.queue(c), *key)
