@@ -171,3 +171,30 @@ def test_the_least_important_set_spares_the_most_important_job() -> None:
     e = explain(p, "b1", _cores(12))
     assert [r.allocation_key for r in e.releases or []] == ["r4", "r3"]
     _check_releases(p, "b1", _cores(12), e)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["a1", "a2", "b1"]), st.integers(1, 5), st.integers(0, 2)),
+                min_size=1, max_size=8),
+       st.sampled_from(["a1", "b1"]), st.integers(1, 14), st.integers(6, 30))
+def test_the_live_checks_answer_as_the_copies_do(running: list[tuple[str, int, int]], who: str, want: int,
+                                                 node_cores: int) -> None:
+    """The releases and raised limits are checked on the partition itself (taken back exactly) instead
+    of a working copy: the same explanation either way, and the partition unchanged (root.a has a
+    user and a group limit and maxapplications, root.b a max, the cluster its size)."""
+    from quotaplane.eta.explain import _Live
+
+    p = _partition(node_cores)
+    p.add_application("a2", BOB, queue="root.a")
+    for i, (app, cores, prio) in enumerate(running):
+        p.allocate(app, f"r{i}", _cores(cores), priority=prio)
+    before = p.dump_state()
+    live = explain(p, who, _cores(want))
+    assert p.dump_state() == before
+    usable = _Live.usable
+    _Live.usable = lambda self, limits=(): False          # type: ignore[method-assign]
+    try:
+        copied = explain(p, who, _cores(want))
+    finally:
+        _Live.usable = usable                              # type: ignore[method-assign]
+    assert live.to_dict() == copied.to_dict()

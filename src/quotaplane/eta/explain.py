@@ -1,8 +1,11 @@
 """What would have to change for a request to be admitted now (issue 35, docs/eta.md).
 
 For a refused request (or a waiting ask), the smallest changes that would admit it now, each verified
-with ``what_if`` on a working copy of the partition (:func:`~quotaplane.eta.copy.working_copy`)
-before it is reported — a change that does not verify is not reported, its note says so:
+before it is reported — tried on the partition itself under its lock and taken back exactly
+(:class:`_Live`: every policy's check with the allocations withdrawn, or a queue's max raised), or
+with ``what_if`` on a working copy of the partition (:func:`~quotaplane.eta.copy.working_copy`) where
+that cannot answer (resource flavors, a user's or group's limit raised). A change that does not
+verify is not reported, its note says so:
 
 * **releases**: which running allocations would have to end — the fewest, then the least important
   (lowest priority, then newest). The candidates are the allocations counted in a scope that refuses
@@ -29,11 +32,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaplane.admission import check_all
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.eta.copy import working_copy
 from quotaplane.partition.facade import Partition
-from quotaplane.policies.protocol import Decision, Violation
+from quotaplane.policies.protocol import AdmissionRequest, Decision, Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling.preemption import admitted_without
+from quotaplane.scheduling.questions import victims_of
 
 __all__ = ["MAX_EXACT", "MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]
 
@@ -136,10 +142,11 @@ def explain(partition: Partition, application_id: str, resource: Resource, *, pr
         return out
 
     admitted = _admits(application_id, resource, priority, preemptible, where)
+    live = None if where else _Live(partition, application_id, resource, priority, preemptible)
     blocking = _blocking(decision.reasons, out.notes)
     if blocking or decision.preempted:
-        out.releases = _releases(partition, application_id, blocking, admitted, out.notes)
-        out.limits = _limits(partition, application_id, blocking, admitted, out.notes)
+        out.releases = _releases(partition, application_id, blocking, admitted, out.notes, live)
+        out.limits = _limits(partition, application_id, blocking, admitted, out.notes, live)
     out.largest = _largest(partition, application_id, resource, admitted)
     return out
 
@@ -162,6 +169,68 @@ def _admits(application_id: str, resource: Resource, priority: int, preemptible:
                       preemptible=preemptible, **where)
         return d.allocated and not d.preempted
     return admitted
+
+
+class _Live:
+    """The checks of a change on the partition itself, under its lock, taken back exactly before it
+    is let go — instead of a working copy (a rebuild of every allocation: 1.7 s at 10,000).
+
+    * releases: every policy checks the request as if the allocations were gone — each policy takes
+      them out and puts them back exactly (:func:`~quotaplane.scheduling.preemption.admitted_without`,
+      the same trial as a preemption's, PR-Y9);
+    * a queue's ``max`` (or the cluster's size, the root's) raised: the queue's own ``max`` is set
+      higher and set back, and every policy checks the request (``check_all``, as ``what_if``).
+
+    Both answer exactly what ``what_if`` on a copy would — admitted without preempting — when the
+    partition declares no resource flavors (their search charges other names) and no other policy
+    counts the cluster (an elastic quota's total); :meth:`usable` says when, else the copy is used."""
+
+    def __init__(self, partition: Partition, app_id: str, resource: Resource, priority: int,
+                 preemptible: bool) -> None:
+        self.partition, self.app_id = partition, app_id
+        self.resource, self.priority, self.preemptible = resource, priority, preemptible
+
+    def usable(self, limits: Iterable[LimitRaise] = ()) -> bool:
+        """The live check answers as a copy would (see the class docstring)."""
+        state = self.partition.state
+        if state.flavors is not None or state.apps.get(self.app_id) is None:
+            return False
+        return all(x.code in ("queue.max", "root.capacity") for x in limits) and \
+            (not any(x.code == "root.capacity" for x in limits) or not state.policies.extension_policies)
+
+    def _request(self) -> AdmissionRequest:
+        state = self.partition.state
+        app = state.apps[self.app_id]
+        return state.request(app, "", self.resource, self.priority, self.preemptible, first=not app.counted,
+                             t=self.partition.clock())
+
+    def admits_without(self, keys: Iterable[str]) -> bool | None:
+        """Every policy admits the request with the allocations ``keys`` gone (None: not usable)."""
+        with self.partition.lock:
+            if not self.usable():
+                return None
+            state = self.partition.state
+            live = [k for k in keys if k in state.allocs]
+            return not admitted_without(state.policies, self._request(), victims_of(state, live))
+
+    def admits_raised(self, raises: list[LimitRaise]) -> bool | None:
+        """Every policy admits the request with each queue's ``max`` raised (None: not usable)."""
+        with self.partition.lock:
+            if not self.usable(raises):
+                return None
+            tree = self.partition.state.queues
+            saved: list[tuple[Any, Resource | None]] = []
+            try:
+                for x in raises:
+                    q = tree.queue(x.path if x.code == "queue.max" else "root")
+                    if q is None:
+                        return None
+                    saved.append((q, q.max))
+                    q.max = (q.max or Resource()) + x.by
+                return not check_all(self.partition.state.policies, self._request())
+            finally:
+                for q, before in reversed(saved):
+                    q.max = before
 
 
 def explain_ask(partition: Partition, allocation_key: str) -> Explanation | None:
@@ -220,13 +289,16 @@ def _candidates(partition: Partition, app_id: str, blocking: list[Violation]) ->
 
 
 def _releases(partition: Partition, app_id: str, blocking: list[Violation],
-              admitted: _Admits, notes: list[str]) -> list[Release] | None:
+              admitted: _Admits, notes: list[str], live: _Live | None = None) -> list[Release] | None:
     chosen = _greedy(_candidates(partition, app_id, blocking), blocking)
     if chosen is None:
         notes.append("no set of running allocations covers what is missing")
         return None
-    copy = working_copy(partition, partition.clock, without={r.allocation_key for r in chosen})
-    if not admitted(copy, None):
+    keys = {r.allocation_key for r in chosen}
+    verified = live.admits_without(keys) if live is not None else None
+    if verified is None:
+        verified = admitted(working_copy(partition, partition.clock, without=keys), None)
+    if not verified:
         notes.append(f"ending {len(chosen)} allocations covers what is missing but does not admit it "
                      "(another rule refuses it then); no release is reported")
         return None
@@ -307,7 +379,7 @@ def _covers(chosen: list[tuple[Release, list[bool]]], missing: list[dict[str, in
 # -- limits ---------------------------------------------------------------------------------------------
 
 def _limits(partition: Partition, app_id: str, blocking: list[Violation],
-            admitted: _Admits, notes: list[str]) -> list[LimitRaise] | None:
+            admitted: _Admits, notes: list[str], live: _Live | None = None) -> list[LimitRaise] | None:
     skipped = [v for v in blocking if v.code not in _RAISABLE]
     if skipped:
         notes.append("no limit change is computed for " + ", ".join(f"{v.code} at {v.path}" for v in skipped))
@@ -315,7 +387,10 @@ def _limits(partition: Partition, app_id: str, blocking: list[Violation],
     if not blocking:
         return None
     found = [LimitRaise(v.policy, v.code, v.path, v.resource or Resource(), _sentence(v)) for v in blocking]
-    if not admitted(_raised_copy(partition, app_id, found), None):
+    verified = live.admits_raised(found) if live is not None else None
+    if verified is None:
+        verified = admitted(_raised_copy(partition, app_id, found), None)
+    if not verified:
         notes.append("raising every blocking limit by what is missing does not admit it (another rule "
                      "refuses it then); no limit change is reported")
         return None
