@@ -23,8 +23,8 @@ PARTS: dict[str, tuple[str, ...]] = {
     "flavors": ("flavors",),
     "events": ("events",),
     "journal": ("journal",),
-    "core": ("application", "admission", "notices", "state", "scheduling", "partition", "scheduler",
-             "history", "eta"),
+    "core": ("application", "admission", "notices", "state", "scheduling", "partition", "cluster",
+             "scheduler", "history", "eta"),
     "server": ("server",),
     "client": ("client", "_client_api"),
     "kube": ("kube",),
@@ -111,7 +111,18 @@ def test_each_part_imports_only_what_the_map_allows() -> None:
 
 
 #: modules kept under an earlier name for code outside quotaplane (plug-ins); nothing inside imports them
-COMPAT_ALIASES = ("quotaplane.policy",)      # the admission protocol: quotaplane.policies (issue 29)
+COMPAT_ALIASES = ("quotaplane.policy",      # the admission protocol: quotaplane.policies (issue 29)
+                  "quotaplane.scheduler")   # the Scheduler: quotaplane.cluster, apart from scheduling/
+
+
+def test_a_compatibility_alias_is_the_module_it_names() -> None:
+    import quotaplane.cluster
+    import quotaplane.policies.protocol
+    import quotaplane.policy
+    import quotaplane.scheduler
+
+    assert quotaplane.scheduler.Scheduler is quotaplane.cluster.Scheduler
+    assert quotaplane.policy.QuotaPolicy is quotaplane.policies.protocol.QuotaPolicy
 
 
 def test_nothing_inside_imports_a_compatibility_alias() -> None:
@@ -283,7 +294,7 @@ RADON_CEILINGS: dict[str, tuple[tuple[str, ...], float]] = {
     "src": ((), 3.5),
     "scheduling": (("scheduling/",), 4.0),
     "core": (("partition/", "state/", "journal/", "policies/", "admission.py", "application.py", "events.py",
-              "notices.py", "policy.py", "scheduler.py", "errors.py", "resources.py"), 4.0),
+              "notices.py", "policy.py", "cluster.py", "errors.py", "resources.py"), 4.0),
 }
 
 

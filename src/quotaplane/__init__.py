@@ -37,7 +37,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "SchedulerConfig": ("quotaplane.config", "SchedulerConfig"),
     "PartitionConfig": ("quotaplane.config", "PartitionConfig"),
     "QueueConfig": ("quotaplane.config", "QueueConfig"),
-    "Scheduler": ("quotaplane.scheduler", "Scheduler"),
+    "Scheduler": ("quotaplane.cluster", "Scheduler"),
     "Partition": ("quotaplane.partition", "Partition"),
     "Decision": ("quotaplane.policies.protocol", "Decision"),
     "Violation": ("quotaplane.policies.protocol", "Violation"),
@@ -98,8 +98,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     from quotaplane import config, elastic, forest, journal, k8s, placement, queues, ugm
+    from quotaplane.cluster import Scheduler
     from quotaplane.config import PartitionConfig, QueueConfig, SchedulerConfig, load_config
     from quotaplane.config.identity import UserGroup
     from quotaplane.partition import Partition
     from quotaplane.policies.protocol import Decision, Violation
-    from quotaplane.scheduler import Scheduler

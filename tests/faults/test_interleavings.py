@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
 from quotaplane.journal.group_commit import CommitFailedError
-from quotaplane.scheduler import Scheduler
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config
 from tests.partition.helpers import CONFIG, Clock

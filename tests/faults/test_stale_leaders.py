@@ -21,9 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import quotaplane as qp
+from quotaplane.cluster import Scheduler
 from quotaplane.errors import NotLeaderError
 from quotaplane.journal import MemoryJournal, open_journal
-from quotaplane.scheduler import Scheduler
 from quotaplane.server.app import create_app
 from quotaplane.server.ha_partitions import PartitionLeadership
 from quotaplane.server.main import journalled_config

@@ -22,12 +22,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError
 from quotaplane.journal import JournalError, MemoryJournal, OutcomeUnknownError, open_journal
 from quotaplane.journal.group_commit import CommitFailedError
 from quotaplane.journal.postgres import PostgresJournal
-from quotaplane.scheduler import Scheduler
 from quotaplane.server.app import create_app
 from tests.faults.conftest import pg_base_url
 from tests.partition.helpers import CONFIG, Clock

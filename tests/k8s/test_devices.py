@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import InputError
 from quotaplane.journal import MemoryJournal
 from quotaplane.k8s.convert import pod_resource, resource_list
 from quotaplane.k8s.devices import MIG_MEMORY, MIG_SLICES, claim_resource, mig_counters
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import jsonpatch
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.api import KubeApi, RetryPolicy, client_config
 from quotaplane.kube.controller import Controller, ControllerOptions
 from quotaplane.kube.webhook import WebhookOptions, mutate
-from quotaplane.scheduler import Scheduler
 from tests.kube.emulator import Emulator
 
 ALICE = {"username": "alice", "groups": ["dev", "system:authenticated"]}

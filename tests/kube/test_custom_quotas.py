@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.crds import CustomQuotas, quantity, quota_trees
-from quotaplane.scheduler import Scheduler
 from tests.kube.emulator import Emulator
 from tests.kube.harness import Front, node, pod
 

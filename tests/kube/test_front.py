@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.controller import ControllerOptions
-from quotaplane.scheduler import Scheduler
 from tests.kube.harness import Front, node, pod
 
 CONFIG = """

@@ -9,9 +9,9 @@ import threading
 import time
 from typing import Any
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.api import RetryPolicy
 from quotaplane.kube.controller import ControllerOptions
-from quotaplane.scheduler import Scheduler
 from tests.kube.emulator import Emulator
 from tests.kube.harness import Front, node, pod
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.kube.harness import Front, node, pod
 
 CONFIG = """

@@ -102,7 +102,7 @@ def _review(obj: dict[str, Any], kind: str = "Pod", resource: str = "pods") -> d
 @pytest.fixture
 def cluster() -> Iterator[Front]:
     """The emulator with a namespace and a node; ``Front`` only as the kubectl (no controller)."""
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
 
     f = Front(Scheduler.from_yaml(CONFIG))
     f.namespace("team-a")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.api import KubeApi, RetryPolicy, client_config
 from quotaplane.kube.controller import ControllerOptions
 from quotaplane.kube.http import NamespaceCache
-from quotaplane.scheduler import Scheduler
 from tests.kube.emulator import Emulator, Faults
 from tests.kube.harness import Front, node, pod
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from quotaplane.cluster import Scheduler
 from quotaplane.kube.controller import ControllerOptions
-from quotaplane.scheduler import Scheduler
 from tests.kube.harness import Front, node, pod
 from tests.partition.helpers import Clock
 

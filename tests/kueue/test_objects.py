@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.config import load_config
 from quotaplane.config.identity import UserGroup
 from quotaplane.config.kueue import is_kueue, kueue_to_yaml, local_queues
 from quotaplane.errors import ConfigError
 from quotaplane.journal import MemoryJournal
 from quotaplane.partition import Partition
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 
 U = UserGroup("u")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 
 CONFIG = """
 partitions:

@@ -95,8 +95,8 @@ def test_ugm_policy_admit_is_atomic_and_refusal_says_why() -> None:
 def test_single_allocate_and_release_equal_their_batch_twins() -> None:
     """allocate() and release() skip the batch bookkeeping (the common path); they must decide, change
     and journal exactly what allocate_batch / release_batch of one entry do."""
+    from quotaplane.cluster import Scheduler
     from quotaplane.journal import MemoryJournal
-    from quotaplane.scheduler import Scheduler
     from tests.partition.helpers import CONFIG, Clock
 
     entries = [("app1", "a1", 2000), ("app2", "b1", 5000), ("app1", "a2", 3000),   # a2: user limit

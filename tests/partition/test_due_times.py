@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from quotaplane import ConflictError, NotFoundError, RejectedError, Resource
 from quotaplane.application import Application
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.partition import Partition
-from quotaplane.scheduler import Scheduler
 from quotaplane.state.timeouts import DueTimes, PartitionOptions, due_at, is_due, scan_due
 from tests.partition.helpers import CONFIG, Clock
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 
 BOB = UserGroup("bob", ["ops"])

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.partition import gcfreeze
-from quotaplane.scheduler import Scheduler
 from quotaplane.server.main import build_scheduler
 from tests.partition.helpers import CONFIG, Clock
 

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
 from quotaplane.journal.group_commit import CommitFailedError, Offload
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])

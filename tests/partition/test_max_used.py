@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.partition import Partition
-from quotaplane.scheduler import Scheduler
 from quotaplane.server.app import create_app
 from tests.partition.helpers import CONFIG, Clock
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaplane import ConflictError, NotFoundError, Resource, UserGroup
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.partition.helpers import Clock
 
 CONFIG = """

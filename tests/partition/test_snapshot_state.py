@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import canonical_json
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])

@@ -100,9 +100,9 @@ def test_unknown_names_and_kinds() -> None:
 def test_the_applications_of_a_user_or_group_are_indexed_as_the_scan_finds_them() -> None:
     """Issue 39: the standing of a user or a group reads its own applications from an index kept as
     applications come and go (and rebuilt by a replay), not from a look at every application."""
+    from quotaplane.cluster import Scheduler
     from quotaplane.config.identity import UserGroup
     from quotaplane.journal import MemoryJournal
-    from quotaplane.scheduler import Scheduler
     from tests.partition.helpers import CONFIG as PLAIN
 
     journal = MemoryJournal()

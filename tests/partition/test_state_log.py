@@ -10,7 +10,7 @@ import pytest
 
 from quotaplane import Resource, UserGroup
 from quotaplane.application import STATE_LOG_LIMIT
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.partition.helpers import Clock
 
 CONFIG = """

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from quotaplane import Resource
 from quotaplane.application import Application
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import QuotaplaneError
 from quotaplane.journal import MemoryJournal
@@ -28,7 +29,6 @@ from quotaplane.partition import Partition
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.queues import QueueTree
-from quotaplane.scheduler import Scheduler
 from quotaplane.state.handlers import PartitionState
 from tests.partition.helpers import Clock
 

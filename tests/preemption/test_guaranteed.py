@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, Recorder, cpu
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, Recorder, cpu, seed_002_config
 

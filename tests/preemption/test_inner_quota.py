@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, Recorder, cpu, elastic_quota
 

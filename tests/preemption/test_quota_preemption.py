@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, Recorder, cpu
 

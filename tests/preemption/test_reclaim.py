@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, Recorder, cpu, seed_002_config
 

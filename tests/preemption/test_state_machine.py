@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 from tests.preemption.helpers import ALICE, cpu, elastic_quota
 

@@ -10,8 +10,8 @@ import random
 import sys
 
 from quotaplane import Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from quotaplane import Resource
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.partition.helpers import CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.partition.helpers import CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ CHILD = r"""
 import json, sys
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
-from quotaplane.scheduler import Scheduler
+from quotaplane.cluster import Scheduler
 from tests.partition.helpers import CONFIG, Clock
 s = Scheduler.from_yaml(CONFIG, store=sys.argv[1], clock=Clock(), snapshot_every=7)
 p = s.partition("default")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from quotaplane import ConfigError, NotFoundError, RejectedError, Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import CONFIG, Clock, scheduler
 
 ALICE = UserGroup("alice", ["dev"])

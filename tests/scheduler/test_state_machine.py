@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from quotaplane import ConflictError, NotFoundError, RejectedError, Resource
+from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
-from quotaplane.scheduler import Scheduler
 from tests.partition.helpers import Clock
 
 CONFIG_A = """

@@ -21,8 +21,8 @@ from quotaplane.kube.webhook import CONFIG_MAP, CONFIG_MAP_KEY
 from quotaplane.windows import edges
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.cluster import Scheduler
     from quotaplane.kube.api import KubeApi
-    from quotaplane.scheduler import Scheduler
 
 __all__ = ["ClusterConfiguration"]
 

@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaplane.cluster import Scheduler
 from quotaplane.config.kueue import local_queue_map
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.kube.api import ApiCallError, KubeApi
@@ -81,7 +82,6 @@ from quotaplane.kube.webhook import CONFIG_MAP
 from quotaplane.partition import Partition
 from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
-from quotaplane.scheduler import Scheduler
 from quotaplane.windows import tick as window_tick
 
 __all__ = ["ADMITTED_ANNOTATION", "CONDITION_ADMITTED", "MANAGED_TAG", "Controller", "ControllerOptions",

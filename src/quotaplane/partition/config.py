@@ -1,6 +1,6 @@
 """A partition's configuration: refuse one its policies' live state cannot take, apply one in one step,
 and journal the marker that says from which point it is in force (the scheduler journals the
-configuration itself first: :meth:`~quotaplane.scheduler.Scheduler.update_config`)."""
+configuration itself first: :meth:`~quotaplane.cluster.Scheduler.update_config`)."""
 
 from __future__ import annotations
 

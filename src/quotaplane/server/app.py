@@ -46,8 +46,8 @@ from quotaplane.server.yunikorn_events import EventRecords
 from quotaplane.windows import tick as window_tick
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.cluster import Scheduler
     from quotaplane.partition import Partition
-    from quotaplane.scheduler import Scheduler
 
 __all__ = ["CLUSTER_ID", "Service", "create_app"]
 

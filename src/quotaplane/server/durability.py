@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from quotaplane.journal.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
 
 __all__ = ["CommitBarrier", "is_exempt", "partition_of_path"]
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 from quotaplane.journal.base import Journal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
 
 __all__ = ["LEASE_STREAM", "Leadership", "LeaseRounds", "Service", "default_margin"]
 

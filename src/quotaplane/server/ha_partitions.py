@@ -47,7 +47,7 @@ monotonic clock, ``until`` the end of the lease as trusted at that moment (each 
 Configuration changes are written by the instance holding the ``scheduler`` lease (any instance may
 take it; ``PUT /ws/v1/config`` sent elsewhere is relayed to it). Each instance applies a new
 configuration to the partitions it leads at its next round and journals their markers
-(:meth:`quotaplane.scheduler.Scheduler.follow`).
+(:meth:`quotaplane.cluster.Scheduler.follow`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from quotaplane.journal.base import Journal
 from quotaplane.server.ha import LEASE_STREAM, LeaseRounds, Service, default_margin
 
 if TYPE_CHECKING:  # pragma: no cover
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
 
 __all__ = ["CLAIM_PREFIX", "PartitionLeadership"]
 

@@ -33,7 +33,7 @@ from quotaplane.errors import ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
 
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
     from quotaplane.server.auth import Tokens
     from quotaplane.server.ha import Leadership
     from quotaplane.server.limits import Limits
@@ -70,7 +70,7 @@ def _err(message: str) -> None:
 
 
 def _scheduler_class() -> Any:
-    from quotaplane.scheduler import Scheduler
+    from quotaplane.cluster import Scheduler
 
     return Scheduler
 
