@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -323,3 +324,41 @@ def test_an_ask_preempts_at_the_timers_tick_not_a_tick_late() -> None:
     clock.now = 1025.002
     p.check_timeouts()
     assert p.allocation("w0") is not None and p.allocation("r1") is None
+
+
+def test_the_hold_times_survive_a_restart(tmp_path: Any) -> None:
+    """The observed holds are read again from the journal after a restart: the same ETA on the same
+    basis (and the holds that ended before the first forecast count too). Then the commits after
+    the restart count once, not twice."""
+    from quotaplane.journal import SQLiteJournal
+    from tests.partition.helpers import CONFIG
+
+    path = tmp_path / "j.db"
+    clock = Clock(1000.0)
+
+    def start() -> Partition:
+        return scheduler(CONFIG, clock=clock, store=SQLiteJournal(path)).partition("default")
+
+    p = start()
+    p.add_node("n1", _cores(20))
+    p.add_application("app1", BOB, queue="root.b")
+    for i in range(6):                                  # six holds of 100..600 s in root.b, by bob
+        assert p.allocate("app1", f"h{i}", _cores(1))
+        clock.advance(100 * (i + 1))
+        p.release(f"h{i}")
+    p.remove_application("app1")
+    p.add_application("app2", BOB, queue="root.b")
+    assert p.allocate("app2", "big", _cores(20))        # running, no declared runtime
+    p.add_ask("app2", "w", _cores(2))
+    before = tracker(p).forecast(clock.now).asks["w"]
+    assert before.known and before.basis == ("from 6 past allocations of root.b",)
+    p.journal.close()                                   # type: ignore[union-attr]
+
+    again = start()                                      # a restart: snapshot or journal, no tracker yet
+    after = tracker(again).forecast(clock.now).asks["w"]
+    assert (after.p10, after.p50, after.p90) == (before.p10, before.p50, before.p90)
+    assert after.basis == before.basis
+    clock.advance(10)
+    again.release("big")
+    assert tracker(again).holds.queues["root.b"].total == 7
+    again.journal.close()                                # type: ignore[union-attr]

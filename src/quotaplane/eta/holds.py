@@ -4,7 +4,9 @@ The forecast (:mod:`quotaplane.eta.forecast`) needs, for a running allocation th
 runtime, when it will probably end. The answer comes from what was observed: every allocation that
 ended (released, preempted, removed with its node, replaced) adds its hold time — the time from its
 ``allocated`` event to its end, both the times the events carry, never the wall clock — to the
-distribution of its leaf queue and of its user.
+distribution of its leaf queue and of its user. The holds that ended before the distributions were
+attached (before a restart, or before the first forecast) are read once from the partition's journal,
+so a restart keeps them — all but those whose start a compaction removed.
 
 A distribution is kept in bounded space as the history's log-linear histogram buckets
 (:func:`quotaplane.history.sketch.bucket_of`: exact below 128 ms, within 0.8 % above), in
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import quotaplane.events as E
 from quotaplane.history.sketch import bucket_of, bucket_value
@@ -108,7 +111,8 @@ class HoldTimes:
 
     def attach(self, partition: Partition) -> None:
         """Observe ``partition``'s commits from now on; the allocations running now are known by their
-        own start times (so their holds count when they end)."""
+        own start times (so their holds count when they end); the holds that ended before are read
+        from the partition's journal (:meth:`replay`), so that a restart keeps them."""
         self._partition = partition
         with partition.lock:
             state = partition.state
@@ -117,6 +121,55 @@ class HoldTimes:
                 if app is not None:
                     self._live[key] = (a.time, app.queue_path, app.user.user)
             partition.hooks.after_commit(self._observe)
+            upto = partition.last_seq
+            journal = partition.journal
+        if journal is not None and upto > 0:
+            # outside the lock: the commits after ``upto`` are the observer's
+            self.replay(journal.read(partition.stream), upto)
+
+    def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]], upto: int) -> int:
+        """Count the holds that ended in the journalled ``events`` (``(seq, event)`` as the journal
+        reads them) up to sequence number ``upto``, each in its queue and user as it was placed;
+        return how many. A hold whose start the journal no longer has (compacted away after a
+        snapshot) is not counted; nor is one still running at ``upto``."""
+        owners: dict[str, tuple[str, str]] = {}
+        live: dict[str, tuple[float, str, str, str, str | None]] = {}   # key -> start, queue, user, app, node
+        counted = 0
+
+        def end(key: str, t: Any) -> None:
+            nonlocal counted
+            found = live.pop(key, None)
+            if found is not None and t is not None:
+                self.add(found[1], found[2], float(t) - found[0])
+                counted += 1
+
+        for seq, ev in events:
+            if seq > upto:
+                break
+            kind = ev.get("type")
+            if kind == "app_added":
+                owners[ev["app"]] = (ev["queue"], ev["user"])
+            elif kind == "allocated":
+                owner = owners.get(ev["app"])
+                if owner is not None:
+                    live[ev["key"]] = (float(ev["t"]), owner[0], owner[1], ev["app"], ev.get("node"))
+            elif kind == "released":
+                end(ev["key"], ev.get("t"))
+            elif kind == "preempted":
+                for key in ev.get("keys", ()):
+                    end(key, ev.get("t"))
+            elif kind == "replaced":
+                # the real allocation takes the placeholder's place and runs from now
+                ph = live.pop(ev["placeholder"], None)
+                if ph is not None:
+                    live[ev["key"]] = (float(ev["t"]), ph[1], ph[2], ph[3], ph[4])
+            elif kind == "app_removed":
+                for key in [k for k, v in live.items() if v[3] == ev["app"]]:
+                    end(key, ev.get("t"))
+            elif kind == "node_removed" and ev.get("t") is not None:
+                for key in [k for k, v in live.items() if v[4] == ev["node"]]:
+                    end(key, ev.get("t"))
+        return counted
 
     def observe(self, partition: Partition, events: Sequence[E.Event]) -> None:
         """Take ``events`` (one commit of ``partition``, applied already) into the distributions."""
