@@ -758,9 +758,11 @@ class Accounting(Ledger):
         app = self.apps.get(app_id)
         if app is None or self.now is None:
             return
-        for s in app.scopes():
-            for code in dict.fromkeys(codes):
-                s.counts["refused:" + code] = s.counts.get("refused:" + code, 0) + 1
+        keys = ["refused:" + code for code in dict.fromkeys(codes)]
+        for s in app.scopes():          # no call per scope and code: every refusal comes here
+            counts = s.counts
+            for k in keys:
+                counts[k] = counts[k] + 1 if k in counts else 1
 
 
 def _wait_in(s: Scope, wait: int) -> None:
