@@ -167,7 +167,7 @@ def check_id(value: object, what: str) -> str:
 
 def as_resource(resource: object, what: str = "resource") -> Resource:
     """A Resource of non-negative amounts from a Resource or a mapping; ``ValueError`` otherwise."""
-    if isinstance(resource, Resource):
+    if type(resource) is Resource or isinstance(resource, Resource):
         r = resource
     elif isinstance(resource, Mapping):
         r = Resource(resource)
@@ -246,9 +246,10 @@ def check_tags(tags: Any) -> dict[str, str] | None:
 
 
 def _check_flags(priority: Any, preemptible: Any, placeholder: Any, task_group: Any) -> None:
-    if isinstance(priority, bool) or not isinstance(priority, int):
+    # exact types first, no call in the common case (every admission); bool has no subclasses
+    if type(priority) is not int and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise InputError("priority must be an integer")
-    if not isinstance(preemptible, bool) or not isinstance(placeholder, bool):
+    if type(preemptible) is not bool or type(placeholder) is not bool:
         raise InputError("preemptible and placeholder must be booleans")
     if placeholder and not task_group:
         raise InputError("a placeholder allocation needs a task group")

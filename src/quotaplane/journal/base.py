@@ -199,11 +199,13 @@ def check_stream(stream: object) -> str:
 
 def check_events(events: object) -> list[str]:
     """Encode a sequence of event dicts to canonical JSON texts (``ValueError`` for anything else)."""
-    if isinstance(events, (Mapping, str, bytes)) or not isinstance(events, Sequence):
+    # a list of dicts (every commit) without the abstract classes' isinstance checks
+    if type(events) is not list and (isinstance(events, (Mapping, str, bytes))
+                                     or not isinstance(events, Sequence)):
         raise InputError(f"events must be a sequence of dicts, got {type(events).__name__}")
     out: list[str] = []
     for i, event in enumerate(events):
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):
             raise InputError(f"event {i} must be a dict, got {type(event).__name__}")
         try:
             out.append(canonical_json(event))
