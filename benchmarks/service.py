@@ -11,7 +11,9 @@ Measures (quality.md "Service"):
 * the server's CPU per decision (issue 38 item 3): utime + stime of the server process (``/proc/<pid>/stat``)
   over N allocations, N releases and N asks, against the CPU per answer of a bare uvicorn app (same HTTP
   protocol, same event loop, a body read and a small JSON answer) measured in the same run. CPU, not wall
-  time, so a loaded machine disturbs it little; ``--cpu`` runs this part alone.
+  time, so a loaded machine disturbs it little; ``--cpu`` runs this part alone, with ``split``: the same
+  allocations through the ASGI app called in-process (no HTTP server) and through the partition alone
+  (:func:`cpu_split`), which splits a decision's CPU without a profiler's distortion.
 
 The client side uses raw keep-alive HTTP/1.1 (http.client / asyncio streams) so the client costs as
 little as possible of the two cores. Run: ``.venv/bin/python benchmarks/service.py`` (about a minute).
@@ -398,6 +400,82 @@ def cpu_figures(n: int = CPU_REQUESTS) -> dict[str, Any]:
     return out
 
 
+def cpu_split(n: int = 3000) -> dict[str, Any]:
+    """Where a lone allocation's CPU goes, without a profiler's distortion (issue 38 item 3): the ASGI
+    app called directly in this process (no HTTP server; group commit on, as ``serve`` runs it) against
+    the partition alone, each change in its own SQLite commit. Over HTTP, the rest is uvicorn's."""
+    from quotaplane import Resource
+    from quotaplane.config.identity import UserGroup
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.app import create_app
+
+    base = "/ws/v1/partition/default"
+
+    def partition(url: str) -> Any:
+        s = Scheduler.from_yaml(CONFIG, store=url)
+        p = s.partition("default")
+        p.add_node("n1", Resource({"vcore": 10**15, "memory": 10**18}))
+        p.add_application("app-0", UserGroup("u", ["g"]), queue="root.default")
+        return s, p
+
+    def scope(method: str, path: str, body: bytes) -> dict[str, Any]:
+        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+                "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+                "root_path": "", "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 9080),
+                "headers": [(b"host", b"127.0.0.1:9080"), (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]}
+
+    async def through_app(app: Any) -> tuple[float, float]:
+        async def one(method: str, path: str, body: bytes) -> None:
+            sent: list[Any] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+            await app(scope(method, path, body), receive, send)
+            assert sent[0]["status"] in (200, 201), sent
+
+        def body(key: str) -> bytes:
+            return json.dumps({"applicationID": "app-0", "allocationKey": key,
+                               "resource": {"vcore": 1, "memory": 1024}}).encode()
+        async with app.router.lifespan_context(app):
+            for i in range(300):                                # warm-up
+                await one("POST", f"{base}/allocations", body(f"w-{i}"))
+            bodies = [body(f"a-{i}") for i in range(n)]
+            start = time.process_time()
+            for b in bodies:
+                await one("POST", f"{base}/allocations", b)
+            allocate = time.process_time() - start
+            start = time.process_time()
+            for i in range(n):
+                await one("DELETE", f"{base}/allocation/a-{i}", b"")
+            return allocate, time.process_time() - start
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s, _ = partition(f"sqlite:///{tmp}/app.db")
+        app_allocate, app_release = asyncio.run(through_app(create_app(s, allowed_hosts=["127.0.0.1"])))
+        s.close()
+        s, p = partition(f"sqlite:///{tmp}/alone.db")
+        for i in range(300):
+            p.allocate("app-0", f"w-{i}", Resource({"vcore": 1}))
+        start = time.process_time()
+        for i in range(n):
+            p.allocate("app-0", f"a-{i}", Resource({"vcore": 1, "memory": 1024}))
+        alone_allocate = time.process_time() - start
+        start = time.process_time()
+        for i in range(n):
+            p.release(f"a-{i}")
+        alone_release = time.process_time() - start
+        s.close()
+    return {"requests_each": n,
+            "asgi_app_allocate_us": round(app_allocate / n * 1e6, 1),
+            "asgi_app_release_us": round(app_release / n * 1e6, 1),
+            "partition_alone_allocate_us": round(alone_allocate / n * 1e6, 1),
+            "partition_alone_release_us": round(alone_release / n * 1e6, 1)}
+
+
 def main() -> None:
     """Run every measurement and write benchmarks/results/service.json.
 
@@ -406,7 +484,7 @@ def main() -> None:
     much of the time those pauses take.
     """
     if "--cpu" in sys.argv[1:]:
-        write_results("service-cpu", cpu_figures())
+        write_results("service-cpu", {**cpu_figures(), "split": cpu_split()})
         return
     d = run_server(None)
     n = run_server(1_000_000)
