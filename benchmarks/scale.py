@@ -221,7 +221,8 @@ class WideTree:
             leaf = leaves[i % len(leaves)]
             apps = self.apps[leaf]
             key = self._key("w")
-            p.add_ask(apps[len(self.waiting[leaf]) % len(apps)], key, CORE)
+            # a fresh request each, as the REST service or the Kubernetes front gives it
+            p.add_ask(apps[len(self.waiting[leaf]) % len(apps)], key, {"vcore": 1000})
             self.waiting[leaf].append(key)
         p.auto_schedule = True
         # the cycle that tries the new asks once (as it would have run had they come one by one):
