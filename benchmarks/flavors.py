@@ -12,6 +12,9 @@ queues, against a same-run baseline").
   Timed: the fair-sharing victim search alone (:func:`fair_victims`) and the whole decision (victims,
   then every policy checked with them withdrawn and put back). Baselines, same run: one ``what_if`` of
   the ask, and YuniKorn's restore-guaranteed decision on the same tree with fair sharing off.
+- ``fair_incremental``: 10 parents (guaranteed 1 core each) × 100 leaves (max 1 core), each leaf full
+  with 10 asks of 1 core waiting (10,000); one release at a time in one leaf, automatic cycles on: its
+  incremental cycle admits that leaf's next ask. With fair sharing on, against the same with it off.
 
 Run: ``.venv/bin/python benchmarks/flavors.py [--small]`` (CPU time, best of several).
 """
@@ -160,11 +163,60 @@ def _fair_preemption(parents: int, leaves: int, per_leaf: int, repeat: int) -> d
                 round(fair["decision_ms"] / yunikorn["decision_ms"], 2)}
 
 
+# -- incremental cycles with fair sharing ----------------------------------------------------------------
+def _incremental_tree(parents: int, leaves: int, fair: bool) -> str:
+    lines = ["partitions:", "- name: default"]
+    if fair:
+        lines.append("  fairsharing: {enabled: true}")
+    lines += ["  queues:", "  - name: root", "    submitacl: '*'", "    queues:"]
+    for i in range(parents):
+        lines += [f"    - name: p{i}", "      resources: {guaranteed: {vcore: 1}}", "      queues:"]
+        lines += [f"      - {{name: l{j}, resources: {{max: {{vcore: 1}}}}}}" for j in range(leaves)]
+    return "\n".join(lines) + "\n"
+
+
+def _incremental(parents: int, leaves: int, per_leaf: int, fair: bool, releases: int) -> float:
+    """CPU time of one release (automatic cycles on) in a full leaf that has asks waiting: its
+    incremental cycle admits the leaf's next ask, while every other leaf — full too, ``per_leaf`` asks
+    waiting in each — has nothing to gain."""
+    p = Scheduler.from_yaml(_incremental_tree(parents, leaves, fair), store=MemoryJournal(),
+                            clock=lambda: 0.0).partition("default")
+    p.auto_schedule = False
+    p.add_node("n1", Resource({"vcore": 10 * parents * leaves * 1000}))
+    for i in range(parents):
+        for j in range(leaves):
+            app = f"a{i}-{j}"
+            p.add_application(app, USER, queue=f"root.p{i}.l{j}")
+            assert p.allocate(app, f"{app}-run-0", Resource({"vcore": 1000}))
+            for k in range(per_leaf):
+                p.add_ask(app, f"{app}-{k}", Resource({"vcore": 1000}))
+    p.schedule()
+    p.auto_schedule = True
+    pending = len(p.pending())
+    start = _clock()
+    for r in range(releases):
+        app = f"a{r % parents}-{(r // parents) % leaves}"
+        running = [a.allocation_key for a in p.allocations() if a.application_id == app]
+        p.release(running[0])
+    took = _clock() - start
+    assert len(p.pending()) == pending - releases, (len(p.pending()), pending, releases)
+    return took / releases
+
+
+def _fair_incremental(parents: int, leaves: int, per_leaf: int, releases: int) -> dict[str, Any]:
+    fair = _incremental(parents, leaves, per_leaf, True, releases)
+    plain = _incremental(parents, leaves, per_leaf, False, releases)
+    return {"leaves": parents * leaves, "waiting": parents * leaves * per_leaf,
+            "release_fair_sharing_ms": round(fair * 1e3, 3), "release_without_ms": round(plain * 1e3, 3),
+            "ratio_fair_vs_without": round(fair / plain, 2)}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     small = "--small" in (argv if argv is not None else sys.argv[1:])
     results = {
         "flavor_choice": _flavor_choice(inner=50 if small else 400),
         "fair_preemption": _fair_preemption(2, 10, 10, 2) if small else _fair_preemption(10, 100, 10, 5),
+        "fair_incremental": _fair_incremental(2, 10, 5, 10) if small else _fair_incremental(10, 100, 10, 50),
     }
     write_results("flavors-small" if small else "flavors", results)
     return results

@@ -1,5 +1,6 @@
-"""``benchmarks/flavors.py`` at a small size (no timing is asserted): both sections run, the 4-flavor
-searches land on the flavor they should, and the fair-sharing decision finds its 3 victims."""
+"""``benchmarks/flavors.py`` at a small size (no timing is asserted): every section runs, the 4-flavor
+searches land on the flavor they should, the fair-sharing decision finds its 3 victims, and each release
+of the incremental case admits one ask."""
 
 from __future__ import annotations
 
@@ -20,4 +21,5 @@ def test_flavors_benchmark_runs_small(tmp_path: Path, monkeypatch: object) -> No
     out = flavors.main(["--small"])
     assert set(out["flavor_choice"]) >= {"ratio_four_first_vs_one", "ratio_four_last_vs_one"}
     assert out["fair_preemption"]["fair"]["allocations"] == 200
+    assert out["fair_incremental"]["waiting"] == 100
     assert (tmp_path / "flavors-small.json").exists()

@@ -262,10 +262,13 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     every attempt of a cycle (it changes with time, not at an allocation), so the contract holds.
     """
     if root.fair is not None and not root.is_leaf:
-        # Every ask of the tree, also in an incremental cycle: with each queue's head in its share, the
-        # order among the retried asks depends on the heads of the others (Kueue likewise requeues every
-        # inadmissible workload of a cohort on a change in it, docs/fair-sharing.md).
-        yield from _tournament(asks, root, apps, skip, rank, root.fair)
+        # An incremental cycle retries every ask of the subtree whose order it can change (_scope): with
+        # each queue's head in its share, the order among the retried asks depends on the heads of the
+        # others below the queue where they meet (as Kueue requeues a cohort, docs/fair-sharing.md).
+        if only is not None and not only:
+            return
+        top, kids = _scope(root, only)
+        yield from _tournament(asks, top, apps, skip, rank, root.fair, kids)
         return
     key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
         lambda c: (rank.queue(c), *_queue_key(c)))
@@ -355,13 +358,37 @@ def _work(only: Mapping[str, Queue] | None) -> dict[str, dict[str, Queue]] | Non
     return work
 
 
+def _scope(root: Queue, only: Mapping[str, Queue] | None) -> tuple[Queue, frozenset[str] | None]:
+    """What an incremental cycle with fair sharing on retries: the queue where the leaves of ``only``
+    meet and, of its children, those holding one of them (None: every child; the whole tree when
+    ``only`` is None).
+
+    Exact, as the incremental cycle's contract needs (the same allocations in the same order as the full
+    cycle): the asks it leaves out would be refused, which changes no usage, and in the tournament
+    a refusal re-keys only its own path. Below the meeting queue they stay — a queue's key among its
+    siblings comes from its head, which may be an ask that is not retried — but a child of the meeting
+    queue without a retried leaf only interleaves its refusals there: the meeting queue's heap picks
+    among the other children as it would without it. Above the meeting queue, nothing decides the order
+    of the asks below it."""
+    if only is None:
+        return root, None
+    chains = [leaf.chain[::-1] for leaf in {id(leaf): leaf for leaf in only.values()}.values()]
+    depth, first, shortest = 0, chains[0], min(len(c) for c in chains)
+    while depth + 1 < shortest and all(c[depth + 1] is first[depth + 1] for c in chains):
+        depth += 1
+    top = first[depth]
+    if top.is_leaf:
+        return top, None
+    return top, frozenset(c[depth + 1].name for c in chains)
+
+
 #: a tournament heap's entry: (key, child's name, leaf of its head, its head)
 _Entry = tuple[Any, str, "Queue", Ask]
 
 
 def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 skip: Callable[[Queue, Ask], bool] | None, rank: Rank | None,
-                fair: FairOrder) -> Iterator[tuple[Queue, Ask]]:
+                fair: FairOrder, kids: frozenset[str] | None = None) -> Iterator[tuple[Queue, Ask]]:
     """:func:`candidates` with Kueue's fair sharing on (KQ-S4, its fair-sharing iterator).
 
     Every queue's head ask (the next its subtree would yield) is virtually added to it, and each
@@ -370,7 +397,8 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     priority, (4) whose head's application was submitted earlier — a tournament from the leaves up.
     One heap per parent; after each ask only the chosen path is re-keyed (the others' heads and usage
     did not change), each key one share of one queue: the cost per ask is the queues on its path
-    times the log of their fan-out.
+    times the log of their fan-out. ``root`` may be any queue of the tree (a leaf too); ``kids``: the
+    only children of ``root`` taken part (None: every one).
     """
     leaf_iters: dict[str, Iterator[Ask]] = {}
     # A leaf's head, read only when needed, after the previous ask was tried: a ``stateaware`` leaf
@@ -417,7 +445,9 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     def heap_of(q: Queue) -> list[_Entry]:
         h = heaps.get(q.path)
         if h is None:
-            h = [e for e in map(entry, (c for c in q.children.values() if has_work(c))) if e is not None]
+            taken = q.children.values() if kids is None or q is not root else \
+                [c for c in q.children.values() if c.name in kids]
+            h = [e for e in map(entry, (c for c in taken if has_work(c))) if e is not None]
             heapq.heapify(h)
             heaps[q.path] = h
         return h
@@ -435,7 +465,7 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         # The ask was tried (or passed over): its leaf has a new head and perhaps a new usage — re-key
         # the chosen child at every level of the path, from the leaf up.
         child = leaf
-        for q in leaf.chain[1:]:
+        for q in leaf.chain[1:] if leaf is not root else ():
             h = heaps[q.path]
             heapq.heappop(h)
             e = entry(child)
