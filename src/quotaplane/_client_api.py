@@ -278,20 +278,22 @@ class _api:
         return _Call("GET", f"/partition/{partition}/applications", _list)
 
     @staticmethod
-    def pending(application_id: str | None, partition: str) -> _Call[list[dict[str, Any]]]:
+    def pending(application_id: str | None, partition: str, eta: bool = False) -> _Call[list[dict[str, Any]]]:
+        params = {"eta": "true"} if eta else None
         if application_id is None:
-            return _Call("GET", f"/partition/{partition}/asks", _list)
-        return _Call("GET", f"/partition/{partition}/application/{application_id}/asks", _list)
+            return _Call("GET", f"/partition/{partition}/asks", _list, params=params)
+        return _Call("GET", f"/partition/{partition}/application/{application_id}/asks", _list, params=params)
 
     @staticmethod
     def standing(queue: str | None, user: str | None, group: str | None, quota: str | None,
-                 partition: str) -> _Call[dict[str, Any]]:
+                 partition: str, eta: bool = False) -> _Call[dict[str, Any]]:
         asked = [(k, v) for k, v in (("queue", queue), ("user", user), ("group", group), ("quota", quota))
                  if v is not None]
         if len(asked) != 1:
             raise InputError("name exactly one of queue, user, group or quota")
         (kind, name), = asked
-        return _Call("GET", f"/partition/{partition}/standing", _dict, params={"kind": kind, "name": name})
+        params = {"kind": kind, "name": name, **({"eta": "true"} if eta else {})}
+        return _Call("GET", f"/partition/{partition}/standing", _dict, params=params)
 
     @staticmethod
     def usage(kind: str, name: str | None, partition: str) -> _Call[Any]:

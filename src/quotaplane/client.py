@@ -231,14 +231,17 @@ class Client:
         """Every application of the partition."""
         return self._run(_api.applications(partition))
 
-    def pending(self, application_id: str | None = None, partition: str = "default") -> list[dict[str, Any]]:
-        """The waiting asks (of one application, or of the partition in scheduling order)."""
-        return self._run(_api.pending(application_id, partition))
+    def pending(self, application_id: str | None = None, partition: str = "default", *,
+                eta: bool = False) -> list[dict[str, Any]]:
+        """The waiting asks (of one application, or of the partition in scheduling order); ``eta``:
+        each with its forecast start (docs/eta.md)."""
+        return self._run(_api.pending(application_id, partition, eta))
 
     def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
-                 quota: str | None = None, partition: str = "default") -> dict[str, Any]:
-        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
-        return self._run(_api.standing(queue, user, group, quota, partition))
+                 quota: str | None = None, partition: str = "default", eta: bool = False) -> dict[str, Any]:
+        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError);
+        ``eta``: its waiting asks with their forecast start (docs/eta.md)."""
+        return self._run(_api.standing(queue, user, group, quota, partition, eta))
 
     def history(self, *, group_by: str = "queue", step: str = "day", start: str | None = None,
                 end: str | None = None, period: str | None = None, resource: str | None = None,
@@ -510,15 +513,18 @@ class AsyncClient:
         """Every application of the partition."""
         return await self._run(_api.applications(partition))
 
-    async def pending(self, application_id: str | None = None, partition: str = "default"
-                      ) -> list[dict[str, Any]]:
-        """The waiting asks (of one application, or of the partition in scheduling order)."""
-        return await self._run(_api.pending(application_id, partition))
+    async def pending(self, application_id: str | None = None, partition: str = "default", *,
+                      eta: bool = False) -> list[dict[str, Any]]:
+        """The waiting asks (of one application, or of the partition in scheduling order); ``eta``:
+        each with its forecast start (docs/eta.md)."""
+        return await self._run(_api.pending(application_id, partition, eta))
 
     async def standing(self, *, queue: str | None = None, user: str | None = None, group: str | None = None,
-                       quota: str | None = None, partition: str = "default") -> dict[str, Any]:
-        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError)."""
-        return await self._run(_api.standing(queue, user, group, quota, partition))
+                       quota: str | None = None, partition: str = "default",
+                       eta: bool = False) -> dict[str, Any]:
+        """Where exactly one of ``queue``, ``user``, ``group`` or ``quota`` stands (else ValueError);
+        ``eta``: its waiting asks with their forecast start (docs/eta.md)."""
+        return await self._run(_api.standing(queue, user, group, quota, partition, eta))
 
     async def history(self, *, group_by: str = "queue", step: str = "day", start: str | None = None,
                 end: str | None = None, period: str | None = None, resource: str | None = None,

@@ -90,3 +90,27 @@ def test_the_client_and_its_async_twin(service: _Server) -> None:
             return await ac.eta(queue="root.b")
 
     assert len(asyncio.run(run())["asks"]) == 2   # type: ignore[arg-type]
+
+
+def test_the_clients_ask_lists_and_standing_carry_the_eta(service: _Server) -> None:
+    """``pending(eta=True)`` and ``standing(eta=True)``: each waiting ask with its forecast start; by
+    default neither computes a forecast."""
+    import asyncio
+
+    with Client(service.url) as c:
+        asks = {a["allocationKey"]: a for a in c.pending(eta=True)}
+        assert asks["w2"]["eta"]["start"]["p50"] == 1100.0 and asks["w2"]["eta"]["known"] is True
+        assert [a["eta"]["inSeconds"]["p50"] for a in c.pending("app1", eta=True)] == [4000.0, 100.0]
+        assert "eta" not in c.pending()[0]
+        waiting = c.standing(queue="root.b", eta=True)["waiting"]
+        assert {w["allocationKey"]: w["eta"]["basis"] for w in waiting} == \
+            {"w1": ["declared runtime of r2"], "w2": ["declared runtime of r1"]}
+        assert all("eta" not in w for w in c.standing(user="bob")["waiting"])
+
+    async def run() -> tuple[list[dict[str, object]], dict[str, object]]:
+        async with AsyncClient(service.url) as ac:
+            return await ac.pending(eta=True), await ac.standing(user="bob", eta=True)
+
+    listed, standing = asyncio.run(run())
+    assert all(a["eta"] is not None for a in listed)
+    assert all(w["eta"] is not None for w in standing["waiting"])     # type: ignore[union-attr]

@@ -97,3 +97,26 @@ def test_the_waiting_page_says_when_each_ask_starts() -> None:
         assert "in 5m 00s" in page and "declared runtime of r2" in page      # w1: 300 s from now
         assert "in 1m 40s" in page                                             # w2: r1 ends at 1100
         assert ">unknown<" in page                                             # w3 never fits
+
+
+def test_the_ask_lists_and_standing_carry_the_eta_when_asked() -> None:
+    """``GET …/asks?eta=true``, ``…/application/{app}/asks?eta=true`` and ``standing?eta=true``:
+    each waiting ask with ``eta`` (known, start and inSeconds p10/p50/p90, basis, asOf); without the
+    query no forecast is made; a bad value is a 400 naming it."""
+    s = _scheduler()
+    with TestClient(create_app(s)) as c:
+        plain = c.get(f"{BASE}/asks").json()
+        assert plain and all("eta" not in a for a in plain)
+        asks = {a["allocationKey"]: a for a in c.get(f"{BASE}/asks", params={"eta": "true"}).json()}
+        assert asks["w2"]["eta"]["start"] == {"p10": 1100.0, "p50": 1100.0, "p90": 1100.0}
+        assert asks["w1"]["eta"]["basis"] == ["declared runtime of r2"]
+        assert asks["w1"]["eta"]["asOf"] == 1000.0 and asks["w1"]["reasons"]
+        mine = c.get(f"{BASE}/application/app1/asks", params={"eta": "true"}).json()
+        assert {a["allocationKey"]: a["eta"]["inSeconds"]["p50"] for a in mine} == {"w1": 300.0, "w2": 100.0}
+        st = c.get(f"{BASE}/standing", params={"kind": "queue", "name": "root.b", "eta": "true"}).json()
+        assert {w["allocationKey"]: w["eta"]["start"]["p50"] for w in st["waiting"]} == \
+            {"w1": 1300.0, "w2": 1100.0}
+        st = c.get(f"{BASE}/standing", params={"kind": "user", "name": "bob"}).json()
+        assert all("eta" not in w for w in st["waiting"])
+        bad = c.get(f"{BASE}/asks", params={"eta": "soon"})
+        assert bad.status_code == 400 and "eta" in bad.text

@@ -25,6 +25,7 @@ from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
 from quotaplane.server.models import AllocationTags, MaxRuntime, Name, Placement, Priority, ResourceMap
+from quotaplane.server.routes_eta import ETA_QUERY, with_eta
 from quotaplane.server.streams import Feed, bound_send_buffer
 
 __all__ = ["AskBody", "add_ask_one", "router", "scheduling_loop"]
@@ -99,19 +100,24 @@ def router(service: Any) -> APIRouter:
 
     @r.get("/ws/v1/partition/{partition}/application/{application_id}/asks", response_model=None,
            dependencies=[read], responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})
-    async def list_asks(partition: str, application_id: str) -> JSONResponse:
-        """The application's pending asks in scheduling order, each with the reasons it waits."""
+    async def list_asks(partition: str, application_id: str,
+                        eta: Annotated[bool, ETA_QUERY] = False) -> JSONResponse:
+        """The application's pending asks in scheduling order, each with the reasons it waits (and
+        its forecast start with ``eta=true``)."""
         p = service.partition(partition)
         if p.application(application_id) is None:
             raise NotFoundError(f"application {application_id!r} not found")
-        return json([ask_json(a) for a in p.pending(application_id)])
+        out = [ask_json(a) for a in p.pending(application_id)]
+        return json(await asyncio.to_thread(with_eta, p, out) if eta else out)
 
     @r.get("/ws/v1/partition/{partition}/asks", response_model=None, dependencies=[read],
            responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})
-    async def list_all_asks(partition: str) -> JSONResponse:
-        """Every pending ask of the partition (arrival order) with the reasons it waits."""
+    async def list_all_asks(partition: str, eta: Annotated[bool, ETA_QUERY] = False) -> JSONResponse:
+        """Every pending ask of the partition (arrival order) with the reasons it waits (and its
+        forecast start with ``eta=true``)."""
         p = service.partition(partition)
-        return json([ask_json(a) for a in p.pending()])
+        out = [ask_json(a) for a in p.pending()]
+        return json(await asyncio.to_thread(with_eta, p, out) if eta else out)
 
     @r.delete("/ws/v1/partition/{partition}/application/{application_id}/ask/{allocation_key}",
               response_model=None, dependencies=[submit],

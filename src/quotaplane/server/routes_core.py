@@ -6,6 +6,7 @@ partition, which journals the change before it returns (decision S1) — the ans
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated, Any, Literal
 
@@ -35,6 +36,7 @@ from quotaplane.server.models import (
     WhatIfBody,
     WhatIfOut,
 )
+from quotaplane.server.routes_eta import ETA_QUERY, with_eta
 from quotaplane.server.yunikorn_config import config_json
 from quotaplane.server.yunikorn_dao import node_dao
 
@@ -299,12 +301,17 @@ def router(service: Any) -> APIRouter:
                        kind: Annotated[Literal["queue", "user", "group", "quota"], Query(
                            description="what ``name`` is: a queue's full path, a user, a group or an "
                                        "elastic quota")],
-                       name: Annotated[str, Query(min_length=1)]) -> JSONResponse:
+                       name: Annotated[str, Query(min_length=1)],
+                       eta: Annotated[bool, ETA_QUERY] = False) -> JSONResponse:
         """Where one queue, user, group or elastic quota stands: guaranteed or min, max, used, waiting
         demand, borrowed and from whom, lent, the elastic runtime, running applications against their
-        limits, the waiting asks with their reasons and position. Unknown: 404."""
+        limits, the waiting asks with their reasons and position (and their forecast start with
+        ``eta=true``). Unknown: 404."""
         p = service.partition(partition)
-        return json(p.standing(kind, name.lower() if kind == "queue" else name))
+        out = p.standing(kind, name.lower() if kind == "queue" else name)
+        if eta and isinstance(out.get("waiting"), list):
+            await asyncio.to_thread(with_eta, p, out["waiting"])
+        return json(out)
 
     @r.get("/ws/v1/partition/{partition}/policies", response_model=None, dependencies=read,
            responses={200: {"model": list[dict[str, Any]]}, **errors(404, auth=True)})

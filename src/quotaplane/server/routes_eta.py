@@ -25,7 +25,29 @@ from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.models import WhatIfBody
 
-__all__ = ["router"]
+__all__ = ["ETA_QUERY", "router", "with_eta"]
+
+#: the ``eta`` query parameter of the ask lists and ``standing``: each waiting ask with its forecast
+ETA_QUERY = Query(description="true: each waiting ask with its forecast start ('eta': known, start and "
+                              "inSeconds p10/p50/p90, basis; docs/eta.md) — computed on demand, cached "
+                              "until the partition changes")
+
+
+def with_eta(partition: Any, asks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``asks`` (REST dicts with an ``allocationKey``) each with its forecast as ``eta``: ``known``,
+    ``start`` and ``inSeconds`` (p10/p50/p90, null: unknown) and ``basis`` from the partition's
+    cached forecast (docs/eta.md); an ask the forecast does not know of (allocated meanwhile) gets
+    null. Call it off the event loop: a forecast of a large partition takes a noticeable time."""
+    forecast = tracker(partition).forecast()
+    for a in asks:
+        found = forecast.asks.get(a.get("allocationKey", ""))
+        if found is None:
+            a["eta"] = None
+            continue
+        whole = found.to_dict(forecast.as_of)
+        a["eta"] = {"known": whole["known"], "start": whole["start"], "inSeconds": whole["inSeconds"],
+                    "basis": whole["basis"], "asOf": forecast.as_of}
+    return asks
 
 _queue_q = Query(description="only the asks of this queue and the queues below it")
 _app_q = Query(alias="applicationID", description="only the asks of this application")
