@@ -31,6 +31,7 @@ from typing import Any
 
 from quotaplane.budgets.periods import period_of
 from quotaplane.config.budgets import BudgetSpec
+from quotaplane.resources import Resource
 
 __all__ = ["Cell", "Entry", "Ledger", "Scope", "Shortfall"]
 
@@ -154,13 +155,17 @@ class Shortfall:
 class Ledger:
     """Every budget of a partition and what each scope charged (see the module docstring)."""
 
-    __slots__ = ("_by_elastic", "_by_queue", "_heap", "_resolved", "entries", "now", "scopes", "specs")
+    __slots__ = ("_by_elastic", "_by_queue", "_heap", "_names", "_resolved", "entries", "now", "scopes",
+                 "specs")
 
     def __init__(self, specs: Sequence[BudgetSpec] = ()) -> None:
         self.specs: tuple[BudgetSpec, ...] = ()
         self._by_queue: dict[str, list[BudgetSpec]] = {}
         #: elastic quota name → its budget
         self._by_elastic: dict[str, BudgetSpec] = {}
+        #: the resources some of a resolved set of scopes budget (what a charge keeps of a request), and
+        #: whether one of them decays (its cells are saved for an undo)
+        self._names: dict[tuple[Scope, ...], tuple[frozenset[str], bool]] = {}
         self.scopes: dict[str, Scope] = {}
         self.entries: dict[str, Entry] = {}
         self._heap: list[tuple[int, str]] = []
@@ -181,6 +186,7 @@ class Ledger:
         self._by_queue = by_queue
         self._by_elastic = {spec.elastic: spec for spec in self.specs if spec.elastic is not None}
         self._resolved.clear()
+        self._names.clear()
         kept: dict[str, Scope] = {}
         for key, scope in self.scopes.items():
             found = self._spec_of(key)
@@ -332,19 +338,22 @@ class Ledger:
         if self._heap and self._heap[0][0] <= ms:
             self.expire(ms)
         out: list[Shortfall] = []
+        vec = _plain(vec)
         for scope in scopes:
             limits = scope.spec.limits
+            # a calendar or duration period whose current period holds ms: the closed form inline
+            fast = not scope.spec.half_life_ms and ms < scope.end
             for r, cell in scope.cells.items():
                 u = vec.get(r)
                 if not u:
                     continue
                 limit = limits[r]
-                used = scope.consumed(cell, ms) + (cell.c_moment - cell.c_level * ms)
+                consumed = cell.level * ms - cell.moment - cell.base if fast else scope.consumed(cell, ms)
+                committed = cell.c_moment - cell.c_level * ms
+                used = consumed + committed
                 need = u * runtime_ms if runtime_ms else 0
                 if used + need > limit or (not need and used >= limit):
-                    committed = cell.c_moment - cell.c_level * ms
-                    out.append(Shortfall(scope, r, scope.consumed(cell, ms), committed, need, limit,
-                                         scope.period(ms)[1]))
+                    out.append(Shortfall(scope, r, consumed, committed, need, limit, scope.period(ms)[1]))
         return out
 
     def spent(self, scope: Scope, ms: int) -> list[str]:
@@ -360,10 +369,18 @@ class Ledger:
         ms = max(ms, self.now)
         if self._heap and self._heap[0][0] <= ms:
             self.expire(ms)
-        kept = _budgeted(vec, scopes)
+        found = self._names.get(scopes)
+        if found is None:
+            if len(self._names) > 100_000:
+                self._names.clear()
+            found = self._names[scopes] = (frozenset(r for s in scopes for r in s.cells),
+                                           any(s.spec.half_life_ms for s in scopes))
+        names, decays = found
+        kept = {r: u for r, u in _plain(vec).items() if u and r in names}
         end = ms + runtime_ms if runtime_ms else None
         active = end is not None and end > ms
-        decayed = [(c, c.save()) for s in scopes if s.spec.half_life_ms for c in s.cells.values()]
+        decayed = [(c, c.save()) for s in scopes if s.spec.half_life_ms for c in s.cells.values()] \
+            if decays else []
         self.entries[key] = Entry(scopes, kept, ms, end, priority, active, (self.now, decayed))
         for scope in scopes:
             _move(scope, kept, 1, ms, end if active else None)
@@ -437,6 +454,7 @@ class Ledger:
         """Put back :meth:`memo` over a state whose live allocations were charged again: the cells come
         from the memo, the commitments from the live allocations (those whose runtime has not ended)."""
         self.now = int(memo.get("now", 0))
+        self._names.clear()
         data = memo.get("scopes", {})
         for key, scope in self.scopes.items():
             if key not in data:         # charged again by the live allocations alone: start it empty
@@ -484,27 +502,30 @@ def _who(specs: Sequence[BudgetSpec], user: str, groups: tuple[str, ...]) -> tup
     return user_key, groups[0] if groups else None, "*"
 
 
-def _budgeted(vec: Mapping[str, int], scopes: Sequence[Scope]) -> dict[str, int]:
-    """The amounts of ``vec`` some of ``scopes`` budget."""
-    return {r: u for r, u in vec.items() if u and any(r in s.cells for s in scopes)}
+def _plain(vec: Mapping[str, int]) -> Mapping[str, int]:
+    """A resource vector's own dict (a Resource's ``get`` is a Python call; a charge reads it often)."""
+    return vec._values if isinstance(vec, Resource) else vec
 
 
 def _move(scope: Scope, vec: Mapping[str, int], sign: int, ms: int, end: int | None,
           *, roll: bool = True) -> None:
     """The levels of ``scope`` move by ``sign × vec`` at ``ms`` (its period started first), and its
-    commitment by ``sign × vec`` until ``end`` (None: nothing committed)."""
+    commitment by ``sign × vec`` until ``end`` (None: nothing committed). ``vec`` holds only budgeted
+    resources (:meth:`Ledger.charge` keeps them)."""
     if roll and ms >= scope.end:
         scope.roll(ms)
     decayed = scope.spec.half_life_ms
-    for r, cell in scope.cells.items():
-        u = vec.get(r)
-        if u:
-            d = sign * u
-            if decayed:
-                scope.change(cell, d, ms)
-            else:
-                cell.level += d
-                cell.moment += d * ms
-            if end is not None:
-                cell.c_level += d
-                cell.c_moment += d * end
+    cells = scope.cells
+    for r, u in vec.items():
+        cell = cells.get(r)
+        if cell is None:
+            continue
+        d = sign * u
+        if decayed:
+            scope.change(cell, d, ms)
+        else:
+            cell.level += d
+            cell.moment += d * ms
+        if end is not None:
+            cell.c_level += d
+            cell.c_moment += d * end

@@ -30,8 +30,9 @@ from quotaplane.budgets.besteffort import Idle, Who
 from quotaplane.budgets.status import hours
 from quotaplane.config.budgets import BESTEFFORT, PREEMPT, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
+from quotaplane.elastic.model import POD_LABEL_NAME
 from quotaplane.errors import InputError
-from quotaplane.policies.elastic import ElasticPolicy
+from quotaplane.policies.elastic import NAMESPACE_TAG, ElasticPolicy
 from quotaplane.policies.elastic import build_policy as build_elastic
 from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
@@ -66,7 +67,7 @@ def _runtime(request: AdmissionRequest) -> int | None:
 class BudgetPolicy(QuotaPolicy):
     """Budgets on a partition's queues, users and groups (see the module docstring)."""
 
-    __slots__ = ("best_effort", "elastic", "idle", "ledger", "notes")
+    __slots__ = ("_chains", "_checked", "best_effort", "elastic", "idle", "ledger", "notes")
     key: ClassVar[str] = "budgets"
     # a preempt budget's monitor runs on every timeout tick (which also retries the asks a reset frees)
     reclaims: ClassVar[bool] = True
@@ -83,18 +84,34 @@ class BudgetPolicy(QuotaPolicy):
         #: with budgets on elastic quotas: the quota tree a request's quota is found in (an elastic
         #: policy of its own, built from the same configuration — Koordinator's pod rules, not a copy)
         self.elastic: ElasticPolicy | None = None
+        #: (quota label, namespace) → the quota chain it maps to (the pod rules read nothing else)
+        self._chains: dict[tuple[str | None, str | None], tuple[str, ...]] = {}
+        #: the request the last check resolved, its scopes and runtime (the admission applies the same
+        #: request right after its check: resolved once)
+        self._checked: tuple[AdmissionRequest | None, tuple[Any, ...], int | None] = (None, (), None)
 
     def adopt_elastic(self, partition_config: Any) -> None:
         """Follow the configuration's elastic quotas when a budget is on one of them."""
         self.elastic = None
+        self._chains = {}
         if self.ledger.on_elastic and partition_config.extensions.get("elasticquotas") is not None:
             self.elastic = build_elastic(partition_config, None)
+
+    def _chain(self, request: AdmissionRequest, elastic: ElasticPolicy) -> tuple[str, ...]:
+        tags = request.tags or {}
+        key = (tags.get(POD_LABEL_NAME), tags.get(NAMESPACE_TAG))
+        found = self._chains.get(key)
+        if found is None:
+            if len(self._chains) > 10_000:
+                self._chains.clear()
+            found = self._chains[key] = elastic.manager.ancestors(elastic.quota_of(request))
+        return found
 
     def _who(self, request: AdmissionRequest) -> Who:
         """What the ledger resolves a request's budgets from: its queue, user, groups and quotas."""
         user = request.user
         elastic = self.elastic
-        chain = elastic.manager.ancestors(elastic.quota_of(request)) if elastic is not None else ()
+        chain = self._chain(request, elastic) if elastic is not None else ()
         return request.queue_path, user.user, tuple(user.groups), chain
 
     def set_cluster_resource(self, total: Any) -> None:
@@ -141,6 +158,7 @@ class BudgetPolicy(QuotaPolicy):
             return [Violation(self.name, RUNTIME_CODE, request.queue_path,
                               f"{exc} (a duration such as 2h or 90m) on application "
                               f"{request.application_id!r}")]
+        self._checked = (request, scopes, runtime)
         ms = max(_ms(request.time), self.ledger.now)
         found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
         if found and self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
@@ -161,17 +179,21 @@ class BudgetPolicy(QuotaPolicy):
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Charge the request from its time on (never refused: :meth:`check` decided, or the journal)."""
-        if request.resource:
-            self.idle.held(request.resource, 1)
-            if self.best_effort:         # a waiting ask turned into usage (an undo puts it back)
-                self.idle.last_gone = (request.allocation_key, self.idle.ask_gone(request.allocation_key))
+        if self.best_effort and request.resource:
+            idle = self.idle
+            idle.held(request.resource, 1)
+            # a waiting ask turned into usage (an undo puts it back)
+            idle.last_gone = (request.allocation_key, idle.ask_gone(request.allocation_key))
         if request.resource and request.allocation_key and self.ledger.specs:
-            scopes = self._scopes(request)
-            if scopes:
+            checked, scopes, runtime = self._checked
+            if checked is not request:      # replay, or a request applied without its check
+                scopes = self._scopes(request)
                 try:
-                    runtime = _runtime(request)
+                    runtime = _runtime(request) if scopes else None
                 except InputError:
                     runtime = None      # replay of an allocation a check would refuse: charge it anyway
+            self._checked = (None, (), None)
+            if scopes:
                 self.ledger.charge(request.allocation_key, scopes, request.resource, _ms(request.time),
                                    runtime, request.priority)
         return []
@@ -179,7 +201,7 @@ class BudgetPolicy(QuotaPolicy):
     def undo(self, request: AdmissionRequest) -> None:
         """Take back :meth:`apply` exactly (an ask it turned into usage waits again)."""
         idle = self.idle
-        if request.resource:
+        if self.best_effort and request.resource:
             idle.held(request.resource, -1)
         key, gone = idle.last_gone
         if gone is not None and key == request.allocation_key:
@@ -188,7 +210,7 @@ class BudgetPolicy(QuotaPolicy):
 
     def release(self, request: AdmissionRequest, *, last_allocation: bool) -> None:
         """The allocation ended at the request's time (the release event's)."""
-        if request.resource:
+        if self.best_effort and request.resource:
             self.idle.held(request.resource, -1)
         if request.allocation_key:
             self.ledger.release(request.allocation_key, _ms(request.time))
@@ -204,6 +226,7 @@ class BudgetPolicy(QuotaPolicy):
     def update_config(self, partition_config: Any) -> None:
         """Adopt the reloaded budgets (what each kept scope consumed stays)."""
         self.ledger.configure(parse_budgets(partition_config.extensions.get("budgets")))
+        self._checked = (None, (), None)
         self.adopt_elastic(partition_config)
         self.best_effort = any(spec.mode == BESTEFFORT for spec in self.ledger.specs)
         # the waiting asks' best-effort scopes under the new budgets (asks that waited before the
