@@ -145,6 +145,10 @@ def kube(
     kube_server: Annotated[str | None, typer.Option(help="API server URL (default: in-cluster, kubeconfig).")
                            ] = None,
     kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file.")] = None,
+    device_class: Annotated[list[str] | None, typer.Option(
+        help="CLASS=RESOURCE: a DRA DeviceClass's devices count as RESOURCE (Kueue's deviceClassMappings; "
+             "repeatable). Set, pods' resource claims are charged from their ResourceClaimTemplates.")
+    ] = None,
 ) -> None:
     """Run the Kubernetes front: admission webhooks, leader election, controller and REST service."""
     from quotaplane.kube.controller import ControllerOptions
@@ -154,12 +158,20 @@ def kube(
     if (tls_cert is None) != (tls_key is None):
         typer.echo("quotaplane kube: --tls-cert and --tls-key go together", err=True)
         raise typer.Exit(2)
+    classes: dict[str, str] = {}
+    for item in device_class or ():
+        name, sep, resource = item.partition("=")
+        if not sep or not name.strip() or not resource.strip():
+            typer.echo(f"quotaplane kube: --device-class {item!r}: expected CLASS=RESOURCE", err=True)
+            raise typer.Exit(2)
+        classes[name.strip()] = resource.strip()
     webhook = WebhookOptions(process_namespaces=tuple(process_namespace or ()),
                              bypass_namespaces=tuple(bypass_namespace or ("^kube-system$",)))
     raise typer.Exit(serve_front(FrontOptions(
         config=config, store=store, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key,
         namespace=namespace, lease_name=lease_name, kube_server=kube_server, kubeconfig=kubeconfig,
-        controller=ControllerOptions(partition=partition, config_namespace=namespace), webhook=webhook)))
+        controller=ControllerOptions(partition=partition, config_namespace=namespace,
+                                     device_classes=classes or None), webhook=webhook)))
 
 
 def _register_simulate() -> None:

@@ -112,6 +112,7 @@ KINDS: dict[str, Kind] = {
     "events": Kind("", "v1", "Event", True, False),
     "leases": Kind("coordination.k8s.io", "v1", "Lease", True, False),
     "poddisruptionbudgets": Kind("policy", "v1", "PodDisruptionBudget", True, True),
+    "resourceclaimtemplates": Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", True, False),
     # deploy/crds: neither declares a status subresource
     "elasticquotas": Kind("scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", True, False, True),
     "quotasubtrees": Kind("quota.codeflare.dev", "v1alpha1", "QuotaSubtree", True, False, True),

@@ -90,6 +90,8 @@ def test_the_crds_are_what_the_front_reads() -> None:
     for plural in KubeApi.OPTIONAL:
         if plural in KUEUE_KINDS:
             continue        # Kueue installs its own CRDs; the front only reads its objects
+        if plural == api.CLAIM_TEMPLATES:
+            continue        # DRA's, a built-in API (resource.k8s.io/v1): optional only on older servers
         crd = next(d for d in _kind("CustomResourceDefinition") if d["spec"]["names"]["plural"] == plural)
         res = api._RESOURCES[plural]
         assert crd["spec"]["group"] == res._api_info.resource.group
@@ -259,7 +261,8 @@ def _allowed(group: str, resource: str, verb: str) -> bool:
                              ("scheduling.sigs.k8s.io", "elasticquotas"),
                              ("quota.codeflare.dev", "quotasubtrees"),
                              *[("kueue.x-k8s.io", k) for k in ("resourceflavors", "cohorts", "clusterqueues",
-                                                               "localqueues")]]
+                                                               "localqueues")],
+                             ("resource.k8s.io", "resourceclaimtemplates")]
       for v in ("list", "watch")],
     ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/eviction", "create"),
     ("", "events", "create"), ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),

@@ -25,7 +25,8 @@ from typing import Any
 from quotaplane.errors import InputError
 from quotaplane.resources import Resource
 
-__all__ = ["MIG_MEMORY", "MIG_SLICES", "claim_resource", "mig_counters", "pod_claims_resource"]
+__all__ = ["MIG_MEMORY", "MIG_SLICES", "claim_resource", "claim_template_names", "mig_counters",
+           "pod_claims_resource"]
 
 #: the compute slices of every MIG instance asked for (a profile ``<G>g.<M>gb`` counts G each)
 MIG_SLICES = "nvidia.com/mig.slices"
@@ -106,6 +107,12 @@ def claim_resource(spec: Mapping[str, Any], device_classes: Mapping[str, str],
             key = f"{name}.{cap}"
             out[key] = out.get(key, 0) + count * amount
     return out
+
+
+def claim_template_names(pod: Mapping[str, Any]) -> set[str]:
+    """The ResourceClaimTemplates a pod's ``spec.resourceClaims`` name."""
+    return {str(name) for ref in _mapping(pod.get("spec")).get("resourceClaims") or []
+            if (name := _mapping(ref).get("resourceClaimTemplateName"))}
 
 
 def pod_claims_resource(pod: Mapping[str, Any], templates: Mapping[str, Mapping[str, Any]],

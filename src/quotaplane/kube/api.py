@@ -77,7 +77,12 @@ _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call in
     "cohorts": create_global_resource("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
     "clusterqueues": create_global_resource("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
     "localqueues": create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
+    # DRA claim templates, followed when device classes are mapped (docs/flavors.md "Device quotas")
+    "resourceclaimtemplates": create_namespaced_resource("resource.k8s.io", "v1", "ResourceClaimTemplate",
+                                                         "resourceclaimtemplates"),
 }
+#: the kind of DRA's ResourceClaimTemplates (``resource.k8s.io/v1``)
+CLAIM_TEMPLATES = "resourceclaimtemplates"
 
 
 def client_config(server: str | None = None, token: str | None = None, kubeconfig: str | None = None
@@ -218,7 +223,7 @@ class KubeApi:
                                         "configmaps", "pods")
     #: the kinds that exist only when their CRD is installed (a 404 listing them: not watched)
     OPTIONAL: ClassVar[tuple[str, ...]] = ("elasticquotas", "quotasubtrees", "resourceflavors", "cohorts",
-                                           "clusterqueues", "localqueues")
+                                           "clusterqueues", "localqueues", CLAIM_TEMPLATES)
 
     def __init__(self, config: KubeConfig, *, field_manager: str = "quotaplane",
                  retry: RetryPolicy | None = None, seed: int | None = None) -> None:

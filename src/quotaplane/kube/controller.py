@@ -53,7 +53,8 @@ from typing import Any
 from quotaplane.cluster import Scheduler
 from quotaplane.config.kueue import local_queue_map
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
-from quotaplane.kube.api import ApiCallError, KubeApi
+from quotaplane.k8s.devices import claim_template_names
+from quotaplane.kube.api import CLAIM_TEMPLATES, ApiCallError, KubeApi
 from quotaplane.kube.configuration import ClusterConfiguration
 from quotaplane.kube.eta import EtaNotes
 from quotaplane.kube.holds import ABANDONED, CONDITION_ADMITTED, PREEMPTED, preemption_message, rebuild
@@ -128,6 +129,10 @@ class ControllerOptions:
     #: a pod whose reconcile failed is tried again after this backoff (doubling, capped)
     retry_base: float = 0.5
     retry_max: float = 30.0
+    #: Kueue's ``deviceClassMappings``: DeviceClass name → the resource a device of it counts as. Set,
+    #: the front also follows the ResourceClaimTemplates and charges a pod's DRA claims from them
+    #: (docs/flavors.md "Device quotas"); None: claims are not counted
+    device_classes: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -216,9 +221,14 @@ class Controller:
         self.stats = FrontStats()
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: Callable[[], None] | None = None
+        #: the kinds followed: the API's, and the claim templates when device classes are mapped
+        self.kinds: tuple[str, ...] = api.KINDS if self.options.device_classes is None else \
+            (*[k for k in api.KINDS if k != "pods"], CLAIM_TEMPLATES, "pods")
+        #: namespace → ResourceClaimTemplate name → its ``spec`` (a pod's claims are charged from them)
+        self.claim_templates: dict[str, dict[str, dict[str, Any]]] = {}
         #: kind → its informer (the ConfigMap's narrowed to its namespace and name)
         self.informers: dict[str, Informer] = {
-            kind: Informer(api, kind, error=self._error, **self._narrowed(kind)) for kind in api.KINDS}
+            kind: Informer(api, kind, error=self._error, **self._narrowed(kind)) for kind in self.kinds}
         #: the partition's configuration from the cluster: the ConfigMap and the custom quota objects
         self.configuration = ClusterConfiguration(scheduler, api, self.options.partition,
                                                   self.options.config_namespace, self._enqueue, self._error)
@@ -243,7 +253,7 @@ class Controller:
             self._tasks = [asyncio.create_task(self._act()) for _ in range(max(1, workers // 4))]
             self._tasks += [asyncio.create_task(self._reconcile_worker()) for _ in range(workers)]
             await self.sync()
-            self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.api.KINDS
+            self._tasks += [asyncio.create_task(self._watch(kind)) for kind in self.kinds
                             if kind not in self._absent]
             self._tasks.append(asyncio.create_task(self._report_loop()))
             self._tasks.append(asyncio.create_task(self._resync_loop(self.options.resync_every)))
@@ -285,7 +295,7 @@ class Controller:
         configuration = self.configuration
         configuration.batching = True   # the custom quotas and the ConfigMap make one configuration change
         try:
-            for kind in self.api.KINDS:
+            for kind in self.kinds:
                 listed = None if kind == "pods" else await self._first_list(kind)
                 for obj in listed or ():
                     self._apply(kind, "ADDED", obj)
@@ -360,6 +370,8 @@ class Controller:
             known = self.nodes if kind == "nodes" else self.namespaces
             for name in sorted(set(known) - present):
                 self._apply(kind, "DELETED", {"metadata": {"name": name}})
+        elif kind == CLAIM_TEMPLATES:
+            self.claim_templates.clear()
         elif kind in KUEUE_KINDS:
             seen = {(str(mapping(o.get("metadata")).get("namespace") or ""),
                      str(mapping(o.get("metadata")).get("name") or "")) for o in items}
@@ -425,6 +437,8 @@ class Controller:
                 self.configuration.custom_quota_event(kind, event_type, obj)
             elif kind in KUEUE_KINDS:
                 self.configuration.kueue_event(kind, event_type, obj)
+            elif kind == CLAIM_TEMPLATES:
+                self.claim_template_event(event_type, obj)
         except Exception as exc:   # one bad object must not stop the controller; it is reported
             self._error(f"{kind} {event_type} {name_of(obj)}: {type(exc).__name__}: {exc}")
 
@@ -464,6 +478,35 @@ class Controller:
             self.pods[key] = pod
             self._adopt(key, pod)
 
+    # ------------------------------------------------------------------------------------------------
+    # DRA claim templates (device quotas)
+    # ------------------------------------------------------------------------------------------------
+    def claim_template_event(self, event_type: str, template: dict[str, Any]) -> None:
+        """One ResourceClaimTemplate ADDED / MODIFIED / DELETED: kept for the pods that refer to it. A
+        gated pod that waited for it (its claims could not be charged: no ask yet) is taken up now —
+        the template's watch may bring it after the pod's."""
+        meta = mapping(template.get("metadata"))
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        known = self.claim_templates.setdefault(ns, {})
+        if event_type == "DELETED":
+            known.pop(name, None)   # a pod charged from it keeps its ask: Kubernetes made its claim
+            return
+        known[name] = dict(mapping(template.get("spec")))
+        p = self.partition
+        for key, pod in sorted(self.pods.items()):
+            if pod_namespace(pod) == ns and has_gate(pod) and p.get_ask(key) is None and \
+                    p.allocation(key) is None and name in claim_template_names(pod):
+                self.pod_event("MODIFIED", pod)
+
+    def _resource_of(self, pod: Mapping[str, Any]) -> Resource:
+        """What ``pod`` is charged: its requests and, with device classes mapped, its DRA claims from
+        their templates (``InputError`` naming the claim when one cannot be charged)."""
+        classes = self.options.device_classes
+        if classes is None:
+            return pod_resource(pod)
+        return pod_resource(pod, claim_templates=self.claim_templates.get(pod_namespace(pod), {}),
+                            device_classes=classes)
+
     def _app_for(self, pod: Mapping[str, Any]) -> str:
         """The pod's application, added (placed by the rules, tagged by its namespace) when new."""
         app_id = pod_app_id(pod)
@@ -488,7 +531,7 @@ class Controller:
             self._gang_min[app_id] = sum(g.min_member for g in groups)
             if new:         # YuniKorn: the placeholders are created once, when the gang is first seen
                 self._placeholders(app_id, groups)
-        self.partition.add_ask(app_id, key, pod_resource(pod), priority=pod_priority(pod),
+        self.partition.add_ask(app_id, key, self._resource_of(pod), priority=pod_priority(pod),
                                task_group=group if groups else None, tags=pod_tags(pod),
                                max_runtime=pod_runtime(pod))
 
@@ -505,7 +548,7 @@ class Controller:
         """An admitted pod the journal lacks (its allocation was lost with a store): counted again."""
         app_id = self._app_for(pod)
         node = pod_node(pod)
-        decision = self.partition.allocate(app_id, key, pod_resource(pod), priority=pod_priority(pod),
+        decision = self.partition.allocate(app_id, key, self._resource_of(pod), priority=pod_priority(pod),
                                            node=node if node in self.partition.nodes() else None,
                                            tags=pod_tags(pod), max_runtime=pod_runtime(pod),
                                            preempt=False)   # it runs already
