@@ -362,3 +362,19 @@ def test_the_hold_times_survive_a_restart(tmp_path: Any) -> None:
     again.release("big")
     assert tracker(again).holds.queues["root.b"].total == 7
     again.journal.close()                                # type: ignore[union-attr]
+
+
+def test_the_copy_keeps_no_usage_history_unless_it_orders_the_waiting_work() -> None:
+    """The forecast's working copy does not account its future (nobody reads it), but keeps the
+    history when fair share with memory orders the waiting asks (the copy must order them alike)."""
+    from quotaplane.eta.copy import working_copy
+    from tests.partition.helpers import CONFIG
+
+    clock = Clock(1000.0)
+    plain = scheduler(CONFIG, clock=clock).partition("default")
+    assert plain.history.engine is not None
+    assert working_copy(plain, clock).history.engine is None
+    fair = CONFIG.replace("- name: default\n",
+                          "- name: default\n  history: {fairshare: {enabled: true}}\n", 1)
+    ranked = scheduler(fair, clock=clock).partition("default")
+    assert working_copy(ranked, clock).history.engine is not None

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection
+from types import MappingProxyType
 
 from quotaplane.config.model import PartitionConfig
 from quotaplane.events import AppRestore, Event
+from quotaplane.history.view import settings_of
 from quotaplane.partition.facade import Partition
 from quotaplane.state.rebuild import RebuildCapture
 
@@ -44,7 +46,7 @@ def working_copy(partition: Partition, clock: Callable[[], float], *, without: C
 
     def config_at(seq: int) -> PartitionConfig:
         # a partition made without a scheduler has no config history: its config in force stands in
-        config = source(seq) if source is not None else current
+        config = _without_accounting(source(seq) if source is not None else current)
         return configure(config) if configure is not None else config
 
     first = events[0]
@@ -58,6 +60,18 @@ def working_copy(partition: Partition, clock: Callable[[], float], *, without: C
         target.notes_recorded(target.take_notes())
     return copy
 
+
+
+def _without_accounting(config: PartitionConfig) -> PartitionConfig:
+    """``config`` with the usage history off: the copy's future is not accounted (nobody reads it),
+    and accounting every allocation of a copy made to look ahead was a third of its cost. Kept when
+    it orders waiting work (fair share with memory, docs/history.md), which the copy must do alike."""
+    settings = settings_of(config.extensions)
+    if not settings.enabled or settings.fairshare.enabled:
+        return config
+    history = dict(config.extensions.get("history") or {})
+    history["enabled"] = False
+    return dataclasses.replace(config, extensions=MappingProxyType({**config.extensions, "history": history}))
 
 
 def _without(ev: Event, keys: Collection[str]) -> Event:
