@@ -29,7 +29,10 @@ event changes the application's cells and, at once, only the scopes whose *borro
 the instantaneous level (queues with a guarantee, elastic quotas, quota-tree nodes) and their
 siblings' lending of that resource; the application's other scopes (its user, group and queues
 without a guarantee) receive its accumulated ΔL and ΔM once per period, when the period closes or
-someone reads. Nothing is ever rescanned.
+someone reads. Nothing is ever rescanned. An allocation's or release's change of the application
+and its queues with a guarantee is logged with its time and applied, in order and each at its own
+time, with the others at the next read, period end or 1,024th change (:meth:`Accounting._settle`):
+the same numbers, computed in one tight pass instead of between the partition's own work.
 
 **Rollups.** When an event's time crosses a period boundary (minute, hour, day, week, month in
 the configured time zone, :mod:`~quotaplane.history.calendar`), the scopes that changed in the
@@ -80,11 +83,14 @@ from quotaplane.history.scopes import (
     vec_of,
 )
 from quotaplane.history.sketch import WaitSketch
+from quotaplane.resources import Resource
 
 #: the elastic quotas and tree nodes of a charge when the config has neither (shared, never changed)
 _NO_EAGER: list[Share] = []
 #: changes of use logged at most before they are applied (:meth:`Accounting._settle`)
 _LOG_MAX = 1024
+#: a :class:`Charge` without its ``__init__`` call (filled by the caller, on the admission path)
+_blank = object.__new__
 
 __all__ = [
     "APPLICATION", "GROUP", "KINDS", "METRICS", "QUEUE", "QUOTA", "TREE", "USER",
@@ -478,13 +484,24 @@ class Accounting(Ledger):
             return
         if not app.allocs and app.epoch != self._epoch:
             self._regroup(app_id, app)
-        vec = vec_of(resource)
+        # vec_of and Charge(...) written out, and the change of use logged here (_charge_app):
+        # every allocation comes here, and each Python call counts (issue 33, accounting on vs off)
+        vec = resource.plain() if type(resource) is Resource else dict(resource)
+        if 0 in vec.values():
+            vec = {r: v for r, v in vec.items() if v}
         info = self._info
         eager = self._eager(key, app_id, app, vec) if info[QUOTA] or info[TREE] else _NO_EAGER
-        charge = Charge(app_id, vec, t, eager)
+        charge = _blank(Charge)
+        charge.app, charge.resource, charge.t, charge.eager = app_id, vec, t, eager
         self.allocs[key] = charge
         app.allocs.add(key)
-        self._charge_app(app, vec, 1)
+        if self.half_life:
+            self._charge_app(app, vec, 1)
+        else:
+            log = self._log
+            log.append((app, vec, 1, self._rel))
+            if len(log) >= _LOG_MAX:
+                self._settle()
         for s, v in eager:
             self._use(s, v, 1)
 
@@ -495,7 +512,13 @@ class Accounting(Ledger):
         app = self.apps.get(charge.app)
         if app is not None:
             app.allocs.discard(key)
-            self._charge_app(app, charge.resource, -1)
+            if self.half_life:
+                self._charge_app(app, charge.resource, -1)
+            else:                               # _charge_app written out, as in _alloc
+                log = self._log
+                log.append((app, charge.resource, -1, self._rel))
+                if len(log) >= _LOG_MAX:
+                    self._settle()
         for s, v in charge.eager:
             self._use(s, v, -1)
         return charge
@@ -675,13 +698,17 @@ class Accounting(Ledger):
         self._retired.add(app.own)
 
     def _allocated(self, ev: E.Allocated) -> None:
-        now = self._at(ev.t)
+        now = self.now
+        if now is None or round(ev.t * 1000) > now:    # _at only when time moves (a call saved)
+            now = self._at(ev.t)
         if ev.key in self.asks:
             self._ask_leaves(ev.key, now)
         self._alloc(ev.key, ev.app, ev.resource, now)
 
     def _released(self, ev: E.Released) -> None:
-        self._at(ev.t)
+        now = self.now
+        if now is None or round(ev.t * 1000) > now:
+            self._at(ev.t)
         self._release(ev.key)
 
     def _replaced(self, ev: E.Replaced) -> None:
@@ -725,13 +752,14 @@ class Accounting(Ledger):
             self._release(key)
 
     def _noted(self, ev: E.Noted) -> None:
-        if ev.t is not None:
-            self._at(ev.t)          # the time of the change it tells (older journals lack it)
+        t, now = ev.t, self.now
+        if t is not None and (now is None or round(t * 1000) > now):
+            self._at(t)             # the time of the change it tells (older journals lack it)
         n = ev.notice
         kind = n.get("type")
         if kind == "released":
             key = n.get("allocationKey")
-            if isinstance(key, str):
+            if isinstance(key, str) and key in self.allocs:     # a journalled release came first
                 self._release(key)
         elif kind == "application":
             app = n.get("applicationID")
