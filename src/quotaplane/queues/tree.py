@@ -26,6 +26,7 @@ from quotaplane.queues.properties import (
     PROP_PRIORITY_OFFSET,
     PROP_PRIORITY_POLICY,
     PROP_QUOTA_PREEMPTION_DELAY,
+    PROP_SORT_POLICY,
     parse_duration,
     parse_si_resource,
     parse_uint,
@@ -70,7 +71,8 @@ class QueueTree:
     Not thread safe by itself: the partition serialises every call under its lock.
     """
 
-    __slots__ = ("_by_path", "_cluster", "_eff_guaranteed", "_fair", "_limits", "_partition", "_root")
+    __slots__ = ("_by_path", "_cluster", "_eff_guaranteed", "_fair", "_limits", "_partition", "_root",
+                 "_stateaware")
 
     _root: Queue
     _by_path: dict[str, Queue]
@@ -85,6 +87,8 @@ class QueueTree:
         self._eff_guaranteed: dict[str, dict[str, int]] = {}
         self._limits = Limits(self.effective_guaranteed)
         self._fair: FairShares | None = None
+        #: the leaves whose application.sort.policy is stateaware (None: to be found again)
+        self._stateaware: tuple[Queue, ...] | None = None
         self.update_config(partition_config)
 
     # ------------------------------------------------------------------------------------------------
@@ -96,6 +100,7 @@ class QueueTree:
         Allocated usage and running applications are kept."""
         self._partition = partition_config.name
         self._eff_guaranteed = {}
+        self._stateaware = None
         seen: set[str] = set()
         self._sync(None, partition_config.root, seen)
         # Managed queues missing from the config drain, with their whole subtree (dynamic queues under a
@@ -179,6 +184,16 @@ class QueueTree:
         q.lending_limit = None if q.is_root else qc.lending_limit
         for child in qc.queues:
             self._sync(q, child, seen)
+
+    def stateaware_leaves(self) -> tuple[Queue, ...]:
+        """The leaves whose ``application.sort.policy`` is ``stateaware`` (found again only after the
+        configuration or the queues changed): a position counts their asks one by one
+        (:mod:`quotaplane.scheduling.positions`)."""
+        if self._stateaware is None:
+            self._stateaware = tuple(
+                q for q in self._walk(self._root)
+                if q.is_leaf and q.properties.get(PROP_SORT_POLICY, "fifo").lower() == "stateaware")
+        return self._stateaware
 
     def _refresh_properties(self, q: Queue) -> None:
         q.properties = self._merged_properties(q.parent, q.own_properties)
@@ -302,6 +317,7 @@ class QueueTree:
                 q.children[part] = child
                 self._by_path[child.path] = child
                 self._eff_guaranteed = {}
+                self._stateaware = None
                 self._forget_fair()
             q = child
         if not q.is_leaf:
@@ -383,6 +399,7 @@ class QueueTree:
     def _detach(self, q: Queue) -> None:
         assert q.parent is not None
         self._eff_guaranteed = {}
+        self._stateaware = None
         self._forget_fair()
         if q.borrowing_limit is not None or q.lending_limit is not None:
             q.borrowing_limit = q.lending_limit = None
