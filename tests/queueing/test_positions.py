@@ -58,7 +58,7 @@ def _global(p: Partition) -> dict[str, int]:
 
 
 _STEP = st.tuples(st.sampled_from(["ask", "ask", "ask", "allocate", "release", "withdraw", "remove_app",
-                                   "tick", "gang"]),
+                                   "tick", "gang", "config"]),
                   st.integers(0, len(LEAVES) - 1), st.integers(0, len(USERS) - 1), st.integers(1, 3),
                   st.integers(0, 2))
 
@@ -70,7 +70,9 @@ def test_positions_equal_the_global_order(steps: list[tuple[str, int, int, int, 
     text = CONFIG if not fair else CONFIG.replace(
         "- name: default\n", "- name: default\n  history: {fairshare: {enabled: true, halflife: 30m}}\n", 1)
     clock = Clock()
-    p = Scheduler.from_yaml(text, clock=clock).partition("default")
+    base = text
+    sched = Scheduler.from_yaml(text, clock=clock)
+    p = sched.partition("default")
     p.add_node("n", Resource({"vcore": 9000}))
     for i, (op, leaf, user, size, prio) in enumerate(steps):
         clock.advance(7)
@@ -92,6 +94,13 @@ def test_positions_equal_the_global_order(steps: list[tuple[str, int, int, int, 
             p.remove_application(app)
         elif op == "tick":
             p.check_timeouts()
+        elif op == "config":
+            # a leaf turns stateaware, or stops being so: the leaves a position counts one by one are
+            # found again
+            f_stateaware = base.replace("resources: {max: {vcore: 4}}\n", "resources: {max: {vcore: 4}}\n"
+                                        "        properties: {application.sort.policy: stateaware}\n", 1)
+            s_fifo = base.replace("policy: stateaware}", "policy: fifo}")
+            sched.update_config((base, f_stateaware, s_fifo)[size - 1])
         elif op == "gang":
             # a hard gang whose placeholder times out (10 s: two steps and a tick) fails with its ask
             # still waiting, too big to fit anywhere: the cycle yields it no more
@@ -125,3 +134,26 @@ def test_positions_equal_the_global_order(steps: list[tuple[str, int, int, int, 
                 {a.allocation_key: expected.get(a.allocation_key) for a in pending
                  if (ap := p.application(a.application_id)) is not None
                  and (ap.queue_path == q or ap.queue_path.startswith(q + "."))}
+
+
+def test_a_leaf_turned_stateaware_by_a_configuration_holds_its_asks_back_in_the_positions() -> None:
+    """The stateaware leaves are found again after a configuration: in d.f turned stateaware no
+    application may start while one is Starting, so its waiting asks have no position and e's ask comes
+    first (the tree's cache of those leaves, QueueTree.stateaware_leaves)."""
+    clock = Clock()
+    sched = Scheduler.from_yaml(CONFIG, clock=clock)
+    p = sched.partition("default")
+    p.add_node("n", Resource({"vcore": 9000}))
+    for app, user, leaf in (("a0", 0, "d.f"), ("a1", 0, "d.f"), ("a2", 1, "d.f"), ("b", 2, "e")):
+        p.add_application(app, USERS[user], queue=f"root.{leaf}")
+    p.allocate("a0", "r0", Resource({"vcore": 4000}))       # d.f full, a0 Starting
+    p.allocate("b", "r1", Resource({"vcore": 5000}))        # e full
+    for app, key in (("a1", "k1"), ("a2", "k2"), ("b", "k3")):
+        clock.advance(1)
+        p.add_ask(app, key, Resource({"vcore": 1000}))
+    before = {w["allocationKey"]: w["position"] for w in p.standing("queue", "root")["waiting"]}
+    assert before == _global(p) and set(before) == {"k1", "k2", "k3"}
+    sched.update_config(CONFIG.replace("resources: {max: {vcore: 4}}\n", "resources: {max: {vcore: 4}}\n"
+                                       "        properties: {application.sort.policy: stateaware}\n", 1))
+    after = {w["allocationKey"]: w["position"] for w in p.standing("queue", "root")["waiting"]}
+    assert after == {"k1": None, "k2": None, "k3": 1} and _global(p) == {"k3": 1}

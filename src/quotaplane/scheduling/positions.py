@@ -22,7 +22,8 @@ __all__ = ["positions"]
 
 
 def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], wanted: Iterable[Ask],
-              rank: Rank | None = None, quiet: Iterable[str] | None = None) -> dict[str, int]:
+              rank: Rank | None = None, quiet: Iterable[str] | None = None,
+              stateaware: Iterable[Queue] | None = None) -> dict[str, int]:
     """Where each of ``wanted`` stands in the scheduling order now: its 1-based index in
     :func:`candidates` over the current usage (no ask allocated), without ordering the others.
 
@@ -32,10 +33,11 @@ def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], want
     read from its count (``Queue.asks_waiting``, kept as asks come and go), less those the cycle would
     not yield: the asks of applications that take no allocation now (``quiet``: the applications that
     may be such, :meth:`~quotaplane.scheduling.waiting.Waiting.quiet_asks`; None: every application
-    is looked at) and those a ``stateaware`` leaf holds back. The cost is O(depth · fanout) plus the
-    ordering of the wanted asks' own leaves and the exact count of those exceptional leaves — not of
-    the other waiting asks (issue 39). Asks :func:`candidates` would not yield get none.
-    ``tests/queueing/test_positions.py`` pins it to the global order.
+    is looked at) and those a ``stateaware`` leaf holds back (``stateaware``: those leaves,
+    :meth:`~quotaplane.queues.tree.QueueTree.stateaware_leaves`; None: the tree is walked). The cost
+    is O(depth · fanout) plus the ordering of the wanted asks' own leaves and the exact count of those
+    exceptional leaves — not of the other waiting asks (issue 39). Asks :func:`candidates` would not
+    yield get none. ``tests/queueing/test_positions.py`` pins it to the global order.
 
     With Kueue's fair sharing on, the order is the tournament (KQ-S4): a queue's place depends on its
     head, which changes with every ask it yields, so the order is not one of the queues' current shares
@@ -44,12 +46,12 @@ def positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application], want
     """
     if root.fair is not None and not root.is_leaf:
         return _tournament_positions(asks, root, apps, wanted, rank, root.fair)
-    return _depth_first_positions(asks, root, apps, wanted, rank, quiet)
+    return _depth_first_positions(asks, root, apps, wanted, rank, quiet, stateaware)
 
 
 def _depth_first_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
-                           wanted: Iterable[Ask], rank: Rank | None, quiet: Iterable[str] | None
-                           ) -> dict[str, int]:
+                           wanted: Iterable[Ask], rank: Rank | None, quiet: Iterable[str] | None,
+                           stateaware: Iterable[Queue] | None) -> dict[str, int]:
     """:func:`positions` without fair sharing: the siblings ordered before each queue of the chain
     read from their counts, the wanted asks' own leaves ordered."""
     key_of: Callable[[Queue], Any] = _queue_key if rank is None else (
@@ -61,7 +63,7 @@ def _depth_first_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Appli
     def count(q: Queue) -> int:
         nonlocal less
         if less is None:
-            less = _not_yielded(asks, root, apps, rank, quiet)
+            less = _not_yielded(asks, root, apps, rank, quiet, stateaware)
         return q.asks_waiting - less.get(q.path, 0)
 
     def offset(q: Queue) -> int:
@@ -112,11 +114,12 @@ def _tournament_positions(asks: AskQueue, root: Queue, apps: Mapping[str, Applic
 
 
 def _not_yielded(asks: AskQueue, root: Queue, apps: Mapping[str, Application], rank: Rank | None,
-                 quiet: Iterable[str] | None) -> dict[str, int]:
+                 quiet: Iterable[str] | None, stateaware: Iterable[Queue] | None) -> dict[str, int]:
     """Per queue path: the waiting asks its count holds that :func:`candidates` would not yield — those
     of applications that take no allocation now, and those a ``stateaware`` leaf holds back. Counted
     exactly in the leaves that have any (:func:`_leaf_count`), then carried up their chains."""
-    leaves = _stateaware_leaves(root)
+    leaves = _stateaware_leaves(root) if stateaware is None else \
+        {q.path: q for q in stateaware if q.asks_waiting}
     leaves.update(_quiet_leaves(asks, root, apps, quiet))
     less: dict[str, int] = {}
     for leaf in leaves.values():

@@ -55,7 +55,7 @@ def _positions(state: PartitionState, asks: list[Ask]) -> dict[str, int]:
     if root is None or not asks:
         return {}
     return positions(state.waiting.asks, root, state.apps, asks, rank=state.history.rank(),
-                     quiet=state.waiting.quiet_asks(state.apps))
+                     quiet=state.waiting.quiet_asks(state.apps), stateaware=state.queues.stateaware_leaves())
 
 
 def _waiting(state: PartitionState, asks: list[Ask], at: int) -> list[dict[str, Any]]:
