@@ -246,6 +246,37 @@ def test_nodes_added_and_removed_mid_run_while_a_queue_borrows() -> None:
         s2.close(snapshot=False)
 
 
+def test_changes_logged_past_the_cap_within_one_minute_give_the_hand_computed_integrals() -> None:
+    """An allocation's change of use is logged and applied at the next read, period end or when
+    1,024 wait: 1,500 short allocations within one minute (more than the log holds) while ml borrows
+    give exactly the integrals computed by hand, and the log never holds more than its cap."""
+    clock = Clock(1_764_000_000.0)             # a whole minute: the pairs stay within one period
+    s = _scheduler(None, clock)
+    p = s.partition("default")
+    engine = p.history.engine
+    assert engine is not None
+    p.add_application("a1", USERS[2], queue="root.eng.ml")
+    start = ms_of(clock())
+    p.allocate("a1", "held", {"vcore": 5000})      # ml guaranteed 4 cores: borrows 1 the whole time
+    longest = 0
+    for i in range(1500):
+        p.allocate("a1", f"k{i}", {"vcore": 1000})
+        clock.advance(0.005)
+        p.release(f"k{i}")
+        clock.advance(0.015)
+        longest = max(longest, len(engine._log))
+    assert 0 < longest <= 1024
+    end = ms_of(clock())
+    span, short = end - start, 1500 * 5 * 1000         # ms, and the short ones' vcore-ms
+    assert ms_of(clock()) - start < 60_000
+    assert engine.integral(QUEUE, "root.eng.ml", "used", end) == {"vcore": 5000 * span + short}
+    assert engine.integral(QUEUE, "root.eng.ml", "borrowed", end) == {"vcore": 1000 * span + short}
+    # web's 2 idle cores lent to ml: 1 the whole time, 2 while a short one ran
+    assert engine.integral(QUEUE, "root.eng.web", "lent", end) == {"vcore": 1000 * span + short}
+    assert engine.integral("application", "a1", "used", end) == {"vcore": 5000 * span + short}
+    assert not engine._log
+
+
 _SNAP_OPS = st.lists(st.one_of(_OP, st.tuples(st.just("snapshot"), st.just(0), st.just(0))), max_size=50)
 
 
