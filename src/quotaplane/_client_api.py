@@ -205,6 +205,10 @@ def _dict(r: httpx.Response) -> dict[str, Any]:
     return dict(r.json())
 
 
+def _windows(r: httpx.Response) -> list[dict[str, Any]]:
+    return list(r.json()["windows"])
+
+
 def _none(_: httpx.Response) -> None:
     return None
 
@@ -310,12 +314,28 @@ class _api:
                      params=query)
 
     @staticmethod
-    def budgets(queue: str | None, user: str | None, group: str | None, partition: str) -> _Call[Any]:
+    def budgets(queue: str | None, user: str | None, group: str | None, partition: str,
+                elastic_quota: str | None = None) -> _Call[Any]:
+        if elastic_quota is not None:
+            return _Call("GET", f"/partition/{partition}/budget/elasticquota/{quote(elastic_quota, safe='')}",
+                         _dict)
         if queue is None:
             return _Call("GET", f"/partition/{partition}/budgets", _dict)
         who = f"/user/{quote(user, safe='')}" if user is not None else \
             f"/group/{quote(group, safe='')}" if group is not None else ""
         return _Call("GET", f"/partition/{partition}/budget{who}", _dict, params={"queue": queue})
+
+    @staticmethod
+    def windows(partition: str) -> _Call[list[dict[str, Any]]]:
+        return _Call("GET", f"/partition/{partition}/windows", _windows)
+
+    @staticmethod
+    def add_window(window: Mapping[str, Any], partition: str) -> _Call[list[dict[str, Any]]]:
+        return _Call("POST", f"/partition/{partition}/windows", _windows, json_body=dict(window))
+
+    @staticmethod
+    def remove_window(name: str, partition: str) -> _Call[list[dict[str, Any]]]:
+        return _Call("DELETE", f"/partition/{partition}/window/{quote(name, safe='')}", _windows)
 
     @staticmethod
     def config() -> _Call[str]:

@@ -7,6 +7,10 @@
     quotaplane budgets --queue root.teams.a              # one queue's budget
     quotaplane budgets --queue root.teams --user alice   # a user's budget in a queue
     quotaplane budgets -o json                           # the service's answer
+    quotaplane budgets --elastic-quota team-a            # an elastic quota's budget
+    quotaplane windows                                   # every time window: schedule, overrides, open?
+    quotaplane windows --add audit.yaml                  # a one-off window (a temporary override)
+    quotaplane windows --remove audit                    # remove one (an open one closes first)
 
 The table shows per scope and resource the budget, what was consumed and committed, what is left,
 the share used, the burn rate (what is held now), when the budget runs out at that rate and when it
@@ -31,7 +35,7 @@ from quotaplane.cli_remote import (
     _render,
 )
 
-__all__ = ["budget_rows", "register"]
+__all__ = ["budget_rows", "register", "window_rows"]
 
 COLUMNS = ("scope", "resource", "budget", "consumed", "committed", "left", "used", "rate", "runs out",
            "resets")
@@ -53,8 +57,73 @@ def budget_rows(statuses: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+WINDOW_COLUMNS = ("window", "scope", "schedule", "overrides", "now")
+
+
+def _amounts(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
+
+
+def window_rows(windows: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per window: its name, scope, schedule, overrides and whether it is open (and due)."""
+    rows: list[list[str]] = []
+    for w in windows:
+        sched = w["schedule"]
+        when = (f"cron {sched['cron']} for {sched['duration'] / 3600:g}h" if "cron" in sched
+                else f"{sched['from']:.0f}..{sched['to']:.0f}") + f" {w['timezone']}"
+        now = "open" if w["active"] else "closed"
+        if w["due"] != w["active"]:
+            now += f" (due to {'open' if w['due'] else 'close'})"
+        rows.append([w["name"], w["scope"], when,
+                     "; ".join(f"{k}: {_amounts(v)}" for k, v in sorted(w["overrides"].items())), now])
+    return rows
+
+
+def _window_file(path: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    from quotaplane.config.bodies import load_yaml_documents
+
+    try:
+        docs = load_yaml_documents(Path(path).read_text(encoding="utf-8"), path)
+    except OSError as exc:
+        typer.echo(f"quotaplane: cannot read {path}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        typer.echo(f"quotaplane: {path}: expected one YAML or JSON document, a window", err=True)
+        raise typer.Exit(2)
+    return dict(docs[0])
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``budgets`` to ``app``."""
+    """Add ``budgets`` and ``windows`` to ``app``."""
+
+    @app.command()
+    def windows(server: Server = None, token: Token = None, partition: Partition = "default",
+                add: Annotated[str | None, typer.Option(
+                    "--add", help="Add the one-off window in this YAML or JSON file.")] = None,
+                remove: Annotated[str | None, typer.Option("--remove", help="Remove this window.")] = None,
+                output: Output = "table") -> None:
+        """Time windows: schedule, overrides, open or closed; add a one-off window or remove one."""
+        _check_output(output)
+        body = _window_file(add) if add is not None else None
+        with _client(server, token) as c:
+            if body is not None:
+                found = c.add_window(body, partition=partition)
+            elif remove is not None:
+                found = c.remove_window(remove, partition=partition)
+            else:
+                found = c.windows(partition=partition)
+
+        def table(wide: bool) -> str:
+            t = Table(WINDOW_COLUMNS)
+            for row in window_rows(found):
+                t.add(*row)
+            return _render(t, wide)
+
+        _emit(output, {"partition": partition, "windows": found}, table)
 
     @app.command()
     def budgets(server: Server = None, token: Token = None, partition: Partition = "default",
@@ -62,6 +131,8 @@ def register(app: typer.Typer) -> None:
                 user: Annotated[str | None, typer.Option(help="With --queue: a user's budget there.")] = None,
                 group: Annotated[str | None, typer.Option(help="With --queue: a group's budget there.")
                                  ] = None,
+                elastic_quota: Annotated[str | None, typer.Option(
+                    "--elastic-quota", help="An elastic quota's budget.")] = None,
                 output: Output = "table") -> None:
         """Budgets: resource-hours per period, consumed, committed, left, burn rate, reset."""
         _check_output(output)
@@ -69,11 +140,11 @@ def register(app: typer.Typer) -> None:
             typer.echo("quotaplane: --user and --group need --queue", err=True)
             raise typer.Exit(2)
         with _client(server, token) as c:
-            data = c.budgets(queue, user=user, group=group, partition=partition)
+            data = c.budgets(queue, user=user, group=group, elastic_quota=elastic_quota, partition=partition)
 
         def table(wide: bool) -> str:
             t = Table(COLUMNS)
-            for row in budget_rows(data["budgets"] if queue is None else [data]):
+            for row in budget_rows(data["budgets"] if queue is None and elastic_quota is None else [data]):
                 t.add(*row)
             return _render(t, wide)
 

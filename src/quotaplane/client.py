@@ -262,11 +262,29 @@ class Client:
                                       csv, partition))
 
     def budgets(self, queue: str | None = None, *, user: str | None = None, group: str | None = None,
-                partition: str = "default") -> dict[str, Any]:
+                elastic_quota: str | None = None, partition: str = "default") -> dict[str, Any]:
         """Every budget (``GET …/budgets``), or one scope's (``queue``, and ``user`` or ``group`` in it:
-        ``GET …/budget``): limit, consumed, committed, left, burn rate, reset (docs/budgets.md)."""
-        found: dict[str, Any] = self._run(_api.budgets(queue, user, group, partition))
+        ``GET …/budget``; or ``elastic_quota``): limit, consumed, committed, left, burn rate, reset
+        (docs/budgets.md)."""
+        found: dict[str, Any] = self._run(_api.budgets(queue, user, group, partition, elastic_quota))
         return found
+
+    def windows(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every time window with its state: open now (``active``), due, schedule, overrides, and the
+        values it replaced (``GET …/windows``, docs/windows.md)."""
+        return self._run(_api.windows(partition))
+
+    def add_window(self, window: Mapping[str, Any], partition: str = "default") -> list[dict[str, Any]]:
+        """Add a one-off window — a temporary override, e.g. ``{"name": "audit", "queue": "root.a",
+        "from": "2026-11-27T09:00", "to": "2026-11-27T12:00", "max": {"vcore": 4000}}`` — validated with
+        the whole configuration (admin, as a configuration change); one already due opens at once.
+        Every window afterwards."""
+        return self._run(_api.add_window(window, partition))
+
+    def remove_window(self, name: str, partition: str = "default") -> list[dict[str, Any]]:
+        """Remove window ``name`` (an open one is closed first: the values it replaced come back);
+        every window afterwards."""
+        return self._run(_api.remove_window(name, partition))
 
     def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""
@@ -545,10 +563,22 @@ class AsyncClient:
         return await self._run(_api.history("cost", params, csv, partition))
 
     async def budgets(self, queue: str | None = None, *, user: str | None = None, group: str | None = None,
-                      partition: str = "default") -> dict[str, Any]:
+                      elastic_quota: str | None = None, partition: str = "default") -> dict[str, Any]:
         """Every budget, or one scope's (see :meth:`Client.budgets`)."""
-        found: dict[str, Any] = await self._run(_api.budgets(queue, user, group, partition))
+        found: dict[str, Any] = await self._run(_api.budgets(queue, user, group, partition, elastic_quota))
         return found
+
+    async def windows(self, partition: str = "default") -> list[dict[str, Any]]:
+        """Every time window with its state (see :meth:`Client.windows`)."""
+        return await self._run(_api.windows(partition))
+
+    async def add_window(self, window: Mapping[str, Any], partition: str = "default") -> list[dict[str, Any]]:
+        """Add a one-off window (see :meth:`Client.add_window`)."""
+        return await self._run(_api.add_window(window, partition))
+
+    async def remove_window(self, name: str, partition: str = "default") -> list[dict[str, Any]]:
+        """Remove a window (see :meth:`Client.remove_window`)."""
+        return await self._run(_api.remove_window(name, partition))
 
     async def users_usage(self, partition: str = "default") -> list[dict[str, Any]]:
         """Every tracked user's usage (``UserResourceUsageDAOInfo``)."""

@@ -1,0 +1,91 @@
+"""Time windows from the Python client and the CLI (issue 34 item 5): read every window's state, set
+a one-off window (a temporary override) and remove it — the same ACLs and validation as a
+configuration change; an elastic quota's budget read by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import quotaplane as qp
+from quotaplane.client import Client
+from tests.budgets.test_admission import NOV1, H, config
+from tests.budgets.test_cli import EXE
+from tests.client.test_client import _Server
+from tests.partition.helpers import Clock
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    clock = Clock(NOV1 + 8 * H)
+    s = qp.Scheduler.from_yaml(config(), clock=clock)
+    srv = _Server(s)
+    yield srv
+    srv.stop()
+    s.close()
+
+
+ONE_OFF = {"name": "audit", "queue": "root.teams.b", "from": "2026-11-01T06:00", "to": "2026-11-02T00:00",
+           "max": {"nvidia.com/gpu": 8}}
+
+
+def test_the_client_reads_adds_and_removes_a_window(server: _Server) -> None:
+    with Client(server.url) as c:
+        assert c.windows() == []
+        [w] = c.add_window(ONE_OFF)
+        assert (w["name"], w["scope"], w["active"], w["due"]) == ("audit", "root.teams.b", True, True)
+        assert w["saved"] == {"max": None}
+        with pytest.raises(qp.QuotaplaneError, match="a window named 'audit' exists"):
+            c.add_window(ONE_OFF)
+        with pytest.raises(qp.QuotaplaneError, match=r"no queue root\.nowhere"):
+            c.add_window({**ONE_OFF, "name": "x", "queue": "root.nowhere"})
+        assert c.remove_window("audit") == []
+        with pytest.raises(qp.QuotaplaneError, match="no window 'audit'"):
+            c.remove_window("audit")
+
+
+def _cli(srv: _Server, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": "200"}
+    return subprocess.run([EXE, "windows", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_lists_adds_and_removes_a_window(server: _Server, tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text("name: audit\nqueue: root.teams.b\nfrom: '2026-11-01T06:00'\nto: '2026-11-02T00:00'\n"
+                 "max: {nvidia.com/gpu: 8}\n")
+    out = _cli(server, "--add", str(f))
+    assert out.returncode == 0, out.stderr
+    [line] = [ln for ln in out.stdout.splitlines() if "audit" in ln]
+    assert "root.teams.b" in line and "open" in line and "max: nvidia.com/gpu 8" in line
+    data = json.loads(_cli(server, "-o", "json").stdout)
+    assert [w["name"] for w in data["windows"]] == ["audit"]
+    out = _cli(server, "--remove", "audit")
+    assert out.returncode == 0, out.stderr
+    assert "audit" not in out.stdout
+    bad = _cli(server, "--remove", "audit")
+    assert bad.returncode != 0 and "no window 'audit'" in bad.stderr
+
+
+def test_the_client_and_the_cli_read_an_elastic_quotas_budget() -> None:
+    from tests.budgets.test_elastic import _start
+    clock = Clock(NOV1)
+    s, p = _start(None, clock)
+    p.allocate("a", "a1", {"vcore": 2000})
+    clock.advance(H)
+    srv = _Server(s)
+    try:
+        with Client(srv.url) as c:
+            assert c.budgets(elastic_quota="team-a")["resources"]["vcore"]["consumed"] == 2
+        env = {**os.environ, "QUOTAPLANE_SERVER": srv.url, "COLUMNS": "200"}
+        out = subprocess.run([EXE, "budgets", "--elastic-quota", "team-a"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "elastic quota team-a" in out.stdout
+    finally:
+        srv.stop()
+        s.close()
