@@ -15,6 +15,9 @@ queues, against a same-run baseline").
 - ``fair_incremental``: 10 parents (guaranteed 1 core each) × 100 leaves (max 1 core), each leaf full
   with 10 asks of 1 core waiting (10,000); one release at a time in one leaf, automatic cycles on: its
   incremental cycle admits that leaf's next ask. With fair sharing on, against the same with it off.
+- ``flavored_heads``: 10 parents × 20 leaves (flavors a100, h100; each leaf full), 5 asks of one plain GPU
+  waiting in each (1,000): a full cycle with fair sharing on, each head charged under the flavor it would
+  get, against the same cycle with the heads counted as asked (same run).
 
 Run: ``.venv/bin/python benchmarks/flavors.py [--small]`` (CPU time, best of several).
 """
@@ -211,12 +214,55 @@ def _fair_incremental(parents: int, leaves: int, per_leaf: int, releases: int) -
             "ratio_fair_vs_without": round(fair / plain, 2)}
 
 
+# -- heads charged under their flavors in the fair-sharing tournament -----------------------------------
+def _flavored_tree(parents: int, leaves: int) -> str:
+    lines = ["partitions:", "- name: default", "  fairsharing: {enabled: true}", "  resourceflavors:",
+             f"    - {{name: a100, resources: [{GPU}], nodelabels: {{gpu: a100}}}}",
+             f"    - {{name: h100, resources: [{GPU}], nodelabels: {{gpu: h100}}}}",
+             "  queues:", "  - name: root", "    submitacl: '*'", "    queues:"]
+    for i in range(parents):
+        lines += [f"    - name: p{i}", "      flavors: [a100, h100]", "      queues:"]
+        lines += [f"      - {{name: l{j}, resources: {{guaranteed: {{{GPU}@a100: 1}}, max: {{{GPU}: 1}}}}}}"
+                  for j in range(leaves)]
+    return "\n".join(lines) + "\n"
+
+
+def _flavored_heads(parents: int, leaves: int, per_leaf: int, repeat: int) -> dict[str, Any]:
+    """A full cycle over ``per_leaf`` waiting asks (plain GPUs, 2 flavors) in each full leaf: with
+    each head charged under the flavors it would get (KQ-S4), against the same cycle with the heads
+    counted as asked (the tournament's hook switched off, same run)."""
+    from quotaplane.scheduling import nomination, order
+
+    p = Scheduler.from_yaml(_flavored_tree(parents, leaves), store=MemoryJournal(),
+                            clock=lambda: 0.0).partition("default")
+    for f in ("a100", "h100"):
+        p.add_node(f, {GPU: 10 * parents * leaves}, labels={"gpu": f})
+    p.auto_schedule = False
+    for i in range(parents):
+        for j in range(leaves):
+            app = f"a{i}-{j}"
+            p.add_application(app, USER, queue=f"root.p{i}.l{j}")
+            assert p.allocate(app, f"{app}-run", {GPU: 1}).allocated
+            for k in range(per_leaf):
+                p.add_ask(app, f"{app}-{k}", {GPU: 1})
+    charged = _best(p.schedule, repeat)
+    real = order.head_charger
+    order.head_charger = lambda fair: nomination.AsAsked()
+    try:
+        plain = _best(p.schedule, repeat)
+    finally:
+        order.head_charger = real
+    return {"waiting": len(p.pending()), "cycle_heads_charged_ms": round(charged * 1e3, 2),
+            "cycle_heads_as_asked_ms": round(plain * 1e3, 2), "ratio": round(charged / plain, 2)}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     small = "--small" in (argv if argv is not None else sys.argv[1:])
     results = {
         "flavor_choice": _flavor_choice(inner=50 if small else 400),
         "fair_preemption": _fair_preemption(2, 10, 10, 2) if small else _fair_preemption(10, 100, 10, 5),
         "fair_incremental": _fair_incremental(2, 10, 5, 10) if small else _fair_incremental(10, 100, 10, 50),
+        "flavored_heads": _flavored_heads(2, 5, 2, 2) if small else _flavored_heads(10, 20, 5, 5),
     }
     write_results("flavors-small" if small else "flavors", results)
     return results

@@ -22,4 +22,5 @@ def test_flavors_benchmark_runs_small(tmp_path: Path, monkeypatch: object) -> No
     assert set(out["flavor_choice"]) >= {"ratio_four_first_vs_one", "ratio_four_last_vs_one"}
     assert out["fair_preemption"]["fair"]["allocations"] == 200
     assert out["fair_incremental"]["waiting"] == 100
+    assert out["flavored_heads"]["waiting"] == 20
     assert (tmp_path / "flavors-small.json").exists()

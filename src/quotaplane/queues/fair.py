@@ -33,7 +33,7 @@ from quotaplane.errors import InputError
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.config.model import FlavorConfig
     from quotaplane.queues.limits import Limits
-    from quotaplane.queues.queue import Queue, QueueLimit
+    from quotaplane.queues.queue import Queue
 
 __all__ = ["MAX_INT64", "FairShares", "Share", "resource_of"]
 
@@ -102,13 +102,13 @@ class FairShares:
     ones are); ``cluster()``: the cluster's size now (the root's potential).
     """
 
-    __slots__ = ("_cluster", "_eg", "_lendable", "_limits", "_potential", "check", "flavor_configs",
+    __slots__ = ("_cluster", "_eg", "_lendable", "_limits", "_potential", "fits", "flavor_configs",
                  "flavored", "strategies")
 
     def __init__(self, limits: Limits, effective_guaranteed: Callable[[Queue], Mapping[str, int]],
                  cluster: Callable[[], Mapping[str, int]], flavored: frozenset[str],
                  strategies: tuple[str, ...], *, flavor_configs: tuple[FlavorConfig, ...] = (),
-                 check: Callable[[str, Mapping[str, int]], list[QueueLimit]] | None = None) -> None:
+                 fits: Callable[[str, Mapping[str, int]], bool] | None = None) -> None:
         self._limits = limits
         self._eg = effective_guaranteed
         self._cluster = cluster
@@ -117,7 +117,7 @@ class FairShares:
         #: (:class:`quotaplane.scheduling.flavoring.HeadCharger`, KQ-S4)
         self.flavor_configs = flavor_configs
         #: the queue tree's quota check of a request in a leaf (M-2 and the borrowing and lending limits)
-        self.check = check
+        self.fits = fits
         #: Kueue's ``fairSharing.preemptionStrategies``, in order
         self.strategies = strategies
         self._potential: dict[tuple[str, str], int] = {}

@@ -129,7 +129,7 @@ class QueueTree:
         flavored = frozenset(r for f in partition_config.resource_flavors for r in f.resources)
         return FairShares(self._limits, self.effective_guaranteed, self._cluster_values, flavored,
                           fs.preemption_strategies, flavor_configs=tuple(partition_config.resource_flavors),
-                          check=self.check_allocation)
+                          fits=self.fits_quota)
 
     def _forget_fair(self) -> None:
         if self._fair is not None:
@@ -466,6 +466,16 @@ class QueueTree:
         if self._limits.active:
             limits.extend(self._limits.check(self._get(path), request, self._cluster))
         return limits
+
+    def fits_quota(self, path: str, resource: Mapping[str, int]) -> bool:
+        """:meth:`check_allocation` finds nothing, answered without building a message (the flavor
+        search of a fair-sharing head, :mod:`quotaplane.scheduling.nomination`)."""
+        if self.over_max(path, resource):
+            return False
+        if not self._limits.active:
+            return True
+        request = resource._values if isinstance(resource, Resource) else resource
+        return not self._limits.check(self._get(path), request, self._cluster)
 
     @property
     def limits(self) -> Limits:

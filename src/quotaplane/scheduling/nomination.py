@@ -17,15 +17,16 @@ from quotaplane.flavors.assign import NOFIT, choose
 from quotaplane.flavors.catalog import Catalog, FlavorRequest
 from quotaplane.policies.protocol import Violation
 from quotaplane.queues.fair import FairShares
+from quotaplane.resources import Resource
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import FairOrder, Queue
-    from quotaplane.resources import Resource
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["HeadCharger", "borrowing_level", "head_charger"]
+__all__ = ["AsAsked", "HeadCharger", "borrowing_level", "head_charger"]
 
 _ANYWHERE = FlavorRequest()
+_OVER = Violation("queue", "queue.max", "", "over a queue's quota")
 
 
 def borrowing_level(guaranteed_of: Callable[[Queue], Mapping[str, int]], leaf: Queue, resource: Resource,
@@ -55,9 +56,10 @@ class _QuotaEvaluator:
         self.leaf = leaf
 
     def check(self, resource: Resource) -> list[Violation]:
-        check = self.fair.check
-        over = check(self.leaf.path, resource._values) if check is not None else []
-        return [Violation("queue", q.code, q.queue_path, q.message, q.shortfall) for q in over]
+        fits = self.fair.fits
+        if fits is None or fits(self.leaf.path, resource._values):
+            return []
+        return [_OVER]              # why is never shown: only the flavor chosen is used
 
     def borrowing(self, resource: Resource, names: Sequence[str]) -> tuple[int, str]:
         return borrowing_level(self.fair.guaranteed, self.leaf, resource, names)
@@ -75,14 +77,28 @@ class HeadCharger:
     assigner judges it; when no flavor fits, the head counts under the first flavor of its list it may
     use (Kueue's would need preemption there, or the workload waits as inadmissible)."""
 
-    __slots__ = ("_catalog", "_fair")
+    __slots__ = ("_catalog", "_charged", "_fair")
 
     def __init__(self, fair: FairShares, catalog: Catalog) -> None:
         self._fair = fair
         self._catalog = catalog
+        # (leaf, request, its constraints' identity) → the request charged: asks alike in a leaf get the
+        # same flavors while no usage changes (a pending ask's constraints live as long as it waits)
+        self._charged: dict[tuple[str, Resource, int], Mapping[str, int]] = {}
+
+    def forget(self) -> None:
+        """Usage changed (an ask was allocated): the flavors found so far may no longer be the ones."""
+        self._charged.clear()
 
     def __call__(self, leaf: Queue, ask: Ask) -> Mapping[str, int]:
         """``ask``'s request, in ``leaf``, with its flavored names added as it would be charged."""
+        key = (leaf.path, ask.resource, id(ask.constraints))
+        found = self._charged.get(key)
+        if found is None:
+            found = self._charged[key] = self._charge(leaf, ask)
+        return found
+
+    def _charge(self, leaf: Queue, ask: Ask) -> Mapping[str, int]:
         catalog = self._catalog
         try:
             resource, pins = catalog.pins_in(ask.resource)
@@ -113,8 +129,24 @@ class HeadCharger:
         return catalog.charge(resource, chosen)[0]._values
 
 
-def head_charger(fair: FairOrder) -> HeadCharger | None:
-    """The :class:`HeadCharger` of a tree with fair sharing on (None: the partition has no flavors)."""
+class AsAsked:
+    """A head as asked: the partition has no flavors."""
+
+    __slots__ = ()
+
+    def __call__(self, leaf: Queue, ask: Ask) -> Mapping[str, int]:
+        """``ask``'s request as it is."""
+        return ask.resource._values
+
+    def forget(self) -> None:
+        """Nothing is kept."""
+
+
+_AS_ASKED = AsAsked()
+
+
+def head_charger(fair: FairOrder) -> HeadCharger | AsAsked:
+    """The :class:`HeadCharger` of a tree with fair sharing on (:class:`AsAsked` without flavors)."""
     if not isinstance(fair, FairShares) or not fair.flavor_configs:
-        return None
+        return _AS_ASKED
     return HeadCharger(fair, Catalog(fair.flavor_configs))

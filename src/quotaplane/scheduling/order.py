@@ -426,7 +426,7 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 leaf_iters[q.path] = it
             ask = heads[q.path] = next(it, None)
             if ask is not None:
-                requests[q.path] = ask.resource._values if charge is None else charge(q, ask)
+                requests[q.path] = charge(q, ask)
         ask = heads[q.path]
         return None if ask is None else (q, ask)
 
@@ -462,6 +462,8 @@ def _tournament(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             ask.reasons = None
         else:
             yield leaf, ask
+            if ask.allocation_key not in asks:
+                charge.forget()         # allocated: usage changed, so may the heads' flavors
         # The ask was tried (or passed over): its leaf has a new head and perhaps a new usage — re-key
         # the chosen child at every level of the path, from the leaf up.
         child = leaf
