@@ -752,9 +752,8 @@ class Accounting(Ledger):
             self._release(key)
 
     def _noted(self, ev: E.Noted) -> None:
-        t, now = ev.t, self.now
-        if t is not None and (now is None or round(t * 1000) > now):
-            self._at(t)             # the time of the change it tells (older journals lack it)
+        if ev.t is not None:
+            self._at(ev.t)          # the time of the change it tells (older journals lack it)
         n = ev.notice
         kind = n.get("type")
         if kind == "released":
