@@ -28,7 +28,10 @@ def test_an_exhausted_besteffort_scope_runs_on_idle_capacity_only(tmp_path: Path
     clock = Clock(NOV1 + 8 * H)
     s, p = _start(store, clock)
     assert p.allocate("train", "a1", {"nvidia.com/gpu": 4}, priority=5).allocated
-    clock.advance(20 * H)                                   # 80 %
+    clock.advance(20 * H)                                   # 80 %: told once, as with hold
+    seq = p.last_seq
+    p.check_timeouts()
+    assert [n["threshold"] for n in p.notices_after(seq) if n["type"] == "budget_warning"] == [80]
     s.close(snapshot=False)                                 # kill -9
     s, p = _start(store, clock)
     assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 80
@@ -53,6 +56,10 @@ def test_an_exhausted_besteffort_scope_runs_on_idle_capacity_only(tmp_path: Path
     assert p.allocation("b2") is not None                   # b's ask got the room
     assert p.allocation("a1") is not None                   # what b does not need keeps running
     assert p.check_timeouts() == []                         # nothing waits: nothing more taken
+    p.add_ask("train", "a4", {"nvidia.com/gpu": 1})         # the cluster is full: a waits
+    assert p.allocation("a4") is None
+    p.release("b2")                                         # idle again, nobody else wants it
+    assert p.allocation("a4") is not None                   # best effort runs on it
     live = p.dump_state()
     s.close(snapshot=False)
     s, p = _start(store, clock)
