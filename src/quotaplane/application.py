@@ -325,8 +325,9 @@ class Application:
     def log_mark(self) -> LogMark:
         """What :meth:`log_undo` needs to take back the state changes made after this call."""
         log = self.state_log
-        front = (log[0], log[1]) if len(log) == log.maxlen else ()
-        return LogMark(self.moves, len(log), front, self.started)
+        n = len(log)
+        front = (log[0], log[1]) if n == log.maxlen else ()
+        return LogMark(self.moves, n, front, self.started)
 
     def log_undo(self, mark: LogMark) -> None:
         """Take back the state changes made since ``mark`` (a change that could not be journalled):
