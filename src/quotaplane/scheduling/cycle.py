@@ -7,8 +7,8 @@ pending ask fits. (A preemption, a smaller real allocation replacing a gang plac
 a reservation gives quota back: the cycle then ends at once and another is due.) Two consequences keep
 cycles cheap:
 within a cycle an ask that needs at least what a refused ask of its application needed is refused
-without an attempt (also when it may preempt, once that smaller ask searched for victims in vain),
-and an ask over a queue max (M-2, which never preempts) is refused without the full check.
+without an attempt, and an ask over a queue max (M-2, which never preempts) is refused without the
+full check.
 """
 
 from __future__ import annotations
@@ -25,13 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
     from quotaplane.queues.queue import Queue
 
-__all__ = ["SKIP_DOMINATED_PREEMPTORS", "placeholder_of", "run_cycle"]
-
-#: Within a cycle, an ask that may preempt is not tried when a smaller ask of its application (same
-#: priority and preemptibility) searched for victims and found none (issue 35: a forecast retried
-#: ~20 refused asks per allocation, each with a preemption plan). False: every such ask is tried —
-#: the reference the skip is tested against (tests/queueing/test_incremental.py).
-SKIP_DOMINATED_PREEMPTORS = True
+__all__ = ["placeholder_of", "run_cycle"]
 
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
@@ -66,8 +60,6 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # The cheap refusal test runs only in leaves where an attempt of this cycle was refused: where
     # asks fit, it would only repeat what the admission checks anyway.
     refused_in: set[str] = set()
-    # The refused asks that searched for YuniKorn preemption victims in this cycle (and found none).
-    searched: set[str] = set()
     skip: Callable[[Queue, Ask], bool] | None = None
     if surely_refused is not None:
         test = surely_refused
@@ -81,20 +73,11 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse):
-            if not (may_preempt is not None and _queue_only(worse) and may_preempt(ask)):
-                ask.reasons = None
-                refused.append(ask)
-                continue
-            if SKIP_DOMINATED_PREEMPTORS and worse.allocation_key in searched and leaf.fair is None:
-                # the smaller ask searched for victims in this cycle and found none: a larger one
-                # of the same leaf, priority and preemptibility finds none either (the victims must
-                # free at least as much). Its attempt would only have marked it (PR-Y3).
-                ask.preempt_after = worse.preempt_after
-                ask.reasons = None
-                refused.append(ask)
-                continue
-        before = ask.preempt_after
+        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse) and \
+                not (may_preempt is not None and _queue_only(worse) and may_preempt(ask)):
+            ask.reasons = None
+            refused.append(ask)
+            continue
         decision = try_ask(ask)
         if decision.allocated:
             allocated.append(ask)
@@ -110,9 +93,6 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             refused.append(ask)
             last_refused[ask.application_id] = ask
             refused_in.add(leaf.path)
-            if ask.preempt_after != before and not decision.preempted:
-                # it searched for victims (PR-Y3) and found none (held preemption marks some)
-                searched.add(key)
     # Reasons must equal what_if at the end of the cycle: those given before a later allocation
     # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
     for ask in refused[:stale]:
