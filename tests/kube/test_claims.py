@@ -76,13 +76,15 @@ def test_a_pods_claims_are_charged_from_its_template(front: Front) -> None:
 
 
 def test_a_template_seen_after_its_pod_takes_the_pod_up(front: Front) -> None:
-    """The template's watch may bring it after the pod's: the pod waits gated, with no ask, and is
-    charged and admitted once the template arrives."""
+    """The template's watch may bring it after the pod's: the pod waits gated, with no ask (a Warning
+    Event says why), and is charged and admitted once the template arrives."""
     front.submit(_claiming("late", "one"))
     front.wait(lambda: front.controller is not None and "uid-team-a-late" in front.controller.pods)
     p = front.scheduler.partition("default")
     assert p.get_ask("uid-team-a-late") is None and p.allocation("uid-team-a-late") is None
     assert front.gated("late")
+    front.wait(lambda: any(e["reason"] == "ClaimsNotCharged" and "'one' not found" in e["message"]
+                           for e in front.events()))
     front.create("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates", _template("one", 1))
     front.wait(lambda: not front.gated("late"))
     alloc = p.allocation("uid-team-a-late")
@@ -102,3 +104,15 @@ def test_without_device_classes_claim_templates_are_not_followed() -> None:
         assert not any(plural == "resourceclaimtemplates" for _, plural, _, _ in f.emulator.state.log)
     finally:
         f.close()
+
+
+def test_a_claim_kueue_refuses_is_said_on_the_pod(front: Front) -> None:
+    """KQ-D3: ``allocationMode: All`` cannot be charged — the pod stays gated, an Event names the claim."""
+    t = _template("all", 1)
+    t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
+    front.create("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates", t)
+    front.submit(_claiming("greedy", "all"))
+    front.wait(lambda: any(e["reason"] == "ClaimsNotCharged" and "allocationMode 'All'" in e["message"]
+                           for e in front.events()))
+    assert front.gated("greedy")
+    assert front.scheduler.partition("default").get_ask("uid-team-a-greedy") is None

@@ -52,6 +52,7 @@ from typing import Any
 
 from quotaplane.cluster import Scheduler
 from quotaplane.config.kueue import local_queue_map
+from quotaplane.errors import InputError
 from quotaplane.k8s.convert import application_tags, pod_namespace, pod_queue, pod_resource
 from quotaplane.k8s.devices import claim_template_names
 from quotaplane.kube.api import CLAIM_TEMPLATES, ApiCallError, KubeApi
@@ -498,6 +499,13 @@ class Controller:
                     p.allocation(key) is None and name in claim_template_names(pod):
                 self.pod_event("MODIFIED", pod)
 
+    def _claims_refused(self, key: str, pod: dict[str, Any], message: str) -> None:
+        """A pod whose DRA claims cannot be charged (a template not seen yet, what Kueue refuses: KQ-D3)
+        stays gated with no ask; a Warning Event ``ClaimsNotCharged`` says why, once per message."""
+        if self._said.get(key) != ("ClaimsNotCharged", message):
+            self._said[key] = ("ClaimsNotCharged", message)
+            self._enqueue(functools.partial(self._quiet_event, pod, "Warning", "ClaimsNotCharged", message))
+
     def _resource_of(self, pod: Mapping[str, Any]) -> Resource:
         """What ``pod`` is charged: its requests and, with device classes mapped, its DRA claims from
         their templates (``InputError`` naming the claim when one cannot be charged)."""
@@ -523,6 +531,11 @@ class Controller:
         return app_id
 
     def _ask_for(self, key: str, pod: dict[str, Any]) -> None:
+        try:
+            resource = self._resource_of(pod)
+        except InputError as exc:
+            self._claims_refused(key, pod, str(exc))
+            return
         group = task_group_name(pod)
         groups = task_groups(pod) if group is not None else []
         new = self.partition.application(pod_app_id(pod)) is None
@@ -531,7 +544,7 @@ class Controller:
             self._gang_min[app_id] = sum(g.min_member for g in groups)
             if new:         # YuniKorn: the placeholders are created once, when the gang is first seen
                 self._placeholders(app_id, groups)
-        self.partition.add_ask(app_id, key, self._resource_of(pod), priority=pod_priority(pod),
+        self.partition.add_ask(app_id, key, resource, priority=pod_priority(pod),
                                task_group=group if groups else None, tags=pod_tags(pod),
                                max_runtime=pod_runtime(pod))
 
