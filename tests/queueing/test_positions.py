@@ -157,3 +157,55 @@ def test_a_leaf_turned_stateaware_by_a_configuration_holds_its_asks_back_in_the_
                                        "        properties: {application.sort.policy: stateaware}\n", 1))
     after = {w["allocationKey"]: w["position"] for w in p.standing("queue", "root")["waiting"]}
     assert after == {"k1": None, "k2": None, "k3": 1} and _global(p) == {"k3": 1}
+
+
+def test_applications_that_complete_are_not_kept_for_the_positions() -> None:
+    """Only an application that takes no allocation and still has asks is noted for the positions (a
+    gang failed by its hard timeout); those that complete, and those that leave, are not kept."""
+    clock = Clock()
+    p = Scheduler.from_yaml(CONFIG, clock=clock).partition("default")
+    p.add_node("n", Resource({"vcore": 9000}))
+    for i in range(20):
+        p.add_application(f"a{i}", USERS[0], queue="root.e")
+        p.allocate(f"a{i}", f"r{i}", Resource({"vcore": 100}))
+        p.release(f"r{i}")
+    clock.advance(p.options.completing_timeout + 1)
+    p.check_timeouts()
+    assert {p.application(f"a{i}").state for i in range(20)} == {"Completed"}
+    waiting = p._core.state.waiting
+    assert waiting.quiet == {}
+    p.add_application("gang", USERS[1], queue="root.e", gang_style="hard", placeholder_timeout=10)
+    p.allocate("gang", "ph", Resource({"vcore": 1000}), placeholder=True, task_group="tg")
+    p.add_ask("gang", "big", Resource({"vcore": 50_000}))
+    clock.advance(11)
+    p.check_timeouts()
+    assert p.application("gang").state == "Failed" and list(waiting.quiet) == ["gang"]
+    p.remove_application("gang")
+    assert waiting.quiet == {}
+
+
+def test_a_failed_gang_restored_from_a_snapshot_keeps_its_asks_out_of_the_positions(tmp_path: Any) -> None:
+    """A snapshot restores the application's state before its asks: it is noted all the same, so the
+    positions after the restart are still the cycle's order."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    clock = Clock()
+    s = Scheduler.from_yaml(CONFIG, clock=clock, store=store)
+    p = s.partition("default")
+    p.add_node("n", Resource({"vcore": 9000}))
+    p.add_application("gang", USERS[1], queue="root.d.f", gang_style="hard", placeholder_timeout=10)
+    p.allocate("gang", "ph", Resource({"vcore": 1000}), placeholder=True, task_group="tg")
+    p.add_ask("gang", "big", Resource({"vcore": 50_000}))
+    p.add_application("b", USERS[0], queue="root.e")
+    p.allocate("b", "r", Resource({"vcore": 5000}))
+    p.add_ask("b", "k", Resource({"vcore": 1000}))
+    clock.advance(11)
+    p.check_timeouts()
+    assert p.application("gang").state == "Failed"
+    p.take_snapshot()
+    s.close()
+    s2 = Scheduler.from_yaml(CONFIG, clock=clock, store=store)
+    assert s2.restored_from["default"] == "snapshot"
+    p2 = s2.partition("default")
+    positions_now = {w["allocationKey"]: w["position"] for w in p2.standing("queue", "root")["waiting"]}
+    assert positions_now == {"big": None, "k": 1} and _global(p2) == {"k": 1}
+    s2.close()

@@ -57,10 +57,17 @@ class Waiting:
         if len(self.asks):
             self.woken.update(keys)
 
-    def moved(self, app: Application) -> None:
-        """``app``'s state changed (or was restored): note it when it now takes no allocation."""
-        if app.state not in ACTIVE_STATES:
+    def moved(self, app: Application, *, restored: bool = False) -> None:
+        """``app``'s state changed: note it when it now takes no allocation and still has asks (a
+        completed one has none and gets none: not noted, so the notes do not grow with the applications
+        that complete). ``restored``: its state was set by a snapshot, maybe before its asks were put
+        back — noted whatever it has."""
+        if app.state not in ACTIVE_STATES and (restored or self.asks.has_application(app.application_id)):
             self.quiet[app.application_id] = None
+
+    def left(self, application_id: str) -> None:
+        """The application left the partition."""
+        self.quiet.pop(application_id, None)
 
     def quiet_asks(self, apps: Mapping[str, Application]) -> list[str]:
         """The applications of ``apps`` that take no allocation now and still have asks waiting.

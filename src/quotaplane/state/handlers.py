@@ -272,6 +272,7 @@ class PartitionState:
             self.ask_leaves(ask, allocated=False, t=t)
         del self.apps[app.application_id]
         self.due.leave(app.application_id)
+        self.waiting.left(app.application_id)
         self.owners.leave(app)
         # the queue tree drops a draining or dynamic queue once it is empty
         self.queues.remove_application(app.queue_path, app.application_id)
@@ -693,7 +694,7 @@ class PartitionState:
             app.started = ev.started
         app.placeholder_since = ev.placeholder_since
         self.due.note(app)
-        self.waiting.moved(app)
+        self.waiting.moved(app, restored=True)
         if ev.max_used is not None:     # older snapshots lack it: the maximum of what they hold
             app.max_used = dict(ev.max_used)
         app.anchor_seq = ev.anchor_seq
