@@ -364,6 +364,44 @@ def test_the_hold_times_survive_a_restart(tmp_path: Any) -> None:
     again.journal.close()                                # type: ignore[union-attr]
 
 
+def test_a_restart_after_compaction_reads_the_holds_that_ended_after_the_snapshot(tmp_path: Any) -> None:
+    """After a snapshot compacted the journal, a restart reads the holds that ended after the snapshot,
+    one running across it included (its start is in the snapshot), and does not fail: reading the
+    journal from its first event raised JournalCompactedError and the service could not start."""
+    from quotaplane.journal import SQLiteJournal
+    from tests.partition.helpers import CONFIG
+
+    path = tmp_path / "j.db"
+    clock = Clock(1000.0)
+
+    def start() -> Partition:
+        return scheduler(CONFIG, clock=clock, store=SQLiteJournal(path, compact_on_snapshot=True)
+                         ).partition("default")
+
+    p = start()
+    p.add_node("n1", _cores(20))
+    p.add_application("app1", BOB, queue="root.b")
+    for i in range(3):                                  # three holds before the snapshot …
+        assert p.allocate("app1", f"h{i}", _cores(1))
+        clock.advance(100 * (i + 1))
+        p.release(f"h{i}")
+    assert p.allocate("app1", "across", _cores(1))      # running at the snapshot, ended after it
+    clock.advance(50)
+    assert p.take_snapshot() > 0
+    for i in range(3, 9):                               # … six after it: 400..900 s
+        assert p.allocate("app1", f"h{i}", _cores(1))
+        clock.advance(100 * (i + 1))
+        p.release(f"h{i}")
+    p.release("across")
+    p.journal.close()                                   # type: ignore[union-attr]
+
+    again = start()
+    assert again.application("app1") is not None
+    holds = tracker(again).holds.queues["root.b"]
+    assert holds.total == 7                             # the six after it, and the one across it
+    again.journal.close()                               # type: ignore[union-attr]
+
+
 def test_the_copy_keeps_no_usage_history_unless_it_orders_the_waiting_work() -> None:
     """The forecast's working copy does not account its future (nobody reads it), but keeps the
     history when fair share with memory orders the waiting asks (the copy must order them alike)."""

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import quotaplane.events as E
+from quotaplane.errors import JournalCompactedError
 from quotaplane.history.sketch import bucket_of, bucket_value
+from quotaplane.journal.base import Journal
 from quotaplane.partition.facade import Partition
 from quotaplane.state.handlers import PartitionState
 
@@ -125,7 +127,10 @@ class HoldTimes:
             journal = partition.journal
         if journal is not None and upto > 0:
             # outside the lock: the commits after ``upto`` are the observer's
-            self.replay(journal.read(partition.stream), upto)
+            try:
+                self.replay(journal.read(partition.stream), upto)
+            except JournalCompactedError:
+                self.replay(_after_snapshot(journal, partition.stream), upto)
 
     def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]], upto: int) -> int:
         """Count the holds that ended in the journalled ``events`` (``(seq, event)`` as the journal
@@ -243,3 +248,17 @@ class HoldTimes:
             return HoldEstimate(max(value, age), f"from {n:,} past allocations of {name}", scope, n)
         return HoldEstimate(None, f"no basis: fewer than {MIN_BASIS} past allocations of {queue} or {user}"
                             + (f" ran longer than {age:g} s" if age > 0 else ""))
+
+
+def _after_snapshot(journal: Journal, stream: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The events of ``stream`` when a snapshot compacted its head away: the snapshot's rebuild (its
+    applications with their queue and user, the allocations running then with their start times),
+    then the events after it. The holds that ended before the snapshot are not in the store any more;
+    those that ended after it are counted in full."""
+    loaded = journal.load_snapshot(stream)
+    if loaded is None:
+        return
+    seq, state = loaded
+    for ev in state.get("rebuild") or ():
+        yield seq, ev
+    yield from journal.read(stream, seq)
