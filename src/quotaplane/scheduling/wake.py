@@ -52,6 +52,7 @@ a timeout frees what its releases and running-count exits free, and retries the 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from sys import intern
 from typing import TYPE_CHECKING
 
 from quotaplane.scheduling.guarantees import (
@@ -187,7 +188,8 @@ class WakeIndex:
     def set(self, application_id: str, keys: Iterable[str]) -> None:
         """``application_id`` now waits on exactly ``keys`` (none: it is dropped)."""
         self.drop(application_id)
-        found = tuple(dict.fromkeys(keys))
+        # interned: the many applications waiting on one key hold one string, not a copy each
+        found = tuple(dict.fromkeys(map(intern, keys)))
         if not found:
             return
         self._keys[application_id] = found
@@ -197,7 +199,7 @@ class WakeIndex:
     def add(self, application_id: str, keys: Iterable[str]) -> None:
         """``application_id`` also waits on ``keys`` (a new ask of it was refused)."""
         old = self._keys.get(application_id, ())
-        new = [k for k in dict.fromkeys(keys) if k not in old]
+        new = [k for k in dict.fromkeys(map(intern, keys)) if k not in old]
         if not new:
             return
         self._keys[application_id] = (*old, *new)
