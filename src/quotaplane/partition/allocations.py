@@ -146,13 +146,14 @@ def release(tx: Txn, allocation_key: str) -> None:
     if allocation_key not in allocs:    # one key: no batch bookkeeping (benchmarks/partition.py)
         raise NotFoundError(f"allocation {allocation_key!r} not found in partition {state.name!r}")
     tx.apply(E.Released(key=allocation_key, t=tx.clock(), app=allocs[allocation_key].application_id))
-    _after_release(tx)
+    if state.waiting.asks:          # _after_release written out: every release comes here
+        tx.after(freed)
 
 
 def _after_release(tx: Txn) -> None:
     """The waiting asks get their cycle once the release is committed; with none waiting there is
     nothing to retry (a later ask marks the queue for a cycle when it is added)."""
-    if len(tx.state.waiting.asks):
+    if tx.state.waiting.asks:
         tx.after(freed)
 
 

@@ -530,7 +530,7 @@ class PartitionState:
         for policy in reversed(self.policies.all):
             if policy is not skip:
                 policy.release(req, last_allocation=last)
-        if len(self.waiting.asks):
+        if self.waiting.asks:
             self._wake(app, last=last)
         if last:
             app.counted = False
@@ -560,7 +560,7 @@ class PartitionState:
         if not app.has_placeholders():
             app.placeholder_since = None
         app.move(ALLOCATED, ev.t)
-        if len(self.waiting.asks):
+        if self.waiting.asks:
             self._wake(app, last=False)             # a smaller real allocation gives quota back
             if self.waiting.asks.has_application(app.application_id):
                 self.waiting.touch(app.application_id)
