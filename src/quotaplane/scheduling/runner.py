@@ -21,6 +21,7 @@ from quotaplane.application import ACTIVE_STATES
 from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.cycle import placeholder_of, run_cycle
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, QUEUE_CODES, may_preempt_for_guarantee
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
 from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.questions import (
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.view import StateView, Transaction
 
-__all__ = ["CYCLE_FLUSH_EVERY", "MAX_PREEMPTIONS_PER_QUEUE", "PendingAsks"]
+__all__ = ["CYCLE_FLUSH_EVERY", "MAX_PREEMPTIONS_PER_QUEUE", "SKIP_SEARCHES_IN_VAIN", "PendingAsks"]
 
 #: A long cycle journals its allocations in transactions of this many (then tells subscribers):
 #: few commits, bounded undo state, and the first allocation notices leave early.
@@ -48,11 +49,17 @@ MAX_CYCLES_PER_CHANGE = 50
 #: at most this many preemptions per leaf queue in one cycle (PR-Y3 ``maxPreemptionsPerQueue``; PR-S2)
 MAX_PREEMPTIONS_PER_QUEUE = 10
 
+#: a refused ask does not search for guarantee victims where a smaller one of its application found
+#: none in the same cycle with nothing allocated since (:meth:`PendingAsks._in_vain`; issue 35: the
+#: forecast retried ~20 refused asks per allocation, each with a preemption plan). False: every one
+#: searches — the reference it is tested against (tests/queueing/test_searches_in_vain.py).
+SKIP_SEARCHES_IN_VAIN = True
+
 
 class PendingAsks:
     """The cycles that allocate a partition's waiting asks (docs/queueing.md)."""
 
-    __slots__ = ("auto_schedule", "incremental", "preempt_tries", "schedule_error")
+    __slots__ = ("_made", "_searched", "auto_schedule", "incremental", "preempt_tries", "schedule_error")
 
     def __init__(self, *, auto_schedule: bool = True) -> None:
         #: Automatic cycles retry only the asks a change could have unblocked (issue 13); False: every
@@ -64,6 +71,10 @@ class PendingAsks:
         self.schedule_error: Exception | None = None
         #: preemptions per leaf queue in the current change's cycles (PR-Y3)
         self.preempt_tries: dict[str, int] = {}
+        #: allocations made by the current cycle, and the victim searches of its refused asks that
+        #: found nothing: (application, priority, preemptible) -> (resource, allocations made then, seq)
+        self._made = 0
+        self._searched: dict[tuple[str, int, bool], tuple[dict[str, int], int, int]] = {}
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self, tx: Transaction) -> list[Ask]:
@@ -158,9 +169,12 @@ class PendingAsks:
 
     def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         state = tx.state
-        made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
-                         functools.partial(over_queue_max, state), functools.partial(may_preempt, state),
-                         only, state.history.rank())
+        try:
+            made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
+                             functools.partial(over_queue_max, state), functools.partial(may_preempt, state),
+                             only, state.history.rank())
+        finally:
+            self._searched.clear()        # a search's answer holds within its cycle only
         tx.commit()
         self._stamp_reasons(tx, only)
         return made
@@ -314,6 +328,7 @@ class PendingAsks:
                               constraints=ask.constraints, max_runtime=ask.max_runtime)
         decision = tx.admit(spec, ask)
         if decision.allocated:
+            self._made += 1
             if tx.uncommitted >= CYCLE_FLUSH_EVERY:
                 tx.commit()
             return decision
@@ -326,19 +341,54 @@ class PendingAsks:
         tries = self.preempt_tries.get(leaf, 0)
         if tries >= MAX_PREEMPTIONS_PER_QUEUE:
             return refused
+        mark = self._in_vain(tx.state, refused, ask, leaf)
+        if mark is not None:
+            ask.preempt_after = mark        # as its own search would have marked it (PR-Y3)
+            return refused
+        before = ask.preempt_after
         decision = preempt_for(tx, spec, refused, ask)
+        if not decision.allocated and not decision.preempted and ask.preempt_after != before:
+            # it searched for guarantee victims (PR-Y3) and found none (held preemption marks some)
+            self._searched[(ask.application_id, ask.priority, ask.preemptible)] = \
+                (ask.resource._values, self._made, ask.seq)
         if decision.allocated:
             self.preempt_tries[leaf] = tries + 1
             tx.state.waiting.asks.cycle_freed = True    # the victims may have freed more than the ask took
         return decision
 
-    @staticmethod
-    def _replace_for(tx: Transaction, ask: Ask, placeholder: str) -> Decision:
+    def _in_vain(self, state: StateView, refused: Decision, ask: Ask, leaf: str) -> float | None:
+        """When ``ask``'s search for guarantee victims would find none: a smaller ask of its
+        application (same priority and preemptibility, earlier) searched in vain in this cycle, and
+        nothing was allocated since — the victims must free at least as much for a larger request,
+        from the same candidates. Then the mark its search would leave (PR-Y3), else None. Only
+        where the search is YuniKorn's (refused by queue maxima alone, no resource flavors, no fair
+        sharing: Kueue's victims depend on the preemptor's own creation time)."""
+        if not SKIP_SEARCHES_IN_VAIN:
+            return None
+        found = self._searched.get((ask.application_id, ask.priority, ask.preemptible))
+        if found is None or found[1] != self._made or ask.seq <= found[2] or ask.placeholder:
+            return None
+        q = state.queues.queue(leaf)
+        if q is None or q.fair is not None or state.flavors is not None:
+            return None
+        if not all(v.code in QUEUE_CODES for v in refused.reasons):
+            return None
+        now = state.clock()
+        if not may_preempt_for_guarantee(ask, q, now, state.config.preemption.enabled):
+            return None
+        mine = ask.resource._values
+        if not all(mine.get(name, 0) >= amount for name, amount in found[0].items()):
+            return None
+        return now + PREEMPT_ATTEMPT_EVERY
+
+    def _replace_for(self, tx: Transaction, ask: Ask, placeholder: str) -> Decision:
         """Gang scheduling (seed 001, YUNIKORN-982): a real ask of a task group that holds an
         allocated placeholder replaces that placeholder instead of allocating anew."""
         tx.commit()                             # keep the journal (and the notices) in cycle order
         before = tx.state.allocs[placeholder].resource
         decision = tx.replace(placeholder, ask.allocation_key, ask.resource)
+        if decision.allocated:
+            self._made += 1
         if decision.allocated and any(ask.resource.get(name, 0) < amount for name, amount in before.items()):
             tx.state.waiting.asks.cycle_freed = True   # a smaller real allocation gave quota back
         return decision
