@@ -162,6 +162,19 @@ def test_releases_are_verified_and_minimal_for_any_queue(running: list[tuple[int
         assert p.what_if("b1", e.largest).allocated
 
 
+def test_among_jobs_of_one_priority_the_larger_are_kept_so_fewer_of_them_end() -> None:
+    """Defect found by the property above: 7 cores missing at root.b, three jobs of priority 2 (4, 4
+    and 6 cores) and one of priority 0 (1 core). Two ends are needed; the 6-core job with the 1-core
+    one ([2, 0]) spares a priority-2 job that the two 4-core ones ([2, 2]) end. The leave-out pass
+    took jobs of one priority by key, so it left the 6-core one out first."""
+    p = _partition()
+    for i, (cores, prio) in enumerate([(4, 2), (4, 2), (6, 2), (1, 0)]):
+        p.allocate("b1", f"r{i}", _cores(cores), priority=prio)
+    e = explain(p, "b1", _cores(12))
+    assert sorted(r.allocation_key for r in e.releases or []) == ["r2", "r3"]
+    _check_releases(p, "b1", _cores(12), e)
+
+
 def test_the_least_important_set_spares_the_most_important_job() -> None:
     """Defect found by the property above: two ends free the 6 cores missing at root.b; the old swap
     kept r1 (priority 3) beside r0 where r3 (priority 2) and r4 (priority 0) cover it as well."""

@@ -11,9 +11,10 @@ verify is not reported, its note says so:
   (lowest priority, then newest). The candidates are the allocations counted in a scope that refuses
   it (the queue at the violation's path and below; the user's or group's under it). Their number is
   found greedily by how much of what is missing each covers (largest first gives the fewest for one
-  resource); then, most important first, each candidate is left out while as many of the others still
-  cover — the set whose most important member is least important, then its next (exact for one
-  missing resource, up to :data:`MAX_EXACT` candidates no more important than the greedy set's);
+  resource); then, most important first (of one priority, the smaller first), each candidate is left
+  out while as many of the others still cover — the set whose most important member is least
+  important, then its next (exact for one missing resource, up to :data:`MAX_EXACT` candidates no
+  more important than the greedy set's);
 * **limits**: how far each limit or max that blocks it would have to rise, per scope and resource —
   exactly the amount the violation says is missing (``Violation.resource``), for the queue's ``max``
   and the ``maxresources`` of the user and group limit entries that apply; the cluster's size for
@@ -322,7 +323,16 @@ def _greedy(candidates: list[_Candidate], blocking: list[Violation]) -> list[Rel
     pool = [c for c in pool if _importance(c[0]) <= bound]
     if len(pool) > MAX_EXACT:
         return [c[0] for c in chosen]
+    # within one priority the leave-out pass tries the smaller first: the larger kept cover with fewer
+    # of that priority (three of priority 2 with 4, 4 and 6 cores and one of priority 0 with 1 core,
+    # 7 missing: 6 + 1 ends one job of priority 2, 4 + 4 two)
+    pool.sort(key=lambda c: (c[0].priority, -_size(c, missing), c[0].allocation_key))
     return [c[0] for c in _least_important(len(chosen), pool, missing)]
+
+
+def _size(c: _Candidate, missing: list[dict[str, int]]) -> float:
+    """How much of everything missing ``c`` covers on its own."""
+    return sum(_cover(c[0].resource, m, m) for i, m in enumerate(missing) if c[1][i])
 
 
 def _fewest(pool: list[_Candidate], missing: list[dict[str, int]],
