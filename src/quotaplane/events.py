@@ -468,21 +468,28 @@ class AskAdded(Event):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """:meth:`Event.from_json`, written out for the common well-formed ask with no optional field
-        (a snapshot restore decodes every waiting ask: 500,000 at issue 38's size); anything else
+        but its reservation record (a snapshot restore decodes every waiting ask: 500,000 at issue 38's size); anything else
         takes the generic decoder, which names what is wrong."""
         try:
             key, app, res, t = data["key"], data["app"], data["resource"], data["t"]
             priority, preemptible, seq = data["priority"], data["preemptible"], data["seq"]
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
-        if (len(data) == 8 and "type" in data        # the type and the seven fields: no optional one
+        # a snapshot's record of an ask names its reservation places (and how often it was overtaken
+        # there) whenever reservations are on, so those two take the written-out path too
+        places, overtaken = data.get("places"), data.get("overtaken")
+        size = 8 + (places is not None) + (overtaken is not None)
+        if (len(data) == size and "type" in data     # the type, the seven fields and those two only
+                and (places is None or (type(places) is list and all(type(p) is str for p in places)))
+                and (overtaken is None or type(overtaken) is int)
                 and type(key) is str and type(app) is str and type(priority) is int
                 and type(preemptible) is bool and type(seq) is int
                 and ((type(t) is float and math.isfinite(t)) or type(t) is int)
                 and type(res) is dict
                 and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())):
             return cls(key=key, app=app, resource=Resource.of(dict(res)), priority=priority,
-                       preemptible=preemptible, seq=seq, t=float(t))
+                       preemptible=preemptible, seq=seq, t=float(t),
+                       places=None if places is None else tuple(places), overtaken=overtaken)
         return _generic_from_json(cls, data)
 
     def to_json(self) -> dict[str, Any]:

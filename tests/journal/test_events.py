@@ -106,6 +106,8 @@ def test_ask_added_fast_encoder_and_decoder_equal_the_generic_ones(ask: E.AskAdd
 @pytest.mark.parametrize("bad", [
     {"priority": True}, {"resource": {"vcore": -1}}, {"resource": {"vcore": 1.5}}, {"t": float("nan")},
     {"seq": "1"}, {"preemptible": 1}, {"key": 3}, {"placeholder": "yes"}, {"tags": []}, {"t": 2},
+    {"places": "q:root.a"}, {"places": [1]}, {"places": None}, {"overtaken": True}, {"overtaken": "2"},
+    {"places": ["q:root.a"], "overtaken": 1.0}, {"places": ["q:root.a"], "overtaken": 2},
 ])
 def test_the_ask_fast_decoder_defers_every_oddity_to_the_generic_one(bad: dict[str, object]) -> None:
     good = {"type": "ask_added", "key": "k", "app": "a", "resource": {"vcore": 1}, "priority": 0,
