@@ -468,8 +468,8 @@ class AskAdded(Event):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """:meth:`Event.from_json`, written out for the common well-formed ask with no optional field
-        but its reservation record (a snapshot restore decodes every waiting ask: 500,000 at issue 38's size); anything else
-        takes the generic decoder, which names what is wrong."""
+        but its reservation record (a snapshot restore decodes every waiting ask: 500,000 at issue
+        38's size); anything else takes the generic decoder, which names what is wrong."""
         try:
             key, app, res, t = data["key"], data["app"], data["resource"], data["t"]
             priority, preemptible, seq = data["priority"], data["preemptible"], data["seq"]
