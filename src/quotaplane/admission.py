@@ -40,7 +40,8 @@ class PolicySet:
     admission order: queue, user/group, then the extensions.
     """
 
-    __slots__ = ("all", "extension_policies", "extensions", "held", "preempting", "queue", "ugm")
+    __slots__ = ("_best_effort", "all", "extension_policies", "extensions", "held", "preempting", "queue",
+                 "ugm")
 
     def __init__(self, queue: QueuePolicy, ugm: UgmPolicy,
                  extensions: Sequence[tuple[str, QuotaPolicy]] = ()) -> None:
@@ -54,6 +55,9 @@ class PolicySet:
             p for p in self.all if type(p).take_preempted is not QuotaPolicy.take_preempted)
         #: the reservations that hold a request back (``queue.reserved``, issue 13); set by the state
         self.held: Callable[[AdmissionRequest], list[Violation]] = _nothing_held
+        #: the policies that may put allocations on best-effort terms (they override ``best_effort_at``)
+        self._best_effort: tuple[QuotaPolicy, ...] = tuple(
+            p for p in self.extension_policies if type(p).best_effort_at is not QuotaPolicy.best_effort_at)
 
     @property
     def core(self) -> tuple[QuotaPolicy, QuotaPolicy]:
@@ -66,6 +70,15 @@ class PolicySet:
             if k == key:
                 return p
         return None
+
+    def best_effort_at(self, now: float) -> Callable[[str], bool] | None:
+        """``allocation key → True`` for the allocations running on best-effort terms at ``now`` (issue
+        34: every victim search takes them first, among the victims its own rules allow); None when no
+        policy puts any on such terms (the searches then keep their own order, at no cost)."""
+        found = [f for p in self._best_effort if (f := p.best_effort_at(now)) is not None]
+        if len(found) < 2:
+            return found[0] if found else None
+        return lambda key: any(f(key) for f in found)
 
     def reclaiming(self) -> list[QuotaPolicy]:
         """The extension policies whose over-use monitor may name allocations to release (E5)."""

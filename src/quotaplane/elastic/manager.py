@@ -11,7 +11,7 @@ groups of children whose runtime changed, so the answer always equals :meth:`ful
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
@@ -536,21 +536,23 @@ class ElasticQuotaManager:
         return out
 
     def preemption_victims(self, name: str, request: Mapping[str, int], priority: int, *,
-                           skip: AbstractSet[str] = frozenset()) -> list[str]:
+                           skip: AbstractSet[str] = frozenset(),
+                           first: Callable[[str], bool] | None = None) -> list[str]:
         """Pods of the same quota to preempt so that ``request`` fits its runtime (reference §2.10, E6).
 
         Candidates are assigned, preemptible pods of ``name`` with a strictly lower priority (never pods of
         the default quota). All candidates are removed, then reprieved from the most important down while
         the request still fits. Returns ``[]`` when the request fits already or when even removing every
         candidate would not make it fit; otherwise the victims, least important first. Pods in ``skip``
-        are never candidates (a preemption of them was given up).
+        are never candidates (a preemption of them was given up); those ``first`` names are the least
+        important (on best-effort terms, issue 34).
         """
         q = self._leaf(name)
         if name == DEFAULT_QUOTA:
             return []
         req = mask(nonneg(request)._values, q.max)
         limit = q.max if name in SPECIAL_QUOTAS else self._rt.runtime_of(q)
-        return preemption_victims(q, self._pods_of(q, skip), req, limit, priority)
+        return preemption_victims(q, self._pods_of(q, skip), req, limit, priority, first)
 
     # ------------------------------------------------------------------------------------------------
     # reclaim (reference §4, decision E5)
@@ -567,10 +569,11 @@ class ElasticQuotaManager:
         """
         return [pod for _, pods in self.revoke_groups(now) for pod in pods]
 
-    def revoke_groups(self, now: float, *,
-                      skip: AbstractSet[str] = frozenset()) -> list[tuple[str, list[str]]]:
+    def revoke_groups(self, now: float, *, skip: AbstractSet[str] = frozenset(),
+                      first: Callable[[str], bool] | None = None) -> list[tuple[str, list[str]]]:
         """:meth:`revoke` grouped by quota: ``(quota, pod ids)`` for each quota with victims, by name.
-        Pods in ``skip`` are never victims (their eviction was given up): others are chosen."""
+        Pods in ``skip`` are never victims (their eviction was given up): others are chosen; those
+        ``first`` names go before the others (on best-effort terms, issue 34)."""
         self._rt.ensure_all()
         evict: list[tuple[str, list[str]]] = []
         for name in sorted(self._q):
@@ -579,7 +582,7 @@ class ElasticQuotaManager:
             q = self._q[name]
             limit = self._rt.runtime_of(q)
             if self._monitor.due(name, now, fits(q.used, limit)):
-                victims = revoke_victims(q, self._pods_of(q, skip), limit)
+                victims = revoke_victims(q, self._pods_of(q, skip), limit, first)
                 if victims:
                     evict.append((name, victims))
         return evict

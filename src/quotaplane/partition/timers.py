@@ -41,7 +41,8 @@ def _quota_cuts(state: PartitionState, now: float) -> list[Eviction]:
         state.quota_preemption.due_at.clear()
         return []
     queues = [q for path in sorted(state.queues.paths()) if (q := state.queues.queue(path)) is not None]
-    return state.quota_preemption.tick(queues, now, functools.partial(_cut_candidates, state))
+    return state.quota_preemption.tick(queues, now, functools.partial(_cut_candidates, state),
+                                       state.policies.best_effort_at(now))
 
 
 def _cut_candidates(state: PartitionState, leaf: Queue) -> Iterator[Allocation]:

@@ -22,7 +22,7 @@ Partition extension ``budgets`` (:mod:`quotaplane.config.budgets`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from quotaplane.budgets import Ledger, Scope, iso, refusal_message, scope_status
@@ -130,6 +130,24 @@ class BudgetPolicy(QuotaPolicy):
                 found = seen[scope.key] = scope.spec.mode == BESTEFFORT and bool(ledger.spent(scope, ms))
             return found
         return exhausted
+
+    def best_effort_at(self, now: float) -> Callable[[str], bool] | None:
+        """``allocation key → True`` for the allocations charged to an exhausted ``besteffort`` scope at
+        ``now``: every victim search takes them first (issue 34); None while no budget is
+        ``besteffort``. Changes nothing but ending the declared runtimes that ended by ``now`` (as a
+        check does)."""
+        if not self.best_effort:
+            return None
+        ledger = self.ledger
+        ms = max(_ms(now), ledger.now)
+        ledger.expire(ms)
+        exhausted = self._exhausted(ms)
+        entries = ledger.entries
+
+        def on_best_effort(key: str) -> bool:
+            e = entries.get(key)
+            return e is not None and any(exhausted(s) for s in e.scopes)
+        return on_best_effort
 
     def ask_added(self, request: AdmissionRequest) -> None:
         """A waiting ask is demand that best-effort work must leave room for."""

@@ -16,7 +16,7 @@ remove it. ``revoke(now)`` gives the allocation keys the over-use monitor wants 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -38,7 +38,7 @@ NAMESPACE_TAG = "namespace"
 class ElasticPolicy(QuotaPolicy):
     """Adapter from the admission protocol to one partition's :class:`ElasticQuotaManager`."""
 
-    __slots__ = ("manager", "preemption", "spared")
+    __slots__ = ("first", "manager", "preemption", "spared")
 
     key: ClassVar[str] = "elasticquotas"
     reclaims: ClassVar[bool] = True
@@ -55,10 +55,16 @@ class ElasticPolicy(QuotaPolicy):
         self.preemption = True
         #: allocations never taken as victims again (the partition's live set, :meth:`never_victims`)
         self.spared: AbstractSet[str] = frozenset()
+        #: the partition's best-effort predicate at a time (:meth:`victims_first`)
+        self.first: Callable[[float], Callable[[str], bool] | None] = _no_best_effort
 
     def never_victims(self, keys: AbstractSet[str]) -> None:
         """Held preemptions given up (issue 31): the reclaim and inner-quota preemption choose others."""
         self.spared = keys
+
+    def victims_first(self, best_effort: Callable[[float], Callable[[str], bool] | None]) -> None:
+        """Issue 34: the reclaim and inner-quota preemption take best-effort work first."""
+        self.first = best_effort
 
     def quota_of(self, request: AdmissionRequest) -> str:
         """The quota group the request's application maps to (by its tags)."""
@@ -141,7 +147,7 @@ class ElasticPolicy(QuotaPolicy):
             return None
         try:
             victims = self.manager.preemption_victims(quota, request.resource, request.priority,
-                                                      skip=self.spared)
+                                                      skip=self.spared, first=self.first(request.time))
         except (KeyError, ValueError):
             return None
         if not victims:
@@ -191,7 +197,7 @@ class ElasticPolicy(QuotaPolicy):
         return [Eviction(Violation(policy="elastic", code="elastic.revoked", path=quota,
                                   message=f"quota {quota} used more than its runtime for longer than "
                                           f"revokeDelay ({delay:g}s)"), tuple(keys))
-                for quota, keys in self.manager.revoke_groups(now, skip=self.spared)]
+                for quota, keys in self.manager.revoke_groups(now, skip=self.spared, first=self.first(now))]
 
     def memo(self) -> dict[str, Any]:
         """State a snapshot rebuild cannot derive from allocations: the over-use monitor's clock."""
@@ -334,3 +340,7 @@ def _check(raw: Any) -> list[str]:
 #: the ``elasticquotas`` key's plug-in (:mod:`quotaplane.policies.registry`)
 PLUGIN = Plugin("elasticquotas", 30, build_policy, codes=("elastic.runtime", "elastic.min"), checker=_check)
 
+
+def _no_best_effort(now: float) -> None:
+    """No allocation runs on best-effort terms (until the partition says otherwise)."""
+    return None

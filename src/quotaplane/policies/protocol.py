@@ -12,7 +12,7 @@ stable tokens listed in contract.md.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -255,6 +255,17 @@ class QuotaPolicy(ABC):
         """The allocations the partition never takes as victims again (held preemptions given up,
         issue 31): a policy that chooses its victims itself chooses others. ``keys`` is the partition's
         own live set. The others need do nothing (the partition drops such victims from their plans)."""
+        return None
+
+    def best_effort_at(self, now: float) -> Callable[[str], bool] | None:
+        """``allocation key → True`` for the allocations that run on best-effort terms at ``now`` (an
+        exhausted ``besteffort`` budget, issue 34): every victim search takes them first, among the
+        victims its own rules allow. None: this policy puts no allocation on such terms."""
+        return None
+
+    def victims_first(self, best_effort: Callable[[float], Callable[[str], bool] | None]) -> None:
+        """The partition's best-effort predicate (:meth:`PolicySet.best_effort_at`): a policy that chooses
+        its victims itself takes those allocations first (issue 34); the others need do nothing."""
         return None
 
     def hold_victims(self, on: bool) -> None:

@@ -30,6 +30,11 @@ guaranteed resources. The plan follows Kueue's ``fairPreemptions``:
 6. **Fewest victims** (KQ-P7): victims are put back from the second-to-last to the first while the
    ask still fits.
 
+Before step 3, the candidates running on best-effort terms (an exhausted ``besteffort`` budget, issue
+34: "the first preempted") are tried in the candidate order, each only if step 3 would let it go as it
+stands (its own leaf; reclamation; else the first strategy, its queue still borrowing); the others,
+and those refused, then go through steps 3–6 as before.
+
 Everything is simulated on the tree's usage and put back before returning: nothing changes.
 """
 
@@ -255,6 +260,37 @@ def _by_strategy(p: _Planner, targets: _Targets, target: Queue,
     return False
 
 
+def _best_effort_first(p: _Planner, candidates: list[_Candidate], first: Callable[[str], bool] | None,
+                       strategy: Callable[[Share, Share, Share], bool]) -> tuple[bool, list[_Candidate]]:
+    """Issue 34: the candidates on best-effort terms go first, each that step 3 lets go as it stands;
+    (fits, the candidates left for steps 3–5)."""
+    if first is None:
+        return False, candidates
+    rest: list[_Candidate] = []
+    for c in sorted(candidates, key=lambda c: c.order):
+        why = _allowed(p, c, strategy) if first(c.alloc.allocation_key) else None
+        if why is None:
+            rest.append(c)
+        elif p.take(c, why):
+            return True, []
+    return False, rest
+
+
+def _allowed(p: _Planner, c: _Candidate, strategy: Callable[[Share, Share, Share], bool]) -> str | None:
+    """Why step 3 would let ``c`` go now (None: it would not): its own leaf, reclamation while the
+    ask's leaf stays within its guaranteed, else the strategy on a queue that still borrows."""
+    if c.leaf is p.leaf:
+        return _IN_QUEUE
+    if p.fair.share(c.leaf).weighted == 0:
+        return None         # no longer borrowing: KQ-S6 prunes it
+    if p.within_guaranteed():
+        return _RECLAIM
+    p_new, t_old = p.shares(c.leaf)
+    if p_new.infinite and not t_old.infinite:
+        return None
+    return _FAIR if strategy(p_new, t_old, p.share_without(c.leaf, c)) else None
+
+
 def _second_strategy(p: _Planner, retry: list[_Candidate]) -> bool:
     """KQ-S8 step 5 (Kueue's rule S2-b): ``LessThanInitialShare`` once per target queue."""
     targets = _Targets(p, retry)
@@ -336,10 +372,12 @@ def needed_names(fair: FairShares, request: dict[str, int], reasons: Iterable[Vi
 
 def fair_victims(tree: QueueTree, leaf: Queue, request: dict[str, int], priority: int, created: float,
                  reasons: Iterable[Violation],
-                 allocations_of: Callable[[Queue], Iterable[Allocation]]) -> Eviction | None:
+                 allocations_of: Callable[[Queue], Iterable[Allocation]],
+                 first: Callable[[str], bool] | None = None) -> Eviction | None:
     """The allocations fair-sharing preemption takes for an ask of ``request`` at ``priority``
     (created at ``created``) in ``leaf``, refused for ``reasons``, in the order taken; None when no set
-    of victims lets it fit. Changes nothing (the tree's usage is simulated and put back)."""
+    of victims lets it fit. ``first(key)``: the allocations on best-effort terms, tried first (issue
+    34). Changes nothing (the tree's usage is simulated and put back)."""
     fair = tree.fair
     if fair is None or not request:
         return None
@@ -349,7 +387,7 @@ def fair_victims(tree: QueueTree, leaf: Queue, request: dict[str, int], priority
         return None
     strategies = [STRATEGIES[s] for s in fair.strategies if s in STRATEGIES] or list(STRATEGIES.values())
     try:
-        fits = _simulate(p, candidates, strategies)
+        fits = _simulate(p, candidates, strategies, first)
     finally:
         for c, _ in p.taken:
             p.put_back(c)
@@ -362,13 +400,17 @@ def fair_victims(tree: QueueTree, leaf: Queue, request: dict[str, int], priority
 
 
 def _simulate(p: _Planner, candidates: list[_Candidate],
-              strategies: list[Callable[[Share, Share, Share], bool]]) -> bool:
-    """KQ-S8 with the ask's usage added for the strategies, then KQ-P7 without it; the victims taken
-    stay taken (the caller puts them back)."""
+              strategies: list[Callable[[Share, Share, Share], bool]],
+              first: Callable[[str], bool] | None = None) -> bool:
+    """KQ-S8 with the ask's usage added for the strategies (best-effort work first, issue 34), then
+    KQ-P7 without it; the victims taken stay taken (the caller puts them back)."""
     p.tree.increase_allocated(p.leaf.path, p.request)
     p.added = True
     try:
-        fits, retry = _first_strategy(p, candidates, strategies[0])
+        fits, rest = _best_effort_first(p, candidates, first, strategies[0])
+        retry: list[_Candidate] = []
+        if not fits:
+            fits, retry = _first_strategy(p, rest, strategies[0])
         if not fits and len(strategies) > 1:
             fits = _second_strategy(p, retry)
     finally:

@@ -255,12 +255,15 @@ def below_guaranteed(q: Queue) -> bool:
 
 def guarantee_victims(leaf: Queue, request: Resource, priority: int,
                       allocations_of: Callable[[Queue], Iterable[Allocation]],
-                      limits: Limits | None = None) -> Eviction | None:
+                      limits: Limits | None = None,
+                      first: Callable[[str], bool] | None = None) -> Eviction | None:
     """The allocations an ask of ``request`` at ``priority`` in ``leaf`` would preempt to restore its
     queue's guaranteed resources (PR-Y), or None. Changes nothing.
 
     ``allocations_of(leaf)`` lists a leaf's allocations. The caller has checked the switches and the
-    delay (PR-Y1, PR-Y3) and that the ask was refused only by queue maxima (PR-Y2).
+    delay (PR-Y1, PR-Y3) and that the ask was refused only by queue maxima (PR-Y2). ``first(key)``:
+    the allocations running on best-effort terms (issue 34), tried before the others, each still
+    under every rule above.
     """
     req = {k: v for k, v in request._values.items() if v > 0}
     if not req or not _under_guaranteed_after(leaf, req, {}):
@@ -269,18 +272,20 @@ def guarantee_victims(leaf: Queue, request: Resource, priority: int,
     if not need:
         return None
     fence = _fence_root(leaf, req)
-    candidates: list[tuple[float, str, Allocation, Queue]] = []
+    candidates: list[tuple[bool, float, str, Allocation, Queue]] = []
     for victim_leaf, limit in _leaves(fence, _ask_priority(leaf, fence, priority), leaf):
         if not _over_guaranteed(victim_leaf, req, {}):
             continue
         for alloc in allocations_of(victim_leaf):
             if (alloc.preemptible and alloc.priority <= limit
                     and any(alloc.resource._values.get(name, 0) > 0 for name in req)):
-                candidates.append((-alloc.time, alloc.allocation_key, alloc, victim_leaf))
-    candidates.sort(key=lambda c: (c[0], c[1]))           # PR-Y7: newest first (then key: replayable)
+                key = alloc.allocation_key
+                candidates.append((first is None or not first(key), -alloc.time, key, alloc, victim_leaf))
+    # issue 34: best-effort work first; then PR-Y7: newest first (then key: replayable)
+    candidates.sort(key=lambda c: (c[0], c[1], c[2]))
     taken: dict[str, Dims] = {}
     chosen: list[str] = []
-    for _, key, alloc, victim_leaf in candidates:
+    for _, _, key, alloc, victim_leaf in candidates:
         res = alloc.resource._values
         helps = [path for path, miss in need.items()
                  if any(miss.get(name, 0) > 0 and res.get(name, 0) > 0 for name in miss)

@@ -58,11 +58,12 @@ def find_victims(policies: PolicySet, request: AdmissionRequest, reasons: Sequen
     if ask is not None and all(v.code in QUEUE_CODES for v in reasons) and \
             may_preempt_for_guarantee(ask, leaf, now, guarantees_on):
         ask.preempt_after = now + PREEMPT_ATTEMPT_EVERY
+        first = policies.best_effort_at(now)       # issue 34: best-effort work is the first preempted
         if leaf.fair is not None:       # Kueue's fair-sharing preemption instead (docs/fair-sharing.md)
             return fair_victims(policies.queue.tree, leaf, _positive(request.resource), request.priority,
-                                ask.created, reasons, allocations_of)
+                                ask.created, reasons, allocations_of, first)
         return guarantee_victims(leaf, request.resource, request.priority, allocations_of,
-                                 policies.queue.tree.limits)
+                                 policies.queue.tree.limits, first)
     return None
 
 

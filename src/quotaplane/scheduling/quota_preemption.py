@@ -14,7 +14,9 @@ below its guaranteed resources in a type the victim holds. A parent's excess is 
 children in proportion to their usage above guaranteed (``floor``, down to the leaves), each leaf
 taking victims within its share as upstream; what that leaves above the max is then taken from the
 whole subtree in the same order. When the allowed victims cannot reach the
-max, those are taken and the queue stays above it (best effort, as upstream).
+max, those are taken and the queue stays above it (best effort, as upstream). Before all that, the
+allocations of the subtree running on best-effort terms (an exhausted ``besteffort`` budget, issue 34:
+"the first preempted") are taken in the same order and by the same rules, as far as they help.
 """
 
 from __future__ import annotations
@@ -145,30 +147,48 @@ def _pick_within(candidates: list[tuple[Allocation, Queue]], share: Dims, taken:
             left[name] -= res.get(name, 0)
 
 
-def quota_victims(q: Queue, allocations_of: Callable[[Queue], Iterable[Allocation]]) -> Eviction | None:
+def _order(pairs: Iterable[tuple[Allocation, Queue]]) -> list[tuple[Allocation, Queue]]:
+    """PR-Q4: the preemptible ones, lowest priority first, then newest first, then key."""
+    return sorted(((a, leaf) for a, leaf in pairs if a.preemptible),
+                  key=lambda p: (p[0].priority, -p[0].time, p[0].allocation_key))
+
+
+def _left(excess: Dims, taken: dict[str, Dims], path: str) -> Dims:
+    """What of ``excess`` the victims taken so far have not covered at queue ``path``."""
+    gone = taken.get(path, {})
+    return {n: v - gone.get(n, 0) for n, v in excess.items()}
+
+
+def _pick_shares(q: Queue, excess: Dims, by_leaf: dict[str, list[tuple[Allocation, Queue]]],
+                 taken: dict[str, Dims], chosen: list[str]) -> None:
+    """PR-Q3: what of a parent's excess is not covered yet, split among its leaves, each choosing
+    within its share."""
+    left = {n: v for n, v in _left(excess, taken, q.path).items() if v > 0}
+    if left and not q.is_leaf:
+        for path, share in sorted(_shares(q, left).items()):
+            _pick_within(by_leaf.get(path, []), share, taken, chosen)
+
+
+def quota_victims(q: Queue, allocations_of: Callable[[Queue], Iterable[Allocation]],
+                  first: Callable[[str], bool] | None = None) -> Eviction | None:
     """The allocations to preempt so that ``q`` is within its max again (None: nothing may go).
 
-    ``allocations_of(leaf)`` lists a leaf's allocations. A parent's excess is first split among its
-    leaves in proportion to their usage above guaranteed (PR-Q3), each leaf choosing in the PR-Q4
-    order; what that leaves above the max is then taken from the whole subtree in the same order (P5).
+    ``allocations_of(leaf)`` lists a leaf's allocations. ``first(key)``: the allocations on
+    best-effort terms, taken first (issue 34) in the order below. A parent's excess is first split
+    among its leaves in proportion to their usage above guaranteed (PR-Q3), each leaf choosing in the
+    PR-Q4 order; what that leaves above the max is then taken from the whole subtree in the same order (P5).
     """
     excess = _excess(q)
     if not excess:
         return None
-
-    def order(pairs: Iterable[tuple[Allocation, Queue]]) -> list[tuple[Allocation, Queue]]:
-        return sorted(((a, leaf) for a, leaf in pairs if a.preemptible),
-                      key=lambda p: (p[0].priority, -p[0].time, p[0].allocation_key))
-
-    by_leaf = {leaf.path: order((a, leaf) for a in allocations_of(leaf)) for leaf in _leaves(q)}
+    by_leaf = {leaf.path: _order((a, leaf) for a in allocations_of(leaf)) for leaf in _leaves(q)}
+    every = _order(pair for pairs in by_leaf.values() for pair in pairs)
     taken: dict[str, Dims] = {}
     chosen: list[str] = []
-    if not q.is_leaf:
-        for path, share in sorted(_shares(q, dict(excess)).items()):
-            _pick_within(by_leaf.get(path, []), share, taken, chosen)
-    gone = taken.get(q.path, {})
-    need = {n: v - gone.get(n, 0) for n, v in excess.items()}
-    _pick(order(pair for pairs in by_leaf.values() for pair in pairs), need, taken, chosen)
+    if first is not None:
+        _pick([pair for pair in every if first(pair[0].allocation_key)], dict(excess), taken, chosen)
+    _pick_shares(q, excess, by_leaf, taken, chosen)
+    _pick(every, _left(excess, taken, q.path), taken, chosen)
     if not chosen:
         return None
     return Eviction(Violation(policy="queue", code="queue.quota", path=q.path,
@@ -199,11 +219,13 @@ class QuotaPreemption:
         return True
 
     def tick(self, queues: Iterable[Queue], now: float,
-             allocations_of: Callable[[Queue], Iterable[Allocation]]) -> list[Eviction]:
+             allocations_of: Callable[[Queue], Iterable[Allocation]],
+             first: Callable[[str], bool] | None = None) -> list[Eviction]:
         """One check at ``now`` of every queue (parents before children, PR-Q2): the evictions due.
 
-        ``allocations_of(leaf)`` lists the allocations of a leaf queue. A queue preempts once
-        per trigger; if still above its max afterwards (best effort), a new delay starts.
+        ``allocations_of(leaf)`` lists the allocations of a leaf queue; ``first(key)`` those on
+        best-effort terms (issue 34). A queue preempts once per trigger; if still above its max
+        afterwards (best effort), a new delay starts.
         """
         out: list[Eviction] = []
         seen: set[str] = set()
@@ -216,7 +238,7 @@ class QuotaPreemption:
                 continue
             if not self._due(q, now, seen):
                 continue
-            found = quota_victims(q, allocations_of)
+            found = quota_victims(q, allocations_of, first)
             if found is not None:
                 out.append(found)
                 running.append(q)

@@ -145,6 +145,7 @@ class PartitionState:
         for policy in self.policies.extension_policies:
             policy.hold_victims(self._hold_preempted)
             policy.never_victims(self.spared)
+            policy.victims_first(self.policies.best_effort_at)
 
     @property
     def hold_preempted(self) -> bool:
