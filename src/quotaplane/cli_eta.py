@@ -72,6 +72,8 @@ def explain_text(data: Mapping[str, Any], wide: bool) -> str:
         out += ["- or these limits rising:", _render(t, wide)]
     if data.get("largest"):
         out.append(f"- or asking less: {_res(data['largest'])} would be admitted now")
+    for x in (data.get("resets") or []) + (data.get("windows") or []):
+        out.append(f"- or waiting: {x['message']}")
     out += [f"note: {n}" for n in data.get("notes", [])]
     if len(out) == 3:
         out.append("- nothing verified would admit it")

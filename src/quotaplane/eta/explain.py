@@ -20,10 +20,11 @@ verify is not reported, its note says so:
   and the ``maxresources`` of the user and group limit entries that apply; the cluster's size for
   ``root.capacity``;
 * **largest**: the largest request of the same shape (every resource scaled by one factor) admitted
-  now, found by bisection with ``what_if`` on the partition itself (it changes nothing).
-
-Budgets and time windows are not part of quotaplane yet; when they are, the time a budget resets or a
-window opens belongs here too.
+  now, found by bisection with ``what_if`` on the partition itself (it changes nothing);
+* **in time** (:mod:`quotaplane.eta.later`): when a budget resets (or a decaying one has decayed
+  enough) or a time window opens (or closes), where that admits it — verified with ``what_if`` on a
+  copy at that time, with the budget's new period and the window's overrides in force and the same
+  running work (docs/budgets.md, docs/windows.md).
 """
 
 from __future__ import annotations
@@ -36,13 +37,15 @@ from typing import Any
 from quotaplane.admission import check_all
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.eta.copy import working_copy
+from quotaplane.eta.later import Later, budget_resets, window_edges
 from quotaplane.partition.facade import Partition
 from quotaplane.policies.protocol import AdmissionRequest, Decision, Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.preemption import admitted_without
 from quotaplane.scheduling.questions import victims_of
 
-__all__ = ["MAX_EXACT", "MAX_RELEASES", "Explanation", "LimitRaise", "Release", "explain", "explain_ask"]
+__all__ = ["MAX_EXACT", "MAX_RELEASES", "Explanation", "Later", "LimitRaise", "Release", "explain",
+           "explain_ask"]
 
 #: the most allocations a release answer names (beyond it the answer is "no verified release")
 MAX_RELEASES = 1000
@@ -96,6 +99,10 @@ class Explanation:
     releases: list[Release] | None = None
     limits: list[LimitRaise] | None = None
     largest: Resource | None = None
+    #: the budget resets (or decays) at the earliest time that admits it (None: none verified)
+    resets: list[Later] | None = None
+    #: the window edge at the earliest time that admits it (None: none verified)
+    windows: list[Later] | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -104,13 +111,15 @@ class Explanation:
         return self.decision.allocated and not self.decision.preempted
 
     def to_dict(self) -> dict[str, Any]:
-        """The REST shape: ``{admitted, reasons, releases, limits, largest, notes}`` (null: no verified
-        change of that kind)."""
+        """The REST shape: ``{admitted, reasons, releases, limits, largest, resets, windows, notes}``
+        (null: no verified change of that kind)."""
         return {"applicationID": self.application_id, "resource": self.resource.to_dict(),
                 "admitted": self.admitted, "reasons": [v.to_dict() for v in self.decision.reasons],
                 "releases": None if self.releases is None else [r.to_dict() for r in self.releases],
                 "limits": None if self.limits is None else [x.to_dict() for x in self.limits],
                 "largest": None if self.largest is None else self.largest.to_dict(),
+                "resets": None if self.resets is None else [x.to_dict() for x in self.resets],
+                "windows": None if self.windows is None else [x.to_dict() for x in self.windows],
                 "notes": list(self.notes)}
 
     def top(self) -> str | None:
@@ -124,6 +133,9 @@ class Explanation:
             return f"starts if {x.code} of {x.path} rose by {_fmt(x.by)}"
         if self.largest is not None:
             return f"{_fmt(self.largest)} would start now"
+        timed = sorted((self.resets or []) + (self.windows or []), key=lambda x: x.at)
+        if timed:
+            return f"starts when {timed[0].sentence()}"
         return None
 
 
@@ -149,6 +161,8 @@ def explain(partition: Partition, application_id: str, resource: Resource, *, pr
         out.releases = _releases(partition, application_id, blocking, admitted, out.notes, live)
         out.limits = _limits(partition, application_id, blocking, admitted, out.notes, live)
     out.largest = _largest(partition, application_id, resource, admitted)
+    out.resets = budget_resets(partition, application_id, resource, decision.reasons, admitted, out.notes)
+    out.windows = window_edges(partition, application_id, decision.reasons, admitted, out.notes)
     return out
 
 

@@ -1,0 +1,294 @@
+"""What would admit a request later by itself: a budget's reset or a time window's edge (issue 35 item 2,
+docs/eta.md).
+
+* **Budgets** (docs/budgets.md): for each ``budget.exhausted`` refusal, the scope's next reset — the
+  end of its period (calendar or duration) — or, for a decaying budget (``halflife``), the instant
+  its consumption has decayed below what the request needs, given what the scope holds now
+  (``0.5^(Δt/T½)`` toward the level its running work sustains; none when that level alone is too
+  much). Each time is tried in order on a working copy whose clock stands at it: the copy's ledger
+  reads the consumption of the new period (or the decayed one) with the same work still running and
+  every declared runtime that ended by then no longer committed, exactly as the partition's own
+  timer would find it (the reset admits a waiting ask at the reset itself, the simulator's
+  ``_next_reset``). The first time the copy admits the request is reported, with every blocking
+  scope that reset by then.
+* **Windows** (docs/windows.md): the windows on the request's path — its queue or an ancestor, its
+  user's or group's limit there — that set something the refusal is about (a queue's ``max`` or
+  ``guaranteed``, a limit's ``maxresources`` or ``maxapplications``, a budget's ``resourcehours``).
+  Each one's next edge (an opening of a closed window, a closing of an open one) is tried in time
+  order on a working copy at that time, configured as the edge would leave it (the overrides written,
+  or the saved values put back). The first that admits it is reported.
+
+A reset or an edge that does not admit the request is not reported (a note says it was tried). At
+most :data:`MAX_TRIES` of each are tried (each try is a working copy). Windows on elastic quotas are
+not tried yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from quotaplane.budgets import iso
+from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
+from quotaplane.config.windows import WindowSpec, parse_windows
+from quotaplane.eta.copy import working_copy
+from quotaplane.partition.facade import Partition
+from quotaplane.policies.budgets import CODE as BUDGET_CODE
+from quotaplane.policies.budgets import BudgetPolicy
+from quotaplane.policies.protocol import Violation
+from quotaplane.resources import Resource
+
+__all__ = ["HORIZON_DAYS", "MAX_TRIES", "Later", "budget_resets", "window_edges", "windowed"]
+
+#: the most resets (and the most window edges) tried, each on its own working copy
+MAX_TRIES = 4
+#: how far ahead a window's next edge is looked for (days)
+HORIZON_DAYS = 32
+
+#: whether a partition admits the request (or the same with another resource), preempting nothing
+_Admits = Callable[[Partition, Resource | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """A change that comes by itself at ``at`` (seconds): ``kind`` is ``budget.reset``,
+    ``budget.decayed``, ``window.opens`` or ``window.closes``; ``scope`` names the budget's scope or
+    the window's (``root.a``, ``user alice in root.a``), ``path`` its queue, ``window`` its name."""
+
+    kind: str
+    at: float
+    scope: str
+    path: str
+    window: str | None = None
+    timezone: str = "UTC"
+
+    @property
+    def opens(self) -> bool:
+        """A window's opening (not its closing)."""
+        return self.kind == "window.opens"
+
+    def when(self) -> str:
+        """``at`` as an ISO 8601 time in the budget's or the window's zone."""
+        return iso(round(self.at * 1000), self.timezone)
+
+    def sentence(self) -> str:
+        """``the budget of root.a resets at …`` / ``window evening opens at … on root.a``."""
+        if self.kind == "budget.reset":
+            return f"the budget of {self.scope} resets at {self.when()}"
+        if self.kind == "budget.decayed":
+            return f"the budget of {self.scope} has decayed enough, at {self.when()}"
+        verb = "opens" if self.opens else "closes"
+        return f"window {self.window} {verb} at {self.when()} on {self.scope}"
+
+    @property
+    def message(self) -> str:
+        """The verified answer: ``admitted when …``."""
+        return f"admitted when {self.sentence()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST shape (``at`` ISO 8601, ``time`` seconds since the epoch)."""
+        return {"kind": self.kind, "scope": self.scope, "path": self.path, "window": self.window,
+                "at": self.when(), "time": self.at, "message": self.message}
+
+
+def _at(t: float) -> Callable[[], float]:
+    return lambda: t
+
+
+# -- budgets ---------------------------------------------------------------------------------------------
+
+def budget_resets(partition: Partition, app_id: str, resource: Resource, reasons: list[Violation],
+                  admitted: _Admits, notes: list[str]) -> list[Later] | None:
+    """The earliest reset (or decay) of the budgets that refuse the request at which a copy admits it
+    (None: no budget refuses it, or none verified). See the module docstring."""
+    paths = {v.path for v in reasons if v.code == BUDGET_CODE}
+    if not paths:
+        return None
+    found = _budget_times(partition, app_id, resource, paths)
+    tried: list[Later] = []
+    for t in sorted({x.at for x in found})[:MAX_TRIES]:
+        if admitted(working_copy(partition, _at(t)), None):
+            return [x for x in found if x.at <= t]
+        tried += [x for x in found if x.at == t]
+    if tried:
+        notes.append("; ".join(x.sentence() for x in tried) + ": that would not admit it (another rule "
+                     "refuses it then); not reported")
+    return None
+
+
+def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: set[str]) -> list[Later]:
+    """When each budget at ``paths`` on the request's chain stops refusing it by itself."""
+    with partition.lock:
+        state = partition.state
+        app = state.apps.get(app_id)
+        policy = next((pol for _, pol in state.policies.extensions if isinstance(pol, BudgetPolicy)), None)
+        if app is None or policy is None:
+            return []
+        ledger = policy.ledger
+        ms = max(round(partition.clock() * 1000), ledger.now)
+        # elastic quota budgets are resolved by the policy's quota chain (not tried: no scope here)
+        scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups))
+                  if s.spec.path in paths]
+        out: list[Later] = []
+        for scope in scopes:
+            spec = scope.spec
+            if spec.decayed:
+                t = _decayed_by(ledger.shortfalls([scope], resource, ms, None), spec.half_life_ms, ms)
+                if t is not None:
+                    out.append(Later("budget.decayed", t / 1000, scope.label, spec.path, None, spec.timezone))
+                continue
+            end = scope.period(ms)[1]
+            if end > ms:
+                out.append(Later("budget.reset", end / 1000, scope.label, spec.path, None, spec.timezone))
+        return out
+
+
+def _decayed_by(shortfalls: Iterable[Any], half_life_ms: int, ms: int) -> int | None:
+    """When a decaying scope's consumption is low enough for every shortfall (ms; None: never, the
+    level its running work holds decays toward is too much by itself). The consumption ``C`` decays
+    toward ``A = level × T½ / ln 2``: ``C(t) = A + (C − A) · 0.5^(Δt/T½)``."""
+    latest = ms
+    for s in shortfalls:
+        level = s.scope.cells[s.resource].level
+        floor = level * half_life_ms / math.log(2)
+        # a request that commits nothing starts while consumed + committed is below the budget
+        target = s.limit - s.committed - s.need - (0 if s.need else 1)
+        if target <= floor or s.consumed <= floor:
+            return None
+        if s.consumed <= target:
+            continue
+        dt = half_life_ms * math.log2((s.consumed - floor) / (target - floor))
+        latest = max(latest, ms + math.ceil(dt) + 1)
+    return latest if latest > ms else None
+
+
+# -- windows ---------------------------------------------------------------------------------------------
+
+def _fields(reasons: Iterable[Violation]) -> set[str]:
+    """The window settings that may lift these refusals."""
+    out: set[str] = set()
+    for v in reasons:
+        if v.code.startswith("queue."):
+            out |= {"max", "guaranteed"}
+        elif v.code.startswith(("user.", "group.")):
+            out |= {"maxresources", "maxapplications"}
+        elif v.code == BUDGET_CODE:
+            out.add("resourcehours")
+    return out
+
+
+def _on_path(w: WindowSpec, queue: str, user: str, groups: Iterable[str]) -> bool:
+    wq = w.queue.lower()
+    if not (queue == wq or queue.startswith(wq + ".")):
+        return False
+    if w.kind == "queue":
+        return True
+    if w.kind == "user":
+        return w.target == user
+    return w.kind == "group" and w.target in groups
+
+
+def _next_edge(w: WindowSpec, ms: int) -> int | None:
+    """The next edge of ``w`` after ``ms`` that changes what is in force: its opening when it is
+    closed, its closing when it is open (None: none within :data:`HORIZON_DAYS`)."""
+    lo = datetime.fromtimestamp(ms / 1000, UTC)
+    for start, end in w.spans(lo, lo + timedelta(days=HORIZON_DAYS)):
+        if not w.active and start > ms:
+            return start
+        if w.active and end > ms:
+            return end
+    return None
+
+
+def window_edges(partition: Partition, app_id: str, reasons: list[Violation], admitted: _Admits,
+                 notes: list[str]) -> list[Later] | None:
+    """The earliest edge of a window on the request's path at which a copy configured as the edge
+    leaves it admits the request (None: none verified). See the module docstring."""
+    fields = _fields(reasons)
+    with partition.lock:
+        state = partition.state
+        raw = state.config.extensions.get("windows")
+        app = state.apps.get(app_id)
+        if not fields or not raw or app is None:
+            return None
+        queue, user, groups = app.queue_path, app.user.user, tuple(app.user.groups)
+    ms = round(partition.clock() * 1000)
+    edges: list[tuple[int, WindowSpec]] = []
+    for w in parse_windows(raw):
+        if w.kind != "elasticquota" and _on_path(w, queue, user, groups) and fields & set(w.overrides):
+            edge = _next_edge(w, ms)
+            if edge is not None:
+                edges.append((edge, w))
+    edges.sort(key=lambda e: (e[0], e[1].index))
+    tried: list[Later] = []
+    for edge, w in edges[:MAX_TRIES]:
+        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope, w.queue.lower(),
+                      w.name, w.timezone)
+        copy = working_copy(partition, _at(edge / 1000), configure=_windowed_by(w))
+        if admitted(copy, None):
+            return [found]
+        tried.append(found)
+    if tried:
+        notes.append("; ".join(x.sentence() for x in tried) + ": that would not admit it; not reported")
+    return None
+
+
+def _windowed_by(w: WindowSpec) -> Callable[[PartitionConfig], PartitionConfig]:
+    return lambda config: windowed(config, w)
+
+
+def windowed(config: PartitionConfig, w: WindowSpec) -> PartitionConfig:
+    """``config`` as window ``w``'s next edge leaves it: its overrides written when it is closed (it
+    opens), the values it saved put back when it is open (it closes) — what
+    :func:`quotaplane.windows.driver.edges` writes into the configuration text."""
+    values = {f: (v if not w.active else w.saved.get(f)) for f, v in w.overrides.items()}
+    if "resourcehours" in values:
+        config = _budget_hours(config, w.queue.lower(), values.pop("resourcehours"))
+    if not values:
+        return config
+    return dataclasses.replace(config, root=_in_queue(config.root, w, values))
+
+
+def _res(value: Any) -> Resource | None:
+    return Resource.from_config(value) if value else None
+
+
+def _in_queue(q: QueueConfig, w: WindowSpec, values: Mapping[str, Any]) -> QueueConfig:
+    path = w.queue.lower()
+    if q.path == path:
+        if w.kind == "queue":
+            if "max" in values:
+                q = dataclasses.replace(q, max=_res(values["max"]))
+            if "guaranteed" in values:
+                q = dataclasses.replace(q, guaranteed=_res(values["guaranteed"]))
+            return q
+        return dataclasses.replace(q, limits=tuple(_in_limit(lim, w, values) for lim in q.limits))
+    if not path.startswith(q.path + "."):
+        return q
+    return dataclasses.replace(q, queues=tuple(_in_queue(c, w, values) for c in q.queues))
+
+
+def _in_limit(lim: LimitConfig, w: WindowSpec, values: Mapping[str, Any]) -> LimitConfig:
+    if w.target not in (lim.users if w.kind == "user" else lim.groups):
+        return lim
+    if "maxresources" in values:
+        lim = dataclasses.replace(lim, max_resources=_res(values["maxresources"]))
+    if "maxapplications" in values:
+        lim = dataclasses.replace(lim, max_applications=int(values["maxapplications"] or 0))
+    return lim
+
+
+def _budget_hours(config: PartitionConfig, queue: str, hours: Any) -> PartitionConfig:
+    """``config`` with the queue's own budget (no user, no group) at ``hours`` resource-hours."""
+    budgets = config.extensions.get("budgets")
+    if hours is None or not isinstance(budgets, list | tuple):
+        return config
+    changed = [dict(b, resourcehours=dict(hours)) if isinstance(b, Mapping) and
+               str(b.get("queue", "")).lower() == queue and "user" not in b and "group" not in b else b
+               for b in budgets]
+    return dataclasses.replace(config, extensions=MappingProxyType({**config.extensions, "budgets": changed}))

@@ -1,0 +1,168 @@
+"""What would have to change, in time (issue 35 item 2, docs/eta.md): a budget's reset and a window's
+opening are reported only when a copy at that time — the budget reset, the window's overrides in
+force, the same running work — admits the request; each answer is checked here by moving the real
+partition to that time (and ticking its windows) and seeing the request admitted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from quotaplane import Resource
+from quotaplane.config.identity import UserGroup
+from quotaplane.eta.explain import explain, explain_ask
+from quotaplane.partition import Partition
+from quotaplane.scheduler import Scheduler
+from quotaplane.windows import tick
+from tests.partition.helpers import Clock
+
+NOV1 = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
+DEC1 = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+NOV27 = datetime(2026, 11, 27, tzinfo=UTC).timestamp()
+H = 3600.0
+GPU = "nvidia.com/gpu"
+
+BUDGET = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: teams
+      queues:
+      - name: a
+        resources: {{max: {{nvidia.com/gpu: {amax}}}}}
+  budgets:
+  - queue: root.teams.a
+    resourcehours: {{nvidia.com/gpu: 100}}
+    period: month
+"""
+
+WINDOW = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {max: {vcore: 2}}
+  windows:
+  - name: evening
+    queue: root.a
+    cron: "0 18 * * *"
+    duration: 5h
+    max: {vcore: %s}
+"""
+
+
+def _over_budget(amax: int) -> tuple[Scheduler, Partition, Clock]:
+    """team-a ran 4 GPUs for 25 hours: its 100 GPU-hours of November are spent, the 4 still run."""
+    clock = Clock(NOV1 + 8 * H)
+    s = Scheduler.from_yaml(BUDGET.format(amax=amax), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("train", UserGroup("alice", ("ml",)), queue="root.teams.a")
+    assert p.allocate("train", "run", {GPU: 4}).allocated
+    clock.advance(25 * H)
+    return s, p, clock
+
+
+def test_a_team_over_its_monthly_budget_is_told_the_reset_and_it_is_verified() -> None:
+    _, p, clock = _over_budget(amax=8)
+    e = explain(p, "train", _gpu(1))
+    assert not e.admitted and [v.code for v in e.decision.reasons] == ["budget.exhausted"]
+    assert e.resets is not None and [(r.scope, r.at) for r in e.resets] == [("root.teams.a", DEC1)]
+    assert "2026-12-01T00:00:00+00:00" in e.resets[0].message
+    d = e.to_dict()
+    assert d["resets"][0]["at"] == "2026-12-01T00:00:00+00:00" and d["resets"][0]["time"] == DEC1
+    assert e.top() == "starts when the budget of root.teams.a resets at 2026-12-01T00:00:00+00:00"
+    # the check: at the reset, with the same work running, the real partition admits it
+    clock.now = DEC1
+    assert p.what_if("train", _gpu(1)).allocated
+    clock.now = DEC1 - 1
+    assert not p.what_if("train", _gpu(1)).allocated
+
+
+def test_a_waiting_ask_held_by_the_budget_names_the_reset() -> None:
+    _, p, _ = _over_budget(amax=8)
+    p.add_ask("train", "later", _gpu(2))
+    e = explain_ask(p, "later")
+    assert e is not None and e.resets is not None and e.resets[0].at == DEC1
+
+
+def test_a_reset_that_other_limits_block_is_not_reported() -> None:
+    # team-a's max is 4 GPUs and they all run: the reset frees the budget, not the max
+    _, p, _ = _over_budget(amax=4)
+    e = explain(p, "train", _gpu(1))
+    codes = {v.code for v in e.decision.reasons}
+    assert "budget.exhausted" in codes and "queue.max" in codes
+    assert e.resets is None
+    assert any("reset" in n for n in e.notes)
+
+
+def _windowed(raised: int) -> tuple[Scheduler, Partition, Clock]:
+    clock = Clock(NOV27 + 10 * H)
+    s = Scheduler.from_yaml(WINDOW % raised, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 8000})
+    p.add_application("x", UserGroup("alice", ("dev",)), queue="root.a")
+    assert p.allocate("x", "run", {"vcore": 2000}).allocated
+    return s, p, clock
+
+
+def test_a_queue_whose_max_rises_in_an_evening_window_is_told_its_opening() -> None:
+    s, p, clock = _windowed(raised=4)
+    e = explain(p, "x", Resource({"vcore": 2000}))
+    assert [v.code for v in e.decision.reasons] == ["queue.max"]
+    assert e.windows is not None
+    [w] = e.windows
+    assert (w.window, w.scope, w.at, w.opens) == ("evening", "root.a", NOV27 + 18 * H, True)
+    assert w.to_dict()["at"] == "2026-11-27T18:00:00+00:00"
+    assert "window evening opens" in w.message
+    # the check: at 18:00 the timer opens the window and the real partition admits it
+    clock.now = NOV27 + 18 * H
+    assert tick(s.config_text, s.update_config, clock.now)
+    assert p.what_if("x", {"vcore": 2000}).allocated
+
+
+def test_a_window_that_does_not_raise_enough_is_not_reported() -> None:
+    _, p, _ = _windowed(raised=3)
+    e = explain(p, "x", Resource({"vcore": 2000}))
+    assert e.windows is None
+    assert e.limits is not None       # the verified raise is still there
+
+
+def _gpu(n: int) -> Resource:
+    return Resource({GPU: n})
+
+
+def test_rest_whatif_explain_and_the_ask_name_the_window_and_the_cli_prints_it() -> None:
+    from fastapi.testclient import TestClient
+
+    from quotaplane.cli_eta import explain_text
+    from quotaplane.server.app import create_app
+
+    s, p, _ = _windowed(raised=4)
+    p.add_ask("x", "w1", Resource({"vcore": 2000}))
+    before = p.dump_state()
+    with TestClient(create_app(s)) as c:
+        r = c.post("/ws/v1/partition/default/whatif/explain",
+                   json={"applicationID": "x", "resource": {"vcore": 2000}})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["resets"] is None
+        [w] = body["windows"]
+        assert (w["kind"], w["window"], w["at"]) == ("window.opens", "evening", "2026-11-27T18:00:00+00:00")
+        one = c.get("/ws/v1/partition/default/eta/w1").json()
+        assert one["explain"]["windows"][0]["time"] == NOV27 + 18 * H
+    assert p.dump_state() == before
+    assert "- or waiting: admitted when window evening opens at 2026-11-27T18:00:00+00:00 on root.a" \
+        in explain_text(body, wide=False)
+
+
+def test_the_top_change_names_the_reset_when_nothing_else_admits_it_now() -> None:
+    _, p, _ = _over_budget(amax=8)
+    e = explain(p, "train", _gpu(1))
+    assert e.releases is None and e.limits is None and e.largest is None
+    assert e.top() is not None and e.top().startswith("starts when the budget of root.teams.a resets")
