@@ -58,7 +58,19 @@ def explain_text(data: Mapping[str, Any], wide: bool) -> str:
     if data["admitted"]:
         return "admitted"
     verdict = whatif_text({"allocated": False, "reasons": data["reasons"]}, wide)
-    out = [verdict, "", "what would have to change:"]
+    out = [verdict, "", "what would have to change:", *_changes(data, wide)]
+    if data.get("largest"):
+        out.append(f"- or asking less: {_res(data['largest'])} would be admitted now")
+    out += [f"- or waiting: {x['message']}" for x in (data.get("resets") or []) + (data.get("windows") or [])]
+    out += [f"note: {n}" for n in data.get("notes", [])]
+    if len(out) == 3:
+        out.append("- nothing verified would admit it")
+    return "\n".join(out)
+
+
+def _changes(data: Mapping[str, Any], wide: bool) -> list[str]:
+    """The releases and the limits rising, as tables."""
+    out: list[str] = []
     if data.get("releases"):
         t = Table(["end allocation", "application", "queue", "user", "priority", "holds~"])
         for r in data["releases"]:
@@ -70,14 +82,7 @@ def explain_text(data: Mapping[str, Any], wide: bool) -> str:
         for x in data["limits"]:
             t.add(x["code"], x["path"], _res(x["by"]))
         out += ["- or these limits rising:", _render(t, wide)]
-    if data.get("largest"):
-        out.append(f"- or asking less: {_res(data['largest'])} would be admitted now")
-    for x in (data.get("resets") or []) + (data.get("windows") or []):
-        out.append(f"- or waiting: {x['message']}")
-    out += [f"note: {n}" for n in data.get("notes", [])]
-    if len(out) == 3:
-        out.append("- nothing verified would admit it")
-    return "\n".join(out)
+    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from quotaplane.budgets import iso
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.config.windows import WindowSpec, parse_windows
 from quotaplane.eta.copy import working_copy
@@ -74,7 +74,8 @@ class Later:
 
     def when(self) -> str:
         """``at`` as an ISO 8601 time in the budget's or the window's zone."""
-        return iso(round(self.at * 1000), self.timezone)
+        # as budgets' and windows' messages write their times (the zone was validated with the config)
+        return datetime.fromtimestamp(self.at, ZoneInfo(self.timezone)).isoformat(timespec="seconds")
 
     def sentence(self) -> str:
         """``the budget of root.a resets at …`` / ``window evening opens at … on root.a``."""
@@ -107,18 +108,24 @@ def budget_resets(partition: Partition, app_id: str, resource: Resource, reasons
     """The earliest reset (or decay) of the budgets that refuse the request at which a copy admits it
     (None: no budget refuses it, or none verified). See the module docstring."""
     paths = {v.path for v in reasons if v.code == BUDGET_CODE}
-    if not paths:
-        return None
-    found = _budget_times(partition, app_id, resource, paths)
-    tried: list[Later] = []
-    for t in sorted({x.at for x in found})[:MAX_TRIES]:
-        if admitted(working_copy(partition, _at(t)), None):
-            return [x for x in found if x.at <= t]
-        tried += [x for x in found if x.at == t]
-    if tried:
-        notes.append("; ".join(x.sentence() for x in tried) + ": that would not admit it (another rule "
-                     "refuses it then); not reported")
+    found = _budget_times(partition, app_id, resource, paths) if paths else []
+    return _first_admitting(partition, found, admitted, notes)
+
+
+def _first_admitting(partition: Partition, found: list[Later], admitted: _Admits,
+                     notes: list[str]) -> list[Later] | None:
+    """The scopes freed by the earliest of their times at which a copy admits the request."""
+    times = sorted({x.at for x in found})[:MAX_TRIES]
+    t = next((t for t in times if admitted(working_copy(partition, _at(t)), None)), None)
+    if t is not None:
+        return [x for x in found if x.at <= t]
+    _tried(notes, [x for x in found if x.at in times], " (another rule refuses it then)")
     return None
+
+
+def _tried(notes: list[str], tried: list[Later], why: str = "") -> None:
+    if tried:
+        notes.append("; ".join(x.sentence() for x in tried) + f": that would not admit it{why}; not reported")
 
 
 def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: set[str]) -> list[Later]:
@@ -134,18 +141,21 @@ def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: 
         # elastic quota budgets are resolved by the policy's quota chain (not tried: no scope here)
         scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups))
                   if s.spec.path in paths]
-        out: list[Later] = []
-        for scope in scopes:
-            spec = scope.spec
-            if spec.decayed:
-                t = _decayed_by(ledger.shortfalls([scope], resource, ms, None), spec.half_life_ms, ms)
-                if t is not None:
-                    out.append(Later("budget.decayed", t / 1000, scope.label, spec.path, None, spec.timezone))
-                continue
-            end = scope.period(ms)[1]
-            if end > ms:
-                out.append(Later("budget.reset", end / 1000, scope.label, spec.path, None, spec.timezone))
-        return out
+        found = (_scope_time(ledger, scope, resource, ms) for scope in scopes)
+        return [x for x in found if x is not None]
+
+
+def _scope_time(ledger: Any, scope: Any, resource: Resource, ms: int) -> Later | None:
+    """When one scope's budget stops refusing the request: its period's end, or when its consumption
+    has decayed enough (None: never, or no later time)."""
+    spec = scope.spec
+    if spec.decayed:
+        t = _decayed_by(ledger.shortfalls([scope], resource, ms, None), spec.half_life_ms, ms)
+        kind = "budget.decayed"
+    else:
+        end = scope.period(ms)[1]
+        t, kind = (end if end > ms else None), "budget.reset"
+    return None if t is None else Later(kind, t / 1000, scope.label, spec.path, None, spec.timezone)
 
 
 def _decayed_by(shortfalls: Iterable[Any], half_life_ms: int, ms: int) -> int | None:
@@ -209,13 +219,25 @@ def window_edges(partition: Partition, app_id: str, reasons: list[Violation], ad
                  notes: list[str]) -> list[Later] | None:
     """The earliest edge of a window on the request's path at which a copy configured as the edge
     leaves it admits the request (None: none verified). See the module docstring."""
-    fields = _fields(reasons)
+    tried: list[Later] = []
+    for edge, w in _edges(partition, app_id, _fields(reasons))[:MAX_TRIES]:
+        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope, w.queue.lower(),
+                      w.name, w.timezone)
+        if admitted(working_copy(partition, _at(edge / 1000), configure=_windowed_by(w)), None):
+            return [found]
+        tried.append(found)
+    _tried(notes, tried)
+    return None
+
+
+def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[int, WindowSpec]]:
+    """The next edge of every window on the request's path that sets one of ``fields``, in time order."""
     with partition.lock:
         state = partition.state
         raw = state.config.extensions.get("windows")
         app = state.apps.get(app_id)
         if not fields or not raw or app is None:
-            return None
+            return []
         queue, user, groups = app.queue_path, app.user.user, tuple(app.user.groups)
     ms = round(partition.clock() * 1000)
     edges: list[tuple[int, WindowSpec]] = []
@@ -224,18 +246,7 @@ def window_edges(partition: Partition, app_id: str, reasons: list[Violation], ad
             edge = _next_edge(w, ms)
             if edge is not None:
                 edges.append((edge, w))
-    edges.sort(key=lambda e: (e[0], e[1].index))
-    tried: list[Later] = []
-    for edge, w in edges[:MAX_TRIES]:
-        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope, w.queue.lower(),
-                      w.name, w.timezone)
-        copy = working_copy(partition, _at(edge / 1000), configure=_windowed_by(w))
-        if admitted(copy, None):
-            return [found]
-        tried.append(found)
-    if tried:
-        notes.append("; ".join(x.sentence() for x in tried) + ": that would not admit it; not reported")
-    return None
+    return sorted(edges, key=lambda e: (e[0], e[1].index))
 
 
 def _windowed_by(w: WindowSpec) -> Callable[[PartitionConfig], PartitionConfig]:
