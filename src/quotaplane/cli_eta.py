@@ -116,7 +116,8 @@ def register(app: typer.Typer) -> None:
                server: Server = None, token: Token = None, partition: Partition = "default",
                output: Output = "table") -> None:
         """Would this request be admitted now? Every reason when not (with --explain, what would have to
-        change: allocations ending, limits rising, a smaller request). Changes nothing."""
+        change: allocations ending, limits rising, a smaller request, a budget's reset or a window's
+        opening that admits it). Changes nothing."""
         from quotaplane.units import parse_resources
 
         _check_output(output)

@@ -166,3 +166,84 @@ def test_the_top_change_names_the_reset_when_nothing_else_admits_it_now() -> Non
     e = explain(p, "train", _gpu(1))
     assert e.releases is None and e.limits is None and e.largest is None
     assert e.top() is not None and e.top().startswith("starts when the budget of root.teams.a resets")
+
+
+DECAY = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+  budgets:
+  - queue: root.a
+    resourcehours: {nvidia.com/gpu: 10}
+    halflife: 1h
+"""
+
+
+def test_a_decaying_budget_names_when_it_has_decayed_enough_the_earliest_minute() -> None:
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(DECAY, clock=clock).partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("x", UserGroup("alice", ("ml",)), queue="root.a")
+    assert p.allocate("x", "big", _gpu(6)).allocated and p.allocate("x", "small", _gpu(2)).allocated
+    clock.advance(4 * H)                 # 8 GPUs for 4 h: ~10.8 of 10 GPU-hours (decayed)
+    p.release("big")                     # 2 still run: they alone hold ~2.9 at the steady state
+    e = explain(p, "x", _gpu(1))
+    assert [v.code for v in e.decision.reasons] == ["budget.exhausted"]
+    assert e.resets is not None
+    [r] = e.resets
+    assert r.kind == "budget.decayed" and clock.now < r.at < clock.now + H
+    assert r.sentence().startswith("the budget of root.a has decayed enough, at ")
+    clock.now = r.at
+    assert p.what_if("x", _gpu(1)).allocated
+    clock.now = r.at - 60
+    assert not p.what_if("x", _gpu(1)).allocated
+
+
+def test_a_decaying_budget_its_running_work_alone_keeps_spent_is_not_reported() -> None:
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(DECAY, clock=clock).partition("default")
+    p.add_node("n1", {GPU: 16})
+    p.add_application("x", UserGroup("alice", ("ml",)), queue="root.a")
+    assert p.allocate("x", "big", _gpu(8)).allocated
+    clock.advance(4 * H)                 # 8 GPUs decay toward ~11.5 GPU-hours: never below 10
+    e = explain(p, "x", _gpu(1))
+    assert [v.code for v in e.decision.reasons] == ["budget.exhausted"] and e.resets is None
+
+
+CLOSING = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {max: {vcore: 8}}
+  windows:
+  - name: maintenance
+    queue: root.a
+    from: "2026-11-27T08:00"
+    to: "2026-11-27T12:00"
+    max: {vcore: 2}
+"""
+
+
+def test_an_open_window_that_lowers_a_max_is_told_its_closing() -> None:
+    clock = Clock(NOV27 + 9 * H)
+    s = Scheduler.from_yaml(CLOSING, clock=clock)
+    assert tick(s.config_text, s.update_config, clock.now)        # the maintenance window opens
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 8000})
+    p.add_application("x", UserGroup("alice", ("dev",)), queue="root.a")
+    assert p.allocate("x", "run", {"vcore": 2000}).allocated
+    e = explain(p, "x", Resource({"vcore": 2000}))
+    assert e.windows is not None
+    [w] = e.windows
+    assert (w.kind, w.window, w.at) == ("window.closes", "maintenance", NOV27 + 12 * H)
+    clock.now = w.at
+    assert tick(s.config_text, s.update_config, clock.now)
+    assert p.what_if("x", {"vcore": 2000}).allocated
