@@ -128,6 +128,8 @@ class Accounting(Ledger):
             guar = None             # a queue without a guarantee neither borrows nor lends (standing)
         s.guar = dict(guar) if guar is not None else None
         s.max = dict(mx) if mx is not None else None
+        if s.sib is not None:
+            s.sib.idle = None       # its guarantee may have changed: who has an idle part, again
         s.sib = None
         s.slots = None
         if s.guar is not None and (parent is not None or s.kind != TREE):   # trees' roots share nothing
@@ -135,6 +137,7 @@ class Accounting(Ledger):
             if sib is None:
                 sib = self._sibs[(s.kind, parent)] = Siblings()
             s.sib = sib
+            sib.idle = None
             if s.guar and s not in sib.lenders:
                 sib.lenders.append(s)
 
@@ -187,6 +190,7 @@ class Accounting(Ledger):
         # quiet: it never borrowed nor lent, and none of its siblings borrows — then a resource
         # whose level stays within its guarantee changes neither borrowing nor lending
         quiet = not bor and not lent and not bsum
+        idx = sib.idle if sib is not None else None
         for r, v in vec.items():
             d = v if sign > 0 else -v
             x = slots.get(r)
@@ -197,6 +201,12 @@ class Accounting(Ledger):
             c[1] += d * t
             level = c[0]
             gv = x.g
+            if idx is not None and (level < gv) != (level - d < gv):
+                # its guarantee of r became idle or busy: whether others' borrowing moves its lending
+                if level < gv:
+                    idx.setdefault(r, set()).add(s)
+                else:
+                    idx[r].discard(s)
             if quiet and level <= gv:
                 continue
             nb = level - gv if level > gv else 0
@@ -240,9 +250,18 @@ class Accounting(Ledger):
                 lc[1] += (lv - lc[0]) * t
                 lc[0] = lv
         if moved is not None and sib is not None:
-            for lender in sib.lenders:
-                if lender is not s:
-                    self._relend(lender, moved)
+            # only the siblings with an idle part of their guarantee of a moved resource lend it
+            # (the others lend none of it, before and after): not every guaranteed sibling (issue 38)
+            if idx is None:
+                idx = sib.idle_of()
+            relend = self._relend
+            for r in moved:
+                lenders = idx.get(r)
+                if lenders:
+                    one = (r,)
+                    for lender in lenders:
+                        if lender is not s:
+                            relend(lender, one)
 
     def _want(self, s: Scope, vec: Mapping[str, int], sign: int) -> None:
         """``s``'s waiting asks want ``sign × vec`` more from now on."""
@@ -397,6 +416,8 @@ class Accounting(Ledger):
         if info is not None:
             self._set_info(s, info)
         else:
+            if s.sib is not None:
+                s.sib.idle = None
             s.guar, s.max, s.sib, s.slots = None, None, None, None
         if (s.guar, s.max) != old:
             self.dirty[0].add(s)

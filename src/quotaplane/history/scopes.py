@@ -96,13 +96,32 @@ class Row:
 
 
 class Siblings:
-    """The children of one parent: what they borrow together (per resource) and who may lend."""
+    """The children of one parent: what they borrow together (per resource), who may lend, and per
+    resource the lenders with an idle part of their guarantee of it (the only ones whose lending a
+    change of the others' borrowing can move: a sibling that uses all its guarantee lends nothing)."""
 
-    __slots__ = ("bsum", "lenders")
+    __slots__ = ("bsum", "idle", "lenders")
 
     def __init__(self) -> None:
         self.bsum: dict[str, int] = {}
         self.lenders: list[Scope] = []
+        #: per resource the lenders whose use of it is below their guarantee of it; None: to be
+        #: rebuilt from :attr:`lenders` (after a change of guarantees or a restore)
+        self.idle: dict[str, set[Scope]] | None = None
+
+    def idle_of(self) -> dict[str, set[Scope]]:
+        """:attr:`idle`, rebuilt from the lenders' guarantees and levels when it was dropped."""
+        idx = self.idle
+        if idx is None:
+            idx = self.idle = {}
+            for s in self.lenders:
+                g = s.guar
+                if not g or s.sib is not self:
+                    continue                # it lost its guarantee or moved: it lends nothing here
+                for r, gv in g.items():
+                    if gv > level_of(s.u, r):
+                        idx.setdefault(r, set()).add(s)
+        return idx
 
 
 #: per resource ``[level, moment]`` (see the module docstring)

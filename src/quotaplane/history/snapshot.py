@@ -133,6 +133,8 @@ def _restore_clock(a: Accounting, data: Mapping[str, Any]) -> None:
 def _restore_scope(s: Scope, entry: Mapping[str, Any]) -> None:
     s.u, s.w, s.b, s.l = (_cells_of(entry.get(k)) for k in ("u", "w", "b", "l"))
     s.slots = None                  # they held the lists just replaced
+    if s.sib is not None:
+        s.sib.idle = None           # its levels are new: who has an idle guarantee, again
     s.counts = {str(k): int(v) for k, v in (entry.get("c") or {}).items()}
     if entry.get("o"):
         s.open = [_sketch_of(x) for x in entry["o"]]
