@@ -38,7 +38,8 @@ def _after_direct(tx: Txn) -> None:
 
 
 def what_if(state: PartitionState, now: float, application_id: str, resource: Resource, priority: int,
-            preemptible: bool, constraints: FlavorRequest | None = None) -> Decision:
+            preemptible: bool, constraints: FlavorRequest | None = None,
+            max_runtime: float | None = None) -> Decision:
     """The decision :func:`allocate` would give now, with every reason; changes nothing. A request it
     would admit by preempting others (E6) is answered allocated with those keys in ``preempted``; while
     the partition holds what it preempts, not allocated (it would wait for them), with the same keys.
@@ -46,10 +47,12 @@ def what_if(state: PartitionState, now: float, application_id: str, resource: Re
     app = state.active_app(application_id)
     if state.flavors is not None:
         flavored = flavoring.what_if(state, app, AllocationSpec(application_id, "", resource, priority,
-                                                                preemptible, constraints=constraints), now)
+                                                                preemptible, constraints=constraints,
+                                                                max_runtime=max_runtime), now)
         if flavored is not None:
             return flavored
-    req = state.request(app, "", resource, priority, preemptible, first=not app.counted, t=now)
+    req = state.request(app, "", resource, priority, preemptible, first=not app.counted, t=now,
+                        max_runtime=max_runtime)
     reasons = check_all(state.policies, req)
     if reasons:
         found = plan(state, app, "", resource, priority, preemptible, Decision(False, reasons), None, now)

@@ -312,13 +312,15 @@ class Partition:
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
                 preemptible: bool = True, node_selector: Mapping[str, str] | None = None,
                 node_affinity: Sequence[Mapping[str, Any]] | None = None,
-                tolerations: Sequence[Mapping[str, str]] | None = None) -> Decision:
+                tolerations: Sequence[Mapping[str, str]] | None = None,
+                max_runtime: float | None = None) -> Decision:
         """The decision :meth:`allocate` would give now, with every reason; changes nothing.
 
         A request that :meth:`allocate` would admit by preempting others (E6) is answered allocated,
         with those allocation keys in ``preempted`` (REST ``wouldPreempt``); while the partition holds
         what it preempts (:attr:`hold_preempted`), not allocated, as :meth:`allocate` would answer. One
-        counted per resource flavor names the flavors it would be charged under.
+        counted per resource flavor names the flavors it would be charged under. ``max_runtime``: the
+        declared runtime (seconds) the allocation would have — what a budget counts it to commit.
         """
         res = as_resource(resource)
         constraints = None
@@ -326,7 +328,7 @@ class Partition:
             constraints = FlavorRequest.parse(node_selector, node_affinity, tolerations) or None
         with self._core.lock:
             return allocations.what_if(self._core.state, self.clock(), application_id, res, priority,
-                                       preemptible, constraints)
+                                       preemptible, constraints, max_runtime)
 
     def allocate(self, application_id: str, allocation_key: str, resource: Mapping[str, int] | Resource, *,
                  priority: int = 0, preemptible: bool = True, placeholder: bool = False,
