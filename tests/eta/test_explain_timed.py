@@ -247,3 +247,35 @@ def test_an_open_window_that_lowers_a_max_is_told_its_closing() -> None:
     clock.now = w.at
     assert tick(s.config_text, s.update_config, clock.now)
     assert p.what_if("x", {"vcore": 2000}).allocated
+
+
+def _spent(hours: float) -> tuple[Partition, Clock]:
+    """team-a's 4 GPUs ran ``hours`` this month (4 × hours of its 100 GPU-hours) and still run."""
+    clock = Clock(NOV1 + 8 * H)
+    p = Scheduler.from_yaml(BUDGET.format(amax=8), clock=clock).partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("train", UserGroup("alice", ("ml",)), queue="root.teams.a")
+    assert p.allocate("train", "run", {GPU: 4}).allocated
+    clock.advance(hours * H)
+    return p, clock
+
+
+def test_an_ask_its_declared_runtime_holds_back_is_explained_with_its_runtime() -> None:
+    # 80 of 100 GPU-hours consumed: a 1-GPU ask declaring 30 h would commit 30 more — it waits
+    p, clock = _spent(20)
+    p.add_ask("train", "long", _gpu(1), max_runtime=30 * H)
+    assert p.get_ask("long") is not None
+    assert p.what_if("train", _gpu(1), max_runtime=30 * H).reasons
+    assert p.what_if("train", _gpu(1)).allocated           # without its runtime it would fit
+    e = explain_ask(p, "long")
+    assert e is not None and not e.admitted
+    assert e.resets is not None and e.resets[0].at == DEC1
+    clock.now = DEC1
+    assert p.what_if("train", _gpu(1), max_runtime=30 * H).allocated
+
+
+def test_an_ask_whose_runtime_no_period_holds_is_told_no_reset() -> None:
+    p, _ = _spent(20)
+    p.add_ask("train", "huge", _gpu(1), max_runtime=200 * H)     # 200 GPU-hours > the whole budget
+    e = explain_ask(p, "huge")
+    assert e is not None and not e.admitted and e.resets is None

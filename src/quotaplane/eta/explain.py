@@ -144,10 +144,14 @@ def _fmt(r: Resource) -> str:
 
 
 def explain(partition: Partition, application_id: str, resource: Resource, *, priority: int = 0,
-            preemptible: bool = True, placement: Mapping[str, Any] | None = None) -> Explanation:
+            preemptible: bool = True, placement: Mapping[str, Any] | None = None,
+            max_runtime: float | None = None) -> Explanation:
     """What would admit the request ``resource`` of ``application_id`` now (module docstring);
-    ``placement``: ``what_if``'s node selector, affinity and tolerations."""
-    where = dict(placement or {})
+    ``placement``: ``what_if``'s node selector, affinity and tolerations; ``max_runtime``: its declared
+    runtime in seconds (what a budget counts it to commit)."""
+    where: dict[str, Any] = dict(placement or {})
+    if max_runtime is not None:
+        where["max_runtime"] = max_runtime
     decision = partition.what_if(application_id, resource, priority=priority, preemptible=preemptible,
                                  **where)
     out = Explanation(application_id, resource, decision)
@@ -155,7 +159,9 @@ def explain(partition: Partition, application_id: str, resource: Resource, *, pr
         return out
 
     admitted = _admits(application_id, resource, priority, preemptible, where)
-    live = None if where else _Live(partition, application_id, resource, priority, preemptible)
+    # the live trial builds its own request (no placement): a copy decides one with a placement
+    live = None if placement else _Live(partition, application_id, resource, priority, preemptible,
+                                        max_runtime)
     blocking = _blocking(decision.reasons, out.notes)
     if blocking or decision.preempted:
         out.releases = _releases(partition, application_id, blocking, admitted, out.notes, live)
@@ -201,9 +207,10 @@ class _Live:
     counts the cluster (an elastic quota's total); :meth:`usable` says when, else the copy is used."""
 
     def __init__(self, partition: Partition, app_id: str, resource: Resource, priority: int,
-                 preemptible: bool) -> None:
+                 preemptible: bool, max_runtime: float | None = None) -> None:
         self.partition, self.app_id = partition, app_id
         self.resource, self.priority, self.preemptible = resource, priority, preemptible
+        self.max_runtime = max_runtime
 
     def usable(self, limits: Iterable[LimitRaise] = ()) -> bool:
         """The live check answers as a copy would (see the class docstring)."""
@@ -217,7 +224,7 @@ class _Live:
         state = self.partition.state
         app = state.apps[self.app_id]
         return state.request(app, "", self.resource, self.priority, self.preemptible, first=not app.counted,
-                             t=self.partition.clock())
+                             t=self.partition.clock(), max_runtime=self.max_runtime)
 
     def admits_without(self, keys: Iterable[str]) -> bool | None:
         """Every policy admits the request with the allocations ``keys`` gone (None: not usable)."""
@@ -254,7 +261,7 @@ def explain_ask(partition: Partition, allocation_key: str) -> Explanation | None
     if ask is None:
         return None
     return explain(partition, ask.application_id, ask.resource, priority=ask.priority,
-                   preemptible=ask.preemptible)
+                   preemptible=ask.preemptible, max_runtime=ask.max_runtime)
 
 
 # -- releases -------------------------------------------------------------------------------------------
