@@ -165,7 +165,7 @@ class BudgetPolicy(QuotaPolicy):
 
     def check(self, request: AdmissionRequest) -> list[Violation]:
         """``budget.exhausted`` for every budget the request does not fit (changes nothing)."""
-        if not request.resource or not self.ledger.specs:
+        if not self.ledger.specs or not request.resource._values:
             return []
         scopes = self._scopes(request)
         if not scopes:
@@ -177,10 +177,10 @@ class BudgetPolicy(QuotaPolicy):
                               f"{exc} (a duration such as 2h or 90m) on application "
                               f"{request.application_id!r}")]
         self._checked = (request, scopes, runtime)
-        ms = max(_ms(request.time), self.ledger.now)
+        ms = round(request.time * 1000)        # the ledger keeps its own newest time
         found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
         if found and self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
-            return self._best_effort(request, found, ms)
+            return self._best_effort(request, found, max(ms, self.ledger.now))
         return [Violation(self.name, CODE, s.scope.spec.path, refusal_message(s)) for s in found]
 
     def _best_effort(self, request: AdmissionRequest, found: list[Any], ms: int) -> list[Violation]:
@@ -202,7 +202,7 @@ class BudgetPolicy(QuotaPolicy):
             idle.held(request.resource, 1)
             # a waiting ask turned into usage (an undo puts it back)
             idle.last_gone = (request.allocation_key, idle.ask_gone(request.allocation_key))
-        if request.resource and request.allocation_key and self.ledger.specs:
+        if request.allocation_key and self.ledger.specs and request.resource._values:
             checked, scopes, runtime = self._checked
             if checked is not request:      # replay, or a request applied without its check
                 scopes = self._scopes(request)
@@ -212,8 +212,8 @@ class BudgetPolicy(QuotaPolicy):
                     runtime = None      # replay of an allocation a check would refuse: charge it anyway
             self._checked = (None, (), None)
             if scopes:
-                self.ledger.charge(request.allocation_key, scopes, request.resource, _ms(request.time),
-                                   runtime, request.priority)
+                self.ledger.charge(request.allocation_key, scopes, request.resource,
+                                   round(request.time * 1000), runtime, request.priority)
         return []
 
     def undo(self, request: AdmissionRequest) -> None:
@@ -231,7 +231,7 @@ class BudgetPolicy(QuotaPolicy):
         if self.best_effort and request.resource:
             self.idle.held(request.resource, -1)
         if request.allocation_key:
-            self.ledger.release(request.allocation_key, _ms(request.time))
+            self.ledger.release(request.allocation_key, round(request.time * 1000))
 
     def withdraw(self, request: AdmissionRequest) -> object:
         """A preemption trial takes nothing from a budget: what ran was consumed."""
