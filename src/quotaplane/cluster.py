@@ -302,7 +302,9 @@ class Scheduler:
             p = self._new_partition(self._config_at(seq0).partition(name), seq0)
             # a snapshot with the usage accounting's state: it is restored whole below, so the rebuild
             # skips observing (a fifth of the rebuild's CPU at 500,000 asks, issue 38)
-            p.replay(((0, ev) for ev in events), account=state.get("history") is None)
+            # its waiting asks are put back in bulk, not one by one through the live handler (the
+            # same state, pinned by tests/partition/test_restore_bulk.py; issue 38)
+            p.replay(((0, ev) for ev in events), account=state.get("history") is None, bulk_asks=True)
         except Exception:        # an optimisation only: any failure means "replay the stream instead"
             return None
         # both sides are plain JSON data (dump_state normalises through JSON, the snapshot was read

@@ -36,17 +36,50 @@ def apply_event(state: PartitionState, event: Mapping[str, Any], *, account: boo
         state.history.observe((typed,))
 
 
-def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True) -> int:
+def _asks_restored(state: PartitionState, run: list[tuple[int, Mapping[str, Any]]], *, account: bool,
+                   stream: str) -> None:
+    """A run of ``ask_added`` events of a snapshot's rebuild, put back in one pass
+    (:meth:`PartitionState.asks_restored`, issue 38)."""
+    typed: list[E.AskAdded] = []
+    for seq, ev in run:
+        try:
+            typed.append(E.AskAdded.from_json(ev))
+        except E.EventFormatError as exc:
+            raise JournalReplayError(f"stream {stream!r}, event #{seq}: {exc}") from None
+    try:
+        state.asks_restored(typed)
+    except Exception as exc:   # issue 14 #6: name the events, never a bare KeyError
+        raise JournalReplayError(f"stream {stream!r}, events #{run[0][0]}-#{run[-1][0]}: "
+                                 f"{_replay_problem(exc)}") from exc
+    if account:
+        state.history.observe(typed)
+    state.notes_recorded(state.take_notes())   # as after each event: the states noted are reported
+
+
+def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True,
+           bulk_asks: bool = False) -> int:
     """Apply ``(seq, event)`` pairs in order without journalling them; return how many. ``account``
     false leaves the usage accounting out: a snapshot's rebuild whose accounting the snapshot holds
-    (it is restored whole afterwards, so observing the rebuild would be thrown away)."""
+    (it is restored whole afterwards, so observing the rebuild would be thrown away). ``bulk_asks``:
+    a snapshot's rebuild, whose runs of waiting asks are put back each in one pass (the same state
+    as one by one; issue 38)."""
     n = 0
     log = core.log
     with core.lock:
         log.replaying = True
         state = core.state
+        run: list[tuple[int, Mapping[str, Any]]] = []
         try:
             for seq, ev in events:
+                if bulk_asks:
+                    if isinstance(ev, dict) and ev.get("type") == "ask_added":
+                        run.append((seq, ev))
+                        continue
+                    if run:
+                        _asks_restored(state, run, account=account, stream=log.stream)
+                        log.last_seq = run[-1][0]
+                        n += len(run)
+                        run = []
                 try:
                     apply_event(state, ev, account=account)
                 except Exception as exc:   # issue 14 #6: name the event, never a bare KeyError
@@ -55,6 +88,10 @@ def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, accou
                 log.last_seq = seq
                 state.notes_recorded(state.take_notes())   # the journal holds them already
                 n += 1
+            if run:
+                _asks_restored(state, run, account=account, stream=log.stream)
+                log.last_seq = run[-1][0]
+                n += len(run)
         finally:
             log.replaying = False
     return n
