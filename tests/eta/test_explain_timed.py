@@ -279,3 +279,42 @@ def test_an_ask_whose_runtime_no_period_holds_is_told_no_reset() -> None:
     p.add_ask("train", "huge", _gpu(1), max_runtime=200 * H)     # 200 GPU-hours > the whole budget
     e = explain_ask(p, "huge")
     assert e is not None and not e.admitted and e.resets is None
+
+
+def test_an_elastic_quota_whose_max_rises_in_a_window_is_told_its_opening() -> None:
+    from tests.budgets.test_windows_scopes import ELASTIC
+
+    clock = Clock(NOV27 + 8 * H)
+    s = Scheduler.from_yaml(ELASTIC, clock=clock)
+    p = s.partition("default")
+    p.add_node("n", {"vcore": 16000})
+    p.add_application("x", UserGroup("u", ()), queue="root.q", tags={"namespace": "team-a"})
+    assert p.allocate("x", "k0", {"vcore": 2000}).allocated
+    e = explain(p, "x", Resource({"vcore": 2000}))
+    assert any(v.code.startswith("elastic.") for v in e.decision.reasons)
+    assert e.windows is not None
+    [w] = e.windows
+    assert (w.kind, w.window, w.scope) == ("window.opens", "burst", "elastic quota team-a")
+    assert w.at == NOV27 + 9 * H
+    clock.now = w.at
+    assert tick(s.config_text, s.update_config, clock.now)
+    assert p.what_if("x", {"vcore": 2000}).allocated
+
+
+def test_a_users_limit_that_rises_at_night_is_told_its_opening() -> None:
+    from tests.budgets.test_windows_scopes import LIMITS
+
+    clock = Clock(NOV27 + 19 * H)
+    s = Scheduler.from_yaml(LIMITS, clock=clock)
+    p = s.partition("default")
+    p.add_node("n", {"vcore": 64000})
+    p.add_application("a1", UserGroup("alice", ()), queue="root.a")
+    assert p.allocate("a1", "k1", {"vcore": 2000}).allocated
+    e = explain(p, "a1", Resource({"vcore": 2000}))
+    assert [v.code for v in e.decision.reasons] == ["user.maxresources"]
+    assert e.windows is not None
+    [w] = e.windows
+    assert (w.window, w.scope, w.at) == ("alice-night", "user alice in root.a", NOV27 + 20 * H)
+    clock.now = w.at
+    assert tick(s.config_text, s.update_config, clock.now)
+    assert p.what_if("a1", {"vcore": 2000}).allocated

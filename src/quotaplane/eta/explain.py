@@ -115,11 +115,9 @@ class Explanation:
         (null: no verified change of that kind)."""
         return {"applicationID": self.application_id, "resource": self.resource.to_dict(),
                 "admitted": self.admitted, "reasons": [v.to_dict() for v in self.decision.reasons],
-                "releases": None if self.releases is None else [r.to_dict() for r in self.releases],
-                "limits": None if self.limits is None else [x.to_dict() for x in self.limits],
+                "releases": _listed(self.releases), "limits": _listed(self.limits),
                 "largest": None if self.largest is None else self.largest.to_dict(),
-                "resets": None if self.resets is None else [x.to_dict() for x in self.resets],
-                "windows": None if self.windows is None else [x.to_dict() for x in self.windows],
+                "resets": _listed(self.resets), "windows": _listed(self.windows),
                 "notes": list(self.notes)}
 
     def top(self) -> str | None:
@@ -137,6 +135,11 @@ class Explanation:
         if timed:
             return f"starts when {timed[0].sentence()}"
         return None
+
+
+def _listed(found: list[Release] | list[LimitRaise] | list[Later] | None) -> list[dict[str, Any]] | None:
+    """Each change's REST shape (None: none of that kind verified)."""
+    return None if found is None else [x.to_dict() for x in found]
 
 
 def _fmt(r: Resource) -> str:

@@ -19,8 +19,9 @@ docs/eta.md).
   or the saved values put back). The first that admits it is reported.
 
 A reset or an edge that does not admit the request is not reported (a note says it was tried). At
-most :data:`MAX_TRIES` of each are tried (each try is a working copy). Windows on elastic quotas are
-not tried yet.
+most :data:`MAX_TRIES` of each are tried (each try is a working copy). A window on an elastic quota
+(``min``, ``max``) is tried for a refusal of the elastic policy whatever quota the request maps to:
+the copy decides.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
-from quotaplane.config.windows import WindowSpec, parse_windows
+from quotaplane.config.windows import WindowSpec, elastic_quota_objects, parse_windows
 from quotaplane.eta.copy import working_copy
 from quotaplane.partition.facade import Partition
 from quotaplane.policies.budgets import CODE as BUDGET_CODE
@@ -189,6 +190,8 @@ def _fields(reasons: Iterable[Violation]) -> set[str]:
             out |= {"maxresources", "maxapplications"}
         elif v.code == BUDGET_CODE:
             out.add("resourcehours")
+        elif v.code.startswith("elastic."):
+            out |= {"min", "max"}
     return out
 
 
@@ -221,8 +224,8 @@ def window_edges(partition: Partition, app_id: str, reasons: list[Violation], ad
     leaves it admits the request (None: none verified). See the module docstring."""
     tried: list[Later] = []
     for edge, w in _edges(partition, app_id, _fields(reasons))[:MAX_TRIES]:
-        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope, w.queue.lower(),
-                      w.name, w.timezone)
+        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope,
+                      w.queue.lower() or w.target, w.name, w.timezone)
         if admitted(working_copy(partition, _at(edge / 1000), configure=_windowed_by(w)), None):
             return [found]
         tried.append(found)
@@ -242,7 +245,9 @@ def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[in
     ms = round(partition.clock() * 1000)
     edges: list[tuple[int, WindowSpec]] = []
     for w in parse_windows(raw):
-        if w.kind != "elasticquota" and _on_path(w, queue, user, groups) and fields & set(w.overrides):
+        # an elastic quota's window is tried whatever quota the request maps to (the copy decides)
+        on_path = w.kind == "elasticquota" or _on_path(w, queue, user, groups)
+        if on_path and fields & set(w.overrides):
             edge = _next_edge(w, ms)
             if edge is not None:
                 edges.append((edge, w))
@@ -259,7 +264,11 @@ def windowed(config: PartitionConfig, w: WindowSpec) -> PartitionConfig:
     :func:`quotaplane.windows.driver.edges` writes into the configuration text."""
     values = {f: (v if not w.active else w.saved.get(f)) for f, v in w.overrides.items()}
     if "resourcehours" in values:
-        config = _budget_hours(config, w.queue.lower(), values.pop("resourcehours"))
+        hours = values.pop("resourcehours")
+        config = _budget_hours(config, w.queue.lower(), hours) if w.kind != "elasticquota" else \
+            _budget_hours(config, w.target, hours, key="elasticquota")
+    if w.kind == "elasticquota":
+        return _elastic(config, w.target, values)
     if not values:
         return config
     return dataclasses.replace(config, root=_in_queue(config.root, w, values))
@@ -294,12 +303,43 @@ def _in_limit(lim: LimitConfig, w: WindowSpec, values: Mapping[str, Any]) -> Lim
     return lim
 
 
-def _budget_hours(config: PartitionConfig, queue: str, hours: Any) -> PartitionConfig:
-    """``config`` with the queue's own budget (no user, no group) at ``hours`` resource-hours."""
+def _budget_hours(config: PartitionConfig, target: str, hours: Any, key: str = "queue") -> PartitionConfig:
+    """``config`` with the budget of queue ``target`` (its own: no user, no group) — or of elastic quota
+    ``target`` (``key`` ``elasticquota``) — at ``hours`` resource-hours."""
     budgets = config.extensions.get("budgets")
     if hours is None or not isinstance(budgets, list | tuple):
         return config
     changed = [dict(b, resourcehours=dict(hours)) if isinstance(b, Mapping) and
-               str(b.get("queue", "")).lower() == queue and "user" not in b and "group" not in b else b
+               str(b.get(key, "")).lower() == target.lower() and "user" not in b and "group" not in b else b
                for b in budgets]
     return dataclasses.replace(config, extensions=MappingProxyType({**config.extensions, "budgets": changed}))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _elastic(config: PartitionConfig, name: str, values: Mapping[str, Any]) -> PartitionConfig:
+    """``config`` with elastic quota ``name``'s ``spec`` set to ``values`` (None: removed), its quotas
+    written as a list of objects as the window's edge writes them (docs/windows.md)."""
+    value = config.extensions.get("elasticquotas")
+    objects = _plain(elastic_quota_objects(value))
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and meta.get("name") == name:
+            spec = dict(obj.get("spec") or {})
+            for f, v in values.items():
+                if v is None:
+                    spec.pop(f, None)
+                else:
+                    spec[f] = _plain(v)
+            obj["spec"] = spec
+    # a mapping with ``quotas`` (and settings such as revokeDelay) keeps its settings
+    wrapped = isinstance(value, Mapping) and value.get("kind") is None
+    held = {**_plain(value), "quotas": objects} if wrapped else objects
+    extensions = MappingProxyType({**config.extensions, "elasticquotas": held})
+    return dataclasses.replace(config, extensions=extensions)
