@@ -318,3 +318,22 @@ def test_a_users_limit_that_rises_at_night_is_told_its_opening() -> None:
     clock.now = w.at
     assert tick(s.config_text, s.update_config, clock.now)
     assert p.what_if("a1", {"vcore": 2000}).allocated
+
+
+def test_a_decaying_budget_counts_the_declared_runtime_of_the_request() -> None:
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(DECAY, clock=clock).partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("x", UserGroup("alice", ("ml",)), queue="root.a")
+    assert p.allocate("x", "big", _gpu(6)).allocated and p.allocate("x", "small", _gpu(2)).allocated
+    clock.advance(4 * H)
+    p.release("big")
+    plain = explain(p, "x", _gpu(1))
+    e = explain(p, "x", _gpu(1), max_runtime=H)          # it commits 1 GPU-hour: later than without
+    assert plain.resets is not None and e.resets is not None
+    [r] = e.resets
+    assert r.at > plain.resets[0].at
+    clock.now = r.at
+    assert p.what_if("x", _gpu(1), max_runtime=H).allocated
+    clock.now = r.at - 60
+    assert not p.what_if("x", _gpu(1), max_runtime=H).allocated

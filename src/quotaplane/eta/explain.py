@@ -170,7 +170,8 @@ def explain(partition: Partition, application_id: str, resource: Resource, *, pr
         out.releases = _releases(partition, application_id, blocking, admitted, out.notes, live)
         out.limits = _limits(partition, application_id, blocking, admitted, out.notes, live)
     out.largest = _largest(partition, application_id, resource, admitted)
-    out.resets = budget_resets(partition, application_id, resource, decision.reasons, admitted, out.notes)
+    out.resets = budget_resets(partition, application_id, resource, decision.reasons, admitted, out.notes,
+                               max_runtime)
     out.windows = window_edges(partition, application_id, decision.reasons, admitted, out.notes)
     return out
 

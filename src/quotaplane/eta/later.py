@@ -105,11 +105,14 @@ def _at(t: float) -> Callable[[], float]:
 # -- budgets ---------------------------------------------------------------------------------------------
 
 def budget_resets(partition: Partition, app_id: str, resource: Resource, reasons: list[Violation],
-                  admitted: _Admits, notes: list[str]) -> list[Later] | None:
+                  admitted: _Admits, notes: list[str],
+                  max_runtime: float | None = None) -> list[Later] | None:
     """The earliest reset (or decay) of the budgets that refuse the request at which a copy admits it
-    (None: no budget refuses it, or none verified). See the module docstring."""
+    (None: no budget refuses it, or none verified); ``max_runtime``: its declared runtime (seconds).
+    See the module docstring."""
     paths = {v.path for v in reasons if v.code == BUDGET_CODE}
-    found = _budget_times(partition, app_id, resource, paths) if paths else []
+    runtime = round(max_runtime * 1000) or None if max_runtime is not None else None
+    found = _budget_times(partition, app_id, resource, paths, runtime) if paths else []
     return _first_admitting(partition, found, admitted, notes)
 
 
@@ -129,7 +132,8 @@ def _tried(notes: list[str], tried: list[Later], why: str = "") -> None:
         notes.append("; ".join(x.sentence() for x in tried) + f": that would not admit it{why}; not reported")
 
 
-def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: set[str]) -> list[Later]:
+def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: set[str],
+                  runtime: int | None) -> list[Later]:
     """When each budget at ``paths`` on the request's chain stops refusing it by itself."""
     with partition.lock:
         state = partition.state
@@ -142,16 +146,16 @@ def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: 
         # elastic quota budgets are resolved by the policy's quota chain (not tried: no scope here)
         scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups))
                   if s.spec.path in paths]
-        found = (_scope_time(ledger, scope, resource, ms) for scope in scopes)
+        found = (_scope_time(ledger, scope, resource, ms, runtime) for scope in scopes)
         return [x for x in found if x is not None]
 
 
-def _scope_time(ledger: Any, scope: Any, resource: Resource, ms: int) -> Later | None:
+def _scope_time(ledger: Any, scope: Any, resource: Resource, ms: int, runtime: int | None) -> Later | None:
     """When one scope's budget stops refusing the request: its period's end, or when its consumption
     has decayed enough (None: never, or no later time)."""
     spec = scope.spec
     if spec.decayed:
-        t = _decayed_by(ledger.shortfalls([scope], resource, ms, None), spec.half_life_ms, ms)
+        t = _decayed_by(ledger.shortfalls((scope,), resource, ms, runtime), spec.half_life_ms, ms)
         kind = "budget.decayed"
     else:
         end = scope.period(ms)[1]
