@@ -33,6 +33,7 @@ __all__ = [
     "parse_quantity",
     "parse_vcore",
     "prune",
+    "shared",
     "strictly_greater_than_zero",
     "sub",
     "sub_only_existing",
@@ -293,6 +294,26 @@ def _config_text(name: str, raw: Any) -> str:
     if isinstance(raw, str):
         return raw
     raise InputError(f"resource {name!r}: invalid quantity {raw!r}")
+
+
+#: one Resource per distinct vector (a Resource never changes), for :func:`shared`
+_SHARED: dict[tuple[tuple[str, int], ...], Resource] = {}
+#: how many distinct vectors :data:`_SHARED` holds before it starts over
+_SHARED_MAX = 4096
+
+
+def shared(resource: Resource) -> Resource:
+    """One Resource equal to ``resource`` (same names in the same order), the same object for every
+    call with such a vector while it stays in a bounded cache: what keeps a request per waiting ask
+    (many asks request the same vector — a job's pods, a class of workloads) shares it instead of
+    holding a copy each."""
+    key = tuple(resource._values.items())
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        found = _SHARED[key] = resource
+    return found
 
 
 # ------------------------------------------------------------------------------------------------

@@ -317,3 +317,26 @@ def test_snapshots_compaction_and_a_restart_give_exactly_the_same_numbers(
         assert _journalled_rows(again.outbox) == rows
         assert _journalled_counts(again) == counts
         s2.close(snapshot=False)
+
+
+def test_waiting_asks_share_one_request_and_a_resource_at_zero_counts_nowhere() -> None:
+    """Asks of the same request hold one shared vector in the engine (memory per pending ask, issue
+    38), not a copy each; a resource named at 0 makes no waiting cell, on arrival or on leaving."""
+    clock = Clock(1_764_000_000.0)
+    s = _scheduler(None, clock)
+    p = s.partition("default")
+    p.auto_schedule = False
+    p.add_application("a", USERS[0], queue="root.free")
+    p.add_ask("a", "k1", {"vcore": 1000, "gpu": 0})
+    p.add_ask("a", "k2", {"vcore": 1000, "gpu": 0})
+    engine = p.history.engine
+    assert engine is not None
+    assert engine.asks["k1"].resource is engine.asks["k2"].resource
+    clock.advance(10)
+    p.remove_ask("k1")
+    p.remove_ask("k2")
+    engine.propagate()
+    own = engine.scopes[("application", "a")]
+    assert set(own.w) == {"vcore"}
+    assert own.integral("waiting", ms_of(clock()) - engine.origin) == {"vcore": 2 * 1000 * 10_000}
+    s.close(snapshot=False)

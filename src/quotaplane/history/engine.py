@@ -83,7 +83,7 @@ from quotaplane.history.scopes import (
     vec_of,
 )
 from quotaplane.history.sketch import WaitSketch
-from quotaplane.resources import Resource
+from quotaplane.resources import Resource, shared
 
 #: the elastic quotas and tree nodes of a charge when the config has neither (shared, never changed)
 _NO_EAGER: list[Share] = []
@@ -268,6 +268,8 @@ class Accounting(Ledger):
         t = self._rel
         wait = s.w
         for r, v in vec.items():
+            if not v:
+                continue                        # an ask's shared request may name a resource at 0
             d = v if sign > 0 else -v
             c = wait.get(r)
             if c is None:
@@ -479,13 +481,13 @@ class Accounting(Ledger):
         app.group = group
         self._split(app)
 
-    def _eager(self, key: str, app_id: str, app: AppState, vec: dict[str, int]) -> list[Share]:
+    def _eager(self, key: str, app_id: str, app: AppState, vec: Mapping[str, int]) -> list[Share]:
         """The scopes other than the application's own an allocation (or ask) changes at once: the
         elastic quota chain and the quota-tree nodes (its queues with a guarantee: ``eager_q``)."""
-        out: list[Share] = []
         info = self._info
         if not info[QUOTA] and not info[TREE]:
-            return out
+            return _NO_EAGER                    # shared: a charge's list is replaced, never changed
+        out: list[Share] = []
         view = self.view
         if info[QUOTA]:
             quota = view.quota_of(key, app.tags)
@@ -496,7 +498,7 @@ class Accounting(Ledger):
                                                          app.tags, vec):
                 amounts = vec_of(amounts)
                 out.extend((s, amounts) for s in self._chain(TREE, f"{tree}/{node}"))
-        return out
+        return out or _NO_EAGER
 
     # -- allocations and asks ------------------------------------------------------------------------
     def _alloc(self, key: str, app_id: str, resource: Mapping[str, int], t: int) -> None:
@@ -544,7 +546,7 @@ class Accounting(Ledger):
             self._use(s, v, -1)
         return charge
 
-    def _charge_app(self, app: AppState, vec: dict[str, int], sign: int) -> None:
+    def _charge_app(self, app: AppState, vec: Mapping[str, int], sign: int) -> None:
         """:meth:`_use` of the application's own scope and its queues with a guarantee. Without fair
         share with memory it is logged, and applied with the others at the next read or period end
         (:meth:`_settle`): in one tight pass rather than between the partition's own work at every
@@ -752,7 +754,9 @@ class Accounting(Ledger):
             return
         if not app.allocs and app.epoch != self._epoch:
             self._regroup(ev.app, app)
-        vec = vec_of(ev.resource)
+        # one shared Resource per distinct request (it is immutable), not a copy per waiting ask
+        # (issue 38, memory per pending ask); _want skips a resource at 0
+        vec = shared(ev.resource) if type(ev.resource) is Resource else vec_of(ev.resource)
         ask = Charge(ev.app, vec, now, self._eager(ev.key, ev.app, app, vec))
         self.asks[ev.key] = ask
         app.asks.add(ev.key)

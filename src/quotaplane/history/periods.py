@@ -10,7 +10,7 @@ the subclass in :mod:`quotaplane.history.engine`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import quotaplane.events as E
@@ -74,7 +74,7 @@ class Ledger:
         self._pending: set[AppState] = set()
         #: changes of applications' use not applied yet, in order: (application, amount, sign, time);
         #: applied (:meth:`_settle`) before anything reads a scope or a period closes
-        self._log: list[tuple[AppState, dict[str, int], int, int]] = []
+        self._log: list[tuple[AppState, Mapping[str, int], int, int]] = []
         #: rows of the periods that ended, oldest first, until the store takes them
         self.outbox: list[Row] = []
         #: scopes of removed applications, forgotten once their last periods are written

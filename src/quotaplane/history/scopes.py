@@ -143,7 +143,7 @@ class Slot:
         self.b = b
         self.l = lent
 #: a scope and the amount an allocation or ask counts in it
-Share = tuple["Scope", dict[str, int]]
+Share = tuple["Scope", Mapping[str, int]]
 
 
 class Scope:
@@ -227,8 +227,8 @@ class Charge:
 
     __slots__ = ("app", "eager", "resource", "t")
 
-    def __init__(self, app: str, resource: dict[str, int], t: int, eager: list[tuple[Scope, dict[str, int]]]
-                 ) -> None:
+    def __init__(self, app: str, resource: Mapping[str, int], t: int,
+                 eager: list[tuple[Scope, Mapping[str, int]]]) -> None:
         self.app = app
         self.resource = resource
         self.t = t

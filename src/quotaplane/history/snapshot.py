@@ -24,6 +24,7 @@ from quotaplane.history.scopes import (
     vec_of,
 )
 from quotaplane.history.sketch import WaitSketch
+from quotaplane.resources import Resource, shared
 
 __all__ = ["SNAPSHOT_VERSION", "restart_at_now", "restore_into", "snapshot_of"]
 
@@ -187,9 +188,9 @@ def _restore_charges(a: Accounting, data: Mapping[str, Any],
     times = data["asks"]
     for key, app_id, resource in asks:
         holder = a.apps.get(app_id)
-        if holder is not None and key in times:
-            vec = vec_of(resource)
-            a.asks[key] = Charge(app_id, vec, int(times[key]), a._eager(key, app_id, holder, vec))
+        if holder is not None and key in times:     # one shared request per vector, as live
+            want = shared(resource) if type(resource) is Resource else vec_of(resource)
+            a.asks[key] = Charge(app_id, want, int(times[key]), a._eager(key, app_id, holder, want))
             holder.asks.add(key)
 
 
