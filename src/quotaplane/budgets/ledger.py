@@ -340,7 +340,8 @@ class Ledger:
         if self._heap and self._heap[0][0] <= ms:
             self.expire(ms)
         out: list[Shortfall] = []
-        vec = _plain(vec)
+        if isinstance(vec, Resource):
+            vec = vec._values           # a Resource's ``get`` is a Python call
         rt = runtime_ms or 0
         for scope, cells in (self._names.get(scopes) or self._layout(scopes))[2]:
             spec = scope.spec
@@ -372,9 +373,10 @@ class Ledger:
         ms = max(ms, self.now)
         if self._heap and self._heap[0][0] <= ms:
             self.expire(ms)
-        found = self._names.get(scopes) or self._layout(scopes)
-        names, decays, flat = found
-        kept = {r: u for r, u in _plain(vec).items() if u and r in names}
+        _, decays, flat = self._names.get(scopes) or self._layout(scopes)
+        # the request's own dict, shared (a Resource never changes): every reader takes only the
+        # budgeted resources of it (``vec.get`` per cell), so a copy of those would only cost
+        kept = vec._values if isinstance(vec, Resource) else dict(vec)
         end = ms + runtime_ms if runtime_ms else None
         active = end is not None and end > ms
         decayed = [(c, c.save()) for s in scopes if s.spec.half_life_ms for c in s.cells.values()] \
@@ -516,11 +518,6 @@ def _who(specs: Sequence[BudgetSpec], user: str, groups: tuple[str, ...]) -> tup
     if named:
         return user_key, named[0], named[0]
     return user_key, groups[0] if groups else None, "*"
-
-
-def _plain(vec: Mapping[str, int]) -> Mapping[str, int]:
-    """A resource vector's own dict (a Resource's ``get`` is a Python call; a charge reads it often)."""
-    return vec._values if isinstance(vec, Resource) else vec
 
 
 #: a scope chain's scopes, each with its cells by resource

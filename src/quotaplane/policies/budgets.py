@@ -167,7 +167,11 @@ class BudgetPolicy(QuotaPolicy):
         """``budget.exhausted`` for every budget the request does not fit (changes nothing)."""
         if not self.ledger.specs or not request.resource._values:
             return []
-        scopes = self._scopes(request)
+        if self.elastic is None:        # the common case inline: _scopes(request) without its calls
+            user = request.user
+            scopes = self.ledger.resolve(request.queue_path, user.user, tuple(user.groups))
+        else:
+            scopes = self._scopes(request)
         if not scopes:
             return []
         try:
@@ -179,7 +183,11 @@ class BudgetPolicy(QuotaPolicy):
         self._checked = (request, scopes, runtime)
         ms = round(request.time * 1000)        # the ledger keeps its own newest time
         found = self.ledger.shortfalls(scopes, request.resource, ms, runtime)
-        if found and self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
+        return self._refusals(request, found, ms) if found else []
+
+    def _refusals(self, request: AdmissionRequest, found: list[Any], ms: int) -> list[Violation]:
+        """The violations of the budgets ``found`` short (best effort first looks for idle room)."""
+        if self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
             return self._best_effort(request, found, max(ms, self.ledger.now))
         return [Violation(self.name, CODE, s.scope.spec.path, refusal_message(s)) for s in found]
 
