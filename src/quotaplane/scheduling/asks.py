@@ -12,26 +12,9 @@ from typing import Any
 from quotaplane.events import AskAdded
 from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.policies.protocol import Violation
-from quotaplane.resources import Resource
+from quotaplane.resources import Resource, shared
 
 __all__ = ["Ask", "AskQueue"]
-
-
-#: one Resource per distinct request (a Resource never changes): the many asks that request the same
-#: vector — a job's pods, a class of workloads — share it rather than a vector and its dict each
-_SHARED: dict[tuple[tuple[str, int], ...], Resource] = {}
-#: how many distinct requests :data:`_SHARED` holds before it starts over
-_SHARED_MAX = 4096
-
-
-def _shared(resource: Resource) -> Resource:
-    key = tuple(resource._values.items())
-    found = _SHARED.get(key)
-    if found is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        found = _SHARED[key] = resource
-    return found
 
 
 class Ask:
@@ -73,7 +56,9 @@ class Ask:
                  seq: int = 0, created: float = 0.0) -> None:
         self.allocation_key = allocation_key
         self.application_id = application_id
-        self.resource = _shared(resource)
+        # one Resource per distinct request: the many asks that request the same vector (a job's
+        # pods, a class of workloads) share it, with the usage history's charge of each
+        self.resource = shared(resource)
         self.priority = priority
         self.preemptible = preemptible
         self.placeholder = placeholder
