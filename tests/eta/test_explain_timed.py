@@ -337,3 +337,28 @@ def test_a_decaying_budget_counts_the_declared_runtime_of_the_request() -> None:
     assert p.what_if("x", _gpu(1), max_runtime=H).allocated
     clock.now = r.at - 60
     assert not p.what_if("x", _gpu(1), max_runtime=H).allocated
+
+
+def test_rest_whatif_and_explain_take_the_declared_runtime() -> None:
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    clock = Clock(NOV1 + 8 * H)
+    s = Scheduler.from_yaml(BUDGET.format(amax=8), clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("train", UserGroup("alice", ("ml",)), queue="root.teams.a")
+    assert p.allocate("train", "run", {GPU: 4}).allocated
+    clock.advance(20 * H)                                    # 80 of 100 GPU-hours
+    body = {"applicationID": "train", "resource": {GPU: 1}, "maxRuntime": 30 * H}
+    with TestClient(create_app(s)) as c:
+        plain = c.post("/ws/v1/partition/default/whatif", json={**body, "maxRuntime": None})
+        assert plain.json()["allocated"]
+        r = c.post("/ws/v1/partition/default/whatif", json=body)
+        assert r.status_code == 200 and r.json()["allocated"] is False
+        assert [v["code"] for v in r.json()["reasons"]] == ["budget.exhausted"]
+        e = c.post("/ws/v1/partition/default/whatif/explain", json=body).json()
+        assert e["admitted"] is False and e["resets"][0]["at"] == "2026-12-01T00:00:00+00:00"
+        bad = c.post("/ws/v1/partition/default/whatif", json={**body, "maxRuntime": -1})
+        assert bad.status_code == 400 and "maxRuntime" in bad.text

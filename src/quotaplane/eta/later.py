@@ -146,16 +146,18 @@ def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: 
         # elastic quota budgets are resolved by the policy's quota chain (not tried: no scope here)
         scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups))
                   if s.spec.path in paths]
-        found = (_scope_time(ledger, scope, resource, ms, runtime) for scope in scopes)
+        found = (_scope_time(policy, scope, resource, ms, runtime) for scope in scopes)
         return [x for x in found if x is not None]
 
 
-def _scope_time(ledger: Any, scope: Any, resource: Resource, ms: int, runtime: int | None) -> Later | None:
+def _scope_time(policy: BudgetPolicy, scope: Any, resource: Resource, ms: int,
+                runtime: int | None) -> Later | None:
     """When one scope's budget stops refusing the request: its period's end, or when its consumption
     has decayed enough (None: never, or no later time)."""
     spec = scope.spec
     if spec.decayed:
-        t = _decayed_by(ledger.shortfalls((scope,), resource, ms, runtime), spec.half_life_ms, ms)
+        # typed through the policy: the ledger's own signature is checked (eta does not import budgets/)
+        t = _decayed_by(policy.ledger.shortfalls((scope,), resource, ms, runtime), spec.half_life_ms, ms)
         kind = "budget.decayed"
     else:
         end = scope.period(ms)[1]

@@ -190,6 +190,8 @@ class WhatIfBody(Placement):
     resource: ResourceMap
     priority: Priority = 0
     preemptible: StrictBool = True
+    #: the declared runtime it would have: a budget counts what it would commit (docs/budgets.md)
+    maxRuntime: MaxRuntime | None = None
 
 
 class BatchBody(_Body):

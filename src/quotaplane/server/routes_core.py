@@ -436,8 +436,8 @@ def router(service: Any) -> APIRouter:
         """The decision an allocation would get now; nothing changes."""
         body = await parse_body(request, WhatIfBody)
         p = service.partition(partition)
-        decision = p.what_if(body.applicationID, Resource(body.resource),
-                             priority=body.priority, preemptible=body.preemptible, **body.placement())
+        decision = p.what_if(body.applicationID, Resource(body.resource), priority=body.priority,
+                             preemptible=body.preemptible, max_runtime=body.maxRuntime, **body.placement())
         metrics.observe_whatif(decision)
         out = decision.to_dict()
         # item 7: the allocation keys allocate would preempt now ([] when none)

@@ -115,7 +115,7 @@ def router(service: Any) -> APIRouter:
             raise NotFoundError(f"application {body.applicationID!r} not found")
         e = await asyncio.to_thread(explain, p, body.applicationID, Resource(body.resource),
                                     priority=body.priority, preemptible=body.preemptible,
-                                    placement=body.placement())
+                                    placement=body.placement(), max_runtime=body.maxRuntime)
         out = e.to_dict()
         out["top"] = e.top()
         return json(out)
