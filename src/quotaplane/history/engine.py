@@ -205,7 +205,7 @@ class Accounting(Ledger):
                 # its guarantee of r became idle or busy: whether others' borrowing moves its lending
                 if level < gv:
                     idx.setdefault(r, set()).add(s)
-                else:
+                elif r in idx:
                     idx[r].discard(s)
             if quiet and level <= gv:
                 continue
