@@ -363,10 +363,12 @@ class _api:
 
     @staticmethod
     def explain(application_id: str, resource: Mapping[str, int] | Resource, priority: int,
-                partition: str) -> _Call[dict[str, Any]]:
-        return _Call("POST", f"/partition/{partition}/whatif/explain", _dict,
-                     json_body={"applicationID": application_id, "resource": _resource(resource),
-                                "priority": priority})
+                partition: str, max_runtime: float | None = None) -> _Call[dict[str, Any]]:
+        body: dict[str, Any] = {"applicationID": application_id, "resource": _resource(resource),
+                                "priority": priority}
+        if max_runtime is not None:
+            body["maxRuntime"] = max_runtime
+        return _Call("POST", f"/partition/{partition}/whatif/explain", _dict, json_body=body)
 
     @staticmethod
     def update_config(text: str) -> _Call[dict[str, Any]]:

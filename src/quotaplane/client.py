@@ -326,10 +326,11 @@ class Client:
         return self._run(_api.eta_of(allocation_key, partition))
 
     def explain(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
-                partition: str = "default") -> dict[str, Any]:
+                partition: str = "default", max_runtime: float | None = None) -> dict[str, Any]:
         """``what_if`` with what would have to change for the request to be admitted now (releases,
-        limits, the largest request of the same shape), each change verified; changes nothing."""
-        return self._run(_api.explain(application_id, resource, priority, partition))
+        limits, the largest request of the same shape, a budget's reset or a window's edge that admits
+        it), each change verified; changes nothing. ``max_runtime``: its declared runtime (seconds)."""
+        return self._run(_api.explain(application_id, resource, priority, partition, max_runtime))
 
     def update_config(self, text: str) -> dict[str, Any]:
         """Apply a configuration text (all or nothing); ``{applied, checksum}``."""
@@ -620,10 +621,12 @@ class AsyncClient:
         return await self._run(_api.eta_of(allocation_key, partition))
 
     async def explain(self, application_id: str, resource: Mapping[str, int] | Resource, *,
-                      priority: int = 0, partition: str = "default") -> dict[str, Any]:
+                      priority: int = 0, partition: str = "default",
+                      max_runtime: float | None = None) -> dict[str, Any]:
         """``what_if`` with what would have to change for the request to be admitted now (releases,
-        limits, the largest request of the same shape), each change verified; changes nothing."""
-        return await self._run(_api.explain(application_id, resource, priority, partition))
+        limits, the largest request of the same shape, a budget's reset or a window's edge that admits
+        it), each change verified; changes nothing. ``max_runtime``: its declared runtime (seconds)."""
+        return await self._run(_api.explain(application_id, resource, priority, partition, max_runtime))
 
     async def update_config(self, text: str) -> dict[str, Any]:
         """Apply a configuration text (all or nothing); ``{applied, checksum}``."""

@@ -84,6 +84,9 @@ def test_the_client_and_its_async_twin(service: _Server) -> None:
         assert [a["allocationKey"] for a in c.eta()["asks"]] == ["w1", "w2"]
         assert c.eta_of("w2")["eta"]["start"]["p50"] == 1100.0
         assert c.explain("app1", {"vcore": 5000})["releases"][0]["allocationKey"] == "r1"
+        timed = c.explain("app1", {"vcore": 5000}, max_runtime=60)      # no budget, no window here
+        assert timed["releases"][0]["allocationKey"] == "r1"
+        assert timed["resets"] is None and timed["windows"] is None
 
     async def run() -> dict[str, object]:
         async with AsyncClient(service.url) as ac:
