@@ -242,6 +242,18 @@ class GroupCommit:
             if target > self.durable:
                 raise self._failed_error(target, through=mark is None)
 
+    def flush_inline(self) -> bool:
+        """Commit what is queued now instead of at the scheduled flush, for an owner that knows no
+        other change will join the group before that flush runs (the service's lone request: its
+        answer then goes out in the same turn of the loop, issue 38). True when done — the queued
+        marks are decided (durable, or failed as in :meth:`flush`); False, doing nothing, off the
+        :attr:`owner` thread or when commits are offloaded (the owner must not block on a remote
+        store): then wait for the scheduled flush. The scheduled flush later finds nothing queued."""
+        if self._offload is not None or not self._on_owner():
+            return False
+        self.flush()
+        return True
+
     @property
     def idle(self) -> bool:
         """True when every submitted change is durable (or failed): memory equals the journal (a
