@@ -123,3 +123,64 @@ def test_a_change_durable_in_a_new_group_is_not_answered_503_for_the_old_group_s
 
     asyncio.run(main())
     s.stop_group_commit()
+
+
+def test_a_lone_request_commits_in_its_own_turn_and_a_failure_is_still_its_answer() -> None:
+    # issue 38 service path: alone (no other request being decided) the barrier commits the group
+    # itself instead of waiting for the scheduled flush; the answer still follows the commit
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        group = _on_this_loop(p)
+        turns = 0
+
+        def tick() -> None:
+            nonlocal turns
+            turns += 1
+
+        epochs = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", "k1", {"vcore": 1})
+        appends = j.appends
+        assert group.durable < group.submitted
+        asyncio.get_running_loop().call_soon(tick)
+        assert await barrier.settle(epochs, alone=True) is None
+        assert turns == 0                                  # no turn of the loop passed …
+        assert group.durable == group.submitted            # … and the change is in the store
+        assert j.appends == appends + 1
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert turns == 1 and j.appends == appends + 1     # the scheduled flush found nothing
+        # a lone change whose commit fails: its answer is the failure, as with the scheduled flush
+        reset_marks()
+        doomed = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", "doomed", {"vcore": 1})
+        j.fail = True
+        assert isinstance(await barrier.settle(doomed, alone=True), CommitFailedError)
+        j.fail = False
+        assert p.recover()
+        assert p.allocation("doomed") is None
+
+    asyncio.run(main())
+    s.stop_group_commit()
+
+
+def test_not_alone_the_changes_of_one_turn_share_a_commit() -> None:
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def one(key: str) -> BaseException | None:
+        epochs = barrier.epochs("/ws/v1/partition/default/allocations")
+        p.allocate("app", key, {"vcore": 1})
+        return await barrier.settle(epochs, alone=False)
+
+    async def main() -> None:
+        group = _on_this_loop(p)
+        before = j.appends
+        assert await asyncio.gather(*(one(f"k{i}") for i in range(5))) == [None] * 5
+        assert j.appends == before + 1 and group.idle        # one transaction for the five
+
+    asyncio.run(main())
+    s.stop_group_commit()

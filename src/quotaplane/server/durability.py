@@ -57,10 +57,13 @@ def partition_of_path(path: str) -> str | None:
 class CommitBarrier:
     """Holds answers back until their partition's changes are durable (see the module docstring)."""
 
-    __slots__ = ("_scheduler",)
+    __slots__ = ("_scheduler", "deciding")
 
     def __init__(self, scheduler: Callable[[], Scheduler]) -> None:
         self._scheduler = scheduler
+        #: requests the barrier will hold back that have not reached their answer yet (the outer
+        #: layer counts them, on the loop's thread): the one reaching it with none other is ``alone``
+        self.deciding = 0
 
     def _groups(self, path: str) -> list[GroupCommit]:
         if path in _EXEMPT:
@@ -81,15 +84,18 @@ class CommitBarrier:
         reset_marks()
         return tuple((g, g.epoch) for g in self._groups(path))
 
-    async def settle(self, epochs: Epochs) -> BaseException | None:
+    async def settle(self, epochs: Epochs, alone: bool = False) -> BaseException | None:
         """Just before the answer: wait until every change those partitions decided so far is
         durable. Returns the error to answer instead when a commit failed meanwhile (503; with the
-        leader's URL when the failure was a lost lease)."""
+        leader's URL when the failure was a lost lease). ``alone``: no other request is being
+        decided, so no other change joins the group before its scheduled flush — the group is
+        committed here, in this turn of the loop, instead (issue 38: no future, no wake-up, no second
+        turn — 6–16 µs of a lone decision's CPU, measured in-process)."""
         loop = asyncio.get_running_loop()
         changed = marks_in_context()
         for group, mark in changed.items():
             if mark > group.durable:
-                outcome = await _durable(loop, group, mark)
+                outcome = await _durable(loop, group, mark, alone)
                 if outcome is not None:
                     return outcome
         # a partition this request changed is judged by its own change's commit alone: a group of
@@ -97,11 +103,11 @@ class CommitBarrier:
         # rebuild) failed before the change was decided on the rebuilt state, so that failure undid
         # nothing the answer rests on — answering 503 "nothing was changed" for it would be false
         # (issue 32 #3, found by the fault suite under SIGSTOP)
-        return await _seen_durable(loop, epochs, changed)
+        return await _seen_durable(loop, epochs, changed, alone)
 
 
 async def _seen_durable(loop: asyncio.AbstractEventLoop, epochs: Epochs,
-                        changed: Mapping[GroupCommit, int]) -> BaseException | None:
+                        changed: Mapping[GroupCommit, int], alone: bool) -> BaseException | None:
     """Wait until what the request saw of the partitions it did not change is durable; the error to
     answer when one of their commits failed meanwhile."""
     changed_partitions = {group.name for group in changed}
@@ -112,13 +118,19 @@ async def _seen_durable(loop: asyncio.AbstractEventLoop, epochs: Epochs,
             return CommitFailedError(f"partition {group.name!r}: a journal commit failed while this "
                                      "request was served; what it saw may have been undone")
         if not group.idle:
-            outcome = await _durable(loop, group, group.submitted)
+            outcome = await _durable(loop, group, group.submitted, alone)
             if outcome is not None:
                 return outcome
     return None
 
 
-async def _durable(loop: asyncio.AbstractEventLoop, group: GroupCommit, mark: int) -> BaseException | None:
+async def _durable(loop: asyncio.AbstractEventLoop, group: GroupCommit, mark: int,
+                   alone: bool) -> BaseException | None:
+    if alone and group.flush_inline():
+        # committed (or failed) here: the outcome is decided, told at once — no future, no wake-up
+        told: list[BaseException | None] = []
+        if group.notify(mark, told.append):
+            return told[0]
     done: asyncio.Future[BaseException | None] = loop.create_future()
     group.notify(mark, functools.partial(_wake, loop, done))
     return await done

@@ -262,7 +262,9 @@ class Outer:
         status = [500]
         started = [False]
         # group commit (issue 18): the answer waits until what it saw is durable, or becomes a 503
-        epochs = self.service.barrier.epochs(scope["path"]) if self.service.group_commit_on else ()
+        barrier = self.service.barrier
+        epochs = barrier.epochs(scope["path"]) if self.service.group_commit_on else ()
+        deciding = [False]
         replaced = [False]
         refusal, cors, receive = self._screen(scope, receive)
         extra: tuple[tuple[bytes, bytes], ...] = () if cors is None else (
@@ -272,7 +274,12 @@ class Outer:
             if replaced[0]:
                 return                   # the body of an answer replaced by a 503
             if message["type"] == "http.response.start":
-                if epochs and (failed := await self.service.barrier.settle(epochs)) is not None:
+                alone = False
+                if deciding[0]:
+                    deciding[0] = False
+                    barrier.deciding -= 1
+                    alone = barrier.deciding == 0
+                if epochs and (failed := await barrier.settle(epochs, alone)) is not None:
                     replaced[0] = True
                     started[0] = True
                     status[0] = status_for(failed)
@@ -302,6 +309,9 @@ class Outer:
             await resp(scope, receive, send_wrapper)
             return
         router = self.service.router
+        if epochs:
+            deciding[0] = True       # until its answer starts (then: alone? see CommitBarrier.settle)
+            barrier.deciding += 1
         try:
             if (lease := self.service.lease) is not None and lease.renewing():
                 await lease.renewal()       # a late renewal holds the request (not a 503)
@@ -323,6 +333,8 @@ class Outer:
             resp = exception_response(exc)
             await resp(scope, receive, send_wrapper)
         finally:
+            if deciding[0]:             # no answer (the client went away, a forwarded request)
+                barrier.deciding -= 1
             if router is not None:
                 router.done(scope)
             elapsed = time.perf_counter() - start
