@@ -268,3 +268,17 @@ def test_a_reload_keeps_what_was_consumed_and_applies_the_new_amount() -> None:
     s.update_config(config().replace("nvidia.com/gpu: 100}", "nvidia.com/gpu: 200}"))
     assert p.allocate("train", "k2", {"nvidia.com/gpu": 1}).allocated
     assert _status(p, clock())["resources"]["nvidia.com/gpu"]["consumed"] == 100
+
+
+def test_a_configured_budget_is_listed_before_anything_charged_it() -> None:
+    """A new user configures a budget and asks for the list: it is there, nothing consumed, all of it
+    left (before, only the scopes something had charged were listed, so a fresh service listed none).
+    A wildcard budget per user lists the users it has seen, none yet."""
+    extra = "  - queue: root.teams\n    user: '*'\n    resourcehours: {nvidia.com/gpu: 5}\n"
+    p = Scheduler.from_yaml(config(extra=extra), clock=Clock()).partition("default")
+    listed = _policy(p).statuses()
+    assert [st["scope"] for st in listed] == ["root.teams.a"]
+    gpu = listed[0]["resources"]["nvidia.com/gpu"]
+    assert (gpu["limit"], gpu["consumed"], gpu["committed"], gpu["left"]) == (100.0, 0.0, 0.0, 100.0)
+    assert p.dump_state()["policies"] == Scheduler.from_yaml(config(extra=extra), clock=Clock()
+                                                             ).partition("default").dump_state()["policies"]

@@ -353,7 +353,24 @@ class BudgetPolicy(QuotaPolicy):
         """Every budgeted scope's status at ``now`` (default: the newest event time), sorted by scope."""
         ledger = self.ledger
         ms = ledger.now if now is None else max(_ms(now), ledger.now)
-        return [scope_status(ledger, ledger.scopes[k], ms) for k in sorted(ledger.scopes)]
+        shown = dict(ledger.scopes)
+        # a budget on one scope is listed before anything charged it (nothing consumed, all left);
+        # one per user or group by wildcard lists the users and groups it has seen
+        for spec in ledger.specs:
+            kind = spec.kind
+            if kind == "elasticquota":
+                scope = ledger.peek("", elastic=spec.elastic)
+            elif kind == "queue":
+                scope = ledger.peek(spec.queue)
+            elif kind == "user" and spec.user != "*":
+                scope = ledger.peek(spec.queue, user=spec.user)
+            elif kind == "group" and spec.group != "*":
+                scope = ledger.peek(spec.queue, group=spec.group)
+            else:
+                continue
+            if scope is not None:
+                shown.setdefault(scope.key, scope)
+        return [scope_status(ledger, shown[k], ms) for k in sorted(shown)]
 
     def dump_state(self) -> dict[str, Any] | None:
         """Deterministic: what every scope consumed and committed at the newest event time."""
