@@ -10,6 +10,7 @@ the subclass in :mod:`quotaplane.history.engine`.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ from quotaplane.history.sketch import WaitSketch
 __all__ = ["Ledger"]
 
 
-class Ledger:
+class Ledger(ABC):
     """Time, periods, decayed usage and reading of one partition's accounting (see the module
     docstring; :class:`~quotaplane.history.engine.Accounting` is the whole engine).
 
@@ -207,9 +208,9 @@ class Ledger:
             self._retired.discard(s)
             self.scopes.pop((s.kind, s.name), None)
 
+    @abstractmethod
     def _settle(self) -> None:
         """Apply the changes of use :attr:`_log` holds (the subclass knows what they mean)."""
-        raise NotImplementedError
 
     def propagate(self) -> None:
         """Apply the changes of use not applied yet, then give every application's changes since
