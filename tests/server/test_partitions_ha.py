@@ -442,6 +442,46 @@ def test_a_write_during_a_hand_back_waits_for_the_new_leader_instead_of_failing(
     assert _keys(sched_b, "second") == {key for key, _, _ in answers}   # all there, on the leader
 
 
+def test_a_relayed_write_at_the_claimant_waits_out_the_old_leaders_round_not_only_the_hold() -> None:
+    """The old leader hands a claimed partition back at its *next round*, after draining the writes
+    it admitted (up to ``hold``), and the claimant then replays the stream: together longer than
+    ``hold`` whenever the round comes late or the machine is busy. A write relayed to the claimant
+    meanwhile waits for the hand-over (bounded by the lease's ttl, after which a dead leader's lease
+    has lapsed), instead of a 503 once ``hold`` has passed."""
+    journal = MemoryJournal(clock=Clock())
+    port_b = free_port()
+    lead_a, sched_a = _instance(journal, "http://a:1", ["default"], interval=0.3)
+    lead_a.step(sched_a)
+    assert lead_a.led() == {"default", "second"}                 # b is not up: a took `second` too
+    lead_b, sched_b = _instance(journal, f"http://127.0.0.1:{port_b}", ["second"], interval=0.3)
+    lead_b.hold = 0.05
+    server_b = LiveServer(create_app(sched_b, leadership=lead_b, timeouts_interval=3600), port_b)
+    answers: list[httpx.Response] = []
+    try:
+        deadline = time.monotonic() + 10
+        while not lead_b.successor("second") and time.monotonic() < deadline:
+            time.sleep(0.01)                                       # b's first round claims it
+        assert lead_b.successor("second")
+
+        def write() -> None:
+            answers.append(httpx.put(f"{server_b.url}/ws/v1/partition/second/node/n1",
+                                     json={"capacity": {"vcore": 10}}, timeout=30,
+                                     headers={"X-Quotaplane-Forwarded": "http://a:1"}))
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.3)                                  # a's round comes later than b's hold
+        assert not answers                                # still waiting for the hand-over
+        lead_a.step(sched_a)                                   # a's next round: hands it back
+        writer.join(30)
+        led = lead_a.led(), lead_b.led()
+    finally:
+        server_b.stop()
+    assert led == ({"default"}, {"second"})                             # the hand-back happened
+    assert [r.status_code for r in answers] == [201], [r.text for r in answers]
+    assert list(sched_b.partition("second").nodes()) == ["n1"]
+
+
 def test_an_unreachable_leader_is_a_503_naming_it_and_nothing_changes() -> None:
     url = f"http://127.0.0.1:{free_port()}"                  # nobody listens there
     (lead_a, sched_a), (_lead_b, sched_b) = _two(url)

@@ -255,9 +255,19 @@ class PartitionLeadership(LeaseRounds):
     async def settle(self, partition: str | None, *, here: bool = False) -> None:
         """Wait, up to :attr:`hold` seconds, until ``partition`` is :meth:`settled` (``here``: until
         this instance leads it). During a hand-over — the old leader released it, the new one takes
-        it at its next round — a write waits for the rounds, hurried, instead of being refused."""
+        it at its next round — a write waits for the rounds, hurried, instead of being refused.
+
+        A write waiting *here* for a partition this instance has claimed waits longer: the old
+        leader hands it back only at its own next round (up to :attr:`interval` away), after
+        draining the writes it admitted (up to :attr:`hold`), and this instance then replays the
+        stream — together more than :attr:`hold` whenever that round comes late or the machine is
+        busy. The bound is then the lease's ttl plus a round: by then a live leader has handed it
+        back, and a dead one's lease has lapsed and been taken."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.hold
+        wait = self.hold
+        if here and self.successor(partition):
+            wait = max(wait, self.ttl + self.interval)
+        deadline = loop.time() + wait
         while not (self.is_leader(partition) if here else self.settled(partition)):
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.next_round(remaining):
