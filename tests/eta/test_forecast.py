@@ -416,3 +416,20 @@ def test_the_copy_keeps_no_usage_history_unless_it_orders_the_waiting_work() -> 
                           "- name: default\n  history: {fairshare: {enabled: true}}\n", 1)
     ranked = scheduler(fair, clock=clock).partition("default")
     assert working_copy(ranked, clock).history.engine is not None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_running, _waiting, st.integers(10, 40))
+def test_the_working_copy_holds_the_partitions_state(
+        running: list[tuple[str, int, int]], waiting: list[tuple[str, int, int, int]],
+        node_cores: int) -> None:
+    """The copy puts the waiting asks back in one pass, as a snapshot restore does (not one by one):
+    its state is the partition's, and its first cycle decides what the partition's would."""
+    from quotaplane.eta.copy import working_copy
+
+    p, clock = _world(running, waiting, node_cores)
+    copy = working_copy(p, clock)
+    assert copy.dump_state() == p.dump_state()
+    copy.schedule()
+    p.schedule()
+    assert copy.dump_state() == p.dump_state()

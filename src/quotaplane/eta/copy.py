@@ -19,9 +19,10 @@ from collections.abc import Callable, Collection
 from types import MappingProxyType
 
 from quotaplane.config.model import PartitionConfig
-from quotaplane.events import AppRestore, Event
+from quotaplane.events import AppRestore, AskAdded, Event
 from quotaplane.history.view import settings_of
 from quotaplane.partition.facade import Partition
+from quotaplane.state.handlers import PartitionState
 from quotaplane.state.rebuild import RebuildCapture
 
 __all__ = ["working_copy"]
@@ -55,10 +56,27 @@ def working_copy(partition: Partition, clock: Callable[[], float], *, without: C
                      options=options)
     copy.auto_schedule = False
     target = copy.state
+    asks: list[AskAdded] = []
     for ev in events:
+        if type(ev) is AskAdded:
+            asks.append(ev)
+            continue
+        if asks:
+            _asks_in(target, asks)
         target.apply(ev)
         target.notes_recorded(target.take_notes())
+    if asks:
+        _asks_in(target, asks)
     return copy
+
+
+def _asks_in(state: PartitionState, asks: list[AskAdded]) -> None:
+    """A run of waiting asks put back in one pass, as a snapshot restore does (issue 38: the same
+    state as one by one, tests/partition/test_restore_bulk.py); in a 10,000-ask copy one by one
+    was half of its cost."""
+    state.asks_restored(asks)
+    state.notes_recorded(state.take_notes())
+    asks.clear()
 
 
 
