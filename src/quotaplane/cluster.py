@@ -307,9 +307,7 @@ class Scheduler:
             p.replay(((0, ev) for ev in events), account=state.get("history") is None, bulk_asks=True)
         except Exception:        # an optimisation only: any failure means "replay the stream instead"
             return None
-        # both sides are plain JSON data (dump_state normalises through JSON, the snapshot was read
-        # from it): compared as they are, not each encoded again (a tenth of a restore's CPU)
-        if p.dump_state() != state.get("dump"):
+        if not p.matches_snapshot(state):
             return None
         p.history.restore(state.get("history"))      # the usage accounting as it was (issue 33)
         return p

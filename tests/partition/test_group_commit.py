@@ -27,6 +27,7 @@ from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import JournalError
 from quotaplane.journal.group_commit import CommitFailedError, Offload
+from quotaplane.state.restore_check import dump_of
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])
@@ -360,7 +361,7 @@ def test_a_snapshot_written_in_the_background_is_the_state_at_its_seq_and_none_i
     assert 0 < p.snapshot_seq < seq and p.snapshot_error is None
     snap = s.journal.load_snapshot("default")
     assert snap is not None and snap[0] == p.snapshot_seq
-    assert snap[1]["dump"] == at_capture           # the state at its seq, not the later one
+    assert dump_of(snap[1]) == at_capture           # the state at its seq, not the later one
     for i in range(40, 50):                       # written: the next one is captured again
         p.allocate("app1", f"k{i}", VCORE)
     p.flush()

@@ -15,6 +15,7 @@ from quotaplane.cluster import Scheduler
 from quotaplane.config.identity import UserGroup
 from quotaplane.journal import MemoryJournal
 from quotaplane.journal.base import canonical_json
+from quotaplane.state.restore_check import dump_of
 from tests.partition.helpers import CONFIG, Clock
 
 BOB = UserGroup("bob", ["ops"])
@@ -35,8 +36,10 @@ def test_a_snapshot_read_later_is_the_state_at_its_instant() -> None:
     p.allocate("app1", "k9", Resource({"vcore": 2}))
     p.add_application("app2", BOB, queue="root.b")
     assert json.loads(canonical_json(dict(later))) == now
-    assert now["dump"]["allocations"]["k0"]["nodeID"] == "n1"
-    assert "k1" in now["dump"]["allocations"] and "k9" not in now["dump"]["allocations"]
+    dump = dump_of(now)
+    assert dump is not None
+    assert dump["allocations"]["k0"]["nodeID"] == "n1"
+    assert "k1" in dump["allocations"] and "k9" not in dump["allocations"]
     s.close()
 
 

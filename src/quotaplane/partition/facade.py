@@ -59,6 +59,7 @@ from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.questions import reasons_of
 from quotaplane.scheduling.runner import PendingAsks
 from quotaplane.state.handlers import PartitionState
+from quotaplane.state.restore_check import rebuilt_matches
 from quotaplane.state.standing import standing
 from quotaplane.state.timeouts import PartitionOptions
 from quotaplane.ugm import Manager
@@ -253,6 +254,12 @@ class Partition:
         """The full state as deterministic plain data (sorted keys and lists); equal after replay."""
         with self._core.lock:
             return views.dump(self._core.state)
+
+    def matches_snapshot(self, snapshot: Mapping[str, Any]) -> bool:
+        """True when this partition, rebuilt from ``snapshot``'s events, holds the state the snapshot
+        holds (:func:`quotaplane.state.restore_check.rebuilt_matches`: ``dump_state()`` compared with it)."""
+        with self._core.lock:
+            return rebuilt_matches(self._core.state, snapshot)
 
     def standing(self, kind: str, name: str) -> dict[str, Any]:
         """Where queue, user, group or elastic quota ``name`` stands now (:mod:`quotaplane.state.standing`):

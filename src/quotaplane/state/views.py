@@ -7,6 +7,7 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
+from quotaplane.journal.base import canonical_json
 from quotaplane.resources import Resource
 from quotaplane.state.rebuild import RebuildCapture
 from quotaplane.state.snapshot import SnapshotState
@@ -14,7 +15,7 @@ from quotaplane.state.snapshot import SnapshotState
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.state.handlers import PartitionState
 
-__all__ = ["dao", "dump", "snapshot"]
+__all__ = ["dao", "dump", "dump_asks", "dump_text", "snapshot"]
 
 _EMPTY = Resource()
 
@@ -47,8 +48,21 @@ def dump(state: PartitionState) -> dict[str, Any]:
     # 500,000 waiting asks it was a seventh of a snapshot restore's CPU (issue 38). Their nested
     # constraints are copied, so the dump shares nothing with the state.
     normal["asks"] = [a if "constraints" not in a else {**a, "constraints": copy.deepcopy(a["constraints"])}
-                      for a in state.waiting.asks.dump()]
+                      for a in dump_asks(state)]
     return normal
+
+
+def dump_asks(state: PartitionState) -> list[dict[str, Any]]:
+    """The dump's waiting asks: their journal events, in arrival order (plain JSON values)."""
+    return state.waiting.asks.dump()
+
+
+def dump_text(state: PartitionState) -> str:
+    """:func:`dump` without its asks, as canonical JSON text: what a snapshot stores and a restore
+    compares (:func:`quotaplane.state.restore_check.rebuilt_matches`). Raises ``ValueError`` when the
+    state is not canonical JSON."""
+    allocations = {k: a.to_dict() for k, a in state.allocs.items()}
+    return canonical_json({**_parts(state, asks=False), "allocations": allocations})
 
 
 def _parts(state: PartitionState, *, asks: bool = True) -> dict[str, Any]:
@@ -74,7 +88,7 @@ def snapshot(state: PartitionState) -> SnapshotState:
     """The snapshot state now (:mod:`quotaplane.state.snapshot`): a few milliseconds here, the
     allocation listing and events made when it is written. The parts other than the allocations go
     through JSON now, so they share nothing with the state."""
-    small: dict[str, Any] = json.loads(json.dumps(_parts(state)))
+    small: dict[str, Any] = json.loads(json.dumps(_parts(state, asks=False)))   # the asks: the rebuild's
     allocations = [(a, a.node) for a in state.allocs.values()]
     rebuild = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
                              state.waiting.asks.all(), state.policies.extensions,
