@@ -517,7 +517,7 @@ class Accounting(Ledger):
         charge = _blank(Charge)
         charge.app, charge.resource, charge.t, charge.eager = app_id, vec, t, eager
         self.allocs[key] = charge
-        app.allocs.add(key)
+        app.allocs[key] = None
         if self.half_life:
             self._charge_app(app, vec, 1)
         else:
@@ -534,7 +534,7 @@ class Accounting(Ledger):
             return None
         app = self.apps.get(charge.app)
         if app is not None:
-            app.allocs.discard(key)
+            app.allocs.pop(key, None)
             if self.half_life:
                 self._charge_app(app, charge.resource, -1)
             else:                               # _charge_app written out, as in _alloc
@@ -601,7 +601,7 @@ class Accounting(Ledger):
         wait = None if allocated_at is None else max(0, allocated_at - ask.t)
         scopes = [s for s, _ in ask.eager]
         if app is not None:
-            app.asks.discard(key)
+            app.asks.pop(key, None)
             self._want(app.own, ask.resource, -1)
             self._pending.add(app)
             scopes.append(app.own)
@@ -759,7 +759,7 @@ class Accounting(Ledger):
         vec = shared(ev.resource) if type(ev.resource) is Resource else vec_of(ev.resource)
         ask = Charge(ev.app, vec, now, self._eager(ev.key, ev.app, app, vec))
         self.asks[ev.key] = ask
-        app.asks.add(ev.key)
+        app.asks[ev.key] = None
         self._want(app.own, vec, 1)
         self._pending.add(app)
         for s, v in ask.eager:

@@ -184,14 +184,14 @@ def _restore_charges(a: Accounting, data: Mapping[str, Any],
         if holder is not None:
             vec = vec_of(resource)
             a.allocs[key] = Charge(app_id, vec, a.now or 0, a._eager(key, app_id, holder, vec))
-            holder.allocs.add(key)
+            holder.allocs[key] = None
     times = data["asks"]
     for key, app_id, resource in asks:
         holder = a.apps.get(app_id)
         if holder is not None and key in times:     # one shared request per vector, as live
             want = shared(resource) if type(resource) is Resource else vec_of(resource)
             a.asks[key] = Charge(app_id, want, int(times[key]), a._eager(key, app_id, holder, want))
-            holder.asks.add(key)
+            holder.asks[key] = None
 
 
 def restore_into(a: Accounting, data: Mapping[str, Any],
