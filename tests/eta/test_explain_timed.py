@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.eta.explain import explain, explain_ask
@@ -362,3 +365,63 @@ def test_rest_whatif_and_explain_take_the_declared_runtime() -> None:
         assert e["admitted"] is False and e["resets"][0]["at"] == "2026-12-01T00:00:00+00:00"
         bad = c.post("/ws/v1/partition/default/whatif", json={**body, "maxRuntime": -1})
         assert bad.status_code == 400 and "maxRuntime" in bad.text
+
+
+SHARED = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {{max: {{vcore: {amax}}}}}
+    - name: b
+  budgets:
+  - {{queue: root.a, resourcehours: {{vcore: {hours}}}, period: day}}
+  - {{queue: root.a, user: alice, resourcehours: {{vcore: {uhours}}}, period: week}}
+  windows:
+  - {{name: w1, queue: root.a, cron: "0 {h1} * * *", duration: 2h, max: {{vcore: {m1}}}}}
+  - {{name: w2, queue: root.a, cron: "30 {h2} * * *", duration: 3h, max: {{vcore: {m2}}}}}
+  - {{name: w3, queue: root.a, cron: "0 {h3} * * *", duration: 4h, resourcehours: {{vcore: {rh}}}}}
+"""
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 10), st.integers(1, 30), st.integers(1, 60), st.integers(0, 12), st.integers(0, 23),
+       st.integers(1, 14), st.integers(1, 14), st.integers(1, 80),
+       st.lists(st.tuples(st.sampled_from(["xa", "xb"]), st.integers(1, 3), st.integers(0, 300)),
+                max_size=6),
+       st.integers(1, 4), st.sampled_from([None, 1800.0, 7200.0]))
+def test_one_copy_moved_forward_answers_as_a_fresh_copy_per_try(
+        amax: int, hours: int, uhours: int, h1: int, h3: int, m1: int, m2: int, rh: int,
+        running: list[tuple[str, int, int]], want: int, runtime: float | None) -> None:
+    """The resets and window edges of one explanation are tried on one copy moved forward in time
+    (:class:`~quotaplane.eta.later.Timeline`): every answer and note is the one a fresh copy per try
+    gives — the copy at that time, configured as the edge leaves it."""
+    from quotaplane.eta import later
+    from quotaplane.eta.copy import working_copy
+
+    clock = Clock(NOV27 + 7 * H)
+    text = SHARED.format(amax=amax, hours=hours, uhours=uhours, h1=h1, h2=h1 + 3, h3=h3, m1=m1, m2=m2, rh=rh)
+    p = Scheduler.from_yaml(text, clock=clock).partition("default")
+    p.add_node("n1", {"vcore": 64000})
+    p.add_application("xa", UserGroup("alice", ("dev",)), queue="root.a")
+    p.add_application("xb", UserGroup("bob", ("dev",)), queue="root.b")
+    for i, (app, cores, minutes) in enumerate(running):
+        p.allocate(app, f"r{i}", {"vcore": cores * 1000})
+        clock.advance(minutes * 60)
+    request = Resource({"vcore": want * 1000})
+    shared = explain(p, "xa", request, max_runtime=runtime).to_dict()
+
+    class Fresh(later.Timeline):
+        def at(self, t: float, configure=None):  # type: ignore[no-untyped-def]
+            return working_copy(self.partition, lambda: t, configure=configure)
+
+    real = later.Timeline
+    later.Timeline = Fresh          # type: ignore[misc]
+    try:
+        fresh = explain(p, "xa", request, max_runtime=runtime).to_dict()
+    finally:
+        later.Timeline = real       # type: ignore[misc]
+    assert shared == fresh
