@@ -6,6 +6,7 @@ partition to that time (and ticking its windows) and seeing the request admitted
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -425,3 +426,38 @@ def test_one_copy_moved_forward_answers_as_a_fresh_copy_per_try(
     finally:
         later.Timeline = real       # type: ignore[misc]
     assert shared == fresh
+
+
+def test_the_answer_in_time_is_kept_until_the_partition_changes_or_its_first_try_passes(
+        monkeypatch: Any) -> None:
+    """The Kubernetes front explains its waiting pods every 30 s: of an unchanged partition the
+    resets and edges found are kept (no working copy is made again) — until a commit, a new
+    configuration, or the clock reaching the first time tried."""
+    from quotaplane.eta import later
+
+    made: list[float] = []
+    real = later.working_copy
+
+    def counting(partition: Partition, clock: Any, **kw: Any) -> Partition:
+        made.append(clock())
+        return real(partition, clock, **kw)
+
+    monkeypatch.setattr(later, "working_copy", counting)
+    _, p, clock = _over_budget(amax=8)
+    first = explain(p, "train", _gpu(1))
+    assert first.resets is not None and len(made) == 1
+    clock.advance(30)
+    again = explain(p, "train", _gpu(1))
+    assert _timed(again) == _timed(first) and len(made) == 1          # kept
+    p.add_application("other", UserGroup("bob", ("ml",)), queue="root.teams.a")
+    changed = explain(p, "train", _gpu(1))
+    assert _timed(changed) == _timed(first) and len(made) == 2        # a commit: found again
+    explain(p, "train", _gpu(2))
+    assert len(made) == 3                                              # another request
+    clock.now = DEC1                                                   # the reset itself: admitted now
+    assert explain(p, "train", _gpu(1)).admitted and len(made) == 3
+
+
+def _timed(e: Any) -> tuple[Any, Any, Any]:
+    d = e.to_dict()
+    return d["resets"], d["windows"], d["notes"]

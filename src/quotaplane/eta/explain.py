@@ -30,14 +30,17 @@ verify is not reported, its note says so:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import json
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from quotaplane.admission import check_all
 from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.eta.copy import working_copy
-from quotaplane.eta.later import Later, budget_resets, window_edges
+from quotaplane.eta.later import InTime, Later, in_time
 from quotaplane.partition.facade import Partition
 from quotaplane.policies.protocol import AdmissionRequest, Decision, Violation
 from quotaplane.resources import Resource
@@ -170,10 +173,49 @@ def explain(partition: Partition, application_id: str, resource: Resource, *, pr
         out.releases = _releases(partition, application_id, blocking, admitted, out.notes, live)
         out.limits = _limits(partition, application_id, blocking, admitted, out.notes, live)
     out.largest = _largest(partition, application_id, resource, admitted)
-    out.resets = budget_resets(partition, application_id, resource, decision.reasons, admitted, out.notes,
-                               max_runtime)
-    out.windows = window_edges(partition, application_id, decision.reasons, admitted, out.notes)
+    timed = _in_time(partition, application_id, resource, priority, preemptible, where, decision.reasons,
+                     admitted)
+    out.resets = None if timed.resets is None else list(timed.resets)
+    out.windows = None if timed.windows is None else list(timed.windows)
+    out.notes.extend(timed.notes)
     return out
+
+
+#: per partition: its version (last journalled event, configuration) and the answers in time found at it
+_IN_TIME: weakref.WeakKeyDictionary[Partition, tuple[tuple[int, int], dict[Hashable, InTime]]] = \
+    weakref.WeakKeyDictionary()
+_IN_TIME_LOCK = threading.Lock()
+#: the most answers in time kept per partition (one per request explained since its last change)
+MAX_CACHED = 1024
+
+
+def _in_time(partition: Partition, application_id: str, resource: Resource, priority: int,
+             preemptible: bool, where: Mapping[str, Any], reasons: list[Violation],
+             admitted: Callable[[Partition, Resource | None], bool]) -> InTime:
+    """:func:`~quotaplane.eta.later.in_time`, kept until the partition changes (a commit or a new
+    configuration) or the clock reaches the first time it tried. Every try is on a working copy of the
+    partition's state at a later time: an unchanged state gives the same copies, so the same answer —
+    the Kubernetes front explains its waiting pods every 30 s, mostly of an unchanged partition. The
+    request's reasons now are part of the key (what is tried follows from them; not their messages,
+    which tell amounts consumed by now)."""
+    version = (partition.last_seq, partition.config_seq)
+    key = (application_id, tuple(sorted(resource.items())), priority, preemptible,
+           json.dumps(where, sort_keys=True, default=str),
+           tuple((v.policy, v.code, v.path, str(v.resource)) for v in reasons))
+    now = partition.clock()
+    with _IN_TIME_LOCK:
+        held = _IN_TIME.get(partition)
+        found = held[1].get(key) if held is not None and held[0] == version else None
+    if found is not None and now < found.until:
+        return found
+    timed = in_time(partition, application_id, resource, reasons, admitted, where.get("max_runtime"))
+    if (partition.last_seq, partition.config_seq) == version:      # not changed while it was found
+        with _IN_TIME_LOCK:
+            held = _IN_TIME.get(partition)
+            if held is None or held[0] != version or len(held[1]) >= MAX_CACHED:
+                held = _IN_TIME[partition] = (version, {})
+            held[1][key] = timed
+    return timed
 
 
 def _blocking(reasons: list[Violation], notes: list[str]) -> list[Violation]:

@@ -20,9 +20,9 @@ docs/eta.md).
 
 A reset or an edge that does not admit the request is not reported (a note says it was tried). At
 most :data:`MAX_TRIES` of each are tried, in time order on one working copy moved forward
-(:class:`Timeline`: the copy at each time, a window's edge applied as the service applies it). A window on an elastic quota
-(``min``, ``max``) is tried for a refusal of the elastic policy whatever quota the request maps to:
-the copy decides.
+(:class:`Timeline`: the copy at each time, a window's edge applied as the service applies it). A
+window on an elastic quota (``min``, ``max``) is tried for a refusal of the elastic policy whatever
+quota the request maps to: the copy decides.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from quotaplane.policies.budgets import BudgetPolicy
 from quotaplane.policies.protocol import Violation
 from quotaplane.resources import Resource
 
-__all__ = ["HORIZON_DAYS", "MAX_TRIES", "Later", "Timeline", "budget_resets", "window_edges", "windowed"]
+__all__ = ["HORIZON_DAYS", "MAX_TRIES", "InTime", "Later", "Timeline", "budget_resets", "in_time",
+           "window_edges", "windowed"]
 
 #: the most resets (and the most window edges) tried, each on its own working copy
 MAX_TRIES = 4
@@ -107,10 +108,35 @@ def budget_resets(partition: Partition, app_id: str, resource: Resource, reasons
     """The earliest reset (or decay) of the budgets that refuse the request at which a copy admits it
     (None: no budget refuses it, or none verified); ``max_runtime``: its declared runtime (seconds).
     See the module docstring."""
+    found = _resets(partition, app_id, resource, reasons, max_runtime)
+    return _walk(partition, found, [], admitted, notes).resets
+
+
+def _resets(partition: Partition, app_id: str, resource: Resource, reasons: list[Violation],
+            max_runtime: float | None) -> list[Later]:
     paths = {v.path for v in reasons if v.code == BUDGET_CODE}
     runtime = round(max_runtime * 1000) or None if max_runtime is not None else None
-    found = _budget_times(partition, app_id, resource, paths, runtime) if paths else []
-    return _first_admitting(partition, found, admitted, notes)
+    return _budget_times(partition, app_id, resource, paths, runtime) if paths else []
+
+
+@dataclass(frozen=True, slots=True)
+class InTime:
+    """What comes by itself (:func:`in_time`): the verified ``resets`` and ``windows`` (None: none),
+    the ``notes`` of what was tried and did not admit it, and ``until``: the earliest time tried —
+    the answer holds while the partition does not change and the clock is before it."""
+
+    resets: list[Later] | None
+    windows: list[Later] | None
+    notes: tuple[str, ...]
+    until: float
+
+
+def in_time(partition: Partition, app_id: str, resource: Resource, reasons: list[Violation],
+            admitted: _Admits, max_runtime: float | None = None) -> InTime:
+    """The budget resets and the window edges that would admit the request (see the module
+    docstring), all tried in time order on one working copy."""
+    return _walk(partition, _resets(partition, app_id, resource, reasons, max_runtime),
+                 _edges(partition, app_id, _fields(reasons))[:MAX_TRIES], admitted, None)
 
 
 class Timeline:
@@ -162,16 +188,42 @@ class Timeline:
         return self.t
 
 
-def _first_admitting(partition: Partition, found: list[Later], admitted: _Admits,
-                     notes: list[str]) -> list[Later] | None:
-    """The scopes freed by the earliest of their times at which a copy admits the request."""
-    times = sorted({x.at for x in found})[:MAX_TRIES]
+def _walk(partition: Partition, resets: list[Later], edges: list[tuple[int, WindowSpec]], admitted: _Admits,
+          notes: list[str] | None) -> InTime:
+    """Try the resets' times (the scopes freed by the earliest that admits it) and the window edges
+    (the earliest that admits it) in one time order on one :class:`Timeline`; a kind stops at its
+    first success. The notes of what did not admit it go to ``notes`` (None: into the answer)."""
+    times = sorted({x.at for x in resets})[:MAX_TRIES]
+    tries: list[tuple[float, int, Later | None, WindowSpec | None]] = [(t, 0, None, None) for t in times]
+    for edge, spec in edges:
+        later = Later("window.closes" if spec.active else "window.opens", edge / 1000, spec.scope,
+                      spec.queue.lower() or spec.target, spec.name, spec.timezone)
+        tries.append((edge / 1000, 1, later, spec))
+    # at one instant the partition's own configuration first: the copy changes it once
+    tries.sort(key=lambda x: (x[0], x[1]))
     timeline = Timeline(partition)
-    t = next((t for t in times if admitted(timeline.at(t), None)), None)
-    if t is not None:
-        return [x for x in found if x.at <= t]
-    _tried(notes, [x for x in found if x.at in times], " (another rule refuses it then)")
-    return None
+    reset_at: float | None = None
+    window: Later | None = None
+    tried: list[Later] = []
+    for t, kind, found, w in tries:
+        if kind == 0 and reset_at is None:
+            if admitted(timeline.at(t), None):
+                reset_at = t
+        elif kind == 1 and window is None and found is not None and w is not None:
+            if admitted(timeline.at(t, _windowed_by(w)), None):
+                window = found
+            else:
+                tried.append(found)
+    out: list[str] = []
+    if reset_at is None:
+        _tried(out, [x for x in resets if x.at in times], " (another rule refuses it then)")
+    if window is None:
+        _tried(out, tried)
+    if notes is not None:
+        notes.extend(out)
+    return InTime(None if reset_at is None else [x for x in resets if x.at <= reset_at],
+                  None if window is None else [window], tuple(out),
+                  min((x[0] for x in tries), default=math.inf))
 
 
 def _tried(notes: list[str], tried: list[Later], why: str = "") -> None:
@@ -275,16 +327,8 @@ def window_edges(partition: Partition, app_id: str, reasons: list[Violation], ad
                  notes: list[str]) -> list[Later] | None:
     """The earliest edge of a window on the request's path at which a copy configured as the edge
     leaves it admits the request (None: none verified). See the module docstring."""
-    tried: list[Later] = []
-    timeline = Timeline(partition)
-    for edge, w in _edges(partition, app_id, _fields(reasons))[:MAX_TRIES]:
-        found = Later("window.closes" if w.active else "window.opens", edge / 1000, w.scope,
-                      w.queue.lower() or w.target, w.name, w.timezone)
-        if admitted(timeline.at(edge / 1000, _windowed_by(w)), None):
-            return [found]
-        tried.append(found)
-    _tried(notes, tried)
-    return None
+    edges = _edges(partition, app_id, _fields(reasons))[:MAX_TRIES]
+    return _walk(partition, [], edges, admitted, notes).windows
 
 
 def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[int, WindowSpec]]:
@@ -298,7 +342,7 @@ def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[in
         queue, user, groups = app.queue_path, app.user.user, tuple(app.user.groups)
     ms = round(partition.clock() * 1000)
     edges: list[tuple[int, WindowSpec]] = []
-    for w in parse_windows(raw):
+    for w in _parsed(raw):
         # an elastic quota's window is tried whatever quota the request maps to (the copy decides)
         on_path = w.kind == "elasticquota" or _on_path(w, queue, user, groups)
         if on_path and fields & set(w.overrides):
@@ -306,6 +350,24 @@ def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[in
             if edge is not None:
                 edges.append((edge, w))
     return sorted(edges, key=lambda e: (e[0], e[1].index))
+
+
+#: the windows of a configuration, parsed once: (the raw value, kept so its id is not reused; its windows)
+_PARSED: dict[int, tuple[Any, tuple[WindowSpec, ...]]] = {}
+
+
+def _parsed(raw: Any) -> tuple[WindowSpec, ...]:
+    """``parse_windows(raw)``, once per configuration (a configuration never changes): its overlap
+    check walks every occurrence of every window for a year — 30 ms for ten windows, at each
+    explanation."""
+    found = _PARSED.get(id(raw))
+    if found is not None and found[0] is raw:
+        return found[1]
+    specs = parse_windows(raw)
+    if len(_PARSED) >= 16:
+        _PARSED.clear()
+    _PARSED[id(raw)] = (raw, specs)
+    return specs
 
 
 def _windowed_by(w: WindowSpec) -> Callable[[PartitionConfig], PartitionConfig]:
