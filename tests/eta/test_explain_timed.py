@@ -461,3 +461,31 @@ def test_the_answer_in_time_is_kept_until_the_partition_changes_or_its_first_try
 def _timed(e: Any) -> tuple[Any, Any, Any]:
     d = e.to_dict()
     return d["resets"], d["windows"], d["notes"]
+
+
+def test_a_budget_on_an_elastic_quota_is_told_its_reset_and_it_is_verified() -> None:
+    """Budgets on elastic quotas (docs/budgets.md) are resolved through the request's quota chain, as
+    the policy charges them: team-a's and its parent org's resets are named, verified on the real
+    partition moved to them (a decaying or queue budget aside, as for queues)."""
+    from tests.budgets.test_elastic import CONFIG
+
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(CONFIG, clock=clock).partition("default")
+    p.add_node("n", {"vcore": 32000})
+    p.add_application("a", UserGroup("u", ()), queue="root.q", tags={"namespace": "team-a"})
+    p.add_application("b", UserGroup("v", ()), queue="root.q", tags={"namespace": "team-b"})
+    assert p.allocate("a", "a1", {"vcore": 2000}).allocated
+    assert p.allocate("b", "b1", {"vcore": 4000}).allocated
+    clock.advance(5 * H)                          # team-a: 10 of 10 core-hours, org 30 of 30
+    e = explain(p, "a", Resource({"vcore": 1000}))
+    assert sorted((v.code, v.path) for v in e.decision.reasons) == \
+        [("budget.exhausted", "org"), ("budget.exhausted", "team-a")]
+    assert e.resets is not None
+    assert sorted((r.kind, r.scope, r.path, r.at) for r in e.resets) == \
+        [("budget.reset", "elastic quota org", "org", DEC1),
+         ("budget.reset", "elastic quota team-a", "team-a", DEC1)]
+    assert e.top() is not None and e.top().startswith("starts when the budget of elastic quota")
+    clock.now = DEC1                              # the check: at the reset the real partition admits it
+    assert p.what_if("a", {"vcore": 1000}).allocated
+    clock.now = DEC1 - 1
+    assert not p.what_if("a", {"vcore": 1000}).allocated

@@ -241,9 +241,16 @@ def _budget_times(partition: Partition, app_id: str, resource: Resource, paths: 
         if app is None or policy is None:
             return []
         ledger = policy.ledger
-        ms = max(round(partition.clock() * 1000), ledger.now)
-        # elastic quota budgets are resolved by the policy's quota chain (not tried: no scope here)
-        scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups))
+        now = partition.clock()
+        ms = max(round(now * 1000), ledger.now)
+        chain: tuple[str, ...] = ()
+        elastic = policy.elastic
+        if elastic is not None and ledger.on_elastic:
+            # the request's elastic quota and its parents, as the policy charges it (Koordinator's
+            # pod rules on the application's tags: docs/budgets.md "Budgets on elastic quotas")
+            request = state.request(app, "", resource, 0, True, t=now)
+            chain = elastic.manager.ancestors(elastic.quota_of(request))
+        scopes = [s for s in ledger.resolve(app.queue_path, app.user.user, tuple(app.user.groups), chain)
                   if s.spec.path in paths]
         found = (_scope_time(policy, scope, resource, ms, runtime) for scope in scopes)
         return [x for x in found if x is not None]
