@@ -12,7 +12,6 @@ allocations every :data:`CYCLE_FLUSH_EVERY` (subscribers hear of each allocation
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from quotaplane.scheduling.questions import (
     surely_over,
     wait_keys,
 )
+from quotaplane.scheduling.waiting import AppTimers
 from quotaplane.scheduling.wake import ANY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,7 @@ class PendingAsks:
         if not len(waiting.asks):
             waiting.asks.dirty = False
             waiting.index.clear()
-            waiting.timed = []
+            waiting.timed = AppTimers()
             return []
         root = tx.state.queues.queue("root")
         if root is None:
@@ -143,13 +143,9 @@ class PendingAsks:
         woken.update(waiting.due)
         waiting.woken.clear()
         waiting.due.clear()
-        timed = waiting.timed
-        if timed:
-            now = tx.clock()
-            while timed and timed[0][0] <= now:
-                ask = waiting.asks.get(heapq.heappop(timed)[2])
-                if ask is not None:
-                    woken[ask.application_id] = None
+        if len(waiting.timed):
+            for app_id in waiting.timed.due(tx.clock()):
+                woken[app_id] = None        # _retried drops it when none of its asks waits any more
         return woken
 
     @staticmethod
@@ -191,8 +187,7 @@ class PendingAsks:
             if timed and ask.preempt_after > now and ask.timer_at != ask.preempt_after:
                 # it tried preemption: it may again only then (PR-Y3), and waits on no guaranteed
                 # until (wake.ask_keys): the timer retries it instead of every change
-                ask.timer_at = ask.preempt_after
-                heapq.heappush(waiting.timed, (ask.preempt_after, ask.seq, ask.allocation_key))
+                ask.timer_at = waiting.timed.add(ask.preempt_after, application_id)
         if keys or not waiting.asks.has_application(application_id):
             waiting.index.set(application_id, keys)
         else:                   # cannot happen (a refused ask has keys); retry it every time then
@@ -205,16 +200,13 @@ class PendingAsks:
         for app_id in waiting.asks.applications():
             self._reindex(state, app_id)
         now = tx.clock()
-        timed: list[tuple[float, int, str]] = []
+        timed = waiting.timed = AppTimers()
         for ask in waiting.asks.unsorted():
             at = preempt_at(state, ask)
             if at is not None:
                 at = max(at, ask.preempt_after)     # its next preemption attempt (PR-Y3)
             if at is not None and at > now:
-                ask.timer_at = at
-                timed.append((at, ask.seq, ask.allocation_key))
-        heapq.heapify(timed)
-        waiting.timed = timed
+                ask.timer_at = timed.add(at, ask.application_id)
 
     # -- after a change -------------------------------------------------------------------------------
     def after_add(self, tx: Transaction, ask: Ask, was_dirty: bool, *, demand_moves: bool = False) -> None:

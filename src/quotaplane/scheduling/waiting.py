@@ -12,7 +12,7 @@ rebuild. The wake keys and the contract of the incremental cycle are in
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from quotaplane.application import ACTIVE_STATES
@@ -22,7 +22,52 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
 from quotaplane.scheduling.wake import WakeIndex
 
-__all__ = ["Waiting"]
+__all__ = ["AppTimers", "Waiting"]
+
+
+class AppTimers:
+    """When waiting applications must be retried because an ask of theirs may preempt from then on
+    (PR-Y3: first after the queue's preemption delay, again 15 s after each try).
+
+    A heap of (time, application): one entry per application and time, however many of its asks fall
+    due at that time — what a timer does is retry the application (:meth:`due`), so one entry per ask
+    held the same retry many times over (issue 38: ~75 bytes per pending ask, a tuple and its heap
+    slot; the asks of a job submitted together share their time). An entry whose asks are gone retries
+    the application once more if it still waits, which a cycle allows (retrying more applications
+    than were woken never changes what it allocates, :mod:`quotaplane.scheduling.wake`).
+    """
+
+    __slots__ = ("_heap", "_last")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, str]] = []
+        #: application → the time of its latest entry while that entry is in the heap
+        self._last: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self) -> Iterator[tuple[float, str]]:
+        """The entries, earliest first."""
+        return iter(sorted(self._heap))
+
+    def add(self, at: float, application_id: str) -> float:
+        """Retry ``application_id`` at ``at``; the time as filed (the one float its asks due then share)."""
+        last = self._last.get(application_id)
+        if last == at:
+            return last
+        self._last[application_id] = at
+        heapq.heappush(self._heap, (at, application_id))
+        return at
+
+    def due(self, now: float) -> Iterator[str]:
+        """The applications whose time came (``<= now``), their entries consumed, earliest first."""
+        heap, last = self._heap, self._last
+        while heap and heap[0][0] <= now:
+            at, app = heapq.heappop(heap)
+            if last.get(app) == at:
+                del last[app]
+            yield app
 
 
 class Waiting:
@@ -40,8 +85,8 @@ class Waiting:
         self.due: dict[str, None] = {}
         #: the next automatic cycle must be a full one (a config, a recovery)
         self.full_due = False
-        #: (time an ask may first preempt, its seq, its key): asks that become able to preempt (PR-Y3)
-        self.timed: list[tuple[float, int, str]] = []
+        #: when applications get an ask that becomes able to preempt (PR-Y3)
+        self.timed = AppTimers()
         #: applications seen entering a state that takes no allocation (a superset of those that still
         #: have asks waiting: a gang's hard timeout fails one with its asks): the cycle yields none of
         #: their asks, so a position must not count them (:meth:`quiet_asks`)
@@ -94,4 +139,4 @@ class Waiting:
         again at ``preempt_at``, when the ask may first preempt (PR-Y3; None: it never may)."""
         self.due[ask.application_id] = None
         if preempt_at is not None:
-            heapq.heappush(self.timed, (preempt_at, ask.seq, ask.allocation_key))
+            self.timed.add(preempt_at, ask.application_id)
