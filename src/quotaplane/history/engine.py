@@ -326,6 +326,7 @@ class Accounting(Ledger):
             fresh.setdefault(kind, {})
         if fresh == self._info:
             return False
+        self.propagate()            # every scope is recomputed, the lazily fed ones too: up to date first
         self._info = fresh
         self._recompute_all()
         return True
@@ -343,7 +344,6 @@ class Accounting(Ledger):
                 if was == fresh:
                     continue
                 if was is None or not _same_shape(was, fresh):
-                    self.propagate()            # a full refresh re-reads every scope, lazily fed ones too
                     return self._refresh_guarantees()
                 changed.append((kind, name, fresh))
         for kind, name, fresh in changed:
