@@ -142,8 +142,21 @@ class Scheduler:
         # what a start builds (the configuration, a restored state) survives: no collection walks it
         # meanwhile — at 100,000 waiting asks, collections were half of a restore's CPU (issue 38)
         with gcfreeze.paused():
-            return cls._start(text, store=store, clock=clock, snapshot_every=snapshot_every,
-                              partition_options=partition_options, holder=holder, leads=leads)
+            sched = cls._start(text, store=store, clock=clock, snapshot_every=snapshot_every,
+                               partition_options=partition_options, holder=holder, leads=leads)
+        sched.settle()
+        return sched
+
+    def settle(self) -> None:
+        """The state held now is long-lived (a restore or a bulk build just ended): apply every
+        partition's deferred usage accounting, and in a serving process (:func:`gcfreeze.enable`)
+        collect once and freeze the survivors, so that no later request pays a catch-up or a full
+        garbage collection of the whole state (issue 39). A library embedding quotaplane keeps its
+        collector as it was: only the accounting is settled then."""
+        for p in self.partitions():
+            with p.lock:
+                p.history.settle()
+        gcfreeze.settle()
 
     @classmethod
     def _start(cls, text: str, *, store: str | Journal | None, clock: Callable[[], float] | None,

@@ -316,7 +316,7 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
     # quotaplane.partition.gcfreeze) and collect the young generation less often, so a full collection
     # (~50 ms at 30,000 allocations) does not land in the middle of requests as often.
     if not gcfreeze.settle_pending():
-        gcfreeze.settle()
+        scheduler.settle()      # the same call as after a build: accounting applied, survivors frozen
     gc.set_threshold(10_000, 20, 20)
     access = ("tokens, anonymous read" if tokens.anonymous_read else "tokens") if tokens \
         else "no tokens: loopback only"
