@@ -206,3 +206,32 @@ def test_an_ask_a_reservation_holds_back_as_well_neither_searches_nor_is_marked(
     k4 = twin.parts[0].get_ask("k4")
     assert k4 is not None and k4.preempt_after == 0.0
     assert "queue.reserved" in [v.code for v in twin.parts[0].pending_reasons("k4") or []]
+
+
+def test_an_allocation_since_the_search_in_vain_makes_a_larger_ask_search_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The skip holds only while nothing was allocated since the smaller ask's search (54f63b6's
+    "nothing allocated since"): k0 (2 cores) searches in vain, k1 (1 core) of the same application is
+    then allocated, and k2 (2 cores, as large as k0) searches again — the earlier search read the
+    usage before that allocation. Without the check k2 is passed over and only marked (the properties
+    above found no decision it changes: this pins the rule itself)."""
+    searched: list[str] = []
+    real = runner.preempt_for
+
+    def spy(tx: Any, spec: Any, refused: Any, ask: Any) -> Any:
+        searched.append(spec.allocation_key)
+        return real(tx, spec, refused, ask)
+
+    clock = Clock()
+    p = Scheduler.from_yaml(WIDE_FULL, clock=clock).partition("default")
+    p.add_node("n", _v(100))
+    p.add_application("app", UserGroup("alice", ["dev"]), queue="root.q1")
+    assert p.allocate("app", "fill", _v(1)).allocated
+    assert p.allocate("app", "keep", _v(1)).allocated
+    for key, cores in (("k0", 2), ("k1", 1), ("k2", 2)):
+        p.add_ask("app", key, _v(cores))
+    clock.advance(60)                                         # past the preemption delay
+    monkeypatch.setattr(runner, "preempt_for", spy)
+    p.release("fill")
+    assert p.allocation("k1") is not None
+    assert searched == ["k0", "k2"]
