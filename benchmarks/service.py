@@ -15,6 +15,12 @@ Measures (quality.md "Service"):
   allocations through the ASGI app called in-process (no HTTP server) and through the partition alone
   (:func:`cpu_split`), which splits a decision's CPU without a profiler's distortion.
 
+* instructions per request (``--instructions``, needs valgrind): the user-space instructions the server
+  executes per allocate, release and ask over HTTP (callgrind, counting switched on for the measured
+  requests only), of the bare uvicorn answer, and of the ASGI app called in-process. Independent of
+  the machine's load, unlike CPU time; set against the CPU time they tell whether a request costs
+  more because it does more or because the same work runs slower (:func:`instruction_figures`).
+
 The client side uses raw keep-alive HTTP/1.1 (http.client / asyncio streams) so the client costs as
 little as possible of the two cores. Run: ``.venv/bin/python benchmarks/service.py`` (about a minute).
 """
@@ -23,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -403,13 +411,36 @@ def cpu_figures(n: int = CPU_REQUESTS) -> dict[str, Any]:
 def cpu_split(n: int = 3000) -> dict[str, Any]:
     """Where a lone allocation's CPU goes, without a profiler's distortion (issue 38 item 3): the ASGI
     app called directly in this process (no HTTP server; group commit on, as ``serve`` runs it) against
-    the partition alone, each change in its own SQLite commit. Over HTTP, the rest is uvicorn's."""
+    the partition alone, each change in its own SQLite commit. Over HTTP, the rest is uvicorn's.
+
+    And the same in-process allocations with a peer process doing a client's work (parse an answer,
+    build the next request) between two of them, as the benchmark's client does over HTTP, against
+    the peer's round trip alone: the same instructions (``--instructions``) cost this process more
+    CPU when another process ran between them (its caches, TLB and branch predictors were refilled
+    by the peer) — what an HTTP server pays per request and a loop in one process does not."""
+    import multiprocessing
+
     from quotaplane import Resource
     from quotaplane.config.identity import UserGroup
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.app import create_app
 
     base = "/ws/v1/partition/default"
+
+    async def one(app: Any, method: str, path: str, body: bytes) -> None:
+        sent: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+        await app(scope(method, path, body), receive, send)
+        assert sent[0]["status"] in (200, 201), sent
+
+    def body(key: str) -> bytes:
+        return json.dumps({"applicationID": "app-0", "allocationKey": key,
+                           "resource": {"vcore": 1, "memory": 1024}}).encode()
 
     def partition(url: str) -> Any:
         s = Scheduler.from_yaml(CONFIG, store=url)
@@ -425,38 +456,54 @@ def cpu_split(n: int = 3000) -> dict[str, Any]:
                 "headers": [(b"host", b"127.0.0.1:9080"), (b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]}
 
+    peer_end, peer = multiprocessing.get_context("fork").Pipe()
+    worker = multiprocessing.get_context("fork").Process(target=_client_peer, args=(peer,), daemon=True)
+    worker.start()
+
+    def round_trip() -> None:
+        peer_end.send_bytes(b"next")
+        peer_end.recv_bytes()
+
+    async def with_peer(app: Any) -> tuple[float, float]:
+        """CPU per in-process allocation with the peer between two; CPU per round trip alone."""
+        async with app.router.lifespan_context(app):
+            for i in range(300):
+                await one(app, "POST", f"{base}/allocations", body(f"pw-{i}"))
+                round_trip()
+            bodies = [body(f"p-{i}") for i in range(n)]
+            start = time.process_time()
+            for b in bodies:
+                await one(app, "POST", f"{base}/allocations", b)
+                round_trip()
+            allocate = time.process_time() - start
+            start = time.process_time()
+            for _ in range(n):
+                round_trip()
+            return allocate, time.process_time() - start
+
     async def through_app(app: Any) -> tuple[float, float]:
-        async def one(method: str, path: str, body: bytes) -> None:
-            sent: list[Any] = []
-
-            async def receive() -> dict[str, Any]:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            async def send(message: Any) -> None:
-                sent.append(message)
-            await app(scope(method, path, body), receive, send)
-            assert sent[0]["status"] in (200, 201), sent
-
-        def body(key: str) -> bytes:
-            return json.dumps({"applicationID": "app-0", "allocationKey": key,
-                               "resource": {"vcore": 1, "memory": 1024}}).encode()
         async with app.router.lifespan_context(app):
             for i in range(300):                                # warm-up
-                await one("POST", f"{base}/allocations", body(f"w-{i}"))
+                await one(app, "POST", f"{base}/allocations", body(f"w-{i}"))
             bodies = [body(f"a-{i}") for i in range(n)]
             start = time.process_time()
             for b in bodies:
-                await one("POST", f"{base}/allocations", b)
+                await one(app, "POST", f"{base}/allocations", b)
             allocate = time.process_time() - start
             start = time.process_time()
             for i in range(n):
-                await one("DELETE", f"{base}/allocation/a-{i}", b"")
+                await one(app, "DELETE", f"{base}/allocation/a-{i}", b"")
             return allocate, time.process_time() - start
 
     with tempfile.TemporaryDirectory() as tmp:
         s, _ = partition(f"sqlite:///{tmp}/app.db")
         app_allocate, app_release = asyncio.run(through_app(create_app(s, allowed_hosts=["127.0.0.1"])))
         s.close()
+        s, _ = partition(f"sqlite:///{tmp}/peer.db")
+        peer_allocate, trip = asyncio.run(with_peer(create_app(s, allowed_hosts=["127.0.0.1"])))
+        s.close()
+        peer_end.send_bytes(b"")
+        worker.join(10)
         s, p = partition(f"sqlite:///{tmp}/alone.db")
         for i in range(300):
             p.allocate("app-0", f"w-{i}", Resource({"vcore": 1}))
@@ -473,7 +520,238 @@ def cpu_split(n: int = 3000) -> dict[str, Any]:
             "asgi_app_allocate_us": round(app_allocate / n * 1e6, 1),
             "asgi_app_release_us": round(app_release / n * 1e6, 1),
             "partition_alone_allocate_us": round(alone_allocate / n * 1e6, 1),
-            "partition_alone_release_us": round(alone_release / n * 1e6, 1)}
+            "partition_alone_release_us": round(alone_release / n * 1e6, 1),
+            "asgi_app_allocate_with_peer_us": round(peer_allocate / n * 1e6, 1),
+            "peer_round_trip_alone_us": round(trip / n * 1e6, 1),
+            # what the same allocations cost more with a client's work between them
+            "peer_penalty_allocate_us": round((peer_allocate - trip - app_allocate) / n * 1e6, 1)}
+
+
+#: what the benchmark's client receives per allocation (an answer of ``quotaplane serve``)
+_ANSWER = (b"HTTP/1.1 201 Created\r\ndate: Sat, 28 Nov 2026 15:07:41 GMT\r\nserver: uvicorn\r\n"
+           b"content-type: application/json\r\ncontent-length: 78\r\n\r\n"
+           b'{"allocated":true,"allocationKey":"x","queueName":"root.default","reasons":[]}')
+
+
+class _CannedSocket:
+    """A socket for http.client that swallows what is sent and reads back one canned answer."""
+
+    def makefile(self, mode: str) -> io.BytesIO:
+        return io.BytesIO(_ANSWER)
+
+    def sendall(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _client_peer(conn: Any) -> None:
+    """The peer of :func:`cpu_split`: per message, the benchmark client's work for one request —
+    http.client builds and sends the next allocation and reads an answer — on a canned socket."""
+    client = http.client.HTTPConnection("127.0.0.1", 9080)
+    client.sock = _CannedSocket()
+    i = 0
+    while conn.recv_bytes():
+        i += 1
+        data = json.dumps({"applicationID": "app-0", "allocationKey": f"a-{i}",
+                           "resource": {"vcore": 1, "memory": 1024}}).encode()
+        status, _ = _raw(client, "POST", "/ws/v1/partition/default/allocations", data)
+        conn.send_bytes(b"%d" % status)
+
+
+def _valgrind(out: Path) -> list[str]:
+    """The command prefix running a process under callgrind with counting off until switched on."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+
+
+def _control(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True, timeout=120)
+
+
+def _dumps(out: Path) -> list[int]:
+    """The instruction totals of the dumps of ``out`` (``out.1``, ``out.2``, …), oldest first."""
+    totals: list[int] = []
+    for dump in sorted(out.parent.glob(out.name + ".*"), key=lambda d: int(d.suffix[1:])):
+        totals.extend(int(line.split()[1]) for line in dump.read_text().splitlines()
+                      if line.startswith("totals:"))
+    return totals
+
+
+def _counted(pid: int, out: Path, port: int, requests: list[tuple[str, str, bytes | None]],
+             expect: int) -> float:
+    """Instructions per request of process ``pid`` (under callgrind) over ``requests``."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    _raw(conn, "GET", "/ws/v1/scheduler/healthcheck", None)
+    _control(pid, "-z")
+    _control(pid, "-i", "on")
+    for method, path, data in requests:
+        status, text = _raw(conn, method, path, data)
+        if status != expect:
+            raise RuntimeError(f"{method} {path}: {status} {text[:300]!r}")
+    _control(pid, "-i", "off")
+    _control(pid, "-d")
+    conn.close()
+    return _dumps(out)[-1] / len(requests)
+
+
+def _started(port: int, proc: subprocess.Popen[bytes], path: str) -> None:
+    deadline = time.monotonic() + 300           # imports under valgrind take a while
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path)
+            conn.getresponse().read()
+            conn.close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("the server did not start under valgrind")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _inprocess_counted(n: int) -> None:
+    """(Run under callgrind by :func:`instruction_figures`.) ``n`` allocations through the ASGI app
+    called in this process, then ``n`` through the partition alone (each in its own SQLite commit),
+    counting switched on around each (two dumps)."""
+    from quotaplane import Resource
+    from quotaplane.config.identity import UserGroup
+    from quotaplane.scheduler import Scheduler
+    from quotaplane.server.app import create_app
+
+    def toggle(*args: str) -> None:
+        # callgrind reads its commands while this process runs: spin, do not block, until answered
+        proc = subprocess.Popen(["callgrind_control", *args, str(os.getpid())], stdout=subprocess.DEVNULL)
+        while proc.poll() is None:
+            sum(range(100))
+
+    base = "/ws/v1/partition/default"
+
+    async def run(app: Any) -> None:
+        async def one(body: bytes) -> None:
+            path = f"{base}/allocations"
+            scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                     "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+                     "root_path": "", "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 9080),
+                     "headers": [(b"host", b"127.0.0.1:9080"), (b"content-type", b"application/json"),
+                                 (b"content-length", str(len(body)).encode())]}
+            sent: list[Any] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+            await app(scope, receive, send)
+            assert sent[0]["status"] == 201, sent
+
+        def body(key: str) -> bytes:
+            return json.dumps({"applicationID": "app-0", "allocationKey": key,
+                               "resource": {"vcore": 1, "memory": 1024}}).encode()
+        async with app.router.lifespan_context(app):
+            for i in range(200):
+                await one(body(f"w-{i}"))
+            bodies = [body(f"a-{i}") for i in range(n)]
+            toggle("-z")
+            toggle("-i", "on")
+            for b in bodies:
+                await one(b)
+            toggle("-i", "off")
+            toggle("-d")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Scheduler.from_yaml(CONFIG, store=f"sqlite:///{tmp}/app.db")
+        p = s.partition("default")
+        p.add_node("n1", Resource({"vcore": 10**15, "memory": 10**18}))
+        p.add_application("app-0", UserGroup("u", ["g"]), queue="root.default")
+        asyncio.run(run(create_app(s, allowed_hosts=["127.0.0.1"])))
+        s.close()
+        s = Scheduler.from_yaml(CONFIG, store=f"sqlite:///{tmp}/alone.db")
+        p = s.partition("default")
+        p.add_node("n1", Resource({"vcore": 10**15, "memory": 10**18}))
+        p.add_application("app-0", UserGroup("u", ["g"]), queue="root.default")
+        for i in range(200):
+            p.allocate("app-0", f"w-{i}", Resource({"vcore": 1, "memory": 1024}))
+        toggle("-z")
+        toggle("-i", "on")
+        for i in range(n):
+            p.allocate("app-0", f"a-{i}", Resource({"vcore": 1, "memory": 1024}))
+        toggle("-i", "off")
+        toggle("-d")
+        s.close()
+
+
+def instruction_figures(n: int = 1000) -> dict[str, Any]:
+    """User-space instructions per request (callgrind): the bare uvicorn answer, allocate, release and
+    ask over HTTP against ``quotaplane serve``, and allocate through the ASGI app in-process. Counting
+    is switched on (``callgrind_control -i on``) for the ``n`` measured requests only, after a warm-up.
+    The kernel's instructions (system calls, the loopback) are not counted."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return {"skipped": "valgrind (callgrind) is not installed"}
+    base = "/ws/v1/partition/default"
+    body = json.dumps({"applicationID": "app-0", "allocationKey": "k",
+                       "resource": {"vcore": 1, "memory": 1024}}).encode()
+    out: dict[str, Any] = {"requests_each": n}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        port = free_port()
+        proc = subprocess.Popen([*_valgrind(work / "bare.cg"), sys.executable, "-c", BARE_APP, str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _started(port, proc, "/x")
+            cpu_per_request(proc.pid, port, [("POST", "/x", body)] * 200, 201)
+            out["bare_uvicorn"] = round(_counted(proc.pid, work / "bare.cg", port, [("POST", "/x", body)] * n,
+                                                 201))
+        finally:
+            _stop(proc)
+        (work / "queues.yaml").write_text(CONFIG)
+        env = dict(os.environ)
+        env.pop("QUOTAPLANE_TOKENS", None)
+        env["PYTHONPATH"] = str(ROOT / "src")
+        port = free_port()
+        proc = subprocess.Popen([*_valgrind(work / "serve.cg"), sys.executable, "-m", "quotaplane.cli",
+                                 "serve", "--config", "queues.yaml", "--store", "sqlite:///bench.db",
+                                 "--port", str(port)],
+                                cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _started(port, proc, "/ws/v1/scheduler/healthcheck")
+            setup(port)
+
+            def allocations(prefix: str) -> list[tuple[str, str, bytes | None]]:
+                return [("POST", f"{base}/allocations", json.dumps(
+                    {"applicationID": "app-0", "allocationKey": f"{prefix}-{i}",
+                     "resource": {"vcore": 1, "memory": 1024}}).encode()) for i in range(n)]
+            cg = work / "serve.cg"
+            cpu_per_request(proc.pid, port, allocations("w")[:200], 201)
+            out["allocate"] = round(_counted(proc.pid, cg, port, allocations("a"), 201))
+            out["release"] = round(_counted(proc.pid, cg, port, [
+                ("DELETE", f"{base}/allocation/a-{i}", None) for i in range(n)], 200))
+            asks: list[tuple[str, str, bytes | None]] = [
+                ("POST", f"{base}/application/app-1/asks", json.dumps(
+                    {"allocationKey": f"q-{i}", "resource": {"vcore": 1, "memory": 1024}}).encode())
+                for i in range(n)]
+            out["ask"] = round(_counted(proc.pid, cg, port, asks, 201))
+        finally:
+            _stop(proc)
+        cg = work / "inproc.cg"
+        env["PYTHONPATH"] = str(ROOT / "src")
+        subprocess.run([*_valgrind(cg), sys.executable, __file__, "--inprocess-counted", str(n)], env=env,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1200)
+        app, alone = _dumps(cg)[-2:]
+        out["asgi_app_allocate"] = round(app / n)
+        out["partition_alone_allocate"] = round(alone / n)
+    return out
 
 
 def main() -> None:
@@ -483,6 +761,12 @@ def main() -> None:
     on the write path every 10,000 events), and with snapshots 1,000,000 events apart, to show how
     much of the time those pauses take.
     """
+    if "--inprocess-counted" in sys.argv[1:]:
+        _inprocess_counted(int(sys.argv[sys.argv.index("--inprocess-counted") + 1]))
+        return
+    if "--instructions" in sys.argv[1:]:
+        write_results("service-instructions", instruction_figures())
+        return
     if "--cpu" in sys.argv[1:]:
         write_results("service-cpu", {**cpu_figures(), "split": cpu_split()})
         return
