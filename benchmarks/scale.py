@@ -36,14 +36,22 @@ Figures (each against its target, and against a same-run baseline where a ratio 
   (``quotaplane.partition.gcfreeze``: collect once, freeze the survivors — what ``quotaplane serve`` does
   after a recovery, a rebuild, a takeover and a configuration applied), and then after 10 % more asks
   arrived (what a later full collection walks).
-- ``memory``: bytes per pending ask (RSS growth while the asks are added), and of those the in-memory
-  journal's event texts (which a SQLite or PostgreSQL store keeps on disk) and the state's own.
+- ``memory``: bytes per pending ask, traced (``tracemalloc``) while the shared state's asks are added
+  (from none), and of those the in-memory journal's event texts (which a SQLite or PostgreSQL store
+  keeps on disk) and the state's own, with the largest allocation sites (:class:`Memory`).
 - ``restart``: the wide tree with its asks, snapshotted, then more events, written to SQLite (in large
   transactions); the time to open it again (snapshot + journal tail).
 - ``kueue``: admissions per CPU second for the two published shapes, against Kueue's ~43/s and ~42/s.
 
 - ``service`` (issue 39): the same tree served by a real uvicorn (its timeouts loop running); over HTTP, a
   release that frees one ask and the standing of a leaf and of an idle user, at each step of waiting asks.
+
+**One shared state.** The full state (the wide tree with its users, applications and running
+allocations, then its waiting asks) is built once: ``waiting`` grows its asks in steps (traced for
+``memory``; without ``waiting``, ``memory`` adds the asks itself) and ``decisions`` takes that state
+as its 100x partition (no section puts waiting asks in the 100 leaves it works on). ``gc``,
+``service``, ``restart`` (a SQLite store) and ``kueue`` build their own. ``section_cost`` in the
+results gives the CPU and wall seconds of each part.
 
 Run: ``.venv/bin/python benchmarks/scale.py`` (full size: ``--scale 1``; the default ``--scale 0.1``
 takes a few minutes). ``--only waiting,decisions`` runs a subset. Results go to
@@ -60,6 +68,7 @@ import random
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -264,11 +273,80 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
 
 
 def _journal_bytes(w: WideTree) -> int:
-    """What the in-memory journal's event texts take (0 with another store)."""
+    """What the in-memory journal's event texts and their lists take (0 with another store)."""
     streams = getattr(w.scheduler.journal, "_streams", None)
     if streams is None:
         return 0
-    return sum(sys.getsizeof(text) for st in streams.values() for text in st.events)
+    return sum(sys.getsizeof(st.events) + sum(sys.getsizeof(text) for text in st.events)
+               for st in streams.values())
+
+
+def _own_lists_bytes(w: WideTree) -> int:
+    """What the benchmark's own lists of waiting keys per leaf take (not the engine's memory)."""
+    return sum(sys.getsizeof(keys) for keys in w.waiting.values())
+
+
+def decision_leaves(leaves: list[str]) -> list[str]:
+    """The 100 leaves the ``decisions`` section works on (every how-manieth leaf): the other sections
+    put no waiting asks there, so that its 100x partition can be the state they share."""
+    return leaves[:: max(1, len(leaves) // 100)][:100]
+
+
+class Memory:
+    """The ``memory`` section: bytes per pending ask, traced (``tracemalloc``) while asks are added
+    to the shared state — whatever the engine keeps per ask (the ask, its key, indexes, the usage
+    history's charge, timers, wake and reservation entries) and, apart, the in-memory journal's event
+    texts (which a SQLite or PostgreSQL store keeps on disk). The benchmark's own lists of keys are
+    left out. Traced only while asks are added (tracing slows every allocation), so the measured
+    operations of the other sections run untraced; an object allocated before a step and freed during
+    it (a table of a dict that grew) is not subtracted, which overstates the figure a little."""
+
+    def __init__(self) -> None:
+        self.asks = 0
+        self.traced = 0
+        self.journal = 0
+        self.own = 0
+        self.cpu_s = 0.0
+        self.sites: dict[str, int] = {}
+
+    def grow(self, w: WideTree, leaves: list[str], count: int) -> None:
+        """``w.add_asks(leaves, count)`` and the settling that follows a bulk build (the usage
+        history's deferred accounting of the asks), traced."""
+        gc.collect()
+        before, journal, own, cpu = w.pending, _journal_bytes(w), _own_lists_bytes(w), _cpu()
+        tracemalloc.start()
+        try:
+            w.add_asks(leaves, count)
+            w.scheduler.settle()
+            gc.collect()
+            traced = tracemalloc.get_traced_memory()[0]
+            stats = tracemalloc.take_snapshot().statistics("lineno")
+        finally:
+            tracemalloc.stop()
+        self.cpu_s += _cpu() - cpu
+        self.asks += w.pending - before
+        self.traced += traced
+        self.journal += _journal_bytes(w) - journal
+        self.own += _own_lists_bytes(w) - own
+        for st in stats[:40]:
+            frame = st.traceback[0]
+            name = frame.filename
+            name = name.rsplit("/src/", 1)[-1] if "/src/" in name else "/".join(name.split("/")[-2:])
+            site = f"{name}:{frame.lineno}"
+            self.sites[site] = self.sites.get(site, 0) + st.size
+
+    def result(self) -> dict[str, Any]:
+        """Bytes per pending ask: in all (the engine with its in-memory journal), the journal's part,
+        the state's own; the largest allocation sites."""
+        n = max(1, self.asks)
+        engine = self.traced - self.own
+        sites = sorted(self.sites.items(), key=lambda kv: -kv[1])[:20]
+        return {"pending_asks_traced": self.asks,
+                "bytes_per_pending_ask": round(engine / n),
+                "journal_bytes_per_pending_ask": round(self.journal / n),
+                "state_bytes_per_pending_ask": round((engine - self.journal) / n),
+                "traced_cpu_s": round(self.cpu_s, 1),
+                "by_site": {k: round(v / n, 1) for k, v in sites}}
 
 
 def _rss() -> int:
@@ -276,8 +354,10 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
-    """Issue 39's table: the operations that must not grow with the asks waiting elsewhere.
+def waiting(w: WideTree, steps: list[int], samples: int, memory: Memory | None = None) -> dict[str, Any]:
+    """Issue 39's table: the operations that must not grow with the asks waiting elsewhere. ``w`` is
+    the shared state, with no asks yet; it is left with the last step's asks (none in the leaves of
+    :func:`decision_leaves`) and its one node. ``memory``: the asks added are traced for it.
 
     Measured as a serving process holds the state (``gcfreeze.enable``, what ``quotaplane serve``
     does): after the build and after each step's asks were added in bulk, the state is settled by the
@@ -286,41 +366,42 @@ def waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
 
     gcfreeze.enable()
     try:
-        return _waiting(scale, steps, samples)
+        return _waiting(w, steps, samples, memory)
     finally:
         gcfreeze.enable(False)
         gc.unfreeze()
 
 
-def _waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
-    shape = Shape.of(scale)
-    t0 = time.perf_counter()
-    w = WideTree(shape)
-    build_s = time.perf_counter() - t0
+def _waiting(w: WideTree, steps: list[int], samples: int, memory: Memory | None) -> dict[str, Any]:
+    shape = w.shape
     rng = random.Random(39)
-    touched = rng.sample(w.leaves, min(len(w.leaves), max(10, samples // 4)))
-    # the baseline: asks waiting only in the touched leaves (enough for every sample)
-    w.add_asks(touched, len(touched) * 8)
-    w.scheduler.settle()
-    out: dict[str, Any] = {"leaf_queues": shape.leaf_count, "users": len(w.owner),
-                           "build_s": round(build_s, 1)}
-    rows = []
-    others = [leaf for leaf in w.leaves if leaf not in set(touched)] or w.leaves
+    free = [leaf for leaf in w.leaves if leaf not in set(decision_leaves(w.leaves))] or w.leaves
+    touched = rng.sample(free, min(len(free), max(10, samples // 4)))
+
+    def grow(leaves: list[str], count: int) -> None:
+        if memory is not None:
+            memory.grow(w, leaves, count)     # settles too
+        else:
+            w.add_asks(leaves, count)
+            w.scheduler.settle()
+
     rss_before, asks_before, journal_before = _rss(), w.pending, _journal_bytes(w)
+    # the baseline: asks waiting only in the touched leaves (enough for every sample)
+    grow(touched, len(touched) * 8)
+    out: dict[str, Any] = {"leaf_queues": shape.leaf_count, "users": len(w.owner)}
+    rows = []
+    others = [leaf for leaf in free if leaf not in set(touched)] or free
     bytes_per_ask: float | None = None
     journal_per_ask: float | None = None
     for target in [0, *steps]:
         add = target - (w.pending - len(touched) * 8) if target else 0
         if add > 0:
             gc.collect()
-            r0 = _rss()
-            w.add_asks(others, add)
+            grow(others, add)
             gc.collect()
-            if w.pending > asks_before:
+            if w.pending > asks_before and memory is None:     # tracing inflates the RSS
                 bytes_per_ask = (_rss() - rss_before) / (w.pending - asks_before)
                 journal_per_ask = (_journal_bytes(w) - journal_before) / (w.pending - asks_before)
-            del r0
-            w.scheduler.settle()
         row = _measure_waiting(w, touched, samples, rng)
         row["pending"] = w.pending
         rows.append(row)
@@ -331,6 +412,7 @@ def _waiting(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
         row["ratios_p50"] = {k: round(v["p50_ms"] / max(base[k]["p50_ms"], 1e-3), 2)
                              for k, v in row.items() if isinstance(v, dict) and "p50_ms" in v}
     out["steps"] = rows
+    # RSS growth per ask (None when the memory section traced the growth: see ``memory``)
     out["bytes_per_pending_ask"] = round(bytes_per_ask) if bytes_per_ask is not None else None
     # of which the in-memory journal's text of each ask_added event (a SQLite or PostgreSQL store keeps
     # it on disk, not in the process): the state itself is the difference
@@ -348,6 +430,10 @@ def _measure_waiting(w: WideTree, touched: list[str], samples: int, rng: random.
     for _ in range(max(5, samples // 10)):
         node = w._key("n")
         nodes.append(_timed(lambda node=node: p.add_node(node, Resource({"vcore": 1000}))))
+        # nothing can take it (every leaf is at its max): removed again, so the state the other
+        # sections share keeps its one node (the decisions' 1x and 10x partitions have one)
+        assert not p.node_allocations(node), node
+        p.remove_node(node)
     leaf_standing = [_timed(lambda leaf=rng.choice(touched): p.standing("queue", leaf))
                      for _ in range(max(5, samples // 10))]
     idle_standing = [_timed(lambda u=rng.choice(w.idle_users): p.standing("user", u))
@@ -499,14 +585,19 @@ class DecisionRun:
     """One partition of the ``decisions`` section: the wide tree at ``factor`` of the 1x size, its
     untouched leaves with 50 waiting asks each, and the mixed operations on 100 touched leaves."""
 
-    def __init__(self, scale: float, factor: int) -> None:
+    def __init__(self, scale: float, factor: int, shared: WideTree | None = None) -> None:
         self.factor = factor
         self.shape = Shape.of(scale * factor / 100)
-        self.w = w = WideTree(self.shape)
-        self.touched = w.leaves[:: max(1, len(w.leaves) // 100)][:100]
+        # the 100x partition is the state the sections share (its asks added by the waiting section's
+        # steps, or here), the others are built for the section
+        self.w = w = shared if shared is not None else WideTree(self.shape)
+        assert w.shape == self.shape
+        self.touched = decision_leaves(w.leaves)
         others = [leaf for leaf in w.leaves if leaf not in set(self.touched)]
-        if others:
-            w.add_asks(others, 50 * len(others))
+        assert not any(w.waiting[leaf] for leaf in self.touched)
+        missing = 50 * len(others) - sum(len(w.waiting[leaf]) for leaf in others)
+        if others and missing > 0:
+            w.add_asks(others, missing)
         # the same sequence of operations in every partition: the same work, whatever waits elsewhere
         self.rng = random.Random(38)
         self.i = 0
@@ -554,14 +645,16 @@ class DecisionRun:
                 w.waiting[leaf].append(key)
 
 
-def decisions(scale: float, ops: int) -> dict[str, Any]:
+def decisions(scale: float, ops: int, shared: WideTree | None = None) -> dict[str, Any]:
     """Mixed allocate/release with asks arriving on the same touched leaves, at 1x, 10x, 100x untouched.
 
     The three partitions live side by side and take turns, a chunk of operations each, so that a
     load that comes and goes on the machine falls on all three alike; the cost per decision of each
     is the median of its chunks (CPU seconds), and the growth compares those medians.
     """
-    runs = [DecisionRun(scale, factor) for factor in (1, 10, 100)]
+    if shared is not None and any(shared.waiting[leaf] for leaf in decision_leaves(shared.leaves)):
+        shared = None       # a tree too small to keep the sections' leaves apart: a partition of its own
+    runs = [DecisionRun(scale, 1), DecisionRun(scale, 10), DecisionRun(scale, 100, shared)]
     gc.collect()
     gc.freeze()                  # what a serving process does once its state is built (gcfreeze)
     chunk = max(50, ops // 40)
@@ -580,6 +673,7 @@ def decisions(scale: float, ops: int) -> dict[str, Any]:
     gc.unfreeze()
     del runs
     gc.collect()
+    out["100x_is_shared_state"] = shared is not None
     out["growth_1x_to_100x"] = round(per_op["100x"] / per_op["1x"], 2)
     out["growth_1x_to_10x"] = round(per_op["10x"] / per_op["1x"], 2)
     return out
@@ -736,10 +830,14 @@ def kueue(shape: KueueShape, fraction: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the chosen sections; write ``benchmarks/results/scale.json``."""
+    """Run the chosen sections; write ``benchmarks/results/scale.json``.
+
+    The full state (the wide tree, its users, applications and running allocations, then its waiting
+    asks) is built once and shared, in this order: ``waiting`` grows its asks in steps (traced for
+    ``memory``), ``decisions`` takes it as its 100x partition. The other sections build their own."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=0.1, help="1 = the full size of issue 38")
-    ap.add_argument("--only", default="waiting,decisions,restart,kueue")
+    ap.add_argument("--only", default="waiting,memory,decisions,restart,kueue")
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--out", default="scale")
     ap.add_argument("--pending", default="",
@@ -749,27 +847,64 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     scale = args.scale
     sections = set(args.only.split(","))
+    unknown = sections - {"waiting", "memory", "gc", "service", "decisions", "restart", "kueue"}
+    if unknown:
+        ap.error(f"--only: unknown section(s) {', '.join(sorted(unknown))}")
     full_pending = 500_000
     steps = sorted({max(1, round(x * scale)) for x in (10_000, 100_000, full_pending)})
     if args.pending:
         steps = sorted({int(x) for x in args.pending.split(",")})
     results: dict[str, Any] = {"scale": scale, "targets": TARGETS}
+    cost: dict[str, dict[str, float]] = {}
+    results["section_cost"] = cost
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        wall, cpu = time.perf_counter(), _cpu()
+        try:
+            return fn()
+        finally:
+            cost[name] = {"cpu_s": round(_cpu() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1)}
+            print(f"  {name}: {cost[name]}", flush=True)
+
+    shared: WideTree | None = None
+    memory = Memory() if "memory" in sections else None
+    if sections & {"waiting", "memory", "decisions"}:
+        shared = timed("build", lambda: WideTree(Shape.of(scale)))
+        results["shared"] = {"leaf_queues": shared.shape.leaf_count, "users": len(shared.owner),
+                             "build_cpu_s": cost["build"]["cpu_s"]}
     if "waiting" in sections:
-        results["waiting"] = waiting(scale, steps, args.samples)
-    if "gc" in sections:
-        results["gc"] = gc_pauses(scale, args.pending_gc)
-    if "service" in sections:
-        results["service"] = service(scale, steps, args.samples)
+        assert shared is not None
+        results["waiting"] = timed("waiting", lambda: waiting(shared, steps, args.samples, memory))
+    if memory is not None:
+        assert shared is not None
+        if not memory.asks:     # no waiting section: the decisions' 100x asks, traced
+            others = [leaf for leaf in shared.leaves
+                      if leaf not in set(decision_leaves(shared.leaves))] or shared.leaves
+            timed("memory", lambda: memory.grow(shared, others, 50 * len(others)))
+        results["memory"] = memory.result()
+        print(f"  memory: {results['memory']}", flush=True)
     if "decisions" in sections:
-        results["decisions"] = decisions(scale, max(2000, round(20_000 * min(1.0, scale * 10))))
+        results["decisions"] = timed("decisions", lambda: decisions(
+            scale, max(2000, round(20_000 * min(1.0, scale * 10))), shared))
+    if shared is not None:
+        results["shared"]["pending"] = shared.pending
+    shared = None
+    gc.collect()
+    if "gc" in sections:
+        results["gc"] = timed("gc", lambda: gc_pauses(scale, args.pending_gc))
+    if "service" in sections:
+        results["service"] = timed("service", lambda: service(scale, steps, args.samples))
     if "restart" in sections:
-        results["restart"] = restart(scale, round(full_pending * scale))
+        results["restart"] = timed("restart", lambda: restart(scale, round(full_pending * scale)))
         print(f"  restart: {results['restart']}", flush=True)
     if "kueue" in sections:
         frac = min(1.0, scale * 10)     # below --scale 0.1, fewer cohorts and fewer workloads each
-        results["kueue"] = {k.name: kueue(replace(k, cohorts=max(1, round(k.cohorts * frac))), frac)
-                            for k in (KUEUE_BASELINE, KUEUE_LARGE)}
+        results["kueue"] = timed("kueue", lambda: {
+            k.name: kueue(replace(k, cohorts=max(1, round(k.cohorts * frac))), frac)
+            for k in (KUEUE_BASELINE, KUEUE_LARGE)})
         print(f"  kueue: {results['kueue']}", flush=True)
+    cost["total"] = {"cpu_s": round(sum(c["cpu_s"] for c in cost.values()), 1),
+                     "wall_s": round(sum(c["wall_s"] for c in cost.values()), 1)}
     write_results(args.out, results)
     return results
 

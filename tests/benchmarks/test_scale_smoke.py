@@ -25,10 +25,21 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     assert steps[-1]["pending"] > steps[0]["pending"]
     assert {"1x", "10x", "100x", "growth_1x_to_100x"} <= set(out["decisions"])
     assert out["restart"]["tail_events"] > 0
+    # the memory section traced the waiting section's asks (the state they share)
+    assert out["memory"]["pending_asks_traced"] == steps[-1]["pending"]
+    assert out["memory"]["bytes_per_pending_ask"] > out["memory"]["state_bytes_per_pending_ask"] > 0
+    assert {"build", "waiting", "decisions", "restart", "kueue", "total"} <= set(out["section_cost"])
     for shape in out["kueue"].values():
         assert shape["workloads"] > 0
     served = scale.main(["--scale", "0.002", "--samples", "8", "--only", "service", "--out", "scale-svc"])
     assert served["service"]["steps"][-1]["pending"] > served["service"]["steps"][0]["pending"]
+    # large enough to keep the sections' leaves apart: the decisions' 100x partition is the shared state
+    both = scale.main(["--scale", "0.02", "--samples", "8", "--pending", "400", "--only", "waiting,decisions",
+                       "--out", "shared"])
+    assert both["decisions"]["100x_is_shared_state"]
+    assert both["decisions"]["100x"]["leaf_queues"] == both["waiting"]["leaf_queues"]
+    alone = scale.main(["--scale", "0.002", "--only", "memory", "--out", "memory"])["memory"]
+    assert alone["pending_asks_traced"] > 0 and alone["state_bytes_per_pending_ask"] > 0
     pauses = scale.main(["--scale", "0.002", "--only", "gc", "--pending-gc", "300", "--out", "gc"])["gc"]
     assert pauses["pending"] >= 300
     assert {"full_collection_before", "full_collection_after_settle"} <= set(pauses)
