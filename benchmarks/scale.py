@@ -583,16 +583,20 @@ def service(scale: float, steps: list[int], samples: int) -> dict[str, Any]:
 
 class DecisionRun:
     """One partition of the ``decisions`` section: the wide tree at ``factor`` of the 1x size, its
-    untouched leaves with 50 waiting asks each, and the mixed operations on 100 touched leaves."""
+    untouched leaves with 50 waiting asks each, and the mixed operations on ``touched`` leaves — as
+    many in every partition (every leaf of the 1x one), so that the three do the same work and differ
+    only by what is untouched: with 80 touched leaves at 1x and 100 at 10x and 100x, the same sequence
+    of operations did not do the same work (twice the reservation checks at 100x)."""
 
-    def __init__(self, scale: float, factor: int, shared: WideTree | None = None) -> None:
+    def __init__(self, scale: float, factor: int, shared: WideTree | None = None,
+                 touched: int = 100) -> None:
         self.factor = factor
         self.shape = Shape.of(scale * factor / 100)
         # the 100x partition is the state the sections share (its asks added by the waiting section's
         # steps, or here), the others are built for the section
         self.w = w = shared if shared is not None else WideTree(self.shape)
         assert w.shape == self.shape
-        self.touched = decision_leaves(w.leaves)
+        self.touched = decision_leaves(w.leaves)[:touched]
         others = [leaf for leaf in w.leaves if leaf not in set(self.touched)]
         assert not any(w.waiting[leaf] for leaf in self.touched)
         missing = 50 * len(others) - sum(len(w.waiting[leaf]) for leaf in others)
@@ -654,7 +658,9 @@ def decisions(scale: float, ops: int, shared: WideTree | None = None) -> dict[st
     """
     if shared is not None and any(shared.waiting[leaf] for leaf in decision_leaves(shared.leaves)):
         shared = None       # a tree too small to keep the sections' leaves apart: a partition of its own
-    runs = [DecisionRun(scale, 1), DecisionRun(scale, 10), DecisionRun(scale, 100, shared)]
+    touched = min(100, Shape.of(scale / 100).leaf_count)
+    runs = [DecisionRun(scale, 1, touched=touched), DecisionRun(scale, 10, touched=touched),
+            DecisionRun(scale, 100, shared, touched=touched)]
     gc.collect()
     gc.freeze()                  # what a serving process does once its state is built (gcfreeze)
     chunk = max(50, ops // 40)
