@@ -315,9 +315,9 @@ class Scheduler:
             p = self._new_partition(self._config_at(seq0).partition(name), seq0)
             # a snapshot with the usage accounting's state: it is restored whole below, so the rebuild
             # skips observing (a fifth of the rebuild's CPU at 500,000 asks, issue 38)
-            # its waiting asks are put back in bulk, not one by one through the live handler (the
-            # same state, pinned by tests/partition/test_restore_bulk.py; issue 38)
-            p.replay(((0, ev) for ev in events), account=state.get("history") is None, bulk_asks=True)
+            # its waiting asks and its allocations are put back in bulk, not one by one through the
+            # live handlers (the same state, pinned by tests/partition/test_restore_bulk.py; issue 38)
+            p.replay(((0, ev) for ev in events), account=state.get("history") is None, bulk=True)
         except Exception:        # an optimisation only: any failure means "replay the stream instead"
             return None
         if not p.matches_snapshot(state):

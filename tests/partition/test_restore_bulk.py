@@ -1,11 +1,14 @@
-"""A snapshot's waiting asks put back in bulk leave exactly the state of putting them back one by one
-(issue 38: the restart of 500,000 waiting asks; :meth:`PartitionState.asks_restored`).
+"""A snapshot's waiting asks and live allocations put back in bulk leave exactly the state of putting
+them back one by one (issue 38: the restart of 500,000 waiting asks;
+:meth:`PartitionState.asks_restored`, :meth:`PartitionState.allocations_restored`).
 
-The bulk path sums each leaf's pending resources and adds them once, looks each leaf's settings up
-once and builds no admission request nobody reads. Whatever the history that led to the snapshot, the
-rebuilt state — the dump, each queue's ``pendingResource`` and ask count, the asks' order, arrival
-numbers and reservation records, the waiting notes and timers, the applications' lifecycle — must be
-the one the live ``ask_added`` handler leaves.
+The asks' bulk path sums each leaf's pending resources and adds them once, looks each leaf's settings
+up once and builds no admission request nobody reads; the allocations' adds each leaf's usage once and
+each running application's usage to its user and group once. Whatever the history that led to the
+snapshot (configuration reloads included: the rebuild admits allocations under the config they were
+admitted under), the rebuilt state — the dump, each queue's ``pendingResource``, ask count and usage,
+the asks' order, arrival numbers and reservation records, the waiting notes and timers, the
+applications' lifecycle, running order and allocations — must be the one the live handlers leave.
 """
 
 from __future__ import annotations
@@ -50,7 +53,13 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("remove_app"), st.integers(0, 5)),
     st.tuples(st.just("schedule")),
     st.tuples(st.just("tick"), st.integers(1, 40)),
+    st.tuples(st.just("reload"), st.integers(1, 3)),
 ), max_size=45)
+
+
+def _reloaded(config: str, i: int) -> str:
+    """``config`` with alice's limit in root.a at ``4 + i`` cores (a reload that changes a limit)."""
+    return config.replace("maxresources: {vcore: 4}", f"maxresources: {{vcore: {4 + i}}}")
 
 
 def _run(config: str, history: list[tuple[Any, ...]]) -> tuple[Scheduler, Partition]:
@@ -80,6 +89,8 @@ def _run(config: str, history: list[tuple[Any, ...]]) -> tuple[Scheduler, Partit
                 p.remove_application(f"app{op[1]}")
             elif op[0] == "schedule":
                 p.schedule()
+            elif op[0] == "reload":
+                s.update_config(_reloaded(config, op[1]))
             else:
                 clock.advance(op[1])
         except QuotaplaneError:
@@ -90,7 +101,7 @@ def _run(config: str, history: list[tuple[Any, ...]]) -> tuple[Scheduler, Partit
 def _rebuilt(s: Scheduler, events: list[dict[str, Any]], *, bulk: bool) -> Partition:
     seq0 = int(events[0]["seq"])
     p = s._new_partition(s._config_at(seq0).partition("default"), seq0)
-    p.replay(((0, ev) for ev in events), account=False, bulk_asks=bulk)
+    p.replay(((0, ev) for ev in events), account=False, bulk=bulk)
     return p
 
 
@@ -112,8 +123,13 @@ def _fingerprint(p: Partition) -> dict[str, Any]:
         "watch": {place: list(asks) for place, asks in r._watch.items()},
         "force": {place: list(asks) for place, asks in r._force.items()},
         "reserve_timed": [entry[:3] for entry in r._timed], "limits": r._limits,
-        "apps": {aid: (a.state, a.state_since, list(a.state_log), a.moves, a.reported_state, a.started)
+        "apps": {aid: (a.state, a.state_since, list(a.state_log), a.moves, a.reported_state, a.started,
+                       a.counted, a.count_order, a.anchor_seq, list(a.allocations), dict(a.max_used))
                  for aid, a in st_.apps.items()},
+        "allocs": [(k, a.config_seq, a.node) for k, a in st_.allocs.items()],
+        "used": {path: (dict(sorted(q._alloc.items())), list(q.running_apps))
+                 for path in st_.queues.paths() if (q := st_.queues.queue(path)) is not None},
+        "count_seq": st_.count_seq,
         "owners": (st_.owners._users, st_.owners._groups),
         "moved": [a.application_id for a in st_.moved], "notes": list(st_.notes),
     }
@@ -122,7 +138,7 @@ def _fingerprint(p: Partition) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=apps, history=ops, last=st.lists(ask, max_size=25),
        config=st.sampled_from([CONFIG, NO_RESERVE]))
-def test_bulk_restore_of_the_waiting_asks_equals_the_one_by_one_replay(
+def test_bulk_restore_of_the_waiting_asks_and_allocations_equals_the_one_by_one_replay(
         first: list[tuple[Any, ...]], history: list[tuple[Any, ...]], last: list[tuple[Any, ...]],
         config: str) -> None:
     s, p = _run(config, [*first, *history, *last])     # the last asks: most snapshots hold some
@@ -130,6 +146,11 @@ def test_bulk_restore_of_the_waiting_asks_equals_the_one_by_one_replay(
     snap = json.loads(canonical_json(dict(p._core.log.snapshot_state())))
     events = snap["rebuild"]
     bulk, slow = _rebuilt(s, events, bulk=True), _rebuilt(s, events, bulk=False)
+    assert _fingerprint(bulk) == _fingerprint(slow)
+    # a rebuild counts every application with allocations before them (count_in): without those
+    # events, each application's first allocation starts it, in the bulk path as one by one
+    uncounted = [ev for ev in events if ev["type"] != "count_in"]
+    bulk, slow = _rebuilt(s, uncounted, bulk=True), _rebuilt(s, uncounted, bulk=False)
     assert _fingerprint(bulk) == _fingerprint(slow)
     s.close()
 
@@ -153,4 +174,27 @@ def test_the_snapshot_restore_takes_the_bulk_path_and_restores_the_state(monkeyp
     assert again.restored_from["default"] == "snapshot"
     assert again.partition("default").dump_state() == want
     assert bulk == [len(want["asks"])]
+    again.close()
+
+
+def test_the_snapshot_restore_puts_the_allocations_back_in_bulk(monkeypatch: Any) -> None:
+    runs: list[int] = []
+    one_pass = PartitionState.allocations_restored
+
+    def spy(state: PartitionState, events: Any) -> None:
+        runs.append(len(events))
+        one_pass(state, events)
+
+    monkeypatch.setattr(PartitionState, "allocations_restored", spy)
+    s, p = _run(CONFIG, [("app", 1, "root.a", False), ("app", 2, "root.b", True),
+                         *[("ask", 1 + i % 2, 1, i % 3, {}) for i in range(6)], ("reload", 2),
+                         *[("ask", 1 + i % 2, 1, 0, {}) for i in range(4)]])
+    live = len(p.allocations())
+    assert live > 0
+    want = p.dump_state()
+    p.take_snapshot()
+    again = Scheduler.from_yaml(_reloaded(CONFIG, 2), store=s.journal, clock=Clock())
+    assert again.restored_from["default"] == "snapshot"
+    assert again.partition("default").dump_state() == want
+    assert sum(runs) == live and len(runs) == 2          # admitted under two configs: two runs
     again.close()

@@ -748,11 +748,11 @@ class Partition:
             recovery.apply_event(self._core.state, event)
 
     def replay(self, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True,
-               bulk_asks: bool = False) -> int:
+               bulk: bool = False) -> int:
         """Apply ``(seq, event)`` pairs in order without journalling them; return how many
-        (``account`` false: without the usage accounting; ``bulk_asks``: a snapshot's rebuild; see
+        (``account`` false: without the usage accounting; ``bulk``: a snapshot's rebuild; see
         :func:`recovery.replay`)."""
-        return recovery.replay(self._core, events, account=account, bulk_asks=bulk_asks)
+        return recovery.replay(self._core, events, account=account, bulk=bulk)
 
     @property
     def group(self) -> GroupCommit | None:

@@ -36,18 +36,22 @@ def apply_event(state: PartitionState, event: Mapping[str, Any], *, account: boo
         state.history.observe((typed,))
 
 
-def _asks_restored(state: PartitionState, run: list[tuple[int, Mapping[str, Any]]], *, account: bool,
-                   stream: str) -> None:
-    """A run of ``ask_added`` events of a snapshot's rebuild, put back in one pass
-    (:meth:`PartitionState.asks_restored`, issue 38)."""
-    typed: list[E.AskAdded] = []
+def _restored(state: PartitionState, kind: str, run: list[tuple[int, Mapping[str, Any]]], *, account: bool,
+              stream: str) -> None:
+    """A run of ``ask_added`` or ``allocated`` events of a snapshot's rebuild, put back in one pass
+    (:meth:`PartitionState.asks_restored`, :meth:`PartitionState.allocations_restored`; issue 38)."""
+    decode = E.AskAdded.from_json if kind == "ask_added" else E.Allocated.from_json
+    typed: list[Any] = []
     for seq, ev in run:
         try:
-            typed.append(E.AskAdded.from_json(ev))
+            typed.append(decode(ev))
         except E.EventFormatError as exc:
             raise JournalReplayError(f"stream {stream!r}, event #{seq}: {exc}") from None
     try:
-        state.asks_restored(typed)
+        if kind == "ask_added":
+            state.asks_restored(typed)
+        else:
+            state.allocations_restored(typed)
     except Exception as exc:   # issue 14 #6: name the events, never a bare KeyError
         raise JournalReplayError(f"stream {stream!r}, events #{run[0][0]}-#{run[-1][0]}: "
                                  f"{_replay_problem(exc)}") from exc
@@ -56,30 +60,37 @@ def _asks_restored(state: PartitionState, run: list[tuple[int, Mapping[str, Any]
     state.notes_recorded(state.take_notes())   # as after each event: the states noted are reported
 
 
+#: the events a snapshot's rebuild puts back a run at a time (``replay(..., bulk=True)``)
+_BULK = frozenset({"ask_added", "allocated"})
+
+
 def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, account: bool = True,
-           bulk_asks: bool = False) -> int:
+           bulk: bool = False) -> int:
     """Apply ``(seq, event)`` pairs in order without journalling them; return how many. ``account``
     false leaves the usage accounting out: a snapshot's rebuild whose accounting the snapshot holds
-    (it is restored whole afterwards, so observing the rebuild would be thrown away). ``bulk_asks``:
-    a snapshot's rebuild, whose runs of waiting asks are put back each in one pass (the same state
-    as one by one; issue 38)."""
+    (it is restored whole afterwards, so observing the rebuild would be thrown away). ``bulk``: a
+    snapshot's rebuild, whose runs of waiting asks and of allocations are put back each in one pass
+    (the same state as one by one; issue 38)."""
     n = 0
     log = core.log
     with core.lock:
         log.replaying = True
         state = core.state
         run: list[tuple[int, Mapping[str, Any]]] = []
+        kind = ""
         try:
             for seq, ev in events:
-                if bulk_asks:
-                    if isinstance(ev, dict) and ev.get("type") == "ask_added":
-                        run.append((seq, ev))
-                        continue
-                    if run:
-                        _asks_restored(state, run, account=account, stream=log.stream)
+                if bulk:
+                    typ = ev.get("type") if isinstance(ev, dict) else None
+                    if run and typ != kind:
+                        _restored(state, kind, run, account=account, stream=log.stream)
                         log.last_seq = run[-1][0]
                         n += len(run)
                         run = []
+                    if typ in _BULK:
+                        kind = typ
+                        run.append((seq, ev))
+                        continue
                 try:
                     apply_event(state, ev, account=account)
                 except Exception as exc:   # issue 14 #6: name the event, never a bare KeyError
@@ -89,7 +100,7 @@ def replay(core: Core, events: Iterable[tuple[int, Mapping[str, Any]]], *, accou
                 state.notes_recorded(state.take_notes())   # the journal holds them already
                 n += 1
             if run:
-                _asks_restored(state, run, account=account, stream=log.stream)
+                _restored(state, kind, run, account=account, stream=log.stream)
                 log.last_seq = run[-1][0]
                 n += len(run)
         finally:
