@@ -141,7 +141,7 @@ class Scheduler:
         """
         # what a start builds (the configuration, a restored state) survives: no collection walks it
         # meanwhile — at 100,000 waiting asks, collections were half of a restore's CPU (issue 38)
-        with gcfreeze.paused():
+        with gcfreeze.paused(long_lived=True):
             sched = cls._start(text, store=store, clock=clock, snapshot_every=snapshot_every,
                                partition_options=partition_options, holder=holder, leads=leads)
         sched.settle()

@@ -129,6 +129,39 @@ def test_a_restore_defers_collections_and_leaves_the_collector_as_it_found_it(
         gc.enable()
 
 
+class _Node:
+    """A container the collector tracks (and a cycle of them)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_restore_s_survivors_go_to_the_oldest_generation_unwalked_and_stay_collectable() -> None:
+    """Issue 38: what a restore built counts as old at once (no collection of the youngest generation
+    walks it as the collector comes back), nothing stays frozen, a cycle among it is still collected
+    by the next full collection, and objects the process froze itself stay frozen."""
+    gc.collect()
+    with gcfreeze.paused(long_lived=True):
+        made = [_Node() for _ in range(1000)]
+        gone = weakref.ref(made[0])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    young = {id(o) for o in gc.get_objects(generation=0)}
+    assert not young & {id(n) for n in made}
+    assert {id(n) for n in made} <= {id(o) for o in gc.get_objects(generation=2)}
+    del made
+    gc.collect()
+    assert gone() is None                   # the cycle was collected: nothing was kept frozen
+    keep = _Node()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gcfreeze.paused(long_lived=True):
+            _Node()
+        assert gc.get_freeze_count() == frozen and id(keep) not in _tracked_ids()
+    finally:
+        gc.unfreeze()
+
+
 def _restorable() -> MemoryJournal:
     journal = MemoryJournal()
     s = Scheduler.from_yaml(CONFIG, store=journal, clock=Clock(), snapshot_every=0)
