@@ -7,7 +7,7 @@ application.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from quotaplane.events import AskAdded
 from quotaplane.flavors.catalog import FlavorRequest
@@ -31,12 +31,9 @@ class Ask:
         "allocation_key",
         "application_id",
         "bound",
-        "constraints",
         "created",
-        "max_runtime",
         "overtaken",
         "place_paths",
-        "placeholder",
         "places",
         "preempt_after",
         "preemptible",
@@ -46,14 +43,33 @@ class Ask:
         "reserve_at",
         "resource",
         "seq",
-        "tags",
-        "task_group",
         "timer_at",
     )
 
+    # The parts of a request that are rarely set are read from the class on a plain ask: no slot each
+    # (40 bytes less per pending ask, issue 38). An ask that has any of them is a _FullAsk, which has
+    # a slot for each; :meth:`__new__` picks the class, ``full`` asks for one whatever the arguments.
+    #: a gang's placeholder (YuniKorn ``placeholder``)
+    placeholder: bool = False
+    #: its gang's task group, None: none
+    task_group: str | None = None
+    #: YuniKorn's ``allocationTags`` of the request (the allocation inherits them), None: none
+    tags: dict[str, str] | None = None
+    #: where it may run, for choosing its resource flavors (docs/flavors.md), None: anywhere
+    constraints: FlavorRequest | None = None
+    #: the declared runtime in seconds its allocation will have (docs/eta.md), None: none declared
+    max_runtime: float | None = None
+
+    def __new__(cls, allocation_key: str, application_id: str, resource: Resource, *,
+                placeholder: bool = False, task_group: str | None = None, full: bool = False,
+                **_: Any) -> Ask:
+        if cls is Ask and (placeholder or task_group is not None or full):
+            cls = _FullAsk
+        return object.__new__(cls)
+
     def __init__(self, allocation_key: str, application_id: str, resource: Resource, *, priority: int = 0,
                  preemptible: bool = True, placeholder: bool = False, task_group: str | None = None,
-                 seq: int = 0, created: float = 0.0) -> None:
+                 seq: int = 0, created: float = 0.0, full: bool = False) -> None:
         self.allocation_key = allocation_key
         self.application_id = application_id
         # one Resource per distinct request: the many asks that request the same vector (a job's
@@ -61,8 +77,11 @@ class Ask:
         self.resource = shared(resource)
         self.priority = priority
         self.preemptible = preemptible
-        self.placeholder = placeholder
-        self.task_group = task_group
+        if type(self) is not Ask:
+            rich = cast(_FullAsk, self)
+            rich.placeholder = placeholder
+            rich.task_group = task_group
+            rich.tags = rich.constraints = rich.max_runtime = None
         self.seq = seq
         self.created = created
         self.reasons: list[Violation] | None = None
@@ -80,12 +99,6 @@ class Ask:
         self.overtaken = 0
         self.bound = 0
         self.reserve_at = float("inf")
-        #: YuniKorn's ``allocationTags`` of the request (the allocation inherits them), None: none
-        self.tags: dict[str, str] | None = None
-        #: where it may run, for choosing its resource flavors (docs/flavors.md), None: anywhere
-        self.constraints: FlavorRequest | None = None
-        #: the declared runtime in seconds its allocation will have (docs/eta.md), None: none declared
-        self.max_runtime: float | None = None
 
     def sort_key(self) -> tuple[int, int]:
         """Priority first (highest), then age (oldest)."""
@@ -128,17 +141,27 @@ class Ask:
     @classmethod
     def from_event(cls, ev: AskAdded) -> Ask:
         """Rebuild an ask from its ``ask_added`` event."""
+        full = bool(ev.tags or ev.constraints or ev.max_runtime is not None)
         ask = cls(ev.key, ev.app, ev.resource, priority=ev.priority, preemptible=ev.preemptible,
-                  placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t)
+                  placeholder=bool(ev.placeholder), task_group=ev.task_group, seq=ev.seq, created=ev.t,
+                  full=full)
         ask.overtaken = ev.overtaken or 0
-        ask.tags = dict(ev.tags) if ev.tags else None
-        if ev.constraints:
-            ask.constraints = FlavorRequest.from_dict(ev.constraints) or None
-        ask.max_runtime = ev.max_runtime
+        if full:
+            rich = cast(_FullAsk, ask)
+            rich.tags = dict(ev.tags) if ev.tags else None
+            if ev.constraints:
+                rich.constraints = FlavorRequest.from_dict(ev.constraints) or None
+            rich.max_runtime = ev.max_runtime
         return ask
 
     def __repr__(self) -> str:
         return f"Ask({self.allocation_key!r}, app={self.application_id!r}, {self.resource!r})"
+
+
+class _FullAsk(Ask):
+    """An ask with a slot for each rarely set part of a request (see :class:`Ask`)."""
+
+    __slots__ = ("constraints", "max_runtime", "placeholder", "tags", "task_group")
 
 
 class AskQueue:
