@@ -850,6 +850,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="waiting asks of the waiting/service steps, comma-separated (default: 10,000, "
                          "100,000 and 500,000 times --scale)")
     ap.add_argument("--pending-gc", type=int, default=100_000, help="waiting asks of the gc section")
+    ap.add_argument("--kueue-fraction", type=float, default=None,
+                    help="the share of Kueue's published shapes the kueue section drives (default: "
+                         "--scale times 10, at most 1: their full size from --scale 0.1 on)")
     args = ap.parse_args(argv)
     scale = args.scale
     sections = set(args.only.split(","))
@@ -904,7 +907,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["restart"] = timed("restart", lambda: restart(scale, round(full_pending * scale)))
         print(f"  restart: {results['restart']}", flush=True)
     if "kueue" in sections:
-        frac = min(1.0, scale * 10)     # below --scale 0.1, fewer cohorts and fewer workloads each
+        # below --scale 0.1, fewer cohorts and fewer workloads each
+        frac = min(1.0, scale * 10) if args.kueue_fraction is None else args.kueue_fraction
+        results["kueue_fraction"] = frac
         results["kueue"] = timed("kueue", lambda: {
             k.name: kueue(replace(k, cohorts=max(1, round(k.cohorts * frac))), frac)
             for k in (KUEUE_BASELINE, KUEUE_LARGE)})
