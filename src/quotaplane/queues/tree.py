@@ -190,9 +190,12 @@ class QueueTree:
         configuration or the queues changed): a position counts their asks one by one
         (:mod:`quotaplane.scheduling.positions`)."""
         if self._stateaware is None:
-            self._stateaware = tuple(
-                q for q in self._walk(self._root)
-                if q.is_leaf and q.properties.get(PROP_SORT_POLICY, "fifo").lower() == "stateaware")
+            # every queue once, in no particular order (the callers key them by path): a walk of the
+            # tree sorts every queue's children, 10 ms at 11,000 queues for the first standing after
+            # a start or a change of the queues
+            found = {id(q): q for q in self._by_path.values()
+                     if q.is_leaf and q.properties.get(PROP_SORT_POLICY, "fifo").lower() == "stateaware"}
+            self._stateaware = tuple(found.values())
         return self._stateaware
 
     def _refresh_properties(self, q: Queue) -> None:
