@@ -247,7 +247,7 @@ class Service:
         if isinstance(current, _TimedJournal):
             journal = current
         else:
-            journal = _TimedJournal(current, self.metrics.journal_write.observe)
+            journal = _TimedJournal(current, self.metrics.journal_observe)
             scheduler.journal = cast(Journal, journal)      # a Journal by delegation
         for p in scheduler.partitions():
             if p.journal is journal.inner:
