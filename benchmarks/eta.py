@@ -13,6 +13,10 @@ Figures (ratios against a baseline measured in the same process, quality.md):
   runs, one per quantile of the observed hold times).
 - ``explain``: one request's "what would have to change" with ``--queues`` x 10 running allocations
   (the issue's bar: under 50 ms with 10,000); ``ratio`` against one ``what_if``.
+- ``explain_timed``: the same explanation with four spent budgets and four windows on the request's
+  path (every reset and window edge tried: the most copies an explanation could make), then asked
+  again of the unchanged partition (the Kubernetes front explains its waiting pods every 30 s); wall
+  and CPU time.
 - ``accuracy``: a generated trace of Kueue's benchmark shape (``baseline``: cohorts x ClusterQueues x
   workload classes with creation intervals and runtimes, scaled by ``--fraction``) and the example
   trace (examples/trace.jsonl's asks, driven the same way), replayed on a virtual clock. For each ask
