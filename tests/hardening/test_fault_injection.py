@@ -224,8 +224,12 @@ def test_random_store_failures_under_8_http_clients(tmp_path: Path, injector: In
     while not server.started:
         time.sleep(0.02)
     helds, problems = _run_clients(injector, _http_client, f"http://127.0.0.1:{port}")
-    group = p.group          # issue 18: the service committed the clients' changes in groups
-    assert group is not None and group.epoch > 0 and group.changes > group.groups > 0
+    group = p.group          # issue 18: the service committed the clients' changes through the committer
+    # (not ``changes > groups``: a request whose body came whole runs to its commit barrier without
+    # yielding, so it is alone and commits its own group in that turn (issue 38) — whether two of the
+    # 8 clients' requests overlap depends on the machine's scheduling; tests/server/test_durability.py
+    # pins that overlapping changes share one transaction)
+    assert group is not None and group.epoch > 0 and group.changes >= group.groups > 0
     server.should_exit = True
     serving.join(30)
     assert not problems, problems[:5]

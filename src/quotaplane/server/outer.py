@@ -182,9 +182,22 @@ class Outer:
 
     async def _fast(self, route: _FastRoute, m: re.Match[str], scope: Scope, receive: Receive,
                     send: Send) -> None:
+        """:meth:`_decide`, answered through ``send``."""
+        decided = await self._decide(route, m, scope, receive)
+        if decided is None:
+            return                  # the client went away
+        status, payload = decided
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode("ascii"))]})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def _decide(self, route: _FastRoute, m: re.Match[str], scope: Scope,
+                      receive: Receive) -> tuple[int, bytes] | None:
         """A hot path without FastAPI's routing and dependency pass: the same token check, body
         model, partition call and answers as its documented route (both call the same
-        ``allocate_one``, ``release_one`` or ``add_ask_one``; tests pin each pair)."""
+        ``allocate_one``, ``release_one`` or ``add_ask_one``; tests pin each pair). Answers (status,
+        body), or None when the client went away; raises the route's errors."""
         tokens = self.service.tokens
         if tokens:
             auth = b""
@@ -200,18 +213,68 @@ class Outer:
         else:
             raw = await _body(receive)
             if raw is None:
-                return                  # the client went away
+                return None             # the client went away
             if route is _ALLOCATE_ROUTE:
                 status, out = self._allocate_one(self.service, m.group(1),
                                                  _decode(self._allocation_body, raw))
             else:
                 status, out = 201, self._add_ask_one(self.service, m.group(1), m.group(2),
                                                      _decode(self._ask_body, raw))
-        payload = _encode(out).encode("utf-8")
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode("ascii"))]})
-        await send({"type": "http.response.body", "body": payload})
+        return status, _encode(out).encode("utf-8")
+
+    async def _hot(self, route: _FastRoute, m: re.Match[str], scope: Scope, receive: Receive,
+                   send: Send) -> None:
+        """A hot path in the common case — screened clean, no CORS, no forwarding, no late lease
+        renewal (:meth:`__call__` checks) — as :meth:`__call__` serves it, without its per-request
+        closures: decide, let the commit barrier settle (the answer waits for its commit; a failed
+        commit replaces it with its 503), answer, count. Same statuses, bodies and headers (tests
+        pin the pair against the documented routes)."""
+        start = time.perf_counter()
+        service = self.service
+        barrier = service.barrier
+        epochs = barrier.epochs(scope["path"]) if service.group_commit_on else ()
+        deciding = bool(epochs)
+        if deciding:
+            barrier.deciding += 1      # until its answer starts (then: alone? see CommitBarrier.settle)
+        scope["route"] = route
+        status = 500
+        try:
+            answer: tuple[int, bytes] | BaseException | None
+            try:
+                answer = await self._decide(route, m, scope, receive)
+            except Exception as exc:  # the route's error, answered as the general path answers it
+                answer = exc
+            if answer is None:
+                return                  # the client went away
+            alone = False
+            if deciding:
+                deciding = False
+                barrier.deciding -= 1
+                alone = barrier.deciding == 0
+            if epochs:
+                try:
+                    failed = await barrier.settle(epochs, alone)
+                except Exception as exc:  # last resort, as the general path: an error body
+                    failed = exc
+                if failed is not None:
+                    answer = failed
+            if isinstance(answer, BaseException):
+                resp = exception_response(answer)
+                status = resp.status_code
+                await resp(scope, receive, send)
+                return
+            status, payload = answer
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(payload)).encode("ascii"))]})
+            await send({"type": "http.response.body", "body": payload})
+        finally:
+            if deciding:                # the client went away
+                barrier.deciding -= 1
+            elapsed = time.perf_counter() - start
+            service.metrics.observe_request(scope["method"], route.path, status, elapsed)
+            if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
+                _access(scope, status, elapsed)
 
     def _remote_refused(self, scope: Scope) -> bool:
         """Without tokens the service answers loopback clients only (decision S2)."""
@@ -274,6 +337,12 @@ class Outer:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if hot is not None and self.service.router is None and not self._remote_refused(scope) \
+                and ((lease := self.service.lease) is None or not lease.renewing()):
+            refused, cors, bounded = self._screen(scope, receive)
+            if refused is None and cors is None:
+                await self._hot(hot[0], hot[1], scope, bounded, send)
+                return
         start = time.perf_counter()
         status = [500]
         started = [False]
@@ -356,11 +425,15 @@ class Outer:
             elapsed = time.perf_counter() - start
             self.service.metrics.observe_request(scope["method"], _route_label(scope), status[0], elapsed)
             if not ACCESS.disabled and ACCESS.isEnabledFor(logging.INFO):
-                client = scope.get("client")
-                ACCESS.info("%s %s %s", scope["method"], scope["path"], status[0],
-                            extra={"method": scope["method"], "path": scope["path"], "status": status[0],
-                                   "duration_ms": round(elapsed * 1000, 3),
-                                   "client": client[0] if client else ""})
+                _access(scope, status[0], elapsed)
+
+
+def _access(scope: Scope, status: int, elapsed: float) -> None:
+    """The access log's line of one request (``--access-log``)."""
+    client = scope.get("client")
+    ACCESS.info("%s %s %s", scope["method"], scope["path"], status,
+                extra={"method": scope["method"], "path": scope["path"], "status": status,
+                       "duration_ms": round(elapsed * 1000, 3), "client": client[0] if client else ""})
 
 
 async def _body(receive: Receive) -> bytes | None:
