@@ -44,6 +44,8 @@ GROUP_PATTERN = r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$"
 def _integer(value: Any) -> Any:
     # JSON Schema's "integer" includes 2.0 (a number with a zero fraction): accept it as 2. Refuse
     # booleans, strings and fractions (pydantic's lax mode would turn "5" into 5).
+    if type(value) is int:          # the common case first: every amount of every request
+        return value
     if isinstance(value, bool):
         raise ValueError("must be an integer, not a boolean")
     if isinstance(value, float):
@@ -68,6 +70,9 @@ Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integer)]
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_integer)]
 #: A non-empty name (ids, users, resource names).
 def _printable(value: str) -> str:
+    # printable ASCII (nearly every name) holds none of the characters check_name refuses: no search
+    if value.isascii() and value.isprintable():
+        return value
     return check_name(value, "name")
 
 
