@@ -95,9 +95,18 @@ class CommitBarrier:
         changed = marks_in_context()
         for group, mark in changed.items():
             if mark > group.durable:
+                if alone and group.flush_inline():
+                    # committed (or failed) here, as :func:`_durable` does, without its coroutine
+                    told: list[BaseException | None] = []
+                    if group.notify(mark, told.append):
+                        if told[0] is not None:
+                            return told[0]
+                        continue
                 outcome = await _durable(loop, group, mark, alone)
                 if outcome is not None:
                     return outcome
+        if len(epochs) == 1 and epochs[0][0] in changed:
+            return None         # the one partition it may touch is judged by its own change (below)
         # a partition this request changed is judged by its own change's commit alone: a group of
         # that partition replaced while the request waited (the lease lapsed and was taken again, a
         # rebuild) failed before the change was decided on the rebuilt state, so that failure undid
