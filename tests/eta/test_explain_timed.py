@@ -489,3 +489,25 @@ def test_a_budget_on_an_elastic_quota_is_told_its_reset_and_it_is_verified() -> 
     assert p.what_if("a", {"vcore": 1000}).allocated
     clock.now = DEC1 - 1
     assert not p.what_if("a", {"vcore": 1000}).allocated
+
+
+def test_a_window_edge_coming_within_the_horizon_is_found_though_nothing_changed() -> None:
+    """A window's edge is looked for within :data:`~quotaplane.eta.later.HORIZON_DAYS` of now: an
+    answer that found none (nothing tried, so no first time tried) held until the next commit, while
+    the edge came within the horizon as the clock went on — the kept answer must end when the next
+    edge can come within it (found by review of 875df8f: a yearly window, a partition left alone)."""
+    from quotaplane.eta.later import HORIZON_DAYS
+
+    yearly = WINDOW.replace('cron: "0 18 * * *"', 'cron: "0 0 1 1 *"') % 4
+    clock = Clock(DEC1 - 2 * 86400.0)            # Jan 1 is 33 days away: beyond the horizon
+    s = Scheduler.from_yaml(yearly, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {"vcore": 8000})
+    p.add_application("x", UserGroup("alice", ("dev",)), queue="root.a")
+    assert p.allocate("x", "run", {"vcore": 2000}).allocated
+    jan1 = datetime(2027, 1, 1, tzinfo=UTC).timestamp()
+    assert jan1 - clock.now > HORIZON_DAYS * 86400
+    assert explain(p, "x", Resource({"vcore": 2000})).windows is None
+    clock.now = DEC1                                # Jan 1 is 31 days away now; nothing was committed
+    e = explain(p, "x", Resource({"vcore": 2000}))
+    assert e.windows is not None and [(w.kind, w.at) for w in e.windows] == [("window.opens", jan1)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
@@ -122,8 +122,9 @@ def _resets(partition: Partition, app_id: str, resource: Resource, reasons: list
 @dataclass(frozen=True, slots=True)
 class InTime:
     """What comes by itself (:func:`in_time`): the verified ``resets`` and ``windows`` (None: none),
-    the ``notes`` of what was tried and did not admit it, and ``until``: the earliest time tried —
-    the answer holds while the partition does not change and the clock is before it."""
+    the ``notes`` of what was tried and did not admit it, and ``until``: the earliest time tried (or
+    a window's edge could come within :data:`HORIZON_DAYS`, :func:`in_time`) — the answer holds
+    while the partition does not change and the clock is before it."""
 
     resets: list[Later] | None
     windows: list[Later] | None
@@ -134,9 +135,15 @@ class InTime:
 def in_time(partition: Partition, app_id: str, resource: Resource, reasons: list[Violation],
             admitted: _Admits, max_runtime: float | None = None) -> InTime:
     """The budget resets and the window edges that would admit the request (see the module
-    docstring), all tried in time order on one working copy."""
-    return _walk(partition, _resets(partition, app_id, resource, reasons, max_runtime),
-                 _edges(partition, app_id, _fields(reasons))[:MAX_TRIES], admitted, None)
+    docstring), all tried in time order on one working copy. Its ``until`` is also no later than the
+    time a window without an edge within :data:`HORIZON_DAYS` could get one (the horizon moves with
+    the clock: the answer would change with nothing committed)."""
+    beyond: list[float] = []
+    timed = _walk(partition, _resets(partition, app_id, resource, reasons, max_runtime),
+                  _edges(partition, app_id, _fields(reasons), beyond)[:MAX_TRIES], admitted, None)
+    if beyond and min(beyond) < timed.until:
+        return replace(timed, until=min(beyond))
+    return timed
 
 
 class Timeline:
@@ -318,16 +325,25 @@ def _on_path(w: WindowSpec, queue: str, user: str, groups: Iterable[str]) -> boo
     return w.kind == "group" and w.target in groups
 
 
-def _next_edge(w: WindowSpec, ms: int) -> int | None:
+def _next_edge(w: WindowSpec, ms: int, days: int = HORIZON_DAYS) -> int | None:
     """The next edge of ``w`` after ``ms`` that changes what is in force: its opening when it is
-    closed, its closing when it is open (None: none within :data:`HORIZON_DAYS`)."""
+    closed, its closing when it is open (None: none within ``days``)."""
     lo = datetime.fromtimestamp(ms / 1000, UTC)
-    for start, end in w.spans(lo, lo + timedelta(days=HORIZON_DAYS)):
+    for start, end in w.spans(lo, lo + timedelta(days=days)):
         if not w.active and start > ms:
             return start
         if w.active and end > ms:
             return end
     return None
+
+
+def _within_from(w: WindowSpec, ms: int) -> float:
+    """When (seconds) ``w``, with no edge within :data:`HORIZON_DAYS` of ``ms``, may have one within
+    the horizon from then on: its next edge less the horizon, or a horizon from ``ms`` (none within
+    two)."""
+    horizon = HORIZON_DAYS * 86_400_000
+    far = _next_edge(w, ms, 2 * HORIZON_DAYS)
+    return (ms + horizon if far is None else far - horizon) / 1000
 
 
 def window_edges(partition: Partition, app_id: str, reasons: list[Violation], admitted: _Admits,
@@ -338,8 +354,11 @@ def window_edges(partition: Partition, app_id: str, reasons: list[Violation], ad
     return _walk(partition, [], edges, admitted, notes).windows
 
 
-def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[int, WindowSpec]]:
-    """The next edge of every window on the request's path that sets one of ``fields``, in time order."""
+def _edges(partition: Partition, app_id: str, fields: set[str],
+           beyond: list[float] | None = None) -> list[tuple[int, WindowSpec]]:
+    """The next edge of every window on the request's path that sets one of ``fields``, in time order;
+    for each such window without one within :data:`HORIZON_DAYS`, ``beyond`` gets the time (seconds)
+    from which it may have one: its next edge less the horizon, or a horizon from now."""
     with partition.lock:
         state = partition.state
         raw = state.config.extensions.get("windows")
@@ -356,6 +375,8 @@ def _edges(partition: Partition, app_id: str, fields: set[str]) -> list[tuple[in
             edge = _next_edge(w, ms)
             if edge is not None:
                 edges.append((edge, w))
+            elif beyond is not None:
+                beyond.append(_within_from(w, ms))
     return sorted(edges, key=lambda e: (e[0], e[1].index))
 
 
