@@ -221,14 +221,22 @@ class HoldTimes:
         if found is None:
             return
         start, queue, user = found
-        hold = t - start
-        self.queues.setdefault(queue, HoldSketch()).add(hold)
-        self.users.setdefault(user, HoldSketch()).add(hold)
+        self._count(queue, user, t - start)
+
+    def _count(self, queue: str, user: str, hold: float) -> None:
+        # a sketch is made only for a new queue or user (``setdefault`` would build one per release)
+        sketch = self.queues.get(queue)
+        if sketch is None:
+            sketch = self.queues[queue] = HoldSketch()
+        sketch.add(hold)
+        sketch = self.users.get(user)
+        if sketch is None:
+            sketch = self.users[user] = HoldSketch()
+        sketch.add(hold)
 
     def add(self, queue: str, user: str, seconds: float) -> None:
         """Count one observed hold directly (a history loaded from elsewhere, a test)."""
-        self.queues.setdefault(queue, HoldSketch()).add(seconds)
-        self.users.setdefault(user, HoldSketch()).add(seconds)
+        self._count(queue, user, seconds)
 
     def remaining(self, queue: str, user: str, age: float, q: float) -> HoldEstimate:
         """The ``q``-quantile hold of an allocation of ``queue`` and ``user`` that has run ``age``
