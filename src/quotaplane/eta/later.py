@@ -173,7 +173,7 @@ class Timeline:
         """The copy at time ``t`` (never earlier than the last try's) with its configuration mapped by
         ``configure`` (None: the partition's, as copied)."""
         if t < self.t:
-            raise ValueError(f"a timeline moves forward: {t} is before {self.t}")
+            raise RuntimeError(f"a timeline moves forward: {t} is before {self.t}")  # a caller's bug
         self.t = t
         copy = self._copy
         if copy is None:
