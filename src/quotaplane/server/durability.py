@@ -84,6 +84,16 @@ class CommitBarrier:
         reset_marks()
         return tuple((g, g.epoch) for g in self._groups(path))
 
+    def epochs_of(self, partition: str) -> Epochs:
+        """:meth:`epochs` of a request to partition ``partition`` (a hot path's, whose route named
+        it already): the same pairs, without matching the path again."""
+        reset_marks()
+        try:
+            group = self._scheduler().partition(partition).group
+        except Exception:          # unknown partition: the route answers 404 by itself
+            return ()
+        return () if group is None else ((group, group.epoch),)
+
     async def settle(self, epochs: Epochs, alone: bool = False) -> BaseException | None:
         """Just before the answer: wait until every change those partitions decided so far is
         durable. Returns the error to answer instead when a commit failed meanwhile (503; with the

@@ -232,7 +232,7 @@ class Outer:
         start = time.perf_counter()
         service = self.service
         barrier = service.barrier
-        epochs = barrier.epochs(scope["path"]) if service.group_commit_on else ()
+        epochs = barrier.epochs_of(m.group(1)) if service.group_commit_on else ()
         deciding = bool(epochs)
         if deciding:
             barrier.deciding += 1      # until its answer starts (then: alone? see CommitBarrier.settle)
