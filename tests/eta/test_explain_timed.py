@@ -511,3 +511,30 @@ def test_a_window_edge_coming_within_the_horizon_is_found_though_nothing_changed
     clock.now = DEC1                                # Jan 1 is 31 days away now; nothing was committed
     e = explain(p, "x", Resource({"vcore": 2000}))
     assert e.windows is not None and [(w.kind, w.at) for w in e.windows] == [("window.opens", jan1)]
+
+
+def test_a_decaying_budget_whose_running_work_declared_its_runtime_names_the_earliest_time() -> None:
+    """The committed part of a running allocation's declared runtime runs out as it runs: the budget
+    frees sooner than its consumption's decay alone says. The time told is the earliest the real
+    partition admits the request (found by review: 312 s told, admitted from 262 s; and the answer
+    was kept, so it stayed 312 s while a fresh one said 297, 282, 267)."""
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(DECAY, clock=clock).partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("x", UserGroup("alice", ("ml",)), queue="root.a")
+    assert p.allocate("x", "big", _gpu(6)).allocated
+    assert p.allocate("x", "small", _gpu(1), max_runtime=5 * H).allocated
+    clock.advance(4 * H)
+    p.release("big")
+    e = explain(p, "x", _gpu(1))
+    assert e.resets is not None
+    [r] = e.resets
+    assert r.kind == "budget.decayed"
+    t0 = clock.now
+    clock.now = r.at
+    assert p.what_if("x", _gpu(1)).allocated
+    clock.now = r.at - 1
+    assert not p.what_if("x", _gpu(1)).allocated
+    clock.now = t0 + (r.at - t0) / 2                 # later, nothing committed: the same answer
+    again = explain(p, "x", _gpu(1))
+    assert again.resets is not None and [x.at for x in again.resets] == [r.at]

@@ -310,6 +310,11 @@ class Ledger:
         return scope
 
     # -- admission ----------------------------------------------------------------------------------
+    def next_end(self) -> int | None:
+        """No later than the earliest end (ms) of a declared runtime still committing (None: none):
+        until then every scope's committed part is ``c_moment - c_level * ms`` (changes nothing)."""
+        return self._heap[0][0] if self._heap else None
+
     def expire(self, ms: int) -> None:
         """Declared runtimes that ended by ``ms`` commit nothing any more."""
         heap = self._heap

@@ -270,7 +270,8 @@ def _scope_time(policy: BudgetPolicy, scope: Any, resource: Resource, ms: int,
     spec = scope.spec
     if spec.decayed:
         # typed through the policy: the ledger's own signature is checked (eta does not import budgets/)
-        t = _decayed_by(policy.ledger.shortfalls((scope,), resource, ms, runtime), spec.half_life_ms, ms)
+        t = _decayed_by(policy.ledger.shortfalls((scope,), resource, ms, runtime), spec.half_life_ms, ms,
+                        policy.ledger.next_end())
         kind = "budget.decayed"
     else:
         end = scope.period(ms)[1]
@@ -278,10 +279,13 @@ def _scope_time(policy: BudgetPolicy, scope: Any, resource: Resource, ms: int,
     return None if t is None else Later(kind, t / 1000, scope.label, spec.path, None, spec.timezone)
 
 
-def _decayed_by(shortfalls: Iterable[Any], half_life_ms: int, ms: int) -> int | None:
+def _decayed_by(shortfalls: Iterable[Any], half_life_ms: int, ms: int,
+                first_end: int | None = None) -> int | None:
     """When a decaying scope's consumption is low enough for every shortfall (ms; None: never, the
     level its running work holds decays toward is too much by itself). The consumption ``C`` decays
-    toward ``A = level × T½ / ln 2``: ``C(t) = A + (C − A) · 0.5^(Δt/T½)``."""
+    toward ``A = level × T½ / ln 2``: ``C(t) = A + (C − A) · 0.5^(Δt/T½)``. That time, with the
+    committed part held as it is now, is a time it fits; the committed part of the running work's
+    declared runtimes runs out meanwhile, so the earliest is searched before it (:func:`_earliest`)."""
     latest = ms
     for s in shortfalls:
         level = s.scope.cells[s.resource].level
@@ -293,8 +297,33 @@ def _decayed_by(shortfalls: Iterable[Any], half_life_ms: int, ms: int) -> int | 
         if s.consumed <= target:
             continue
         dt = half_life_ms * math.log2((s.consumed - floor) / (target - floor))
-        latest = max(latest, ms + math.ceil(dt) + 1)
+        latest = max(latest, _earliest(s, ms, ms + math.ceil(dt) + 1, first_end))
     return latest if latest > ms else None
+
+
+def _earliest(s: Any, ms: int, fits_at: int, first_end: int | None) -> int:
+    """The earliest time (ms) after ``ms`` at which shortfall ``s`` is gone, knowing it is gone at
+    ``fits_at``: consumed and committed both only fall (a decaying consumption above the level it
+    tends to; declared runtimes running out), so it is found by halving. The committed part is read
+    as ``c_moment - c_level × t``, exact until ``first_end`` (the ledger's first declared end): past
+    it the answer is ``fits_at``. One millisecond is added — the told time in seconds is read back."""
+    scope, cell = s.scope, s.scope.cells[s.resource]
+
+    def fits(t: int) -> bool:
+        used = scope.consumed(cell, t) + (cell.c_moment - cell.c_level * t)
+        return bool(used + s.need <= s.limit if s.need else used < s.limit)
+
+    hi = fits_at if first_end is None else min(fits_at, first_end)
+    if hi <= ms or (hi < fits_at and not fits(hi)):
+        return fits_at
+    lo = ms
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return min(hi + 1, fits_at)
 
 
 # -- windows ---------------------------------------------------------------------------------------------
