@@ -31,6 +31,7 @@ from typing import Annotated, Any
 
 import typer
 
+from quotaplane.notices import NOTICE_TYPES
 from quotaplane.units import percent, resources
 
 __all__ = ["NOTICE_TYPES", "OUTPUTS", "Table", "register", "whatif_text"]
@@ -45,10 +46,6 @@ Output = Annotated[str, typer.Option("--output", "-o", help="table (human units,
 #: the ``-o`` formats
 OUTPUTS = ("table", "wide", "json", "yaml")
 
-#: the notice types of the event stream (:mod:`quotaplane.notices`)
-NOTICE_TYPES = ("allocated", "released", "preempted", "ask_added", "ask_removed", "application",
-                "application_removed", "config_applied", "node_added", "node_updated", "node_removed",
-                "bound")
 
 
 # -- tables ------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ Notice types: ``allocated``, ``released``, ``preempted`` (``allocations`` taken 
 ``{policy, code, path, message}``, and the ``preemptor`` allocation key when there is one),
 ``ask_added``, ``ask_removed``, ``application`` (``state``), ``application_removed``,
 ``config_applied``, ``node_added``, ``node_updated``, ``node_removed`` (the allocations a node's
-removal released follow as ``released`` notices), ``bound`` (an allocation's node became known).
+removal released follow as ``released`` notices), ``bound`` (an allocation's node became known),
+``budget_warning`` (a budget's consumption reached a threshold; docs/budgets.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from typing import Any
 
 import quotaplane.events as E
 
-__all__ = ["EventListener", "Notifier", "Observer", "Subscriber", "notice_of", "notices_after"]
+__all__ = ["NOTICE_TYPES", "EventListener", "Notifier", "Observer", "Subscriber", "notice_of",
+           "notices_after"]
+
+#: every notice type, as the stream's ``types`` filter and ``quotaplane events --types`` take them
+NOTICE_TYPES = ("allocated", "released", "preempted", "ask_added", "ask_removed", "application",
+                "application_removed", "config_applied", "node_added", "node_updated", "node_removed",
+                "bound", "budget_warning")
 
 Subscriber = Callable[[dict[str, Any]], None]
 #: a listener to the journalled events themselves: ``(events, time)``, to turn into notices later

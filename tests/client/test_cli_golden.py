@@ -124,8 +124,17 @@ def test_events_with_an_unknown_type_is_refused_at_once() -> None:
     assert out.returncode == 2 and "unknown event type 'bogus'" in out.stderr and "allocated" in out.stderr
 
 
+def test_events_takes_every_type_the_stream_sends() -> None:
+    """Found as a new user: ``events --types budget_warning`` (docs/budgets.md) exited 2."""
+    out = subprocess.run([EXE, "events", "--types", "budget_warning,bound", "--server", "http://127.0.0.1:9"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "cannot reach the service" in out.stderr, out.stderr
+
+
 def test_the_notice_types_are_those_the_stream_sends() -> None:
     import quotaplane.notices as notices
+
+    assert NOTICE_TYPES == notices.NOTICE_TYPES
 
     documented = set(re.findall(r"``([a-z_]+)``", (notices.__doc__ or "").split("Notice types:")[1]))
     assert set(NOTICE_TYPES) <= documented

@@ -239,6 +239,18 @@ def test_event_stream_bad_query_is_400(client: TestClient) -> None:
     assert_error(client.get(f"{BASE}/events/stream?max_events=x"), 400)
 
 
+def test_event_stream_with_an_unknown_type_is_400_naming_it(client: TestClient,
+                                                            scheduler: qp.Scheduler) -> None:
+    """Found as a new user: ``?types=bogus`` answered 200 and a stream that never sent anything."""
+    p = scheduler.partition("default")
+    idle = p.subscriber_count()
+    r = client.get(f"{BASE}/events/stream?types=allocated,bogus&timeout=1")
+    assert_error(r, 400)
+    assert "'bogus'" in r.json()["message"] and "budget_warning" in r.json()["message"]
+    assert_error(client.get(f"{BASE}/events/stream?types=,&timeout=1"), 400)
+    assert p.subscriber_count() == idle
+
+
 def test_the_timer_runs_cycles_when_automatic_cycles_are_off(client: TestClient,
                                                               scheduler: qp.Scheduler) -> None:
     """The service's scheduling loop (every 0.5 s) runs a cycle when something changed."""

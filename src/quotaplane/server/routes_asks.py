@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ConfigDict, Field, StrictBool
 
 from quotaplane.errors import NotFoundError
+from quotaplane.notices import NOTICE_TYPES
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
@@ -168,6 +169,11 @@ def router(service: Any) -> APIRouter:
         p = service.partition(partition)
         resume = after if after is not None else _last_event_id(request.headers.get("last-event-id"))
         wanted = None if types is None else {t.strip() for t in types.split(",") if t.strip()}
+        if wanted is not None and (not wanted or not wanted <= set(NOTICE_TYPES)):
+            # an unknown type would be a stream that never sends anything
+            unknown = ", ".join(repr(t) for t in sorted(wanted - set(NOTICE_TYPES))) or repr(types)
+            raise ApiError(400, f"types: unknown event type {unknown}; the types are "
+                                + ", ".join(NOTICE_TYPES))
         client = request.client.host if request.client else ""
         slots = service.stream_slots
         refused = slots.acquire(client)
