@@ -134,7 +134,9 @@ def _candidates(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
     """(submit time, placement order, application) of the leaf's active applications with asks."""
     out: list[tuple[float, int, Application]] = []
     for i, a in enumerate(leaf.applications):
-        if asks.has_application(a) and (only is None or a in only):
+        # the few retried applications first: the index of every application with asks is a table
+        # as large as the waiting population, a lookup there a cache miss the incremental cycle skips
+        if (only is None or a in only) and asks.has_application(a):
             app = apps.get(a)
             if app is not None and app.state in ACTIVE_STATES:
                 out.append((app.submit_time, i, app))
