@@ -347,10 +347,12 @@ class _api:
 
     @staticmethod
     def what_if(application_id: str, resource: Mapping[str, int] | Resource, priority: int,
-                partition: str) -> _Call[Decision]:
-        return _Call("POST", f"/partition/{partition}/whatif", _what_if,
-                     json_body={"applicationID": application_id, "resource": _resource(resource),
-                                "priority": priority})
+                partition: str, max_runtime: float | None = None) -> _Call[Decision]:
+        body: dict[str, Any] = {"applicationID": application_id, "resource": _resource(resource),
+                                "priority": priority}
+        if max_runtime is not None:
+            body["maxRuntime"] = max_runtime
+        return _Call("POST", f"/partition/{partition}/whatif", _what_if, json_body=body)
 
     @staticmethod
     def eta(queue: str | None, application_id: str | None, partition: str) -> _Call[dict[str, Any]]:

@@ -39,6 +39,25 @@ def _in(seconds: float | None) -> str:
     return "in " + " ".join(shown)
 
 
+def _runtime(text: str) -> float:
+    """``--max-runtime``: ``2h``, ``90m``, ``1d`` (the tag ``quotaplane.io/max-runtime``'s form) or a
+    number of seconds, above 0 as the service requires; anything else ends the command with exit 2."""
+    from quotaplane.config.history import SettingsError, parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text, "--max-runtime") / 1000
+        except SettingsError:
+            seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        typer.echo(f"quotaplane: --max-runtime: expected a duration above 0 such as 2h, 90m, 1d or a "
+                   f"number of seconds, got {text!r}", err=True)
+        raise typer.Exit(2)
+    return seconds
+
+
 def eta_table(data: Mapping[str, Any], wide: bool) -> Table:
     """The forecast of every waiting ask: its p50 start from now, the range p10 to p90 and the basis."""
     t = Table(["ask", "application", "queue", "starts", "range~"] + (["basis~"] if wide else []))
@@ -113,6 +132,9 @@ def register(app: typer.Typer) -> None:
                         "nvidia.com/gpu=1")],
                explain: Annotated[bool, typer.Option(
                    "--explain", help="Also what would have to change for it to be admitted now.")] = False,
+               max_runtime: Annotated[str | None, typer.Option(
+                   "--max-runtime", help="Its declared runtime, which a budget counts: 2h, 90m, 1d or "
+                                         "seconds.")] = None,
                server: Server = None, token: Token = None, partition: Partition = "default",
                output: Output = "table") -> None:
         """Would this request be admitted now? Every reason when not (with --explain, what would have to
@@ -126,11 +148,12 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             typer.echo(f"quotaplane: {exc}", err=True)
             raise typer.Exit(2) from None
+        runtime = None if max_runtime is None else _runtime(max_runtime)
         with _client(server, token) as c:
             if explain:
-                found = c.explain(application, amounts, partition=partition)
+                found = c.explain(application, amounts, partition=partition, max_runtime=runtime)
                 _emit(output, found, lambda wide: explain_text(found, wide))
                 return
-            d = c.what_if(application, amounts, partition=partition)
+            d = c.what_if(application, amounts, partition=partition, max_runtime=runtime)
         data = {"allocated": d.allocated, "reasons": [v.to_dict() for v in d.reasons]}
         _emit(output, data, lambda wide: whatif_text(data, wide))

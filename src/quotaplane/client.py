@@ -311,9 +311,10 @@ class Client:
         return self._run(_api.validate_config(text))
 
     def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
-                partition: str = "default") -> Decision:
-        """The decision ``allocate`` would give now, with every reason; changes nothing."""
-        return self._run(_api.what_if(application_id, resource, priority, partition))
+                partition: str = "default", max_runtime: float | None = None) -> Decision:
+        """The decision ``allocate`` would give now, with every reason; changes nothing.
+        ``max_runtime``: its declared runtime in seconds (a budget counts what it would commit)."""
+        return self._run(_api.what_if(application_id, resource, priority, partition, max_runtime))
 
     def eta(self, *, queue: str | None = None, application_id: str | None = None,
             partition: str = "default") -> dict[str, Any]:
@@ -606,9 +607,10 @@ class AsyncClient:
         return await self._run(_api.validate_config(text))
 
     async def what_if(self, application_id: str, resource: Mapping[str, int] | Resource, *, priority: int = 0,
-                      partition: str = "default") -> Decision:
-        """The decision ``allocate`` would give now, with every reason; changes nothing."""
-        return await self._run(_api.what_if(application_id, resource, priority, partition))
+                      partition: str = "default", max_runtime: float | None = None) -> Decision:
+        """The decision ``allocate`` would give now, with every reason; changes nothing.
+        ``max_runtime``: its declared runtime in seconds (a budget counts what it would commit)."""
+        return await self._run(_api.what_if(application_id, resource, priority, partition, max_runtime))
 
     async def eta(self, *, queue: str | None = None, application_id: str | None = None,
                   partition: str = "default") -> dict[str, Any]:
