@@ -88,7 +88,10 @@ def test_put_config_yaml_that_does_not_parse_is_400(client: TestClient) -> None:
 # -- validate-conf ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ctype", ["application/x-yaml", "text/plain", "application/json", None])
+@pytest.mark.parametrize("ctype", ["application/x-yaml", "text/plain", "application/json", None,
+                                   # what ``curl --data-binary @queues.yaml`` sends (docs/rest.md's example
+                                   # answered 415 when found trying it as a new user)
+                                   "application/x-www-form-urlencoded"])
 def test_validate_conf_valid_whatever_the_content_type(client: TestClient, ctype: str | None) -> None:
     headers = {"Content-Type": ctype} if ctype else {}
     r = client.post("/ws/v1/validate-conf", content=CONFIG, headers=headers)
