@@ -433,3 +433,23 @@ def test_the_working_copy_holds_the_partitions_state(
     copy.schedule()
     p.schedule()
     assert copy.dump_state() == p.dump_state()
+
+
+def test_the_tracker_forecasts_again_when_a_running_allocation_outlives_an_observed_hold() -> None:
+    """An allocation's end comes from the holds longer than it has run: as it runs past an observed
+    hold, that hold leaves its basis and its end moves, with nothing committed and before any end
+    the forecast counted on (found by review: kept at 100 s while a fresh forecast said 1,000 s)."""
+    clock = Clock(1000.0)
+    p = _partition(clock, cores=20)
+    assert p.allocate("app1", "run", _cores(20))
+    p.add_ask("app1", "w", _cores(5))
+    t = tracker(p)
+    for i in range(1, 11):
+        t.holds.add("root.b", "bob", 10 * i)              # 10 … 100 s
+        t.holds.add("root.b", "bob", 900 + 100 * i)       # 1,000 … 1,900 s
+    early = t.forecast(1005.0)
+    # the p10 run's first end is the 2nd of the 20 holds (1,020); it outlives the 1st (10 s) before
+    assert 1009 < early.next_end <= 1010 and t.forecast(1009.0) is early
+    fresh = forecast(p, t.holds, 1015.0).asks["w"]       # it ran past the 10 s hold: p50 100 → 1,000 s
+    assert fresh.p50 != early.asks["w"].p50
+    assert t.forecast(1015.0).asks["w"] == fresh

@@ -87,7 +87,8 @@ class Forecast:
     asks: dict[str, AskEta] = field(default_factory=dict)
     #: how many simulated runs it took (1 when every end is a declared runtime)
     runs: int = 0
-    #: the earliest end the forecast counted on: past it the forecast is stale
+    #: the earliest end the forecast counted on, or the first time a running allocation outlives a
+    #: hold its end was estimated from: from it on the forecast is stale
     next_end: float = math.inf
     #: a run stopped at its horizon (:data:`MAX_STEPS`) with asks still waiting
     truncated: bool = False
@@ -114,6 +115,19 @@ def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
     if est.seconds is None:
         return None, est.basis
     return max(now, a.time + est.seconds), est.basis
+
+
+def _outlives(state: PartitionState, holds: HoldTimes, now: float) -> float:
+    """When the first running allocation without a declared runtime outlives a hold its end was
+    estimated from (:meth:`HoldTimes.changes_at`): from then on its end, so the forecast, may differ —
+    with nothing committed and before any end the forecast counted on."""
+    first = math.inf
+    apps = state.apps
+    for a in state.allocs.values():
+        if a.max_runtime is None and (app := apps.get(a.application_id)) is not None:
+            age = max(0.0, now - a.time)
+            first = min(first, a.time + holds.changes_at(app.queue_path, app.user.user, age))
+    return first
 
 
 def _needs_quantiles(state: PartitionState) -> bool:
@@ -259,7 +273,8 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
         queues = {ask.application_id: app.queue_path for ask in state.waiting.asks.all()
                   if (app := state.apps.get(ask.application_id)) is not None}
         quantiles: Sequence[float] = QUANTILES if _needs_quantiles(state) else (0.5,)
-    out = Forecast(partition.name, now)
+        outlives = _outlives(state, holds, now) if waiting else math.inf
+    out = Forecast(partition.name, now, next_end=outlives)
     if not waiting:
         return out
     runs: dict[float, tuple[_Starts, _Why]] = {}

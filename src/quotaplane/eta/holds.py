@@ -26,7 +26,7 @@ from typing import Any
 
 import quotaplane.events as E
 from quotaplane.errors import JournalCompactedError
-from quotaplane.history.sketch import bucket_of, bucket_value
+from quotaplane.history.sketch import bucket_low, bucket_of, bucket_value
 from quotaplane.journal.base import Journal
 from quotaplane.partition.facade import Partition
 from quotaplane.state.handlers import PartitionState
@@ -65,6 +65,27 @@ class HoldSketch:
         keys = self._sorted()
         start = bisect.bisect_right(keys, bucket_of(max(0, round(seconds * 1000))))
         return sum(self.counts[k] for k in keys[start:])
+
+    def next_drop(self, seconds: float, at_least: int = 0) -> float | None:
+        """The least age (seconds) above ``seconds`` at which fewer holds are longer than it
+        (:meth:`longer_than`, all of them at 0): where an estimate from the holds longer than an
+        allocation's age may change as it runs (inf: none ever); None when fewer than ``at_least``
+        are longer than ``seconds`` (counted no further than that: one call per running allocation
+        of a forecast)."""
+        keys = self._sorted()
+        start = bisect.bisect_right(keys, bucket_of(max(0, round(seconds * 1000)))) if seconds > 0 else 0
+        seen = 0
+        counts = self.counts
+        for k in keys[start:]:
+            if seen >= at_least:
+                break
+            seen += counts[k]
+        if seen < at_least:
+            return None
+        if start >= len(keys):
+            return math.inf
+        # as its age is rounded to ms; a hold of 0 ms (key 0) drops at once
+        return max(0.0, (bucket_low(keys[start]) - 0.5) / 1000)
 
     def quantile(self, q: float, *, longer_than: float = 0.0) -> float | None:
         """The nearest-rank ``q``-quantile in seconds of the holds longer than ``longer_than`` seconds
@@ -256,6 +277,16 @@ class HoldTimes:
             return HoldEstimate(max(value, age), f"from {n:,} past allocations of {name}", scope, n)
         return HoldEstimate(None, f"no basis: fewer than {MIN_BASIS} past allocations of {queue} or {user}"
                             + (f" ran longer than {age:g} s" if age > 0 else ""))
+
+    def changes_at(self, queue: str, user: str, age: float) -> float:
+        """The age (seconds) past ``age`` at which :meth:`remaining` of an allocation of ``queue`` and
+        ``user`` may answer otherwise (inf: never): its basis's next hold it outlives — a scope with
+        too few holds longer than ``age`` only has fewer later, so the basis is the same one."""
+        for sketch in (self.queues.get(queue), self.users.get(user)):
+            drop = None if sketch is None else sketch.next_drop(age, MIN_BASIS)
+            if drop is not None:
+                return drop
+        return math.inf
 
 
 def _after_snapshot(journal: Journal, stream: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

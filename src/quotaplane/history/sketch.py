@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from quotaplane.errors import InputError
 
-__all__ = ["EXACT_BELOW", "WaitSketch", "bucket_of", "bucket_value"]
+__all__ = ["EXACT_BELOW", "WaitSketch", "bucket_low", "bucket_of", "bucket_value"]
 
 #: waits below this many milliseconds are kept exactly
 EXACT_BELOW = 128
@@ -40,6 +40,13 @@ def bucket_value(key: int) -> int:
     shift, top = key >> _BITS, key & (EXACT_BELOW - 1)
     low = top << shift
     return low + ((1 << shift) - 1) // 2
+
+
+def bucket_low(key: int) -> int:
+    """The least ``ms`` whose bucket is ``key`` (``bucket_of(ms) >= key`` exactly from it on)."""
+    if key < EXACT_BELOW:
+        return key
+    return (key & (EXACT_BELOW - 1)) << (key >> _BITS)
 
 
 class WaitSketch:
