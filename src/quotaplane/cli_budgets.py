@@ -66,13 +66,26 @@ def _amounts(value: Any) -> str:
     return str(value)
 
 
+def _local(seconds: float, zone: str) -> str:
+    """A one-off window's edge as its file wrote it: local time in the window's zone, to the minute."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"{seconds:.0f}"                 # the service validated it; an older host may lack it
+    return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%dT%H:%M")
+
+
 def window_rows(windows: list[dict[str, Any]]) -> list[list[str]]:
     """One row per window: its name, scope, schedule, overrides and whether it is open (and due)."""
     rows: list[list[str]] = []
     for w in windows:
         sched = w["schedule"]
         when = (f"cron {sched['cron']} for {sched['duration'] / 3600:g}h" if "cron" in sched
-                else f"{sched['from']:.0f}..{sched['to']:.0f}") + f" {w['timezone']}"
+                else f"{_local(sched['from'], w['timezone'])}..{_local(sched['to'], w['timezone'])}"
+                ) + f" {w['timezone']}"
         now = "open" if w["active"] else "closed"
         if w["due"] != w["active"]:
             now += f" (due to {'open' if w['due'] else 'close'})"

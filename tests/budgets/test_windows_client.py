@@ -62,6 +62,8 @@ def test_the_cli_lists_adds_and_removes_a_window(server: _Server, tmp_path: Path
     assert out.returncode == 0, out.stderr
     [line] = [ln for ln in out.stdout.splitlines() if "audit" in ln]
     assert "root.teams.b" in line and "open" in line and "max: nvidia.com/gpu 8" in line
+    # as written, in its zone (found as a new user: the seconds since the epoch, 1793512800..1793577600)
+    assert "2026-11-01T06:00..2026-11-02T00:00 UTC" in line
     data = json.loads(_cli(server, "-o", "json").stdout)
     assert [w["name"] for w in data["windows"]] == ["audit"]
     out = _cli(server, "--remove", "audit")
@@ -89,3 +91,11 @@ def test_the_client_and_the_cli_read_an_elastic_quotas_budget() -> None:
     finally:
         srv.stop()
         s.close()
+
+
+def test_a_one_off_windows_times_read_in_its_zone() -> None:
+    from quotaplane.cli_budgets import window_rows
+
+    zurich = {"name": "w", "scope": "root.a", "timezone": "Europe/Zurich", "active": False, "due": False,
+              "overrides": {}, "schedule": {"from": 1798671600.0, "to": 1798758000.0}}
+    assert window_rows([zurich])[0][2] == "2026-12-31T00:00..2027-01-01T00:00 Europe/Zurich"
