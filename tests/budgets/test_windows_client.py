@@ -44,6 +44,14 @@ def test_the_client_reads_adds_and_removes_a_window(server: _Server) -> None:
             c.add_window(ONE_OFF)
         with pytest.raises(qp.QuotaplaneError, match=r"no queue root\.nowhere"):
             c.add_window({**ONE_OFF, "name": "x", "queue": "root.nowhere"})
+        # found as a new user: "line 165: windows[1] (x): …" — a line of the running configuration the
+        # window was added to, not of the body sent
+        with pytest.raises(qp.QuotaplaneError) as refused:
+            c.add_window({"name": "x", "queue": "root.teams.b", "frm": "2026-11-01T06:00",
+                          "to": "2026-11-02T00:00", "max": {"nvidia.com/gpu": 8}})
+        assert "unknown key 'frm'" in str(refused.value) and "(x)" in str(refused.value)
+        assert "line" not in str(refused.value), str(refused.value)
+        assert [w["name"] for w in c.windows()] == ["audit"]
         assert c.remove_window("audit") == []
         with pytest.raises(qp.QuotaplaneError, match="no window 'audit'"):
             c.remove_window("audit")

@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 
 from quotaplane.budgets import scope_status
 from quotaplane.config.budgets import parse_budgets
-from quotaplane.errors import InputError, NotFoundError
+from quotaplane.errors import ConfigError, InputError, NotFoundError
 from quotaplane.server.common import errors, json
 from quotaplane.server.extensions import edit_extension, policy_of, validate_extensions, yaml_documents
 from quotaplane.windows import add_window, remove_window, tick, window_states
@@ -158,7 +158,11 @@ def router(service: Any) -> APIRouter:
             raise InputError("the body must be one YAML or JSON document: a window")
         service.ensure_writable(None)
         service.partition(partition)
-        apply(add_window(service.scheduler.config_text, partition, docs[0]))
+        try:
+            apply(add_window(service.scheduler.config_text, partition, docs[0]))
+        except ConfigError as exc:
+            # its line is one of the running configuration the window was added to, not of the body
+            raise ConfigError(exc.problems[0][1]) from None
         return await list_windows(partition)
 
     @r.delete("/ws/v1/partition/{partition}/window/{name}", response_model=None, dependencies=admin,
