@@ -206,3 +206,6 @@ def register(app: typer.Typer) -> None:
 
         table = cost_table(data, group_by) if cost else usage_table(data, group_by, step is not None)
         print_table(Console(), table)
+        if cost and not data.get("prices") and not data.get("borrowedPrices"):
+            typer.echo("quotaplane: no prices are configured, so nothing is billed: set history.prices "
+                       "in the partition's configuration (docs/history.md \"Chargeback\")", err=True)

@@ -92,3 +92,20 @@ def test_a_terminal_of_80_columns_wraps_the_figures_never_a_name() -> None:
     print_table(console, usage_table(data, "queue", several_steps=False))
     text = console.export_text()
     assert long in text and "nvidia.com/gpu" in text and "…" not in text, text
+
+
+def test_the_bill_without_prices_says_so() -> None:
+    """Found as a new user: ``report --cost`` with no ``history.prices`` printed an empty bill with a
+    total of 0.00 and nothing telling why."""
+    import quotaplane as qp
+
+    s = qp.Scheduler.from_yaml((Path(__file__).resolve().parents[2] / "examples" / "queues.yaml").read_text())
+    srv = _Server(s)
+    try:
+        out = _report(srv, "--cost")
+        assert out.returncode == 0, out.stderr
+        assert "no prices are configured" in out.stderr and "history.prices" in out.stderr, out.stderr
+        assert json.loads(_report(srv, "--cost", "-o", "json").stdout)["prices"] == {}
+    finally:
+        srv.stop()
+        s.close()
