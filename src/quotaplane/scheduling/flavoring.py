@@ -26,6 +26,7 @@ from quotaplane.flavors.assign import FIT, NOFIT, PREEMPT, Choice, choose
 from quotaplane.flavors.catalog import Catalog, FlavorRequest
 from quotaplane.policies.protocol import Decision, Violation
 from quotaplane.resources import Resource
+from quotaplane.scheduling import questions
 from quotaplane.scheduling.nomination import borrowing_level
 from quotaplane.scheduling.preemption import plan
 
@@ -100,6 +101,25 @@ def choose_for(state: StateView, app: Application, spec: AllocationSpec, ask: As
     order, fungibility = _order(state, app)
     return choose(catalog, resource, spec.constraints or _ANYWHERE, order, fungibility,  # type: ignore[arg-type]
                   _Evaluator(state, app, spec, ask, now), queue=app.queue_path, pinned=pins)
+
+
+def ask_reasons(state: StateView, app: Application, ask: Ask, now: float) -> list[Violation] | None:
+    """Why waiting ``ask`` is not admitted now, found as its attempt finds them — through the flavor
+    search (None: nothing of it is counted per flavor, the caller explains it as usual). Without the
+    search, the request's resources are checked unflavored, which its flavors' limits never refuse."""
+    spec = AllocationSpec(app.application_id, ask.allocation_key, ask.resource, ask.priority,
+                          ask.preemptible, constraints=ask.constraints, max_runtime=ask.max_runtime)
+    choice = choose_for(state, app, spec, ask, now)
+    if choice is None:
+        return None
+    if choice.mode == NOFIT:
+        return choice.reasons()
+    if choice.mode == FIT and choice.attempts:
+        return []
+    return _Evaluator(state, app, spec, ask, now).check(choice.resource)
+
+
+questions.flavored_reasons = ask_reasons
 
 
 def refusal(choice: Choice, app: Application, key: str) -> Decision:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from quotaplane.admission import check_all
@@ -161,6 +161,12 @@ def may_preempt(view: StateView, ask: Ask) -> bool:
                                                           view.config.preemption.enabled)
 
 
+#: the reasons of a waiting ask counted per flavor, from the flavor search its attempt makes
+#: (:func:`quotaplane.scheduling.flavoring.ask_reasons`, set by that module: it imports this one
+#: through the preemption planner, so this one cannot import it)
+flavored_reasons: Callable[[StateView, Application, Ask, float], list[Violation] | None] | None = None
+
+
 def explain_ask(view: StateView, ask: Ask) -> list[Violation]:
     """Why ``ask`` waits now: exactly what its admission would answer ([] when its application
     takes no allocations now); ``what_if`` of the same request, but for reservations, which hold
@@ -168,6 +174,10 @@ def explain_ask(view: StateView, ask: Ask) -> list[Violation]:
     app = view.apps.get(ask.application_id)
     if app is None or app.state not in ACTIVE_STATES or view.queues.queue(app.queue_path) is None:
         return []
+    if view.flavors is not None and flavored_reasons is not None:   # the flavor search's reasons
+        flavored = flavored_reasons(view, app, ask, view.clock())
+        if flavored is not None:
+            return flavored
     # its own key: a reservation holds it back only when it is later than the reserving ask, and an
     # elastic quota counts it once (PR-K2) — exactly as its admission will
     req = view.request(app, ask.allocation_key, ask.resource, ask.priority, ask.preemptible,
