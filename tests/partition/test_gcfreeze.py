@@ -156,8 +156,13 @@ def test_a_restore_s_survivors_go_to_the_oldest_generation_unwalked_and_stay_col
     try:
         frozen = gc.get_freeze_count()
         with gcfreeze.paused(long_lived=True):
-            _Node()
-        assert gc.get_freeze_count() == frozen and id(keep) not in _tracked_ids()
+            fresh = _Node()
+        # what the process froze stays frozen and nothing new joins it; the count itself may drop
+        # when another thread frees a frozen object meanwhile (seen under pytest-xdist), so the
+        # objects are checked, not an exact count
+        tracked = _tracked_ids()
+        assert id(keep) not in tracked and id(fresh) in tracked
+        assert gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
