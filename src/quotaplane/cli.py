@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(add_completion=True, no_args_is_help=True,
+app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode="markdown",
                   help="quotaplane: the quota engine for shared clusters.")
 
 
@@ -96,7 +96,8 @@ def serve(
              "still need a token.", envvar="QUOTAPLANE_ANONYMOUS_READ")] = False,
     limit: Annotated[list[str] | None, typer.Option(
         help="NAME=VALUE: a limit of what clients may hold (repeatable; max-body-bytes, max-batch, "
-             "header-timeout, … — docs/operations.md 'Limits'; also QUOTAPLANE_<NAME>).")] = None,
+             "header-timeout, … — docs/operations.md 'Limits'; also the environment, e.g. "
+             "QUOTAPLANE_MAX_BODY_BYTES).")] = None,
     allowed_hosts: Annotated[str | None, typer.Option(
         help="Host header values served (comma-separated names, addresses, networks, *.domain or *); "
              "default: loopback names without tokens, any with tokens.",
