@@ -181,6 +181,13 @@ def register(app: typer.Typer) -> None:
         if output not in ("table", "json", "csv"):
             typer.echo("quotaplane: --output must be table, json or csv", err=True)
             raise typer.Exit(2)
+        ignored = [o for o, v in (("--step", step), ("--resource", resource), ("--top", top))
+                   if v is not None]
+        if cost and ignored:
+            # the bill is one line per scope and resource over the whole range: these would be ignored
+            typer.echo(f"quotaplane: --cost bills every resource over the whole range; {', '.join(ignored)} "
+                       "does not apply to it (use --group-by, --period or --start/--end, --name)", err=True)
+            raise typer.Exit(2)
         if period is None and start is None:
             period = "last-24h" if end is None else None
         names: Sequence[str] | None = name or None

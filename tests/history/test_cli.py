@@ -109,3 +109,12 @@ def test_the_bill_without_prices_says_so() -> None:
     finally:
         srv.stop()
         s.close()
+
+
+def test_the_bill_refuses_options_it_would_ignore() -> None:
+    """Found as a new user: ``report --cost --resource vcore`` (or ``--step day``, ``--top 3``) printed the
+    whole bill as if the option had not been given."""
+    for extra in (("--resource", "vcore"), ("--step", "day"), ("--top", "3")):
+        out = subprocess.run([EXE, "report", "--cost", *extra, "--server", "http://127.0.0.1:9"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and extra[0] in out.stderr and "--cost" in out.stderr, out.stderr
