@@ -195,3 +195,16 @@ def test_rest_reads_windows_adds_a_one_off_override_and_removes_it() -> None:
         assert dict(p.queues.queue("root.finance").max or {}) == {"nvidia.com/gpu": 2}   # put back
         assert client.delete("/ws/v1/partition/default/window/evening").status_code == 404
     s.close()
+
+
+def test_the_example_of_docs_windows_is_a_valid_configuration() -> None:
+    """Found as a new user: the page's first example failed validation (year-end's guaranteed of
+    root.finance overlapped evening-risk's on the weekdays it covers)."""
+    import re
+
+    from quotaplane.policies.registry import check_extensions
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "windows.md").read_text()
+    example = re.search(r"```yaml\n(partitions:.*?)```", text, re.S)
+    assert example is not None
+    assert check_extensions(load_config(example.group(1))) == []
