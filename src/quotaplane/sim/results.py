@@ -119,6 +119,11 @@ def render_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], cons
         t.add_column(_short(c), justify="right")
     for label, row in zip(labels, rows, strict=True):
         t.add_row(label, *(_cell(row.get(c)) for c in shown))
+    # rich shares a shortage of width among the columns and cuts each with "…" ("924…", "res…"): a
+    # figure cut is a figure lost, so the table is wider than the terminal (or the pipe's 80) instead
+    needed = con.measure(t, options=con.options.update_width(10_000)).maximum
+    if needed > con.width:
+        con.width = needed
     con.print(t)
     for line in legend:
         con.print(line, highlight=False)
