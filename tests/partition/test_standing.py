@@ -126,3 +126,36 @@ def test_the_applications_of_a_user_or_group_are_indexed_as_the_scan_finds_them(
             assert part.state.owners.of(kind, name) == scan(part.state, kind, name), (kind, name)
     assert p.state.owners.of("user", "alice") == {"app0", "app3", "app6", "app4"}
     assert p.state.owners.of("group", "ops") == {"app7", "app10"}
+
+
+def _gpu_world() -> qp.Partition:
+    """examples/gpu-flavors.yaml: training is guaranteed 8 A100s; inference 4 H100s."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "examples" / "gpu-flavors.yaml").read_text()
+    p = qp.Scheduler.from_yaml(text, clock=Clock()).partition("default")
+    for node, product in (("a1", "NVIDIA-A100-SXM4-80GB"), ("h1", "NVIDIA-H100-80GB-HBM3"),
+                          ("a2", "NVIDIA-A100-SXM4-80GB")):
+        p.add_node(node, {"nvidia.com/gpu": 8}, labels={"nvidia.com/gpu.product": product})
+    p.add_application("t", ALICE, queue="root.training")
+    assert p.allocate("t", "k1", {"nvidia.com/gpu": 4}).flavors == {"nvidia.com/gpu": "a100"}
+    assert p.allocate("t", "k2", {"nvidia.com/gpu": 4}).flavors == {"nvidia.com/gpu": "a100"}
+    return p
+
+
+def test_a_flavored_queue_within_each_flavors_guarantee_borrows_nothing() -> None:
+    """8 A100s against a guarantee of 8 A100s: the plain name's 8 (the sum of its flavors) is not
+    borrowed, and no lender is named (borrowing is per flavor and resource, KQ)."""
+    q = _gpu_world().standing("queue", "root.training")["queue"]
+    assert q["used"] == {"nvidia.com/gpu": 8, "nvidia.com/gpu@a100": 8}
+    assert (q["borrowed"], q["lenders"]) == ({}, [])
+
+
+def test_a_flavored_queue_borrows_per_flavor_and_names_lenders_of_that_flavor_only() -> None:
+    p = _gpu_world()
+    assert p.allocate("t", "k3", {"nvidia.com/gpu": 2}).flavors == {"nvidia.com/gpu": "a100"}
+    q = p.standing("queue", "root.training")["queue"]
+    assert q["borrowed"] == {"nvidia.com/gpu": 2, "nvidia.com/gpu@a100": 2}
+    assert q["lenders"] == []                        # inference's unused H100s are not what it borrows
+    p.add_application("i", BOB, queue="root.inference")
+    assert p.allocate("i", "k4", {"nvidia.com/gpu": 1}).flavors == {"nvidia.com/gpu": "h100"}
+    assert p.standing("queue", "root.inference")["queue"]["borrowed"] == {}

@@ -36,6 +36,24 @@ def _sub(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     return {k: v - b.get(k, 0) for k, v in sorted(a.items()) if v - b.get(k, 0) > 0}
 
 
+def _borrowed(used: Mapping[str, int], guaranteed: Mapping[str, int]) -> dict[str, int]:
+    """Use above the guarantee, judged per flavored resource (docs/flavors.md; KQ: borrowing is per flavor
+    and resource): a plain name used through flavors (``nvidia.com/gpu`` = the sum of its
+    ``nvidia.com/gpu@…``) and not guaranteed itself borrows the sum of what its flavors borrow, not all
+    its use.
+    Without flavors this is :func:`_sub`."""
+    out = _sub(used, guaranteed)
+    for name in [k for k in out if "@" not in k and k not in guaranteed]:
+        flavored = [k for k in used if k.startswith(name + "@")]
+        if flavored:
+            total = sum(out.get(k, 0) for k in flavored)
+            if total:
+                out[name] = total
+            else:
+                del out[name]
+    return out
+
+
 def _min(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     return {k: min(v, b[k]) for k, v in sorted(a.items()) if k in b and min(v, b[k]) > 0}
 
@@ -98,19 +116,23 @@ def _queue_view(state: PartitionState, path: str) -> dict[str, Any]:
     used = dao.get("allocatedResource") or {}
     out: dict[str, Any] = {
         "queue": path, "guaranteed": guaranteed, "max": dao.get("maxResource") or {}, "used": used,
-        "waiting": dao.get("pendingResource") or {}, "borrowed": _sub(used, guaranteed) if guaranteed else {},
+        "waiting": dao.get("pendingResource") or {},
+        "borrowed": _borrowed(used, guaranteed) if guaranteed else {},
         "runningApplications": dao.get("runningApps", 0), "maxApplications": dao.get("maxRunningApps", 0)}
     parent = path.rpartition(".")[0]
     siblings = []
     if parent:
         pdao = state.queues.dao(parent, subtree=True, partition="")
         siblings = [c for c in pdao.get("children") or () if c["queuename"] != path]
-    # lenders: siblings whose guarantee is partly unused; what they lend is what the others borrow
-    lenders = [{"queue": s["queuename"], "unused": _sub(s.get("guaranteedResource") or {},
-                                                         s.get("allocatedResource") or {})}
+    # lenders: siblings whose guarantee is partly unused; what they lend is what the others borrow.
+    # A flavored resource is lent only where this queue borrows that flavor (its H100s do not lend A100s)
+    lenders = [{"queue": s["queuename"],
+                "unused": {k: v for k, v in _sub(s.get("guaranteedResource") or {},
+                                                 s.get("allocatedResource") or {}).items()
+                           if "@" not in k or k in out["borrowed"]}}
                for s in siblings if s.get("guaranteedResource")]
     out["lenders"] = [x for x in lenders if x["unused"]] if out["borrowed"] else []
-    others_borrow = _sum(_sub(s.get("allocatedResource") or {}, s.get("guaranteedResource") or {})
+    others_borrow = _sum(_borrowed(s.get("allocatedResource") or {}, s.get("guaranteedResource") or {})
                          for s in siblings if s.get("guaranteedResource"))
     out["lent"] = _min(_sub(guaranteed, used), others_borrow) if guaranteed else {}
     return out
