@@ -9,7 +9,6 @@ allocation admitted. :meth:`Replacement.check` runs the checks of a live replace
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 
 from quotaplane.admission import PolicySet, Preempted
@@ -52,7 +51,7 @@ class Replacement:
         self.up = request_of(app, key, up, ph.priority, ph.preemptible)
         self.down = request_of(app, ph.allocation_key, down, ph.priority, ph.preemptible)
         self.placeholder = request_of(app, ph.allocation_key, ph.resource, ph.priority, ph.preemptible)
-        self.real = dataclasses.replace(request_of(app, key, resource, ph.priority, ph.preemptible), time=t)
+        self.real = request_of(app, key, resource, ph.priority, ph.preemptible)._replace(time=t)
         #: after a passing check: the extensions that cannot check in place hold the placeholder released
         self.staged = False
 
