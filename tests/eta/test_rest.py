@@ -44,7 +44,11 @@ def test_the_forecast_of_every_waiting_ask_filtered_by_queue_or_application() ->
         assert [a["allocationKey"] for a in c.get(f"{BASE}/eta", params={"queue": "root"}).json()["asks"]] \
             == ["w1", "w2"]
         assert c.get(f"{BASE}/eta", params={"queue": "root.a"}).json()["asks"] == []
-        assert c.get(f"{BASE}/eta", params={"applicationID": "nope"}).json()["asks"] == []
+        # unknown names are 404s naming them, as standing and whatif answer (not an empty list)
+        r = c.get(f"{BASE}/eta", params={"applicationID": "nope"})
+        assert r.status_code == 404 and "nope" in r.json()["message"], r.text
+        r = c.get(f"{BASE}/eta", params={"queue": "root.nope"})
+        assert r.status_code == 404 and "root.nope" in r.json()["message"], r.text
         assert c.get("/ws/v1/partition/nope/eta").status_code == 404
     assert s.partition("default").dump_state() == before
 

@@ -70,6 +70,12 @@ def router(service: Any) -> APIRouter:
         """The forecast start of every waiting ask (arrival order): ``start`` (times), ``inSeconds``
         (from ``asOf``), ``known`` and ``basis``; null times are unknown, never guessed."""
         p = service.partition(partition)
+        # an unknown queue or application is a 404 naming it, as standing and whatif answer
+        if queue is not None:
+            queue = queue.lower()
+            await asyncio.to_thread(p.standing, "queue", queue)
+        if application is not None and p.application(application) is None:
+            raise NotFoundError(f"application {application!r} not found in partition {p.name!r}")
         forecast = await asyncio.to_thread(tracker(p).forecast)
         out = forecast.to_dict()
         if queue is not None or application is not None:
