@@ -4,6 +4,7 @@ and nothing changes."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from quotaplane import Resource
@@ -51,6 +52,26 @@ def test_the_forecast_of_every_waiting_ask_filtered_by_queue_or_application() ->
         assert r.status_code == 404 and "root.nope" in r.json()["message"], r.text
         assert c.get("/ws/v1/partition/nope/eta").status_code == 404
     assert s.partition("default").dump_state() == before
+
+
+def test_the_queue_filter_checks_existence_without_the_standing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GET …/eta?queue=`` needs only to know the queue exists: it answered by computing the queue's
+    whole standing (its usage, waiting asks with their reasons and positions, budgets) and threw it
+    away — on a large partition, under the partition's lock, before the forecast even started."""
+    from quotaplane.partition.facade import Partition
+
+    def standing(*_args: object, **_kw: object) -> None:
+        raise AssertionError("the ETA's queue filter computed a standing")
+
+    monkeypatch.setattr(Partition, "standing", standing)
+    s = _scheduler()
+    with TestClient(create_app(s)) as c:
+        for name in ("root", "root.b", "ROOT.B"):
+            r = c.get(f"{BASE}/eta", params={"queue": name})
+            assert r.status_code == 200, r.text
+        assert [a["allocationKey"] for a in r.json()["asks"]] == ["w1", "w2"]
+        r = c.get(f"{BASE}/eta", params={"queue": "root.nope"})
+        assert r.status_code == 404 and "root.nope" in r.json()["message"], r.text
 
 
 def test_one_ask_its_forecast_and_what_would_have_to_change() -> None:

@@ -73,7 +73,10 @@ def router(service: Any) -> APIRouter:
         # an unknown queue or application is a 404 naming it, as standing and whatif answer
         if queue is not None:
             queue = queue.lower()
-            await asyncio.to_thread(p.standing, "queue", queue)
+            # the queue tree answers whether it exists (the criterion standing uses); computing the
+            # queue's standing for it was a walk of its usage and waiting asks under the lock
+            if p.queues.queue(queue) is None:
+                raise NotFoundError(f"queue {queue!r} not found in partition {p.name!r}")
         if application is not None and p.application(application) is None:
             raise NotFoundError(f"application {application!r} not found in partition {p.name!r}")
         forecast = await asyncio.to_thread(tracker(p).forecast)
