@@ -22,7 +22,8 @@ from fractions import Fraction
 from quotaplane.errors import InputError
 from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
 
-__all__ = ["UNLIMITED_FROM", "amount", "is_unlimited", "parse_resources", "percent", "resources"]
+__all__ = ["UNLIMITED_FROM", "amount", "internal_unit", "is_unlimited", "parse_resources", "percent",
+           "resources"]
 
 #: Amounts from here up are "no limit": INT64_MAX // 5 is Koordinator's default max (reference §1.4);
 #: no real cluster comes near 1.8e18 bytes or milli-cores.
@@ -47,6 +48,16 @@ def _number(value: Fraction | float, digits: int) -> str:
 def _is_bytes(name: str) -> bool:
     return name in ("memory", "ephemeral-storage", "storage") or name.startswith("hugepages-") \
         or name.endswith(("/memory", "-memory", "storage"))
+
+
+def internal_unit(name: str) -> str:
+    """The unit of ``name``'s amounts in the engine and the REST API: ``milli-cores`` (``vcore``),
+    ``bytes`` (memory and storage) or ``count`` (every other name); a flavored name as its resource."""
+    base = _flavored(name)
+    name = base[0] if base is not None else name
+    if name == "vcore":
+        return "milli-cores"
+    return "bytes" if _is_bytes(name) else "count"
 
 
 def _is_gpu(name: str) -> bool:

@@ -531,6 +531,37 @@ def test_integral_float_amount_is_an_integer(client: TestClient) -> None:
     assert client.get("/ws/v1/partition/default/nodes").json()[0]["capacity"] == {"vcore": 2000}
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize(("resource", "value", "expected"), [
+    ("memory", "4Gi", '"4Gi" is not an integer: memory is a JSON integer of bytes ("4Gi" is 4294967296)'),
+    ("vcore", "500m", '"500m" is not an integer: vcore is a JSON integer of milli-cores ("500m" is 500)'),
+    ("vcore", 1.5, "1.5 is not an integer: vcore is a JSON integer of milli-cores (1.5 cores is 1500)"),
+    ("nvidia.com/gpu", "2", '"2" is not an integer: nvidia.com/gpu is a JSON integer count ("2" is 2)'),
+    ("memory", "lots", '"lots" is not an integer: memory is a JSON integer of bytes'),
+    ("pods", True, "true is not an integer: pods is a JSON integer count"),
+])
+def test_amount_given_as_a_string_names_the_value_and_the_unit(
+        resource: str, value: object, expected: str, fast: bool) -> None:
+    """A user writing ``"4Gi"`` where the API wants an integer is told the value, the unit and the
+    integer to send, on the allocation fast path and the routes alike (found trying the product)."""
+    from quotaplane.server.app import create_app
+
+    s = qp.Scheduler.from_yaml(CONFIG)
+    with TestClient(create_app(s, fast_path=fast), raise_server_exceptions=False) as c:
+        r = c.put("/ws/v1/partition/default/node/n1", json={"capacity": {resource: value}})
+        assert_error(r, 400)
+        assert r.json()["message"] == f"capacity.{resource}: {expected}"
+        add_node(c)
+        assert c.post("/ws/v1/partition/default/applications",
+                      json={"applicationID": "a", "user": "sue", "queue": "root.default"}).status_code == 201
+        r = c.post("/ws/v1/partition/default/allocations",
+                   json={"applicationID": "a", "allocationKey": "k", "resource": {resource: value}})
+        assert_error(r, 400)
+        assert r.json()["message"] == f"resource.{resource}: {expected}"
+        assert c.get("/ws/v1/partition/default/application/a").json().get("allocations") in ([], None)
+    s.close()
+
+
 @pytest.mark.parametrize("tokens", [None, {"submit": ["s"], "read": ["r"]}])
 def test_allocation_fast_path_answers_exactly_like_the_route(tokens: dict | None) -> None:
     """The middleware fast path for POST …/allocations and the FastAPI route give the same answers."""

@@ -32,6 +32,7 @@ from quotaplane.errors import (
     QuotaplaneError,
     RejectedError,
 )
+from quotaplane.server.models import amount_message
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -230,6 +231,8 @@ def validation_message(errors: Sequence[Any]) -> tuple[str, str]:
             lines.append(f"request body is not valid JSON: {ctx.get('error', 'parse error')}")
         elif kind == "missing":
             lines.append(f"{where}: field required")
+        elif kind == "amount_type":         # a resource amount: name its unit (the map key is last)
+            lines.append(f"{where}: {amount_message(str(e['loc'][-1]), e.get('input'))}")
         else:
             lines.append(f"{where}: {e.get('msg', 'invalid value')}")
     if not lines:

@@ -10,12 +10,15 @@ the engines' ``dao``/``to_dict`` methods), so these models only describe them.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
+from pydantic_core import PydanticCustomError
 
 from quotaplane.config.identity import NAME_PATTERN, check_name
 from quotaplane.resources import INT64_MAX
+from quotaplane.units import internal_unit, parse_resources
 
 __all__ = [
     "AllocationBody",
@@ -32,6 +35,7 @@ __all__ = [
     "Placement",
     "ResourceMap",
     "WhatIfBody",
+    "amount_message",
 ]
 
 #: YuniKorn's rules for queue paths, user and group names (reference Appendix B), as ECMA regexes for
@@ -44,17 +48,56 @@ GROUP_PATTERN = r"^[_a-zA-Z][a-zA-Z0-9:_.-]*$"
 def _integer(value: Any) -> Any:
     # JSON Schema's "integer" includes 2.0 (a number with a zero fraction): accept it as 2. Refuse
     # booleans, strings and fractions (pydantic's lax mode would turn "5" into 5).
+    if type(value) is int:          # the common case first: every priority of every request
+        return value
+    return _integral(value, "integer_type")
+
+
+def _amount(value: Any) -> Any:
+    # as _integer; its error type lets the 400 name the resource's unit (amount_message)
     if type(value) is int:          # the common case first: every amount of every request
         return value
-    if isinstance(value, bool):
-        raise ValueError("must be an integer, not a boolean")
-    if isinstance(value, float):
-        if value.is_integer():
-            return int(value)
-        raise ValueError("must be an integer")
-    if not isinstance(value, int):
-        raise ValueError("must be an integer")
-    return value
+    return _integral(value, "amount_type")
+
+
+def _integral(value: Any, kind: str) -> int:
+    """``value`` (not an int) as an integer if it is a float with a zero fraction; else the error."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise PydanticCustomError(kind, "{shown} is not an integer", {"shown": _shown(value)})
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the client wrote it in JSON (``"4Gi"``, ``true``, ``1.5``), cut when long."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def amount_message(resource: str, value: Any) -> str:
+    """The 400 sentence for a resource amount that is not an integer: the value, the unit the API
+    wants and, when the value reads as a quantity, the integer to send — ``"4Gi" is not an integer:
+    memory is a JSON integer of bytes ("4Gi" is 4294967296)``. Only on the error path."""
+    unit = internal_unit(resource)
+    wanted = "a JSON integer count" if unit == "count" else f"a JSON integer of {unit}"
+    text = f"{_shown(value)} is not an integer: {resource} is {wanted}"
+    hint = _as_integer(resource, value)
+    return f"{text} ({hint})" if hint else text
+
+
+def _as_integer(resource: str, value: Any) -> str | None:
+    """What ``value`` is in ``resource``'s internal units, when it reads as a quantity."""
+    if isinstance(value, str):
+        try:
+            parsed = parse_resources([f"{resource}={value}"])
+        except ValueError:
+            return None
+        return f"{_shown(value)} is {parsed[resource]}" if resource in parsed else None
+    if resource == "vcore" and isinstance(value, float) and (value * 1000).is_integer():
+        return f"{value:g} cores is {int(value * 1000)}"       # cores written where milli-cores go
+    return None
 
 
 def _number(value: Any) -> Any:
@@ -65,7 +108,7 @@ def _number(value: Any) -> Any:
 
 
 #: A resource amount: a JSON integer within int64, never negative in a request.
-Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integer)]
+Amount = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_amount)]
 #: A priority: YuniKorn priorities are int32.
 Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_integer)]
 #: A non-empty name (ids, users, resource names).
