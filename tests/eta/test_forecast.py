@@ -8,12 +8,13 @@ import importlib
 import math
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from quotaplane import Resource
 from quotaplane.config.identity import UserGroup
 from quotaplane.eta import MIN_BASIS, HoldSketch, HoldTimes, forecast, tracker
+from quotaplane.eta.forecast import MAX_STEPS
 from quotaplane.partition.facade import Partition
 from tests.partition.helpers import Clock, scheduler
 
@@ -453,3 +454,104 @@ def test_the_tracker_forecasts_again_when_a_running_allocation_outlives_an_obser
     fresh = forecast(p, t.holds, 1015.0).asks["w"]       # it ran past the 10 s hold: p50 100 → 1,000 s
     assert fresh.p50 != early.asks["w"].p50
     assert t.forecast(1015.0).asks["w"] == fresh
+
+
+# --- the quantiles' shared pass ---------------------------------------------------------------------
+
+def _shared_world(guaranteed: bool, reservation_delay: bool) -> str:
+    x = "resources: {guaranteed: {vcore: 4}, max: {vcore: 8}}" if guaranteed else \
+        "resources: {max: {vcore: 8}}"
+    y = ", properties: {reservation.delay: 30s}" if reservation_delay else ""
+    return f"""
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - {{name: x, {x}, properties: {{preemption.delay: 20s}}}}
+    - {{name: y, resources: {{max: {{vcore: 10}}}}{y}}}
+    - {{name: z, resources: {{max: {{vcore: 6}}}}}}
+"""
+
+
+_APPS = ("x1", "y1", "y2", "z1")
+_runtime = st.one_of(st.none(), st.integers(1, 60))
+_holds = st.lists(st.integers(1, 60), max_size=12)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_APPS), st.integers(1, 3), _runtime, st.integers(0, 20)),
+                min_size=1, max_size=6),
+       st.lists(st.tuples(st.sampled_from(_APPS[:2] + _APPS[3:]), st.integers(1, 6), st.integers(0, 2),
+                          _runtime), min_size=1, max_size=8),
+       st.tuples(_holds, _holds, _holds), st.integers(6, 24), st.sampled_from([False, False, True]),
+       st.booleans(),
+       st.sampled_from([3, 8, MAX_STEPS]))
+def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
+        running: list[tuple[str, int, int | None, int]], waiting: list[tuple[str, int, int, int | None]],
+        holds_of: tuple[list[int], list[int], list[int]], node_cores: int, guaranteed: bool,
+        reservation_delay: bool, max_steps: int) -> None:
+    """The p10 and p90 runs follow the p50 run on its copy while they would release the same
+    allocations at each of their instants and nothing reads the clock; the answer — every start, its
+    basis, the horizon, the time the forecast holds until — is the one of three runs, each on its own
+    copy. The worlds mix declared and observed ends, ages, a guaranteed that lets asks preempt after a
+    delay, a reservation delay, applications that time out (Starting with one allocation, Completing
+    once their last allocation ends) and horizons short enough to cut runs."""
+    clock = Clock(1000.0)
+    p = scheduler(_shared_world(guaranteed, reservation_delay), clock=clock).partition("default")
+    p.add_node("n1", _cores(node_cores))
+    for app in _APPS:
+        p.add_application(app, UserGroup(f"u-{app}", ["ops"]), queue=f"root.{app[0]}")
+    for i, (app, cores, runtime, later) in enumerate(running):
+        clock.advance(later)
+        for half in "ab":           # two each: an application with one is Starting (it times out)
+            p.allocate(app, f"r{i}{half}", _cores(cores),
+                       max_runtime=None if runtime is None else runtime * 10)
+    for i, (app, cores, priority, runtime) in enumerate(waiting):
+        clock.advance(0.5)
+        p.add_ask(app, f"w{i}", _cores(cores), priority=priority,
+                  max_runtime=None if runtime is None else runtime * 10)
+    holds = HoldTimes()
+    for leaf, seconds in zip("xyz", holds_of, strict=True):
+        for s in seconds:
+            holds.add(f"root.{leaf}", f"u-{leaf}1", s * 10)
+    clock.advance(5)
+    shared = forecast(p, holds, clock.now, max_steps=max_steps)
+    apart = forecast(p, holds, clock.now, max_steps=max_steps, share=False)
+    assert shared.asks == apart.asks
+    assert (shared.truncated, shared.next_end, shared.runs) == (apart.truncated, apart.next_end, apart.runs)
+    assert shared.passes <= apart.passes == apart.runs
+    event(f"{apart.runs} runs in {shared.passes} passes")       # both paths are taken (hypothesis stats)
+
+
+def test_quantile_runs_that_agree_take_one_pass_and_one_that_differs_its_own() -> None:
+    """Four full queues with the same observed holds: every run releases the same allocations at each
+    of its instants, so one pass answers p10, p50 and p90; with another queue whose holds order its
+    ends differently in the p10 and p90 runs, those two leave the pass and run on their own."""
+    text = "partitions:\n- name: default\n  queues:\n  - name: root\n    submitacl: '*'\n    queues:\n" + \
+        "".join(f"    - {{name: q{i}, resources: {{max: {{vcore: 2}}}}}}\n" for i in range(4))
+    clock = Clock(1000.0)
+    p = scheduler(text, clock=clock).partition("default")
+    p.add_node("n1", _cores(100))
+    for i in range(4):
+        p.add_application(f"a{i}", UserGroup(f"u{i}", ["g"]), queue=f"root.q{i}")
+        for j in range(2):
+            assert p.allocate(f"a{i}", f"r{i}-{j}", _cores(1))
+        for j in range(2):
+            p.add_ask(f"a{i}", f"w{i}-{j}", _cores(1))
+    same = HoldTimes()
+    for i in range(4):
+        for s in (60, 120, 300, 600, 900):
+            same.add(f"root.q{i}", f"u{i}", s)
+    f = forecast(p, same, clock.now)
+    assert (f.runs, f.passes) == (3, 1)
+    assert f.asks == forecast(p, same, clock.now, share=False).asks
+    assert f.asks["w0-0"].p10 is not None and f.asks["w0-0"].p10 < f.asks["w0-0"].p50   # type: ignore[operator]
+    crossed = HoldTimes()
+    for i in range(4):                   # q0 ends first at p10 (10 s against 50 s) and last at p90
+        for s in ((10, 10, 10, 2000, 2000) if i == 0 else (50, 50, 50, 60, 60)):
+            crossed.add(f"root.q{i}", f"u{i}", s)
+    g = forecast(p, crossed, clock.now)
+    assert (g.runs, g.passes) == (3, 3)
+    assert g.asks == forecast(p, crossed, clock.now, share=False).asks

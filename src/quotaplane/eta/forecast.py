@@ -15,7 +15,8 @@ Method (docs/eta.md "How the forecast is made"):
 4. an ask's start is the time of the cycle that allocated it; one never allocated is "unknown".
 
 The forecast runs once per quantile (p10, p50, p90) — or once, when every end is a declared runtime —
-and is cached per partition until the partition changes (:class:`EtaTracker`).
+and is cached per partition until the partition changes (:class:`EtaTracker`). The quantiles' runs
+share one copy and one pass while they would make the same calls on the engines (:class:`_Run`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class Forecast:
     asks: dict[str, AskEta] = field(default_factory=dict)
     #: how many simulated runs it took (1 when every end is a declared runtime)
     runs: int = 0
+    #: how many passes over a working copy the runs took: the runs whose instants agree share one
+    passes: int = 0
     #: the earliest end the forecast counted on, or the first time a running allocation outlives a
     #: hold its end was estimated from: from it on the forecast is stale
     next_end: float = math.inf
@@ -100,21 +103,23 @@ class Forecast:
 
 
 def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
-            q: float) -> tuple[float | None, str]:
-    """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis."""
+            q: float, start: float | None = None) -> tuple[float | None, str]:
+    """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis; ``start``:
+    when it started in that run (default its own time)."""
+    began = a.time if start is None else start
     if a.max_runtime is not None:
-        end = a.time + a.max_runtime
+        end = began + a.max_runtime
         if end < now:
             return now, f"declared runtime of {a.allocation_key} (overdue)"
         return end, f"declared runtime of {a.allocation_key}"
     app = state.apps.get(a.application_id)
     if app is None:                      # pragma: no cover - a live allocation has its application
         return None, ""
-    age = max(0.0, now - a.time)
+    age = max(0.0, now - began)
     est: HoldEstimate = holds.remaining(app.queue_path, app.user.user, age, q)
     if est.seconds is None:
         return None, est.basis
-    return max(now, a.time + est.seconds), est.basis
+    return max(now, began + est.seconds), est.basis
 
 
 def _outlives(state: PartitionState, holds: HoldTimes, now: float) -> float:
@@ -140,12 +145,47 @@ _Starts = dict[str, float]
 _Why = dict[str, tuple[str, ...]]
 
 
-class _Run:
-    """One forward run of the quantile ``q`` on a working copy (the module docstring's steps 1-4)."""
+class _Track:
+    """What one quantile's run knows: its ends (a heap of ``(time, key)``), their bases, its clock and
+    the starts it saw."""
 
-    def __init__(self, partition: Partition, holds: HoldTimes, now: float, q: float,
+    __slots__ = ("at", "basis", "first_end", "heap", "q", "starts", "why", "why_now")
+
+    def __init__(self, q: float, now: float) -> None:
+        self.q = q
+        self.at = now
+        self.heap: list[tuple[float, str]] = []
+        self.basis: dict[str, str] = {}
+        self.starts: _Starts = {}
+        self.why: _Why = {}
+        self.first_end = math.inf
+        #: the bases of the ends of the present instant (why what starts now starts)
+        self.why_now: tuple[str, ...] = ()
+
+    def pop_group(self) -> tuple[float, list[str]]:
+        """The next instant's keys (popped), in key order."""
+        heap = self.heap
+        at = heap[0][0]
+        keys: list[str] = []
+        while heap and heap[0][0] == at:
+            keys.append(heapq.heappop(heap)[1])
+        return at, keys
+
+
+class _Run:
+    """The forward runs of the quantiles ``qs`` on one working copy (the module docstring's steps 1-4).
+
+    The copy follows the first quantile's run (the leader). The others follow along — they take the
+    copy's starts at their own clocks — while their runs would make the very same calls on the
+    engines: each releases the same allocations at each of its instants, and nothing in the copy
+    reads the clock to decide (:func:`_quiet`, :meth:`_timeless`). A run that would differ (another
+    group of ends, a timeout that falls due) leaves at that step, before the copy takes it, and
+    :func:`forecast` runs it on its own copy from the start; the others' answers are the ones their
+    own runs give (tests/eta/test_forecast.py pins them to separate runs)."""
+
+    def __init__(self, partition: Partition, holds: HoldTimes, now: float, qs: Sequence[float],
                  max_steps: int = MAX_STEPS) -> None:
-        self.holds, self.q = holds, q
+        self.holds = holds
         #: the instants (ends, timers) the run may take at most; past it the rest is unknown
         self.steps_left = max_steps
         self.truncated = False
@@ -153,13 +193,22 @@ class _Run:
         self.copy = working_copy(partition, lambda: self.clock)
         self.state = self.copy.state
         _never_preempting(self.state)
-        self.heap: list[tuple[float, str]] = []
-        self.basis: dict[str, str] = {}
-        self.heap = [entry for key, a in self.state.allocs.items() if (entry := self._ends(key, a, now))]
-        heapq.heapify(self.heap)
-        self.first_end = self.heap[0][0] if self.heap else math.inf
-        self.starts: _Starts = {}
-        self.why: _Why = {}
+        self.quiet = _quiet(self.state)
+        self.tracks = [_Track(q, now) for q in qs]
+        self.lead = self.tracks[0]
+        #: the quantiles that left the copy (their runs would differ from the leader's)
+        self.left: list[float] = []
+        for track in self.tracks:
+            track.heap = [entry for key, a in self.state.allocs.items()
+                          if (entry := self._ends(track, key, a, now, None))]
+            heapq.heapify(track.heap)
+            track.first_end = track.heap[0][0] if track.heap else math.inf
+        if len(self.tracks) > 1 and not (self.quiet and _reserves_by_no_delay(self.state, now)):
+            self._leave(self.tracks[1:])
+        keys = sorted(k for _, k in self.lead.heap)
+        self._leave([t for t in self.tracks[1:] if sorted(k for _, k in t.heap) != keys])
+        self.starts = self.lead.starts
+        self.why = self.lead.why
         # what the copy's own cycles allocate, heard from its commits: the cycles that follow a
         # release or a timer are the partition's incremental ones (they retry only the asks the change
         # may unblock), as in the service — a full cycle at every end would try every waiting ask
@@ -167,30 +216,53 @@ class _Run:
         self.copy.hooks.after_commit(lambda events, _seq: self.made.extend(
             ev.key for ev in events if isinstance(ev, E.Allocated)))
 
-    def _ends(self, key: str, a: Allocation, at: float) -> tuple[float, str] | None:
-        """When ``a`` ends in this run (None: never), its basis noted."""
-        end, why = _end_of(a, self.state, self.holds, at, self.q)
+    @property
+    def first_end(self) -> float:
+        """The earliest end the leader's run counted on."""
+        return self.lead.first_end
+
+    def _leave(self, tracks: Sequence[_Track]) -> None:
+        for track in tracks:
+            if track in self.tracks:
+                self.tracks.remove(track)
+                self.left.append(track.q)
+
+    def _ends(self, track: _Track, key: str, a: Allocation, at: float,
+              start: float | None) -> tuple[float, str] | None:
+        """When ``a`` ends in ``track``'s run (None: never), its basis noted."""
+        end, why = _end_of(a, self.state, self.holds, at, track.q, start)
         if end is None:
             return None
-        self.basis[key] = why
+        track.basis[key] = why
         return (max(end, at), key)
 
-    def _started(self, at: float, bases: tuple[str, ...]) -> None:
+    def _started(self, bases: tuple[str, ...] | None) -> None:
+        """The copy's allocations since the last step started at each run's clock; ``bases`` the why
+        of every run (None: each run's ends of this step)."""
+        allocs = self.state.allocs
         for key in self.made:
-            a = self.state.allocs.get(key)
+            a = allocs.get(key)
             if a is None:                # pragma: no cover - preempted in the same change
                 continue
-            self.starts[key] = at
-            self.why[key] = bases
-            entry = self._ends(key, a, at)
-            if entry is not None:
-                heapq.heappush(self.heap, entry)
+            ends = []
+            for track in self.tracks:
+                track.starts[key] = track.at
+                track.why[key] = bases if bases is not None else track.why_now
+                ends.append(self._ends(track, key, a, track.at, track.at))
+            lead = ends[0]
+            if lead is not None:
+                heapq.heappush(self.lead.heap, lead)
+            for track, entry in zip(self.tracks[1:], ends[1:], strict=True):
+                if (entry is None) != (lead is None):
+                    self._leave([track])         # it ends in one run and never in the other
+                elif entry is not None:
+                    heapq.heappush(track.heap, entry)
         self.made.clear()
 
     def run(self) -> None:
         """Run until no ask waits, nothing ends any more or the timers start nothing."""
         self.copy.schedule()             # the copy was rebuilt: its first cycle tries every ask
-        self._started(self.clock, ("fits now",))
+        self._started(("fits now",))
         self.copy.auto_schedule = True
         while len(self.state.waiting.asks) and self._step():
             self.steps_left -= 1
@@ -198,35 +270,83 @@ class _Run:
                 self.truncated = bool(len(self.state.waiting.asks))
                 break
 
+    def _timeless(self) -> bool:
+        """Nothing in the copy falls due by the clock: no application timeout waits (a Starting,
+        Completing or Completed application, an unreplaced placeholder) and the timers are quiet."""
+        return self.quiet and _no_timeouts(self.state)
+
     def _step(self) -> bool:
-        timer = _next_timer(self.state, self.clock)
-        if self.heap and self.heap[0][0] <= timer:
-            self._end_next()
+        if len(self.tracks) > 1 and not self._timeless():
+            self._leave(self.tracks[1:])
+        timer = _next_timer(self.state, self.clock, self.quiet)
+        lead = self.lead
+        if lead.heap and lead.heap[0][0] <= timer:
+            at, keys = lead.pop_group()
+            if len(self.tracks) > 1:
+                self._follow(keys)
+            self._end(at, keys)
             return True
         if not math.isfinite(timer):
             return False
         # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
-        # partition's own timers act then, as the service's timer loop makes them
-        self.clock = timer
+        # partition's own timers act then, as the service's timer loop makes them (a follower has
+        # left: a timer is never quiet)
+        self.clock = lead.at = timer
         before = len(self.starts)
         self.copy.check_timeouts(timer)
-        self._started(timer, ("a preemption delay passed",))
-        return bool(self.heap) or len(self.starts) > before
+        self._started(("a preemption delay passed",))
+        return bool(lead.heap) or len(self.starts) > before
 
-    def _end_next(self) -> None:
-        heap = self.heap
-        at = heap[0][0]
-        keys: list[str] = []
-        while heap and heap[0][0] == at:
-            _, key = heapq.heappop(heap)
-            if key in self.state.allocs:     # a preemption in the copy may have ended it already
-                keys.append(key)
+    def _follow(self, keys: list[str]) -> None:
+        """Each follower takes its next instant: the same keys, or it leaves."""
+        for track in self.tracks[1:]:
+            if not track.heap:
+                self._leave([track])
+                continue
+            at, mine = track.pop_group()
+            if mine != keys:
+                self._leave([track])
+            else:
+                track.at = at
+
+    def _end(self, at: float, popped: list[str]) -> None:
+        allocs = self.state.allocs
+        keys = [k for k in popped if k in allocs]     # a preemption in the copy may have ended it already
         if not keys:
             return
         self.clock = at
+        for track in self.tracks:
+            track.why_now = _bases(track.basis[k] for k in keys)
+        self.lead.at = at
         self.copy.release_batch(keys)
         self.copy.check_timeouts(at)
-        self._started(at, _bases(self.basis[k] for k in keys))
+        self._started(None)
+
+
+def _quiet(state: PartitionState) -> bool:
+    """True when the copy's timers can do nothing: no waiting ask may ever preempt (all marked by
+    :func:`_never_preempting`; an ask's mark moves only when it tries), no extension policy (a reclaim,
+    a budget's clock), no quota preemption (PR-Q's cut times) and no fair share with memory. Then a
+    timer's tick is a cycle that retries nothing and times nothing out while no application timeout
+    waits, and the runs skip it: their instants are the ends (and the horizon counts those)."""
+    if state.policies.extension_policies or state.config.preemption.quota_preemption_enabled:
+        return False
+    if state.history.rank() is not None:
+        return False
+    return all(ask.preempt_after == math.inf for ask in state.waiting.asks.unsorted())
+
+
+def _no_timeouts(state: PartitionState) -> bool:
+    """True when no application has a timeout to wait for (each whose state or placeholders may time
+    out has an entry in ``state.due``; an entry whose application moved on is stale, and
+    ``any_due(inf)`` drops the stale ones it meets and stops at the first real one)."""
+    return not len(state.due) or not state.due.any_due(math.inf)
+
+
+def _reserves_by_no_delay(state: PartitionState, now: float) -> bool:
+    """True when no waiting ask's reservation comes into force by its delay after ``now``
+    (``reservation.delay``: the moment differs between runs on different clocks)."""
+    return all(ask.reserve_at <= now or ask.reserve_at == math.inf for ask in state.waiting.asks.unsorted())
 
 
 def _never_preempting(state: PartitionState) -> None:
@@ -243,15 +363,16 @@ def _never_preempting(state: PartitionState) -> None:
             ask.preempt_after = math.inf
 
 
-def _next_timer(state: PartitionState, after: float) -> float:
+def _next_timer(state: PartitionState, after: float, quiet: bool = False) -> float:
     """The first time after ``after`` the partition's timer runs a cycle for the waiting asks (PR-Y3:
-    the first preemption delay to pass, then every 15 s while asks wait): inf when it will not.
+    the first preemption delay to pass, then every 15 s while asks wait): inf when it will not, or when
+    the tick would change nothing (``quiet``, :func:`_quiet`, and no application timeout waits).
 
     An ask's own next attempt (``waiting.timed``) is not such a time: the asks due are retried by the
     next cycle, which the timer runs only at its own ticks (partition/timers.py) — stepping to an
     ask's time ran no cycle, and a stale one hid the next tick (an ask then preempted a tick late)."""
     due = state.preempt_due
-    if not math.isfinite(due):
+    if not math.isfinite(due) or (quiet and _no_timeouts(state)):
         return math.inf
     # the timers' own clock moves in whole steps of a cycle: never before or at the present
     return due if due > after else after + PREEMPT_ATTEMPT_EVERY
@@ -264,9 +385,12 @@ def _bases(items: Any) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: int = MAX_STEPS) -> Forecast:
+def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: int = MAX_STEPS,
+             share: bool = True) -> Forecast:
     """The forecast start of every waiting ask of ``partition`` at ``now`` (see the module docstring),
-    each run taking at most ``max_steps`` instants."""
+    each run taking at most ``max_steps`` instants. ``share``: the quantiles' runs share one pass while
+    they agree (:class:`_Run`); False runs each on its own copy (the answer is the same; the tests pin
+    the shared pass to it)."""
     with partition.lock:
         state = partition.state
         waiting = [(ask.allocation_key, ask.application_id, ask.created) for ask in state.waiting.asks.all()]
@@ -278,17 +402,24 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
     if not waiting:
         return out
     runs: dict[float, tuple[_Starts, _Why]] = {}
-    for q in quantiles:
+    # the median leads: the other quantiles follow it on its copy while their runs agree
+    # (:class:`_Run`); one that leaves is run again on its own copy
+    todo = [sorted(quantiles, key=lambda q: (q != 0.5, q))] if share else [[q] for q in quantiles]
+    while todo:
+        qs = todo.pop(0)
         # a run builds a copy of the whole state and lives its future: every object it makes survives
         # until the run ends, so the collections its allocations trigger walk them all and free
         # nothing — 40 % of a run's CPU at 10,000 running and 10,000 waiting (docs/eta.md "Figures").
         # The collector is paused for the run alone (as a restore does) and the copy dropped after.
         with gcfreeze.paused():
-            run = _Run(partition, holds, now, q, max_steps)
+            run = _Run(partition, holds, now, qs, max_steps)
             run.run()
+        out.passes += 1
         out.truncated = out.truncated or run.truncated
-        runs[q] = (run.starts, run.why)
-        out.next_end = min(out.next_end, run.first_end)
+        for track in run.tracks:
+            runs[track.q] = (track.starts, track.why)
+            out.next_end = min(out.next_end, track.first_end)
+        todo.extend([q] for q in run.left)
         del run
     out.runs = len(quantiles)
     median = runs.get(0.5, next(iter(runs.values())))
