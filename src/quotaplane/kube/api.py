@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core import generic_client
+from lightkube.core import resource as lightkube_resource
 from lightkube.generic_resource import (
     GenericNamespacedResource,
     create_global_resource,
@@ -41,6 +42,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from quotaplane.kube.objects import mapping
+from quotaplane.kube.wire import Answer, Wire, wire_for
 
 __all__ = ["ApiCallError", "ApiStats", "KubeApi", "RetryPolicy", "client_config", "retry_after",
            "status_code"]
@@ -81,6 +83,10 @@ _RESOURCES: dict[str, Any] = {   # lightkube resource classes (typed per call in
     "resourceclaimtemplates": create_namespaced_resource("resource.k8s.io", "v1", "ResourceClaimTemplate",
                                                          "resourceclaimtemplates"),
 }
+#: kind → (API group, version, plural) of its request paths (lightkube's, for the calls on the wire)
+_API_PATHS: dict[str, tuple[str, str, str]] = {
+    kind: (info.resource.group, info.resource.version, info.plural)
+    for kind, info in ((kind, lightkube_resource.api_info(res)) for kind, res in _RESOURCES.items())}
 #: the kind of DRA's ResourceClaimTemplates (``resource.k8s.io/v1``)
 CLAIM_TEMPLATES = "resourceclaimtemplates"
 
@@ -234,10 +240,48 @@ class KubeApi:
         #: objects per list page (0: one unpaged list)
         self.page_size = PAGE_SIZE
         self._rng = random.Random(seed)
+        #: the single-object calls (get, create, the patches) on the wire directly when that behaves
+        #: as lightkube's client does (quotaplane.kube.wire: ~50 µs of CPU a call instead of ~800);
+        #: None: every call through lightkube
+        self.wire: Wire | None = wire_for(self.client)
 
     async def close(self) -> None:
         """Close the connections."""
+        if self.wire is not None:
+            await self.wire.close()
         await self.client.close()
+
+    def _target(self, kind: str, ns: str | None, name: str | None = None, sub: str | None = None,
+                write: bool = False) -> str:
+        """The request target of one object of ``kind`` (or of the collection when ``name`` is None),
+        as lightkube's request builder makes it: the config's namespace when none is given, the
+        field manager on writes."""
+        assert self.wire is not None
+        res = _RESOURCES[kind]
+        group, version, plural = _API_PATHS[kind]
+        path = f"api/{version}" if not group else f"apis/{group}/{version}"
+        if issubclass(res, GenericNamespacedResource):
+            path += f"/namespaces/{ns or self.client._client.namespace}"
+        path += f"/{plural}"
+        if name is not None:
+            path += f"/{name}"
+        if sub is not None:
+            path += f"/{sub}"
+        return self.wire.url(path, {"fieldManager": self.field_manager} if write else None)
+
+    async def _send(self, method: str, target: str, body: Any = None,
+                    content_type: str | None = None) -> Answer:
+        """One call on the wire; an answer ``>= 400`` raised as lightkube raises it."""
+        assert self.wire is not None
+        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        answer = await self.wire.request(method, target, data, content_type)
+        if answer.status >= 400:
+            httpx = generic_client.httpx  # type: ignore[attr-defined]
+            request = httpx.Request(method, f"http://{self.wire.host}{target}")
+            response = httpx.Response(answer.status, headers=answer.headers, content=answer.body,
+                                      request=request)
+            self.client._client.raise_for_status(response)
+        return answer
 
     async def call(self, call: str, fn: Callable[[], Awaitable[T]]) -> T:
         """``fn()`` under the retry policy (see the module docstring); :class:`ApiCallError` when it
@@ -358,6 +402,8 @@ class KubeApi:
     async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         """One object (:class:`ApiCallError` with code 404 when absent)."""
         async def run() -> dict[str, Any]:
+            if self.wire is not None:
+                return dict((await self._send("GET", self._target(kind, namespace, name))).json())
             return dict(await self.client.get(_RESOURCES[kind], name, namespace=namespace))
         return await self.call("get", run)
 
@@ -367,6 +413,9 @@ class KubeApi:
         _, ns = _meta(obj)
 
         async def run() -> dict[str, Any]:
+            if self.wire is not None:
+                out = (await self._send("POST", self._target(kind, ns, write=True), dict(obj))).json()
+                return dict(out) if isinstance(out, dict) else dict(obj)
             created = await self.client.create(res(dict(obj)), namespace=ns)
             return dict(created) if created is not None else dict(obj)
         return await self.call("event" if kind == "events" else "create", run)
@@ -377,6 +426,10 @@ class KubeApi:
         name, ns = _meta(obj)
 
         async def run() -> None:
+            if self.wire is not None:
+                await self._send("PATCH", self._target(kind, ns, name, write=True), patch,
+                                 PatchType.JSON.value)
+                return
             await self.client.patch(_RESOURCES[kind], name, patch, namespace=ns, patch_type=PatchType.JSON)
         await self.call("patch", run)
 
@@ -385,6 +438,10 @@ class KubeApi:
         name, ns = _meta(obj)
 
         async def run() -> None:
+            if self.wire is not None:
+                await self._send("PATCH", self._target(kind, ns, name, write=True), dict(patch),
+                                 PatchType.MERGE.value)
+                return
             await self.client.patch(_RESOURCES[kind], name, dict(patch), namespace=ns,
                                     patch_type=PatchType.MERGE)
         await self.call("patch", run)
@@ -395,9 +452,14 @@ class KubeApi:
         name, ns = _meta(pod)
         res = _RESOURCES["pods"]
 
+        body = {"status": {"conditions": [dict(condition)]}}
+
         async def run() -> None:
-            await self.client.patch(res.Status, name, {"status": {"conditions": [dict(condition)]}},
-                                    namespace=ns, patch_type=PatchType.STRATEGIC)
+            if self.wire is not None:
+                await self._send("PATCH", self._target("pods", ns, name, "status", write=True), body,
+                                 PatchType.STRATEGIC.value)
+                return
+            await self.client.patch(res.Status, name, body, namespace=ns, patch_type=PatchType.STRATEGIC)
         await self.call("status", run)
 
     async def evict(self, pod: Mapping[str, Any], grace_seconds: int | None = None) -> None:
