@@ -20,6 +20,7 @@ from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask, AskQueue
 from quotaplane.scheduling.guarantees import QUEUE_CODES
 from quotaplane.scheduling.order import Rank, candidates
+from quotaplane.scheduling.reservations import RESERVED
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
@@ -57,15 +58,21 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     # (same priority and preemptibility) is refused too, since a cycle only consumes quota; it is
     # not tried again (its reasons are explained lazily). Preemption frees quota: see ``freed``.
     last_refused: dict[str, Ask] = {}
-    # The cheap refusal test runs only in leaves where an attempt of this cycle was refused: where
-    # asks fit, it would only repeat what the admission checks anyway.
+    # The cheap refusal test runs only below a queue where an attempt of this cycle was refused — its
+    # leaf, and the queues whose max refused it (issue 38: in a cohort whose freed quota is used up,
+    # every later ask at least as large is refused there, whatever its leaf, without an attempt);
+    # where asks fit, it would only repeat what the admission checks anyway.
     refused_in: set[str] = set()
+    hot: dict[str, bool] = {}           # leaf path -> its chain holds a queue of refused_in
     skip: Callable[[Queue, Ask], bool] | None = None
     if surely_refused is not None:
         test = surely_refused
 
         def skip(leaf: Queue, ask: Ask) -> bool:
-            return leaf.path in refused_in and test(ask)
+            below = hot.get(leaf.path)
+            if below is None:
+                below = hot[leaf.path] = any(q.path in refused_in for q in leaf.chain)
+            return below and test(ask)
 
     for leaf, ask in candidates(asks, root, apps, skip, only, rank):
         key = ask.allocation_key
@@ -92,7 +99,13 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             ask.reasons_at = -1
             refused.append(ask)
             last_refused[ask.application_id] = ask
-            refused_in.add(leaf.path)
+            if leaf.path not in refused_in:
+                refused_in.add(leaf.path)
+                hot.clear()
+            for v in decision.reasons:
+                if (v.code in QUEUE_CODES or v.code == RESERVED) and v.path not in refused_in:
+                    refused_in.add(v.path)
+                    hot.clear()
     # Reasons must equal what_if at the end of the cycle: those given before a later allocation
     # changed the usage are recomputed lazily (pending() explains an ask whose reasons are None).
     for ask in refused[:stale]:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduling.view import StateView
 
 __all__ = ["allocations_of", "cannot_start", "explain_ask", "held", "held_at", "may_preempt",
-           "over_queue_max", "preempt_at", "reasons_of", "surely_over", "victims_of", "wait_keys"]
+           "over_queue_max", "preempt_at", "reasons_of", "surely_held", "surely_over", "victims_of",
+           "wait_keys"]
 
 
 def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]]:
@@ -129,6 +130,26 @@ def surely_over(view: StateView, ask: Ask) -> list[str]:
                                                       view.config.preemption.enabled):
         return []
     return over
+
+
+def surely_held(view: StateView, ask: Ask) -> list[Violation]:
+    """The reservations in force that hold the waiting ``ask`` back now (``queue.reserved``), when
+    that refusal is certain and its attempt would change nothing; ``[]`` when it is not.
+
+    Exactly the check its admission makes (:func:`held`), so the refusal is certain. Its attempt could
+    not preempt either: a ``queue.reserved`` reason is of the queue policy and not a queue maximum,
+    so neither an extension policy alone (E6) nor queue maxima alone (PR-Y) refused it. Not for a
+    real task-group ask (it may replace a placeholder instead, past any reservation) nor with resource
+    flavors (their search decides the request first, docs/flavors.md)."""
+    reservations = view.reservations
+    if not reservations.active or ask.placeholder or ask.task_group is not None or view.flavors is not None:
+        return []
+    app = view.apps.get(ask.application_id)
+    leaf = view.queues.queue(app.queue_path) if app is not None else None
+    if app is None or leaf is None:
+        return []
+    return reservations.held(chain_places(leaf, app.user.user), ask.priority, ask.seq, ask.resource,
+                             view.clock(), functools.partial(cannot_start, view))
 
 
 def wait_keys(view: StateView, ask: Ask, over: list[str] | None = None) -> list[str]:

@@ -27,11 +27,12 @@ from quotaplane.scheduling.questions import (
     may_preempt,
     over_queue_max,
     preempt_at,
+    surely_held,
     surely_over,
     wait_keys,
 )
 from quotaplane.scheduling.waiting import AppTimers
-from quotaplane.scheduling.wake import ANY
+from quotaplane.scheduling.wake import ANY, reserved_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
@@ -59,7 +60,8 @@ SKIP_SEARCHES_IN_VAIN = True
 class PendingAsks:
     """The cycles that allocate a partition's waiting asks (docs/queueing.md)."""
 
-    __slots__ = ("_made", "_searched", "auto_schedule", "incremental", "preempt_tries", "schedule_error")
+    __slots__ = ("_held", "_made", "_searched", "auto_schedule", "incremental", "preempt_tries",
+                 "schedule_error")
 
     def __init__(self, *, auto_schedule: bool = True) -> None:
         #: Automatic cycles retry only the asks a change could have unblocked (issue 13); False: every
@@ -75,6 +77,9 @@ class PendingAsks:
         #: found nothing: (application, priority, preemptible) -> (resource, allocations made then, seq)
         self._made = 0
         self._searched: dict[tuple[str, int, bool], tuple[dict[str, int], int, int]] = {}
+        #: the wake keys of the asks the current cycle passed over as held back by a reservation, per
+        #: application (their reasons are explained when read; their keys are known now)
+        self._held: dict[str, list[str]] = {}
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self, tx: Transaction) -> list[Ask]:
@@ -104,6 +109,7 @@ class PendingAsks:
             return []
         made = self._run(tx, root, None)
         self._reindex_all(tx)
+        self._held.clear()
         waiting.full_due = waiting.asks.dirty    # it stopped after quota came back: the next is full too
         return made
 
@@ -130,7 +136,8 @@ class PendingAsks:
                 waiting.due[app_id] = None
             else:
                 waiting.due.pop(app_id, None)      # its state changes in this cycle were seen by it
-            self._reindex(state, app_id)
+            self._reindex(state, app_id, self._held.get(app_id))
+        self._held.clear()
         return made
 
     @staticmethod
@@ -165,21 +172,34 @@ class PendingAsks:
 
     def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         state = tx.state
+        self._held.clear()
         try:
             made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
-                             functools.partial(over_queue_max, state), functools.partial(may_preempt, state),
-                             only, state.history.rank())
+                             functools.partial(self._surely_refused, state),
+                             functools.partial(may_preempt, state), only, state.history.rank())
         finally:
             self._searched.clear()        # a search's answer holds within its cycle only
         tx.commit()
         self._stamp_reasons(tx, only)
         return made
 
+    def _surely_refused(self, state: StateView, ask: Ask) -> bool:
+        """The cycle's cheap refusal test: the ask exceeds a queue max (M-2) or a reservation in force
+        holds it back, and its attempt would change nothing (issue 38: in a cohort where a
+        reservation holds the freed quota, every later ask of a lower priority is passed over)."""
+        if over_queue_max(state, ask):
+            return True
+        held = surely_held(state, ask)
+        if not held:
+            return False
+        self._held.setdefault(ask.application_id, []).extend(reserved_keys(held))
+        return True
+
     # -- the wake index -------------------------------------------------------------------------------
     @staticmethod
-    def _reindex(state: StateView, application_id: str) -> None:
+    def _reindex(state: StateView, application_id: str, held: list[str] | None = None) -> None:
         waiting = state.waiting
-        keys: list[str] = []
+        keys: list[str] = [] if held is None else list(held)
         now = state.clock()
         timed = state.config.preemption.enabled
         for ask in waiting.asks.of_application_unsorted(application_id):
@@ -197,8 +217,9 @@ class PendingAsks:
         state = tx.state
         waiting = state.waiting
         waiting.index.clear()
+        held = self._held
         for app_id in waiting.asks.applications():
-            self._reindex(state, app_id)
+            self._reindex(state, app_id, held.get(app_id))
         now = tx.clock()
         timed = waiting.timed = AppTimers()
         for ask in waiting.asks.unsorted():

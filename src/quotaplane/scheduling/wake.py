@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "chain_places", "release_keys"]
+__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "chain_places", "release_keys", "reserved_keys"]
 
 #: the key of asks retried after every change
 ANY = "*"
@@ -151,6 +151,12 @@ def _with_guarantees(keys: list[str], ask: Ask, leaf: Queue, now: float) -> list
         return [ANY]
     keys += ["gq:" + path for path in blockers]
     return keys
+
+
+def reserved_keys(held: Iterable[Violation]) -> list[str]:
+    """The keys of an ask held back by the reservations ``held`` (``queue.reserved``) alone: while
+    none of them ends, it stays refused (issue 38: the cycle passes it over without an attempt)."""
+    return ["r:" + v.path for v in held]
 
 
 def _key_of(v: Violation, user: str) -> str:
