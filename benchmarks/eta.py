@@ -9,8 +9,9 @@ Figures (ratios against a baseline measured in the same process, quality.md):
   baseline is the partition itself doing the same work: the same ends released at the same instants
   on a copy and its cycles run (``ratio`` = forecast / baseline); ``forecast_cpu_s`` is the forecast's
   CPU time (the process's: on a shared machine wall time counts the others' work). ``copy_s`` is the
-  working copy's rebuild alone; ``history_s`` the same forecast when no runtime is declared (three
-  runs, one per quantile of the observed hold times).
+  working copy's rebuild alone; ``history_s`` (``history_cpu_s``) the same forecast when no runtime is
+  declared (three runs, one per quantile of the observed hold times; ``history_passes``: the passes
+  over a copy they took — runs that agree share one).
 - ``explain``: one request's "what would have to change" with ``--queues`` x 10 running allocations
   (the issue's bar: under 50 ms with 10,000); ``ratio`` against one ``what_if``.
 - ``explain_timed``: the same explanation with four spent budgets and four windows on the request's
@@ -142,11 +143,13 @@ def forecast_section(queues: int) -> dict[str, Any]:
         for s in (60, 120, 300, 600, 900):
             holds.add(f"root.q{i}", f"u{i % 50}", s)
     history_s, hf = _timed(lambda: forecast(hp, holds, hclock.t))
+    history_cpu = min(_cpu(lambda: forecast(hp, holds, hclock.t))[0] for _ in range(2))
     return {"queues": queues, "waiting": len(f.asks), "running": 10 * queues, "known": known,
             "forecast_s": round(took, 3), "forecast_cpu_s": round(cpu, 3), "copy_s": round(copy_s, 3),
             "baseline_s": round(base, 3),
             "ratio": round(took / base, 2) if base else None, "history_runs": hf.runs,
-            "history_s": round(history_s, 3),
+            "history_passes": hf.passes, "history_s": round(history_s, 3),
+            "history_cpu_s": round(history_cpu, 3),
             "history_known": sum(1 for e in hf.asks.values() if e.known)}
 
 

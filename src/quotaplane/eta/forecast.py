@@ -102,10 +102,15 @@ class Forecast:
                 "asks": [e.to_dict(self.as_of) for e in self.asks.values()]}
 
 
+_Estimates = dict[tuple[str, str, float, float], HoldEstimate]
+
+
 def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
-            q: float, start: float | None = None) -> tuple[float | None, str]:
+            q: float, start: float | None = None, memo: _Estimates | None = None) -> tuple[float | None, str]:
     """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis; ``start``:
-    when it started in that run (default its own time)."""
+    when it started in that run (default its own time). ``memo`` keeps the estimates of one forecast
+    by queue, user, age and quantile: most allocations share them (every allocation a run starts has
+    age 0), and an estimate is a walk of the distribution's buckets."""
     began = a.time if start is None else start
     if a.max_runtime is not None:
         end = began + a.max_runtime
@@ -116,7 +121,12 @@ def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
     if app is None:                      # pragma: no cover - a live allocation has its application
         return None, ""
     age = max(0.0, now - began)
-    est: HoldEstimate = holds.remaining(app.queue_path, app.user.user, age, q)
+    if memo is None:
+        est: HoldEstimate = holds.remaining(app.queue_path, app.user.user, age, q)
+    else:
+        mkey = (app.queue_path, app.user.user, age, q)
+        found = memo.get(mkey)
+        est = memo[mkey] = holds.remaining(*mkey) if found is None else found
     if est.seconds is None:
         return None, est.basis
     return max(now, began + est.seconds), est.basis
@@ -184,8 +194,9 @@ class _Run:
     own runs give (tests/eta/test_forecast.py pins them to separate runs)."""
 
     def __init__(self, partition: Partition, holds: HoldTimes, now: float, qs: Sequence[float],
-                 max_steps: int = MAX_STEPS) -> None:
+                 max_steps: int = MAX_STEPS, estimates: _Estimates | None = None) -> None:
         self.holds = holds
+        self.estimates: _Estimates = {} if estimates is None else estimates
         #: the instants (ends, timers) the run may take at most; past it the rest is unknown
         self.steps_left = max_steps
         self.truncated = False
@@ -230,7 +241,7 @@ class _Run:
     def _ends(self, track: _Track, key: str, a: Allocation, at: float,
               start: float | None) -> tuple[float, str] | None:
         """When ``a`` ends in ``track``'s run (None: never), its basis noted."""
-        end, why = _end_of(a, self.state, self.holds, at, track.q, start)
+        end, why = _end_of(a, self.state, self.holds, at, track.q, start, self.estimates)
         if end is None:
             return None
         track.basis[key] = why
@@ -405,6 +416,7 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
     # the median leads: the other quantiles follow it on its copy while their runs agree
     # (:class:`_Run`); one that leaves is run again on its own copy
     todo = [sorted(quantiles, key=lambda q: (q != 0.5, q))] if share else [[q] for q in quantiles]
+    estimates: _Estimates = {}
     while todo:
         qs = todo.pop(0)
         # a run builds a copy of the whole state and lives its future: every object it makes survives
@@ -412,7 +424,7 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
         # nothing — 40 % of a run's CPU at 10,000 running and 10,000 waiting (docs/eta.md "Figures").
         # The collector is paused for the run alone (as a restore does) and the copy dropped after.
         with gcfreeze.paused():
-            run = _Run(partition, holds, now, qs, max_steps)
+            run = _Run(partition, holds, now, qs, max_steps, estimates)
             run.run()
         out.passes += 1
         out.truncated = out.truncated or run.truncated
