@@ -42,6 +42,9 @@ Figures (each against its target, and against a same-run baseline where a ratio 
 - ``restart``: the wide tree with its asks, snapshotted, then more events, written to SQLite (in large
   transactions); the time to open it again (snapshot + journal tail).
 - ``kueue``: admissions per CPU second for the two published shapes, against Kueue's ~43/s and ~42/s.
+- ``kube``: the same two shapes as gated pods through the Kubernetes front against the API server
+  emulator (``benchmarks/kube_shapes.py``): admitted pods/s and the mean time to admission (wall), the
+  front's CPU per pod and the rate it alone could sustain, against Kueue's published rates.
 
 - ``service`` (issue 39): the same tree served by a real uvicorn (its timeouts loop running); over HTTP, a
   release that frees one ask and the standing of a leaf and of an idle user, at each step of waiting asks.
@@ -50,8 +53,10 @@ Figures (each against its target, and against a same-run baseline where a ratio 
 allocations, then its waiting asks) is built once: ``waiting`` grows its asks in steps (traced for
 ``memory``; without ``waiting``, ``memory`` adds the asks itself) and ``decisions`` takes that state
 as its 100x partition (no section puts waiting asks in the 100 leaves it works on). ``gc``,
-``service``, ``restart`` (a SQLite store) and ``kueue`` build their own. ``section_cost`` in the
-results gives the CPU and wall seconds of each part.
+``service``, ``restart`` (a SQLite store), ``kueue`` and ``kube`` build their own. ``section_cost`` in
+the results gives the CPU and wall seconds of each part and the load average around it (on a shared
+machine the wall time is the CPU time stretched by the load; the summary printed at the end puts the
+two side by side).
 
 Run: ``.venv/bin/python benchmarks/scale.py`` (full size: ``--scale 1``; the default ``--scale 0.1``
 takes a few minutes). ``--only waiting,decisions`` runs a subset. Results go to
@@ -835,6 +840,20 @@ def kueue(shape: KueueShape, fraction: float) -> dict[str, Any]:
             "ratio_vs_kueue": round(admitted / took / shape.published_per_s, 1)}
 
 
+def kube_front(fraction: float) -> dict[str, Any]:
+    """Kueue's two shapes as gated pods through the Kubernetes front (``kube_shapes.run``): below the
+    full size, ``fraction`` of each queue's workloads and (as in ``kueue``) of the cohorts."""
+    import kube_shapes
+
+    out: dict[str, Any] = {}
+    for shape in (kube_shapes.BASELINE, kube_shapes.LARGE):
+        scaled = kube_shapes._scaled(shape, fraction)
+        if fraction < 1:
+            scaled = replace(scaled, cohorts=max(1, round(shape.cohorts * fraction)))
+        out[shape.name] = kube_shapes.run(scaled)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the chosen sections; write ``benchmarks/results/scale.json``.
 
@@ -843,7 +862,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ``memory``), ``decisions`` takes it as its 100x partition. The other sections build their own."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=0.1, help="1 = the full size of issue 38")
-    ap.add_argument("--only", default="waiting,memory,decisions,restart,kueue")
+    ap.add_argument("--only", default="waiting,memory,decisions,restart,kueue,kube")
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--out", default="scale")
     ap.add_argument("--pending", default="",
@@ -853,10 +872,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--kueue-fraction", type=float, default=None,
                     help="the share of Kueue's published shapes the kueue section drives (default: "
                          "--scale times 10, at most 1: their full size from --scale 0.1 on)")
+    ap.add_argument("--kube-fraction", type=float, default=None,
+                    help="the share of Kueue's shapes the kube section sends through the Kubernetes "
+                         "front (default: --scale times 10, at most 1)")
     args = ap.parse_args(argv)
     scale = args.scale
     sections = set(args.only.split(","))
-    unknown = sections - {"waiting", "memory", "gc", "service", "decisions", "restart", "kueue"}
+    unknown = sections - {"waiting", "memory", "gc", "service", "decisions", "restart", "kueue", "kube"}
     if unknown:
         ap.error(f"--only: unknown section(s) {', '.join(sorted(unknown))}")
     full_pending = 500_000
@@ -868,11 +890,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["section_cost"] = cost
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:
+        load = os.getloadavg()[0]
         wall, cpu = time.perf_counter(), _cpu()
         try:
             return fn()
         finally:
-            cost[name] = {"cpu_s": round(_cpu() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1)}
+            cost[name] = {"cpu_s": round(_cpu() - cpu, 1), "wall_s": round(time.perf_counter() - wall, 1),
+                          # the 1-minute load average before and after: what stretched wall over CPU
+                          "load": [round(load, 1), round(os.getloadavg()[0], 1)]}
             print(f"  {name}: {cost[name]}", flush=True)
 
     shared: WideTree | None = None
@@ -914,9 +939,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             k.name: kueue(replace(k, cohorts=max(1, round(k.cohorts * frac))), frac)
             for k in (KUEUE_BASELINE, KUEUE_LARGE)})
         print(f"  kueue: {results['kueue']}", flush=True)
+    if "kube" in sections:
+        frac = min(1.0, scale * 10) if args.kube_fraction is None else args.kube_fraction
+        results["kube_fraction"] = frac
+        results["kube"] = timed("kube", lambda: kube_front(frac))
+        print(f"  kube: {results['kube']}", flush=True)
     cost["total"] = {"cpu_s": round(sum(c["cpu_s"] for c in cost.values()), 1),
                      "wall_s": round(sum(c["wall_s"] for c in cost.values()), 1)}
     write_results(args.out, results)
+    print("section        CPU s   wall s  wall/CPU  load before-after")
+    for name, c in cost.items():
+        ratio = f"{c['wall_s'] / c['cpu_s']:.2f}" if c["cpu_s"] else "-"
+        load = "-".join(str(x) for x in c.get("load", []))
+        print(f"{name:<12} {c['cpu_s']:>7} {c['wall_s']:>8} {ratio:>9}  {load}")
     return results
 
 

@@ -1,6 +1,7 @@
 """``benchmarks/scale.py`` at a tiny size (issue 38: the suite runs it as a smoke test; no timing is
 asserted): every section runs, its bookkeeping holds (a release frees exactly one waiting ask, a restart
-restores the same state, every Kueue-shaped workload is admitted), and the results file is written."""
+restores the same state, every Kueue-shaped workload is admitted, in-process and as pods through the
+Kubernetes front), and the results file is written."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     # the memory section traced the waiting section's asks (the state they share)
     assert out["memory"]["pending_asks_traced"] == steps[-1]["pending"]
     assert out["memory"]["bytes_per_pending_ask"] > out["memory"]["state_bytes_per_pending_ask"] > 0
-    assert {"build", "waiting", "decisions", "restart", "kueue", "total"} <= set(out["section_cost"])
+    assert {"build", "waiting", "decisions", "restart", "kueue", "kube", "total"} <= set(out["section_cost"])
+    assert all(len(c["load"]) == 2 for name, c in out["section_cost"].items() if name != "total")
     for shape in out["kueue"].values():
         assert shape["workloads"] > 0
+    # the Kubernetes front admitted (ungated) every pod of both shapes, or kube_shapes.run raised
+    assert set(out["kube"]) == {"baseline", "large-scale"}
+    assert all(shape["workloads"] > 0 and shape["mean_seconds_to_admission"] > 0
+               for shape in out["kube"].values())
     served = scale.main(["--scale", "0.002", "--samples", "8", "--only", "service", "--out", "scale-svc"])
     assert served["service"]["steps"][-1]["pending"] > served["service"]["steps"][0]["pending"]
     # large enough to keep the sections' leaves apart: the decisions' 100x partition is the shared state
