@@ -106,17 +106,19 @@ _Estimates = dict[tuple[str, str, float, float], HoldEstimate]
 
 
 def _end_of(a: Allocation, state: PartitionState, holds: HoldTimes, now: float,
-            q: float, start: float | None = None, memo: _Estimates | None = None) -> tuple[float | None, str]:
-    """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis; ``start``:
-    when it started in that run (default its own time). ``memo`` keeps the estimates of one forecast
-    by queue, user, age and quantile: most allocations share them (every allocation a run starts has
-    age 0), and an estimate is a walk of the distribution's buckets."""
+            q: float, start: float | None = None, memo: _Estimates | None = None,
+            why: bool = True) -> tuple[float | None, str]:
+    """When running allocation ``a`` ends in the run of quantile ``q``, and on what basis (``why``
+    False: no declared runtime's basis is written — a run following another answers with the
+    other's); ``start``: when it started in that run (default its own time). ``memo`` keeps the
+    estimates of one forecast by queue, user, age and quantile: most allocations share them (every
+    allocation a run starts has age 0), and an estimate is a walk of the distribution's buckets."""
     began = a.time if start is None else start
     if a.max_runtime is not None:
         end = began + a.max_runtime
         if end < now:
-            return now, f"declared runtime of {a.allocation_key} (overdue)"
-        return end, f"declared runtime of {a.allocation_key}"
+            return now, f"declared runtime of {a.allocation_key} (overdue)" if why else ""
+        return end, f"declared runtime of {a.allocation_key}" if why else ""
     app = state.apps.get(a.application_id)
     if app is None:                      # pragma: no cover - a live allocation has its application
         return None, ""
@@ -211,7 +213,7 @@ class _Run:
         self.left: list[float] = []
         for track in self.tracks:
             track.heap = [entry for key, a in self.state.allocs.items()
-                          if (entry := self._ends(track, key, a, now, None))]
+                          if (entry := self._ends(track, key, a, now, None, track is self.lead))]
             heapq.heapify(track.heap)
             track.first_end = track.heap[0][0] if track.heap else math.inf
         if len(self.tracks) > 1 and not (self.quiet and _reserves_by_no_delay(self.state, now)):
@@ -239,31 +241,35 @@ class _Run:
                 self.left.append(track.q)
 
     def _ends(self, track: _Track, key: str, a: Allocation, at: float,
-              start: float | None) -> tuple[float, str] | None:
-        """When ``a`` ends in ``track``'s run (None: never), its basis noted."""
-        end, why = _end_of(a, self.state, self.holds, at, track.q, start, self.estimates)
+              start: float | None, noted: bool = True) -> tuple[float, str] | None:
+        """When ``a`` ends in ``track``'s run (None: never), its basis noted (``noted``: the leader's;
+        the answer's bases are the leader's, the p50 run's)."""
+        end, why = _end_of(a, self.state, self.holds, at, track.q, start, self.estimates, noted)
         if end is None:
             return None
-        track.basis[key] = why
+        if noted:
+            track.basis[key] = why
         return (max(end, at), key)
 
     def _started(self, bases: tuple[str, ...] | None) -> None:
         """The copy's allocations since the last step started at each run's clock; ``bases`` the why
         of every run (None: each run's ends of this step)."""
         allocs = self.state.allocs
+        leader = self.lead
+        at = leader.at
+        why = bases if bases is not None else leader.why_now
         for key in self.made:
             a = allocs.get(key)
             if a is None:                # pragma: no cover - preempted in the same change
                 continue
-            ends = []
-            for track in self.tracks:
-                track.starts[key] = track.at
-                track.why[key] = bases if bases is not None else track.why_now
-                ends.append(self._ends(track, key, a, track.at, track.at))
-            lead = ends[0]
+            leader.starts[key] = at
+            leader.why[key] = why
+            lead = self._ends(leader, key, a, at, at)
             if lead is not None:
-                heapq.heappush(self.lead.heap, lead)
-            for track, entry in zip(self.tracks[1:], ends[1:], strict=True):
+                heapq.heappush(leader.heap, lead)
+            for track in self.tracks[1:]:
+                track.starts[key] = track.at
+                entry = self._ends(track, key, a, track.at, track.at, False)
                 if (entry is None) != (lead is None):
                     self._leave([track])         # it ends in one run and never in the other
                 elif entry is not None:
@@ -326,8 +332,7 @@ class _Run:
         if not keys:
             return
         self.clock = at
-        for track in self.tracks:
-            track.why_now = _bases(track.basis[k] for k in keys)
+        self.lead.why_now = _bases(self.lead.basis[k] for k in keys)
         self.lead.at = at
         self.copy.release_batch(keys)
         self.copy.check_timeouts(at)
@@ -412,19 +417,26 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
     out = Forecast(partition.name, now, next_end=outlives)
     if not waiting:
         return out
+    _answer(out, _runs(partition, holds, now, quantiles, max_steps, share, out), waiting, queues, max_steps)
+    return out
+
+
+def _runs(partition: Partition, holds: HoldTimes, now: float, quantiles: Sequence[float], max_steps: int,
+          share: bool, out: Forecast) -> dict[float, tuple[_Starts, _Why]]:
+    """Each quantile's starts and their bases; ``out``'s passes, horizon and next end noted."""
     runs: dict[float, tuple[_Starts, _Why]] = {}
     # the median leads: the other quantiles follow it on its copy while their runs agree
     # (:class:`_Run`); one that leaves is run again on its own copy
     todo = [sorted(quantiles, key=lambda q: (q != 0.5, q))] if share else [[q] for q in quantiles]
     estimates: _Estimates = {}
     while todo:
-        qs = todo.pop(0)
         # a run builds a copy of the whole state and lives its future: every object it makes survives
         # until the run ends, so the collections its allocations trigger walk them all and free
         # nothing — 40 % of a run's CPU at 10,000 running and 10,000 waiting (docs/eta.md "Figures").
-        # The collector is paused for the run alone (as a restore does) and the copy dropped after.
+        # The collector is paused for the run alone (as a restore does) and the copy dropped after
+        # (its cycles are collected by the next young collection, within the forecast: ~0.05 s then)
         with gcfreeze.paused():
-            run = _Run(partition, holds, now, qs, max_steps, estimates)
+            run = _Run(partition, holds, now, todo.pop(0), max_steps, estimates)
             run.run()
         out.passes += 1
         out.truncated = out.truncated or run.truncated
@@ -434,12 +446,17 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
         todo.extend([q] for q in run.left)
         del run
     out.runs = len(quantiles)
+    return runs
+
+
+def _answer(out: Forecast, runs: dict[float, tuple[_Starts, _Why]], waiting: list[tuple[str, str, float]],
+            queues: dict[str, str], max_steps: int) -> None:
+    """Every waiting ask's interval and basis in ``out``, from the quantiles' ``runs``."""
     median = runs.get(0.5, next(iter(runs.values())))
     for key, app_id, created in waiting:
         p10, p50, p90 = _interval([runs.get(q, median)[0].get(key) for q in QUANTILES])
         bases = median[1].get(key) or _unknown_basis(key, max_steps if out.truncated else None)
         out.asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
-    return out
 
 
 def _interval(got: list[float | None]) -> tuple[float | None, float | None, float | None]:
