@@ -220,9 +220,33 @@ class PendingAsks:
         held = self._held
         for app_id in waiting.asks.applications():
             self._reindex(state, app_id, held.get(app_id))
+        self._retime_all(tx)
+
+    def adopt(self, tx: Transaction, keys: Mapping[str, tuple[str, ...]]) -> None:
+        """What a full cycle that allocates nothing leaves, without trying an ask: each waiting
+        application waits on its ``keys`` (none: on :data:`~quotaplane.scheduling.wake.ANY`), the
+        preemption timers are set as a full cycle sets them, the notes are consumed. For a working
+        copy of a settled partition (the forecast, eta/forecast.py): the source's keys are those its
+        own cycles left, and its incremental cycles are full ones (this module's contract), so the
+        copy's first full cycle would allocate nothing and leave them; tests/eta/test_forecast.py
+        pins the forecast made so to one whose copy runs that cycle."""
+        state = tx.state
+        waiting = state.waiting
+        waiting.woken.clear()
+        waiting.due.clear()
+        waiting.full_due = False
+        waiting.index.clear()
+        for app_id in waiting.asks.applications():
+            waiting.index.set(app_id, keys.get(app_id) or (ANY,))
+        self._retime_all(tx)
+        waiting.asks.dirty = False
+
+    @staticmethod
+    def _retime_all(tx: Transaction) -> None:
+        state = tx.state
         now = tx.clock()
-        timed = waiting.timed = AppTimers()
-        for ask in waiting.asks.unsorted():
+        timed = state.waiting.timed = AppTimers()
+        for ask in state.waiting.asks.unsorted():
             at = preempt_at(state, ask)
             if at is not None:
                 at = max(at, ask.preempt_after)     # its next preemption attempt (PR-Y3)
