@@ -30,18 +30,27 @@ __all__ = ["working_copy"]
 
 
 def working_copy(partition: Partition, clock: Callable[[], float], *, without: Collection[str] = (),
-                 configure: Callable[[PartitionConfig], PartitionConfig] | None = None) -> Partition:
-    """A copy of ``partition``'s state now, on ``clock``, with no journal (see the module docstring)."""
+                 configure: Callable[[PartitionConfig], PartitionConfig] | None = None,
+                 keys: dict[str, tuple[str, ...]] | None = None) -> Partition:
+    """A copy of ``partition``'s state now, on ``clock``, with no journal (see the module docstring).
+    ``keys``: filled, when the partition is settled — its cycles ran after its last change, none is
+    due — with the wake keys its cycles left to each waiting application (what the copy's first full
+    cycle would leave, :meth:`~quotaplane.scheduling.runner.Scheduler.adopt`); left empty otherwise."""
     # every object the rebuild makes survives it: the collections it would trigger walk them all and
     # free nothing (40 % of a copy's CPU at 10,000 allocations) — paused, as a restore does
     with gcfreeze.paused():
-        return _copy(partition, clock, without, configure)
+        return _copy(partition, clock, without, configure, keys)
 
 
 def _copy(partition: Partition, clock: Callable[[], float], without: Collection[str],
-          configure: Callable[[PartitionConfig], PartitionConfig] | None) -> Partition:
+          configure: Callable[[PartitionConfig], PartitionConfig] | None,
+          keys: dict[str, tuple[str, ...]] | None) -> Partition:
     with partition.lock:
         state = partition.state
+        waiting = state.waiting
+        if keys is not None and not (waiting.asks.dirty or waiting.woken or waiting.due or waiting.full_due):
+            index = waiting.index
+            keys.update((app_id, index.keys_of(app_id)) for app_id in waiting.asks.applications())
         allocations = [(a, a.node) for key, a in state.allocs.items() if key not in without]
         capture = RebuildCapture(state.config_seq, state.nodes, list(state.apps.values()), allocations,
                                  state.waiting.asks.all(), state.policies.extensions,
