@@ -184,3 +184,93 @@ def test_not_alone_the_changes_of_one_turn_share_a_commit() -> None:
 
     asyncio.run(main())
     s.stop_group_commit()
+
+
+def test_settle_alone_commits_the_lone_change_without_a_coroutine_and_answers_its_failure() -> None:
+    # issue 38 service path: the common lone case (one partition, its one queued change) is settled by
+    # a plain call — committed before it returns, a failure its answer — as settle(alone=True) does
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        group = _on_this_loop(p)
+        epochs = barrier.epochs_of("default")
+        p.allocate("app", "k1", {"vcore": 1})
+        appends = j.appends
+        assert group.durable < group.submitted
+        assert barrier.settle_alone(epochs) is None
+        assert group.durable == group.submitted and j.appends == appends + 1
+        assert barrier.settle_alone(epochs) is None          # durable already: nothing more
+        assert j.appends == appends + 1
+        await asyncio.sleep(0)
+        assert j.appends == appends + 1                      # the scheduled flush found nothing
+        # a lone change whose commit fails: the failure is its answer and the change is undone
+        doomed = barrier.epochs_of("default")
+        p.allocate("app", "doomed", {"vcore": 1})
+        j.fail = True
+        assert isinstance(barrier.settle_alone(doomed), CommitFailedError)
+        j.fail = False
+        assert p.recover()
+        assert p.allocation("doomed") is None and p.allocation("k1") is not None
+
+    asyncio.run(main())
+    s.stop_group_commit()
+
+
+def test_settle_alone_defers_to_settle_outside_the_common_case() -> None:
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        group = _on_this_loop(p)
+        read = barrier.epochs_of("default")                  # changed nothing: settle waits for all
+        assert barrier.settle_alone(read) is False
+        assert barrier.settle_alone(()) is False
+        assert await barrier.settle(read, alone=True) is None
+        # an earlier request's change waits for the scheduled flush; a lone one decided after it
+        # commits both in one transaction, and the earlier one's waiter is told
+        earlier = asyncio.get_running_loop().create_task(_decided(barrier, p, "early"))
+        await asyncio.sleep(0)           # it decided and waits; its flush is scheduled, not run yet
+        lone = barrier.epochs_of("default")
+        p.allocate("app", "late", {"vcore": 1})
+        assert len(group._buffer) == 2
+        appends = j.appends
+        assert barrier.settle_alone(lone) is None
+        assert j.appends == appends + 1 and group.idle
+        assert await earlier is None
+
+    asyncio.run(main())
+    s.stop_group_commit()
+
+
+async def _decided(barrier: CommitBarrier, p: qp.Partition, key: str) -> BaseException | None:
+    epochs = barrier.epochs_of("default")
+    p.allocate("app", key, {"vcore": 1})
+    return await barrier.settle(epochs, alone=False)
+
+
+def test_settle_alone_off_the_owner_or_with_offloaded_commits_is_left_to_settle() -> None:
+    j = GatedJournal()
+    s, p = _partition(j)
+    barrier = CommitBarrier(lambda: s)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        landed: list[object] = []
+
+        def offload(append: object, done: object) -> None:
+            landed.append((append, done))
+
+        group = p.start_group_commit(schedule=loop.call_soon, owner=threading.get_ident(), offload=offload)
+        assert group is not None
+        epochs = barrier.epochs_of("default")
+        p.allocate("app", "k1", {"vcore": 1})
+        assert barrier.settle_alone(epochs) is False and not group.idle
+        assert group.decide_inline(group.submitted) is False
+        group.flush()
+        assert group.idle
+
+    asyncio.run(main())
+    s.stop_group_commit()

@@ -24,7 +24,7 @@ import asyncio
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from quotaplane.journal.group_commit import CommitFailedError, GroupCommit, marks_in_context, reset_marks
 
@@ -93,6 +93,24 @@ class CommitBarrier:
         except Exception:          # unknown partition: the route answers 404 by itself
             return ()
         return () if group is None else ((group, group.epoch),)
+
+    def settle_alone(self, epochs: Epochs) -> BaseException | Literal[False] | None:
+        """:meth:`settle` of a request no other is being decided beside (``alone``), without a
+        coroutine, when it is the common case — one partition, changed by this request, committed
+        inline (:meth:`GroupCommit.decide_inline`): the error to answer instead, or None. False when
+        it is not: then ``await`` :meth:`settle` (issue 38: a lone decision's CPU)."""
+        if len(epochs) != 1:
+            return False
+        group = epochs[0][0]
+        marks = marks_in_context()
+        if len(marks) != 1:
+            return False
+        mark = marks.get(group)
+        if mark is None:
+            return False
+        if mark <= group.durable:
+            return None
+        return group.decide_inline(mark)
 
     async def settle(self, epochs: Epochs, alone: bool = False) -> BaseException | None:
         """Just before the answer: wait until every change those partitions decided so far is

@@ -255,7 +255,9 @@ class Outer:
                 alone = barrier.deciding == 0
             if epochs:
                 try:
-                    failed = await barrier.settle(epochs, alone)
+                    # alone, in the common case, without a coroutine (CommitBarrier.settle_alone)
+                    now = barrier.settle_alone(epochs) if alone else False
+                    failed = await barrier.settle(epochs, alone) if now is False else now
                 except Exception as exc:  # last resort, as the general path: an error body
                     failed = exc
                 if failed is not None:
