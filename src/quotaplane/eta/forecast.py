@@ -216,13 +216,13 @@ class _Run:
         self.lead = self.tracks[0]
         #: the quantiles that left the copy (their runs would differ from the leader's)
         self.left: list[float] = []
+        if len(self.tracks) > 1 and not (self.quiet and _reserves_by_no_delay(self.state, now)):
+            self._leave(self.tracks[1:])         # before their ends are worked out: they run alone
         for track in self.tracks:
             track.heap = [entry for key, a in self.state.allocs.items()
                           if (entry := self._ends(track, key, a, now, None, track is self.lead))]
             heapq.heapify(track.heap)
             track.first_end = track.heap[0][0] if track.heap else math.inf
-        if len(self.tracks) > 1 and not (self.quiet and _reserves_by_no_delay(self.state, now)):
-            self._leave(self.tracks[1:])
         keys = sorted(k for _, k in self.lead.heap)
         self._leave([t for t in self.tracks[1:] if sorted(k for _, k in t.heap) != keys])
         self.starts = self.lead.starts
