@@ -269,18 +269,20 @@ partitions:
 @given(st.lists(st.tuples(st.sampled_from(["g", "free"]), st.integers(1, 6), st.integers(1, 30)), max_size=8),
        st.lists(st.tuples(st.sampled_from(["g", "free"]), st.integers(1, 6), st.integers(1, 30),
                           st.integers(0, 1)), min_size=1, max_size=8),
-       st.integers(8, 20))
+       st.integers(8, 20), st.booleans())
 def test_asks_that_never_may_preempt_are_not_retried_and_no_start_moves(
         running: list[tuple[str, int, int]], waiting: list[tuple[str, int, int, int]],
-        node_cores: int) -> None:
+        node_cores: int, preemption: bool) -> None:
     """The copy does not retry for preemption the asks whose chain has no guaranteed (PR-Y2: they never
     find a victim): the starts are those of the copy that retries them (the guaranteed leaf still
-    preempts from the other after its delay). Without guaranteed, the property above compares them
-    with the partition itself run forward."""
+    preempts from the other after its delay); with YuniKorn preemption off, none is retried. Without
+    guaranteed, the property above compares them with the partition itself run forward."""
     fc = importlib.import_module("quotaplane.eta.forecast")   # the package exports the function
 
     clock = Clock(1000.0)
-    p = scheduler(GUARANTEED, clock=clock).partition("default")
+    config = GUARANTEED if preemption else \
+        GUARANTEED.replace("- name: default\n", "- name: default\n  preemption: {enabled: false}\n")
+    p = scheduler(config, clock=clock).partition("default")
     p.add_node("n1", _cores(node_cores))
     p.add_application("g1", UserGroup("bob", ["ops"]), queue="root.g")
     p.add_application("f1", UserGroup("carol", ["ops"]), queue="root.free")
@@ -458,14 +460,15 @@ def test_the_tracker_forecasts_again_when_a_running_allocation_outlives_an_obser
 
 # --- the quantiles' shared pass ---------------------------------------------------------------------
 
-def _shared_world(guaranteed: bool, reservation_delay: bool) -> str:
+def _shared_world(guaranteed: bool, reservation_delay: bool, preemption: bool = True) -> str:
     x = "resources: {guaranteed: {vcore: 4}, max: {vcore: 8}}" if guaranteed else \
         "resources: {max: {vcore: 8}}"
     y = ", properties: {reservation.delay: 30s}" if reservation_delay else ""
+    off = "" if preemption else "  preemption: {enabled: false}\n"
     return f"""
 partitions:
 - name: default
-  queues:
+{off}  queues:
   - name: root
     submitacl: '*'
     queues:
@@ -487,11 +490,11 @@ _holds = st.lists(st.integers(1, 60), max_size=12)
                           _runtime), min_size=1, max_size=8),
        st.tuples(_holds, _holds, _holds), st.integers(6, 24), st.sampled_from([False, False, True]),
        st.booleans(),
-       st.sampled_from([3, 8, MAX_STEPS]), st.booleans())
+       st.sampled_from([3, 8, MAX_STEPS]), st.booleans(), st.booleans())
 def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
         running: list[tuple[str, int, int | None, int]], waiting: list[tuple[str, int, int, int | None]],
         holds_of: tuple[list[int], list[int], list[int]], node_cores: int, guaranteed: bool,
-        reservation_delay: bool, max_steps: int, settled: bool) -> None:
+        reservation_delay: bool, max_steps: int, settled: bool, preemption: bool) -> None:
     """The p10 and p90 runs follow the p50 run on its copy while they would release the same
     allocations at each of their instants and nothing reads the clock; the copy of a settled
     partition starts from its wake index rather than a full cycle. The answer — every start, its
@@ -499,10 +502,11 @@ def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
     copy that runs a full first cycle. The worlds mix declared and observed ends, ages, a guaranteed
     that lets asks preempt after a delay, a reservation delay, applications that time out (Starting
     with one allocation, Completing once their last allocation ends), horizons short enough to cut
-    runs, and partitions that did not schedule since their asks came (not settled: some fit now)."""
+    runs, partitions that did not schedule since their asks came (not settled: some fit now) and
+    YuniKorn preemption off."""
     fc = importlib.import_module("quotaplane.eta.forecast")
     clock = Clock(1000.0)
-    p = scheduler(_shared_world(guaranteed, reservation_delay), clock=clock).partition("default")
+    p = scheduler(_shared_world(guaranteed, reservation_delay, preemption), clock=clock).partition("default")
     p.auto_schedule = settled
     p.add_node("n1", _cores(node_cores))
     for app in _APPS:

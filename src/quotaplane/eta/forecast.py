@@ -381,12 +381,15 @@ def _never_preempting(state: PartitionState) -> None:
     has a guaranteed and their leaf does not share fairly, so YuniKorn preemption finds no victim for
     them whatever the others hold, and the copy's configuration never changes. The partition retries
     them every 15 s (PR-Y3) only to find nothing; in the forecast those retries would be most of its
-    cost (each a full admission and a preemption plan) and change no start."""
+    cost (each a full admission and a preemption plan) and change no start. With YuniKorn preemption
+    off (``preemption: {enabled: false}``) no ask of a leaf that does not share fairly ever tries it."""
     queues = state.queues
+    enabled = state.config.preemption.enabled
     for ask in state.waiting.asks.unsorted():
         app = state.apps.get(ask.application_id)
         leaf = queues.queue(app.queue_path) if app is not None else None
-        if leaf is not None and leaf.fair is None and guarantee_blockers(leaf, ask.resource) is None:
+        if leaf is not None and leaf.fair is None and \
+                (not enabled or guarantee_blockers(leaf, ask.resource) is None):
             ask.preempt_after = math.inf
 
 
