@@ -382,7 +382,8 @@ def cpu_service(n: int) -> dict[str, float]:
             out["allocate_16_clients"] = cpu_concurrent(proc.pid, port, allocations("c", n), 16, 201)
             out["release_16_clients"] = cpu_concurrent(proc.pid, port, releases("c", n), 16, 200)
             # the batch route: 1,000 decisions per request, one journal transaction
-            batches = [("POST", f"{base}/allocations/batch", json.dumps({"allocations": [
+            Request = tuple[str, str, bytes | None]
+            batches: list[Request] = [("POST", f"{base}/allocations/batch", json.dumps({"allocations": [
                 {"applicationID": "app-0", "allocationKey": f"b-{r}-{i}", "resource": {"vcore": 1}}
                 for i in range(BATCH_SIZE)]}).encode()) for r in range(max(1, n // BATCH_SIZE))]
             out["allocate_batch"] = cpu_per_request(proc.pid, port, batches, 200) / BATCH_SIZE
@@ -621,12 +622,25 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+#: what :func:`_inprocess_counted` counts, one callgrind dump each, in this order (instructions per
+#: allocation): the service's layers and its commits split without a profiler's distortion
+INPROCESS_PARTS = (
+    "asgi_app_allocate",                      # the ASGI app called in-process, group commit on (serve)
+    "partition_alone_allocate",               # Partition.allocate, each in its own SQLite commit
+    "asgi_app_allocate_group_commit_off",     # the app, each change appended as it is recorded
+    "partition_alone_memory_journal",         # Partition.allocate, the journal in memory (no SQLite)
+    "sqlite_append_one_event",                # SQLiteJournal.append of one allocation's record
+    "canonical_json_one_event",               # its canonical JSON text alone
+)
+
+
 def _inprocess_counted(n: int) -> None:
-    """(Run under callgrind by :func:`instruction_figures`.) ``n`` allocations through the ASGI app
-    called in this process, then ``n`` through the partition alone (each in its own SQLite commit),
-    counting switched on around each (two dumps)."""
+    """(Run under callgrind by :func:`instruction_figures`.) ``n`` allocations of each part of
+    :data:`INPROCESS_PARTS`, counting switched on around each (one dump each)."""
     from quotaplane import Resource
     from quotaplane.config.identity import UserGroup
+    from quotaplane.journal.base import canonical_json
+    from quotaplane.journal.sqlite import SQLiteJournal
     from quotaplane.scheduler import Scheduler
     from quotaplane.server.app import create_app
 
@@ -635,6 +649,13 @@ def _inprocess_counted(n: int) -> None:
         proc = subprocess.Popen(["callgrind_control", *args, str(os.getpid())], stdout=subprocess.DEVNULL)
         while proc.poll() is None:
             sum(range(100))
+
+    def counted(run: Any) -> None:
+        toggle("-z")
+        toggle("-i", "on")
+        run()
+        toggle("-i", "off")
+        toggle("-d")
 
     base = "/ws/v1/partition/default"
 
@@ -667,29 +688,49 @@ def _inprocess_counted(n: int) -> None:
             toggle("-i", "on")
             for b in bodies:
                 await one(b)
+            await asyncio.sleep(0)          # the turn after the last one (a scheduled flush) counts too
             toggle("-i", "off")
             toggle("-d")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        s = Scheduler.from_yaml(CONFIG, store=f"sqlite:///{tmp}/app.db")
+    def scheduler(store: str | None) -> Any:
+        s = Scheduler.from_yaml(CONFIG, store=store)
         p = s.partition("default")
         p.add_node("n1", Resource({"vcore": 10**15, "memory": 10**18}))
         p.add_application("app-0", UserGroup("u", ["g"]), queue="root.default")
-        asyncio.run(run(create_app(s, allowed_hosts=["127.0.0.1"])))
-        s.close()
-        s = Scheduler.from_yaml(CONFIG, store=f"sqlite:///{tmp}/alone.db")
+        return s
+
+    def alone(store: str | None) -> None:
+        s = scheduler(store)
         p = s.partition("default")
-        p.add_node("n1", Resource({"vcore": 10**15, "memory": 10**18}))
-        p.add_application("app-0", UserGroup("u", ["g"]), queue="root.default")
         for i in range(200):
             p.allocate("app-0", f"w-{i}", Resource({"vcore": 1, "memory": 1024}))
-        toggle("-z")
-        toggle("-i", "on")
-        for i in range(n):
-            p.allocate("app-0", f"a-{i}", Resource({"vcore": 1, "memory": 1024}))
-        toggle("-i", "off")
-        toggle("-d")
+        resources = [Resource({"vcore": 1, "memory": 1024}) for _ in range(n)]
+
+        def allocate() -> None:
+            for i, r in enumerate(resources):
+                p.allocate("app-0", f"a-{i}", r)
+        counted(allocate)
         s.close()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s = scheduler(f"sqlite:///{tmp}/app.db")
+        asyncio.run(run(create_app(s, allowed_hosts=["127.0.0.1"])))
+        s.close()
+        alone(f"sqlite:///{tmp}/alone.db")
+        s = scheduler(f"sqlite:///{tmp}/app-off.db")
+        asyncio.run(run(create_app(s, allowed_hosts=["127.0.0.1"], group_commit=False)))
+        s.close()
+        alone(None)
+        # one allocation's journal record (events.Allocated.to_json of the allocations above)
+        event = {"type": "allocated", "app": "app-0", "key": "a-0", "resource": {"vcore": 1, "memory": 1024},
+                 "priority": 0, "preemptible": True, "placeholder": False, "task_group": None,
+                 "t": 1764345600.123456}
+        journal = SQLiteJournal(f"{tmp}/journal.db")
+        for _ in range(200):
+            journal.append("partition/default", [event])
+        counted(lambda: [journal.append("partition/default", [event]) for _ in range(n)])
+        journal.close()
+        counted(lambda: [canonical_json(event) for _ in range(n)])
 
 
 def instruction_figures(n: int = 1000) -> dict[str, Any]:
@@ -748,9 +789,8 @@ def instruction_figures(n: int = 1000) -> dict[str, Any]:
         env["PYTHONPATH"] = str(ROOT / "src")
         subprocess.run([*_valgrind(cg), sys.executable, __file__, "--inprocess-counted", str(n)], env=env,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1200)
-        app, alone = _dumps(cg)[-2:]
-        out["asgi_app_allocate"] = round(app / n)
-        out["partition_alone_allocate"] = round(alone / n)
+        for name, total in zip(INPROCESS_PARTS, _dumps(cg)[-len(INPROCESS_PARTS):], strict=True):
+            out[name] = round(total / n)
     return out
 
 
