@@ -279,11 +279,8 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
 
 def _journal_bytes(w: WideTree) -> int:
     """What the in-memory journal's event texts and their lists take (0 with another store)."""
-    streams = getattr(w.scheduler.journal, "_streams", None)
-    if streams is None:
-        return 0
-    return sum(sys.getsizeof(st.events) + sum(sys.getsizeof(text) for text in st.events)
-               for st in streams.values())
+    text_bytes = getattr(w.scheduler.journal, "text_bytes", None)
+    return int(text_bytes()) if text_bytes is not None else 0
 
 
 def _own_lists_bytes(w: WideTree) -> int:
