@@ -28,7 +28,9 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     assert out["restart"]["tail_events"] > 0
     # the memory section traced the waiting section's asks (the state they share)
     assert out["memory"]["pending_asks_traced"] == steps[-1]["pending"]
-    assert out["memory"]["bytes_per_pending_ask"] > out["memory"]["state_bytes_per_pending_ask"] > 0
+    # the in-memory journal's compressed texts: a few bytes per ask, 0 when rounded at this size
+    assert out["memory"]["bytes_per_pending_ask"] >= out["memory"]["state_bytes_per_pending_ask"] > 0
+    assert out["memory"]["journal_bytes_per_pending_ask"] >= 0
     assert {"build", "waiting", "decisions", "restart", "kueue", "kube", "total"} <= set(out["section_cost"])
     assert all(len(c["load"]) == 2 for name, c in out["section_cost"].items() if name != "total")
     for shape in out["kueue"].values():
