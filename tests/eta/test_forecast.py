@@ -460,11 +460,13 @@ def test_the_tracker_forecasts_again_when_a_running_allocation_outlives_an_obser
 
 # --- the quantiles' shared pass ---------------------------------------------------------------------
 
-def _shared_world(guaranteed: bool, reservation_delay: bool, preemption: bool = True) -> str:
+def _shared_world(guaranteed: bool, reservation_delay: bool, preemption: bool = True,
+                  stateaware: bool = False) -> str:
     x = "resources: {guaranteed: {vcore: 4}, max: {vcore: 8}}" if guaranteed else \
         "resources: {max: {vcore: 8}}"
     y = ", properties: {reservation.delay: 30s}" if reservation_delay else ""
     off = "" if preemption else "  preemption: {enabled: false}\n"
+    z = ", properties: {application.sort.policy: stateaware}" if stateaware else ""
     return f"""
 partitions:
 - name: default
@@ -474,7 +476,7 @@ partitions:
     queues:
     - {{name: x, {x}, properties: {{preemption.delay: 20s}}}}
     - {{name: y, resources: {{max: {{vcore: 10}}}}{y}}}
-    - {{name: z, resources: {{max: {{vcore: 6}}}}}}
+    - {{name: z, resources: {{max: {{vcore: 6}}}}{z}}}
 """
 
 
@@ -484,17 +486,17 @@ _holds = st.lists(st.integers(1, 60), max_size=12)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(_APPS), st.integers(1, 3), _runtime, st.integers(0, 20)),
-                min_size=1, max_size=6),
+@given(st.lists(st.tuples(st.sampled_from(_APPS), st.integers(1, 3), _runtime, st.integers(0, 20),
+                          st.sampled_from("ab")), min_size=1, max_size=6),
        st.lists(st.tuples(st.sampled_from(_APPS[:2] + _APPS[3:]), st.integers(1, 6), st.integers(0, 2),
                           _runtime), min_size=1, max_size=8),
        st.tuples(_holds, _holds, _holds), st.integers(6, 24), st.sampled_from([False, False, True]),
-       st.booleans(),
-       st.sampled_from([3, 8, MAX_STEPS]), st.booleans(), st.booleans())
+       st.booleans(), st.sampled_from([3, 8, MAX_STEPS]), st.booleans(), st.booleans(),
+       st.sampled_from([False, False, True]))
 def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
-        running: list[tuple[str, int, int | None, int]], waiting: list[tuple[str, int, int, int | None]],
+        running: list[tuple[str, int, int | None, int, str]], waiting: list[tuple[str, int, int, int | None]],
         holds_of: tuple[list[int], list[int], list[int]], node_cores: int, guaranteed: bool,
-        reservation_delay: bool, max_steps: int, settled: bool, preemption: bool) -> None:
+        reservation_delay: bool, max_steps: int, settled: bool, preemption: bool, stateaware: bool) -> None:
     """The p10 and p90 runs follow the p50 run on its copy while they would release the same
     allocations at each of their instants and nothing reads the clock; the copy of a settled
     partition starts from its wake index rather than a full cycle. The answer — every start, its
@@ -502,18 +504,20 @@ def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
     copy that runs a full first cycle. The worlds mix declared and observed ends, ages, a guaranteed
     that lets asks preempt after a delay, a reservation delay, applications that time out (Starting
     with one allocation, Completing once their last allocation ends), horizons short enough to cut
-    runs, partitions that did not schedule since their asks came (not settled: some fit now) and
-    YuniKorn preemption off."""
+    runs, partitions that did not schedule since their asks came (not settled: some fit now),
+    YuniKorn preemption off, and a leaf ordered by ``stateaware`` (then Starting against Running
+    decides, and the runs part when a timeout waits)."""
     fc = importlib.import_module("quotaplane.eta.forecast")
     clock = Clock(1000.0)
-    p = scheduler(_shared_world(guaranteed, reservation_delay, preemption), clock=clock).partition("default")
+    world = _shared_world(guaranteed, reservation_delay, preemption, stateaware)
+    p = scheduler(world, clock=clock).partition("default")
     p.auto_schedule = settled
     p.add_node("n1", _cores(node_cores))
     for app in _APPS:
         p.add_application(app, UserGroup(f"u-{app}", ["ops"]), queue=f"root.{app[0]}")
-    for i, (app, cores, runtime, later) in enumerate(running):
+    for i, (app, cores, runtime, later, halves) in enumerate(running):
         clock.advance(later)
-        for half in "ab":           # two each: an application with one is Starting (it times out)
+        for half in "ab"[:"ab".index(halves) + 1]:    # an application with one allocation is Starting
             p.allocate(app, f"r{i}{half}", _cores(cores),
                        max_runtime=None if runtime is None else runtime * 10)
     for i, (app, cores, priority, runtime) in enumerate(waiting):
@@ -539,8 +543,8 @@ def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
 
 def test_quantile_runs_that_agree_take_one_pass_and_one_that_differs_its_own() -> None:
     """Four full queues with the same observed holds: every run releases the same allocations at each
-    of its instants, so one pass answers p10, p50 and p90; with another queue whose holds order its
-    ends differently in the p10 and p90 runs, those two leave the pass and run on their own."""
+    of its instants, so one pass answers p10, p50 and p90; when one queue's holds order its ends
+    differently in the p90 run, that run leaves the pass and runs on its own."""
     text = "partitions:\n- name: default\n  queues:\n  - name: root\n    submitacl: '*'\n    queues:\n" + \
         "".join(f"    - {{name: q{i}, resources: {{max: {{vcore: 2}}}}}}\n" for i in range(4))
     clock = Clock(1000.0)
@@ -561,9 +565,9 @@ def test_quantile_runs_that_agree_take_one_pass_and_one_that_differs_its_own() -
     assert f.asks == forecast(p, same, clock.now, share=False).asks
     assert f.asks["w0-0"].p10 is not None and f.asks["w0-0"].p10 < f.asks["w0-0"].p50   # type: ignore[operator]
     crossed = HoldTimes()
-    for i in range(4):                   # q0 ends first at p10 (10 s against 50 s) and last at p90
+    for i in range(4):       # q0 ends first at p10 and p50 (10 s against 50 s) and last at p90 (2000 s)
         for s in ((10, 10, 10, 2000, 2000) if i == 0 else (50, 50, 50, 60, 60)):
             crossed.add(f"root.q{i}", f"u{i}", s)
     g = forecast(p, crossed, clock.now)
-    assert (g.runs, g.passes) == (3, 3)
+    assert (g.runs, g.passes) == (3, 2)          # p10 follows p50; p90 runs alone
     assert g.asks == forecast(p, crossed, clock.now, share=False).asks

@@ -36,6 +36,7 @@ from quotaplane.eta.holds import HoldEstimate, HoldTimes
 from quotaplane.partition import gcfreeze
 from quotaplane.partition.facade import Partition
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_blockers
+from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
 from quotaplane.state.handlers import PartitionState
 
 __all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
@@ -212,6 +213,8 @@ class _Run:
         self.state = self.copy.state
         _never_preempting(self.state)
         self.quiet = _quiet(self.state)
+        #: no application timeout can change a decision of the copy (:func:`_timeouts_harmless`)
+        self.harmless = self.quiet and _timeouts_harmless(self.state)
         self.tracks = [_Track(q, now) for q in qs]
         self.lead = self.tracks[0]
         #: the quantiles that left the copy (their runs would differ from the leader's)
@@ -299,14 +302,16 @@ class _Run:
                 break
 
     def _timeless(self) -> bool:
-        """Nothing in the copy falls due by the clock: no application timeout waits (a Starting,
-        Completing or Completed application, an unreplaced placeholder) and the timers are quiet."""
-        return self.quiet and _no_timeouts(self.state)
+        """Nothing in the copy decides by the clock: the timers are quiet, and no application timeout
+        waits (a Starting, Completing or Completed application, an unreplaced placeholder) or none
+        can change a decision (:func:`_timeouts_harmless`) — when it falls due does not matter."""
+        return self.quiet and (self.harmless or _no_timeouts(self.state))
 
     def _step(self) -> bool:
-        if len(self.tracks) > 1 and not self._timeless():
+        timeless = self._timeless()
+        if len(self.tracks) > 1 and not timeless:
             self._leave(self.tracks[1:])
-        timer = _next_timer(self.state, self.clock, self.quiet)
+        timer = _next_timer(self.state, self.clock, timeless)
         lead = self.lead
         if lead.heap and lead.heap[0][0] <= timer:
             at, keys = lead.pop_group()
@@ -370,6 +375,25 @@ def _no_timeouts(state: PartitionState) -> bool:
     return not len(state.due) or not state.due.any_due(math.inf)
 
 
+def _timeouts_harmless(state: PartitionState) -> bool:
+    """True when no application timeout can change what a cycle of the copy decides, whenever it
+    falls due: no leaf orders by ``stateaware`` (the only order that reads Starting against Running)
+    and no gang (a placeholder's timeout releases it). The others are harmless: Starting and Running
+    both take allocations and count alike; a Completing application left the running count with its
+    last allocation and Completed takes none (the copy adds no ask); an expired one has no ask, no
+    allocation and no count, and so neither has the empty queue it may take along."""
+    queues = state.queues
+    for path in queues.paths():
+        q = queues.queue(path)
+        if q is not None and str(q.properties.get(SORT_POLICY_PROPERTY, "")).strip().lower() == "stateaware":
+            return False
+    if any(app.placeholder_since is not None for app in state.apps.values()):
+        return False
+    if any(a.placeholder or a.task_group is not None for a in state.allocs.values()):
+        return False
+    return not any(ask.placeholder or ask.task_group is not None for ask in state.waiting.asks.unsorted())
+
+
 def _reserves_by_no_delay(state: PartitionState, now: float) -> bool:
     """True when no waiting ask's reservation comes into force by its delay after ``now``
     (``reservation.delay``: the moment differs between runs on different clocks)."""
@@ -393,16 +417,16 @@ def _never_preempting(state: PartitionState) -> None:
             ask.preempt_after = math.inf
 
 
-def _next_timer(state: PartitionState, after: float, quiet: bool = False) -> float:
+def _next_timer(state: PartitionState, after: float, idle: bool = False) -> float:
     """The first time after ``after`` the partition's timer runs a cycle for the waiting asks (PR-Y3:
     the first preemption delay to pass, then every 15 s while asks wait): inf when it will not, or when
-    the tick would change nothing (``quiet``, :func:`_quiet`, and no application timeout waits).
+    the tick would change nothing (``idle``: :meth:`_Run._timeless`).
 
     An ask's own next attempt (``waiting.timed``) is not such a time: the asks due are retried by the
     next cycle, which the timer runs only at its own ticks (partition/timers.py) — stepping to an
     ask's time ran no cycle, and a stale one hid the next tick (an ask then preempted a tick late)."""
     due = state.preempt_due
-    if not math.isfinite(due) or (quiet and _no_timeouts(state)):
+    if not math.isfinite(due) or idle:
         return math.inf
     # the timers' own clock moves in whole steps of a cycle: never before or at the present
     return due if due > after else after + PREEMPT_ATTEMPT_EVERY
