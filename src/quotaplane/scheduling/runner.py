@@ -25,14 +25,13 @@ from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
 from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.questions import (
     may_preempt,
-    over_queue_max,
     preempt_at,
     surely_held,
     surely_over,
     wait_keys,
 )
 from quotaplane.scheduling.waiting import AppTimers
-from quotaplane.scheduling.wake import ANY, reserved_keys
+from quotaplane.scheduling.wake import ANY, need_of, reserved_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
@@ -60,7 +59,7 @@ SKIP_SEARCHES_IN_VAIN = True
 class PendingAsks:
     """The cycles that allocate a partition's waiting asks (docs/queueing.md)."""
 
-    __slots__ = ("_held", "_made", "_searched", "auto_schedule", "incremental", "preempt_tries",
+    __slots__ = ("_held", "_made", "_passed", "_searched", "auto_schedule", "incremental", "preempt_tries",
                  "schedule_error")
 
     def __init__(self, *, auto_schedule: bool = True) -> None:
@@ -80,6 +79,9 @@ class PendingAsks:
         #: the wake keys of the asks the current cycle passed over as held back by a reservation, per
         #: application (their reasons are explained when read; their keys are known now)
         self._held: dict[str, list[str]] = {}
+        #: ask key -> the queues whose max it exceeds, for the asks the current cycle passed over (their
+        #: wake keys, not looked up again when the cycle re-indexes their applications)
+        self._passed: dict[str, list[str]] = {}
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self, tx: Transaction) -> list[Ask]:
@@ -110,6 +112,7 @@ class PendingAsks:
         made = self._run(tx, root, None)
         self._reindex_all(tx)
         self._held.clear()
+        self._passed.clear()
         waiting.full_due = waiting.asks.dirty    # it stopped after quota came back: the next is full too
         return made
 
@@ -136,8 +139,9 @@ class PendingAsks:
                 waiting.due[app_id] = None
             else:
                 waiting.due.pop(app_id, None)      # its state changes in this cycle were seen by it
-            self._reindex(state, app_id, self._held.get(app_id))
+            self._reindex(state, app_id, self._held.get(app_id), self._passed)
         self._held.clear()
+        self._passed.clear()
         return made
 
     @staticmethod
@@ -146,7 +150,7 @@ class PendingAsks:
         cycle or on :data:`~quotaplane.scheduling.wake.ANY`, those marked due, and those with an ask
         that may now preempt for the first time; the notes are consumed."""
         waiting = tx.state.waiting
-        woken = waiting.index.woken(waiting.woken)
+        woken = waiting.index.woken(waiting.woken, tx.state.queues.queue)
         woken.update(waiting.due)
         waiting.woken.clear()
         waiting.due.clear()
@@ -173,6 +177,7 @@ class PendingAsks:
     def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
         state = tx.state
         self._held.clear()
+        self._passed.clear()
         try:
             made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
                              functools.partial(self._surely_refused, state),
@@ -187,29 +192,37 @@ class PendingAsks:
         """The cycle's cheap refusal test: the ask exceeds a queue max (M-2) or a reservation in force
         holds it back, and its attempt would change nothing (issue 38: in a cohort where a
         reservation holds the freed quota, every later ask of a lower priority is passed over)."""
-        if over_queue_max(state, ask):
+        over = surely_over(state, ask)
+        if over:
+            self._passed[ask.allocation_key] = over
             return True
         held = surely_held(state, ask)
         if not held:
             return False
         self._held.setdefault(ask.application_id, []).extend(reserved_keys(held))
+        self._passed[ask.allocation_key] = over         # [] : no queue max; its keys are the held ones
         return True
 
     # -- the wake index -------------------------------------------------------------------------------
     @staticmethod
-    def _reindex(state: StateView, application_id: str, held: list[str] | None = None) -> None:
+    def _reindex(state: StateView, application_id: str, held: list[str] | None = None,
+                 passed: Mapping[str, list[str]] | None = None) -> None:
+        """Index ``application_id`` by its asks' wake keys (``held``: the keys of its asks a reservation
+        holds back, from the cycle's check; ``passed``: ask key → the queues whose max it exceeds, for
+        the asks the cycle passed over — known, so not looked up again)."""
         waiting = state.waiting
         keys: list[str] = [] if held is None else list(held)
+        at: dict[str, list[Mapping[str, int]]] = {}        # q: key -> the requests of the asks waiting on it
         now = state.clock()
         timed = state.config.preemption.enabled
         for ask in waiting.asks.of_application_unsorted(application_id):
-            keys.extend(wait_keys(state, ask, None))
+            _collect_keys(state, ask, keys, at, passed)
             if timed and ask.preempt_after > now and ask.timer_at != ask.preempt_after:
                 # it tried preemption: it may again only then (PR-Y3), and waits on no guaranteed
                 # until (wake.ask_keys): the timer retries it instead of every change
                 ask.timer_at = waiting.timed.add(ask.preempt_after, application_id)
         if keys or not waiting.asks.has_application(application_id):
-            waiting.index.set(application_id, keys)
+            waiting.index.set(application_id, keys, {key: need_of(found) for key, found in at.items()})
         else:                   # cannot happen (a refused ask has keys); retry it every time then
             waiting.index.set(application_id, [ANY])
 
@@ -219,7 +232,7 @@ class PendingAsks:
         waiting.index.clear()
         held = self._held
         for app_id in waiting.asks.applications():
-            self._reindex(state, app_id, held.get(app_id))
+            self._reindex(state, app_id, held.get(app_id), self._passed)
         self._retime_all(tx)
 
     def adopt(self, tx: Transaction, keys: Mapping[str, tuple[str, ...]]) -> None:
@@ -335,7 +348,7 @@ class PendingAsks:
             # certainly refused, and it may not preempt: no attempt (its reasons are explained when
             # read, exactly as what_if); it waits on the queues whose max it exceeds
             ask.reasons = None
-            waiting.index.add(ask.application_id, wait_keys(state, ask, over))
+            waiting.index.add(ask.application_id, wait_keys(state, ask, over), ask.resource._values)
             waiting.due.pop(ask.application_id, None)
             return
         waiting.asks.cycle_freed = False
@@ -345,7 +358,7 @@ class PendingAsks:
         if not decision.allocated and ask.allocation_key in waiting.asks:
             ask.reasons, ask.reasons_at = list(decision.reasons), tx.head
             # a new ask tried alone and refused: its application also waits on its keys
-            waiting.index.add(ask.application_id, wait_keys(state, ask, None))
+            waiting.index.add(ask.application_id, wait_keys(state, ask, None), ask.resource._values)
             waiting.due.pop(ask.application_id, None)
         if decision.preempted or waiting.asks.cycle_freed:
             self.freed(tx)                     # quota was given back: the others get a cycle
@@ -441,3 +454,14 @@ class PendingAsks:
         for ask in found:
             if ask.reasons_at == -1:
                 ask.reasons_at = at
+
+
+def _collect_keys(state: StateView, ask: Ask, keys: list[str], at: dict[str, list[Mapping[str, int]]],
+                  passed: Mapping[str, list[str]] | None) -> None:
+    """Add ``ask``'s wake keys to ``keys`` and its request to ``at`` under each of its ``q:`` keys."""
+    over = passed.get(ask.allocation_key) if passed and ask.reasons is None else None
+    mine = wait_keys(state, ask, over)
+    keys.extend(mine)
+    for key in mine:
+        if key[0] == "q":
+            at.setdefault(key, []).append(ask.resource._values)

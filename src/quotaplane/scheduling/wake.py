@@ -17,7 +17,10 @@ Keys (strings, so that the index is deterministic and cheap):
 
 ``q:<path>``
     headroom under the ``max`` of queue ``path`` (``queue.max``; ``root.capacity`` is ``q:root``). A
-    release frees ``q:`` of every queue from its leaf to the root.
+    release frees ``q:`` of every queue from its leaf to the root. The index keeps, per application,
+    the least its asks on the key need there (:data:`Need`): a freed ``q:`` retries only the
+    applications whose need may fit under the queue's max now (issue 38: in a full cohort a small
+    release retried every application waiting for the cluster, those waiting with large asks too).
 ``u:<user>:<path>`` / ``g:<path>``
     a user's / any group's ``maxresources`` set at ``path`` (a release frees them along its chain).
 ``gq:<path>``
@@ -51,7 +54,7 @@ a timeout frees what its releases and running-count exits free, and retries the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from sys import intern
 from typing import TYPE_CHECKING
 
@@ -68,7 +71,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "RUNNING_COUNT", "WakeIndex", "ask_keys", "chain_places", "release_keys", "reserved_keys"]
+__all__ = ["ANY", "RUNNING_COUNT", "Need", "WakeIndex", "ask_keys", "chain_places", "fits_at", "need_of",
+           "release_keys", "reserved_keys"]
 
 #: the key of asks retried after every change
 ANY = "*"
@@ -175,14 +179,65 @@ def _key_of(v: Violation, user: str) -> str:
     return ANY              # another policy: its quota moves with changes the keys cannot name
 
 
-class WakeIndex:
-    """Wake key → the applications waiting on it, and back; insertion-ordered, so deterministic."""
+#: What an application waiting on a ``q:`` key needs at that queue at least: (name, amount) pairs, the
+#: names every one of its asks waiting on the key requests, each at the least of their amounts (None:
+#: not known, woken whenever the key is freed). Interned: applications with the same sizes share one.
+Need = tuple[tuple[str, int], ...] | None
 
-    __slots__ = ("_apps", "_keys")
+
+def need_of(amounts: Iterable[Mapping[str, int]]) -> Need:
+    """The least of ``amounts`` per name that each of them names (:data:`Need`; None when none)."""
+    it = iter(amounts)
+    first = next(it, None)
+    if first is None:
+        return None
+    least = dict(first)
+    for more in it:
+        for name in [n for n in least if n not in more]:
+            del least[name]
+        for name, amount in more.items():
+            if name in least and amount < least[name]:
+                least[name] = amount
+    return tuple(sorted(least.items())) if least else None
+
+
+def fits_at(q: Queue, need: Need) -> bool:
+    """An ask needing at least ``need`` may fit under queue ``q``'s max (the cluster's at the root):
+    False only when every such ask would exceed it — exactly the per-queue test of
+    :meth:`~quotaplane.queues.tree.QueueTree.over_max` (M-2)."""
+    if need is None:
+        return True
+    max_res = q.max
+    strict = q.parent is None
+    if max_res is None and not strict:
+        return True
+    maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
+    used = q._alloc
+    for name, amount in need:
+        limit = maxv.get(name)
+        if limit is None:
+            if not strict:
+                continue
+            limit = 0
+        if used.get(name, 0) + amount > (limit if limit > 0 else 0):
+            return False
+    return True
+
+
+class WakeIndex:
+    """Wake key → the applications waiting on it, and back; insertion-ordered, so deterministic.
+
+    For a ``q:`` key each application also has its :data:`Need` there (issue 38): a release frees the
+    key, but an application whose asks on it all still exceed the queue's max is not retried — in a
+    full cohort a release of one small allocation used to retry every application waiting for the
+    cluster, their large asks included."""
+
+    __slots__ = ("_apps", "_keys", "_needs")
 
     def __init__(self) -> None:
-        self._apps: dict[str, dict[str, None]] = {}
+        self._apps: dict[str, dict[str, Need]] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
+        self._needs: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -191,26 +246,59 @@ class WakeIndex:
         """The keys ``application_id`` waits on (``()``: not indexed)."""
         return self._keys.get(application_id, ())
 
-    def set(self, application_id: str, keys: Iterable[str]) -> None:
-        """``application_id`` now waits on exactly ``keys`` (none: it is dropped)."""
+    def need_of(self, application_id: str, key: str) -> Need:
+        """What ``application_id`` needs at ``key`` (None: unknown, or not waiting on it)."""
+        return self._apps.get(key, {}).get(application_id)
+
+    def _shared(self, need: Need) -> Need:
+        if need is None:
+            return None
+        found = self._needs.get(need)
+        if found is None:
+            if len(self._needs) >= 4096:        # bounded: distinct sizes are few in practice
+                self._needs.clear()
+            found = self._needs[need] = need
+        return found
+
+    def set(self, application_id: str, keys: Iterable[str],
+            needs: Mapping[str, Need] | None = None) -> None:
+        """``application_id`` now waits on exactly ``keys`` (none: it is dropped); ``needs``: what it
+        needs at its ``q:`` keys (a key missing: unknown)."""
         self.drop(application_id)
         # interned: the many applications waiting on one key hold one string, not a copy each
         found = tuple(dict.fromkeys(map(intern, keys)))
         if not found:
             return
         self._keys[application_id] = found
+        get = needs.get if needs else None
         for key in found:
-            self._apps.setdefault(key, {})[application_id] = None
+            need = self._shared(get(key)) if get is not None else None
+            self._apps.setdefault(key, {})[application_id] = need
 
-    def add(self, application_id: str, keys: Iterable[str]) -> None:
-        """``application_id`` also waits on ``keys`` (a new ask of it was refused)."""
+    def add(self, application_id: str, keys: Iterable[str],
+            resource: Mapping[str, int] | None = None) -> None:
+        """``application_id`` also waits on ``keys`` (a new ask of it, requesting ``resource``, was
+        refused; None: unknown)."""
         old = self._keys.get(application_id, ())
-        new = [k for k in dict.fromkeys(map(intern, keys)) if k not in old]
+        fresh = list(dict.fromkeys(map(intern, keys)))
+        new = [k for k in fresh if k not in old]
+        for key in fresh:
+            if key in old and key[0] == "q":
+                self._narrow(application_id, key, resource)
         if not new:
             return
         self._keys[application_id] = (*old, *new)
+        need = self._shared(need_of((resource,))) if resource is not None else None
         for key in new:
-            self._apps.setdefault(key, {})[application_id] = None
+            self._apps.setdefault(key, {})[application_id] = need if key[0] == "q" else None
+
+    def _narrow(self, application_id: str, key: str, resource: Mapping[str, int] | None) -> None:
+        """Another ask of ``application_id`` waits on ``key`` with ``resource``: it needs at least the
+        least of both there now."""
+        apps = self._apps[key]
+        was = apps[application_id]
+        apps[application_id] = None if was is None or resource is None else \
+            self._shared(need_of((dict(was), resource)))
 
     def drop(self, application_id: str) -> None:
         """Forget ``application_id`` (its asks are gone, or it is being re-indexed)."""
@@ -226,12 +314,27 @@ class WakeIndex:
         self._apps.clear()
         self._keys.clear()
 
-    def woken(self, keys: Iterable[str]) -> dict[str, None]:
-        """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set)."""
-        out: dict[str, None] = dict(self._apps.get(ANY, {}))
+    def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None
+              ) -> dict[str, None]:
+        """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set).
+
+        ``queue`` (path → queue): an application is woken by a ``q:`` key only when its need there
+        may fit under the queue's max now (:func:`fits_at`); the others would be refused by it."""
+        out: dict[str, None] = dict.fromkeys(self._apps.get(ANY, ()))
         get = self._apps.get
         for key in keys:
             apps = get(key)
-            if apps:
-                out.update(apps)
+            if not apps:
+                continue
+            q = queue(key[2:]) if queue is not None and key[0] == "q" else None
+            if q is None:
+                out.update(dict.fromkeys(apps))
+                continue
+            verdict: dict[Need, bool] = {}
+            for app, need in apps.items():
+                ok = verdict.get(need)
+                if ok is None:
+                    ok = verdict[need] = fits_at(q, need)
+                if ok:
+                    out[app] = None
         return out
