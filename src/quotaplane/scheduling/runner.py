@@ -126,14 +126,34 @@ class PendingAsks:
         asks = waiting.asks
         if waiting.full_due:
             return self._schedule_once(tx)
-        woken = self._woken(tx)
+        # the applications to retry (an ordered set), the notes consumed: those waiting on a key freed
+        # since the last cycle or on ANY, those marked due, those with an ask that may now preempt
+        woken = waiting.index.woken(waiting.woken, state.queues.queue)
+        waiting.woken.clear()
+        due = waiting.due
+        if due:
+            woken.update(due)
+            due.clear()
+        timed = waiting.timed
+        now = tx.clock()
+        if timed.due_by(now):
+            woken.update(dict.fromkeys(timed.due(now)))     # _retried drops those left without asks
+        if not woken:               # the common release: nothing waits on what it freed
+            asks.dirty = False
+            return []
         root = state.queues.queue("root")
         only = self._retried(state, woken) if len(asks) and root is not None else {}
         if root is None or not only:
             asks.dirty = False
             return []
         made = self._run(tx, root, only)
-        ended_early = asks.dirty
+        self._reindex_retried(state, only)
+        return made
+
+    def _reindex_retried(self, state: StateView, only: Mapping[str, Queue]) -> None:
+        """After an incremental cycle: re-index the applications it retried."""
+        waiting = state.waiting
+        ended_early = waiting.asks.dirty
         for app_id in only:
             if ended_early:             # the cycle stopped after quota came back: try them all again
                 waiting.due[app_id] = None
@@ -142,22 +162,6 @@ class PendingAsks:
             self._reindex(state, app_id, self._held.get(app_id), self._passed)
         self._held.clear()
         self._passed.clear()
-        return made
-
-    @staticmethod
-    def _woken(tx: Transaction) -> dict[str, None]:
-        """The applications to retry (an ordered set): those waiting on a key freed since the last
-        cycle or on :data:`~quotaplane.scheduling.wake.ANY`, those marked due, and those with an ask
-        that may now preempt for the first time; the notes are consumed."""
-        waiting = tx.state.waiting
-        woken = waiting.index.woken(waiting.woken, tx.state.queues.queue)
-        woken.update(waiting.due)
-        waiting.woken.clear()
-        waiting.due.clear()
-        if len(waiting.timed):
-            for app_id in waiting.timed.due(tx.clock()):
-                woken[app_id] = None        # _retried drops it when none of its asks waits any more
-        return woken
 
     @staticmethod
     def _retried(state: StateView, woken: Mapping[str, None]) -> dict[str, Queue]:
@@ -311,10 +315,11 @@ class PendingAsks:
         reservation that ended). It never makes the change that triggered it look failed: the change
         is committed already, so a failing cycle is kept in :attr:`schedule_error` and left due (the
         service's timer retries it)."""
+        waiting = tx.state.waiting
+        if not (self.auto_schedule and waiting.schedule_needed):
+            return
         self.preempt_tries = {}         # PR-Y3: per leaf, for all the cycles of one change
         for _ in range(MAX_CYCLES_PER_CHANGE):
-            if not (tx.state.waiting.schedule_needed and self.auto_schedule):
-                return
             try:
                 if self.incremental:
                     self.schedule_incremental(tx)
@@ -323,7 +328,9 @@ class PendingAsks:
             except Exception as exc:
                 tx.rollback()               # the failed chunk is undone; earlier chunks stand
                 self.schedule_error = exc
-                tx.state.waiting.asks.dirty = True
+                waiting.asks.dirty = True
+                return
+            if not waiting.schedule_needed:
                 return
 
     def _try_new(self, tx: Transaction, ask: Ask) -> None:

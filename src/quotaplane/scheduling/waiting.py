@@ -60,6 +60,11 @@ class AppTimers:
         heapq.heappush(self._heap, (at, application_id))
         return at
 
+    def due_by(self, now: float) -> bool:
+        """Some application's time came (``<= now``)."""
+        heap = self._heap
+        return bool(heap) and heap[0][0] <= now
+
     def due(self, now: float) -> Iterator[str]:
         """The applications whose time came (``<= now``), their entries consumed, earliest first."""
         heap, last = self._heap, self._last

@@ -93,9 +93,13 @@ def chain_places(leaf: Queue, user: str) -> list[tuple[str, str]]:
 def release_keys(user: str, leaf: Queue, *, last: bool) -> list[str]:
     """The keys a release by ``user`` in ``leaf`` frees (``last``: its application left the running
     count)."""
-    keys = [key for key, _ in chain_places(leaf, user)]
-    # called after the release: a queue still at or above its guaranteed keeps its asks above it
-    keys += ["gq:" + q.path for q in leaf.chain if q.parent is not None and below_guaranteed(q)]
+    keys: list[str] = []
+    for q in leaf.chain:            # chain_places' keys, without their paths (a release's hot path)
+        path = q.path
+        keys += ("q:" + path, f"u:{user}:{path}", "g:" + path)
+        # called after the release: a queue still at or above its guaranteed keeps its asks above it
+        if q.guaranteed is not None and q.parent is not None and below_guaranteed(q):
+            keys.append("gq:" + path)
     if last:
         keys.append(RUNNING_COUNT)
     return keys
