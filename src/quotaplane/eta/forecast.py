@@ -491,20 +491,30 @@ def _answer(out: Forecast, runs: dict[float, tuple[_Starts, _Why]], waiting: lis
             queues: dict[str, str], max_steps: int) -> None:
     """Every waiting ask's interval and basis in ``out``, from the quantiles' ``runs``."""
     median = runs.get(0.5, next(iter(runs.values())))
+    low, mid, high = (runs.get(q, median)[0] for q in QUANTILES)
+    why = median[1]
+    horizon = max_steps if out.truncated else None
+    asks = out.asks
     for key, app_id, created in waiting:
-        p10, p50, p90 = _interval([runs.get(q, median)[0].get(key) for q in QUANTILES])
-        bases = median[1].get(key) or _unknown_basis(key, max_steps if out.truncated else None)
-        out.asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
+        p10, p50, p90 = _interval(low.get(key), mid.get(key), high.get(key))
+        bases = why.get(key) or _unknown_basis(key, horizon)
+        asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
 
 
-def _interval(got: list[float | None]) -> tuple[float | None, float | None, float | None]:
+def _interval(p10: float | None, p50: float | None,
+              p90: float | None) -> tuple[float | None, float | None, float | None]:
     """The p10, p50 and p90 starts from the three runs: each run is consistent, but an earlier-ending
     run may still start an ask later (a different order of ends), so the interval is ordered, not its
     runs; an ask some run never starts keeps each run's answer."""
-    if None in got:
-        return got[0], got[1], got[2]
-    known = sorted(t for t in got if t is not None)
-    return known[0], known[1], known[2]
+    if p10 is None or p50 is None or p90 is None:
+        return p10, p50, p90
+    if p10 > p50:
+        p10, p50 = p50, p10
+    if p50 > p90:
+        p50, p90 = p90, p50
+    if p10 > p50:
+        p10, p50 = p50, p10
+    return p10, p50, p90
 
 
 def _unknown_basis(key: str, horizon: int | None) -> tuple[str, ...]:
