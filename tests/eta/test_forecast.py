@@ -140,6 +140,27 @@ def test_the_tracker_caches_until_the_partition_changes() -> None:
     assert t.forecast() is not second
 
 
+def test_an_overdue_declared_runtime_keeps_the_cached_forecast_until_something_changes() -> None:
+    """Review (issue 35): an allocation past its declared runtime ends "now" in each forecast, so the
+    end the forecast counted on was its own time and every later call forecast again. That end is no
+    real event: the cache holds until a commit (its release) or a real end passes."""
+    clock = Clock(1000.0)
+    p = _partition(clock)
+    assert p.allocate("app1", "r1", _cores(10), max_runtime=5)
+    assert p.allocate("app1", "r2", _cores(10), max_runtime=500)
+    p.add_ask("app1", "w1", _cores(5))
+    clock.advance(10)                                   # r1 is overdue
+    t = tracker(p)
+    first = t.forecast()
+    assert first.asks["w1"].basis == ("declared runtime of r1 (overdue)",)
+    assert first.next_end == 1500.0                     # r2's end, not the overdue r1's
+    for _ in range(3):
+        clock.advance(1)
+        assert t.forecast() is first
+    p.release("r1")
+    assert t.forecast() is not first
+
+
 def test_sketch_quantiles_are_nearest_rank() -> None:
     s = HoldSketch()
     for v in (1, 2, 3, 4):

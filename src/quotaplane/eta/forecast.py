@@ -225,7 +225,9 @@ class _Run:
             track.heap = [entry for key, a in self.state.allocs.items()
                           if (entry := self._ends(track, key, a, now, None, track is self.lead))]
             heapq.heapify(track.heap)
-            track.first_end = track.heap[0][0] if track.heap else math.inf
+            # an end at ``now`` (a declared runtime already overdue) is no event to wait for: the
+            # forecast holds until its release is committed, not only until the clock moves
+            track.first_end = min((t for t, _ in track.heap if t > now), default=math.inf)
         keys = sorted(k for _, k in self.lead.heap)
         self._leave([t for t in self.tracks[1:] if sorted(k for _, k in t.heap) != keys])
         self.starts = self.lead.starts
