@@ -442,3 +442,31 @@ def test_a_direct_allocation_of_the_reserving_ask_lets_the_held_asks_go() -> Non
     assert [v.code for v in p.what_if("small-app", _v(10)).reasons] == ["queue.reserved"]
     assert p.allocate("big-app", "large", _v(60)).allocated
     assert p.allocation("held") is not None
+
+
+def test_the_oldest_reservation_in_force_holds_whatever_order_they_came_into_force() -> None:
+    """Several reservations in force at one place: a request is held by the oldest eligible one (by
+    arrival) that is not idle, however they came into force — held() walks them oldest first and stops
+    at the first that holds (issue 38: it filtered and sorted all of them for every check)."""
+    from quotaplane.scheduling.asks import Ask
+    from quotaplane.scheduling.reservations import Reservations
+
+    res = Reservations()
+    place = [("q:root", "root")]
+    asks = {seq: Ask(f"r{seq}", "a", Resource({"vcore": 1000}), priority=prio, seq=seq)
+            for seq, prio in ((5, 1), (3, 0), (9, 2), (1, 0))}
+    for seq in (5, 3, 9, 1):            # into force out of arrival order
+        asks[seq].overtaken = 1
+        res.enter(asks[seq], place, 1, 0.0)
+
+    def holder(priority: int, seq: float, idle: frozenset[str] = frozenset()) -> list[str]:
+        found = res.held(place, priority, seq, Resource({"vcore": 1}), 0.0, lambda a: a.allocation_key in idle)
+        return [v.message.split("'")[3] for v in found]
+
+    assert holder(0, 10) == ["r1"]
+    assert holder(1, 10) == ["r5"]                       # r1 and r3 are of a lower priority
+    assert holder(0, 10, frozenset({"r1"})) == ["r3"]     # an idle reserver holds nothing
+    assert holder(2, 10) == ["r9"]
+    assert holder(0, 1) == []                            # nothing older than the request itself
+    assert holder(3, 10) == []
+    assert res.held(place, 0, 10, Resource({"memory": 1}), 0.0, lambda a: False) == []  # no shared type
