@@ -460,7 +460,8 @@ def test_the_oldest_reservation_in_force_holds_whatever_order_they_came_into_for
         res.enter(asks[seq], place, 1, 0.0)
 
     def holder(priority: int, seq: float, idle: frozenset[str] = frozenset()) -> list[str]:
-        found = res.held(place, priority, seq, Resource({"vcore": 1}), 0.0, lambda a: a.allocation_key in idle)
+        found = res.held(place, priority, seq, Resource({"vcore": 1}), 0.0,
+                         lambda a: a.allocation_key in idle)
         return [v.message.split("'")[3] for v in found]
 
     assert holder(0, 10) == ["r1"]
