@@ -471,3 +471,55 @@ def test_the_oldest_reservation_in_force_holds_whatever_order_they_came_into_for
     assert holder(0, 1) == []                            # nothing older than the request itself
     assert holder(3, 10) == []
     assert res.held(place, 0, 10, Resource({"memory": 1}), 0.0, lambda a: False) == []  # no shared type
+
+
+RESERVING = """
+partitions:
+- name: default
+  preemption: {enabled: false}
+  queues:
+  - name: root
+    submitacl: '*'
+    properties: {reservation.delay: 1s}
+    queues:
+""" + "".join(f"    - {{name: q{i}}}\n" for i in range(8))
+
+
+def test_a_reservation_that_ends_retries_only_what_no_other_reservation_holds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: two large asks reserve the full cluster, six small later asks are held back. When the
+    first large ask is allocated its reservation ends, but the second one's still holds every small
+    ask: their applications are not retried (before: all of them were, and passed over)."""
+    from quotaplane.scheduling.runner import PendingAsks
+
+    clock = Clock()
+    p = Scheduler.from_yaml(RESERVING, clock=clock).partition("default")
+    p.add_node("n", _v(10))
+    for i in range(8):
+        p.add_application(f"a{i}", UserGroup(f"u{i}"), queue=f"root.q{i}")
+    for i in range(5):
+        assert p.allocate(f"a{i}", f"fill{i}", _v(2)).allocated
+    p.add_ask("a0", "big0", _v(4), priority=2)
+    clock.advance(1)
+    p.add_ask("a1", "big1", _v(4), priority=2)
+    clock.advance(1)
+    for i in range(2, 8):
+        p.add_ask(f"a{i}", f"s{i}", _v(1))
+    clock.advance(5)
+    p.check_timeouts()
+    retried: list[str] = []
+    real = PendingAsks._reindex
+
+    def spy(state: Any, app_id: str, *rest: Any) -> None:
+        retried.append(app_id)
+        real(state, app_id, *rest)
+
+    monkeypatch.setattr(PendingAsks, "_reindex", staticmethod(spy))
+    p.release("fill0")          # 4 vcores free, but reserved: the small asks are retried, still held
+    assert sorted(set(retried)) == [f"a{i}" for i in range(2, 8)]
+    retried.clear()
+    p.release("fill1")          # big0 fits, its reservation ends; big1's holds the small ones
+    assert p.allocation("big0") is not None
+    assert sorted(set(retried)) == ["a0", "a1"]
+    assert [v.code for v in p.pending_reasons("s2") or []] == ["root.capacity", "queue.reserved"]
+    assert "big1" in (p.pending_reasons("s2") or [])[1].message

@@ -17,15 +17,15 @@ from quotaplane.policies.protocol import AdmissionRequest, Violation
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.guarantees import may_preempt_for_guarantee, preemption_delay
 from quotaplane.scheduling.order import stateaware_holds_back
-from quotaplane.scheduling.wake import ANY, ask_keys, chain_places
+from quotaplane.scheduling.wake import ANY, HeldSummary, ask_keys, chain_places
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.view import StateView
 
 __all__ = ["allocations_of", "cannot_start", "explain_ask", "held", "held_at", "may_preempt",
-           "over_queue_max", "preempt_at", "reasons_of", "surely_held", "surely_over", "victims_of",
-           "wait_keys"]
+           "over_queue_max", "preempt_at", "reasons_of", "still_held", "surely_held", "surely_over",
+           "victims_of", "wait_keys"]
 
 
 def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]]:
@@ -150,6 +150,18 @@ def surely_held(view: StateView, ask: Ask) -> list[Violation]:
         return []
     return reservations.held(chain_places(leaf, app.user.user), ask.priority, ask.seq, ask.resource,
                              view.clock(), functools.partial(cannot_start, view))
+
+
+def still_held(view: StateView, path: str, summary: HeldSummary) -> bool:
+    """A reservation in force at queue ``path`` holds back every ask of ``summary``
+    (:func:`~quotaplane.scheduling.wake.held_summary`) now, as :func:`surely_held` would find: one
+    that is older than all of them, of a priority at least theirs, requesting a type each of them
+    requests, and whose application may start. False when unsure (resource flavors)."""
+    if summary is None or view.flavors is not None:
+        return False
+    seq, priority, names = summary
+    return view.reservations.holds_all("q:" + path, seq, priority, names, view.clock(),
+                                       functools.partial(cannot_start, view))
 
 
 def wait_keys(view: StateView, ask: Ask, over: list[str] | None = None) -> list[str]:

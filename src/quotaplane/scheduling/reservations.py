@@ -278,6 +278,25 @@ class Reservations:
                     break
         return out
 
+    def holds_all(self, place: str, seq: int, priority: int, names: Iterable[str], now: float,
+                  idle: Callable[[Ask], bool]) -> bool:
+        """A reservation in force at ``place`` holds back every request that arrived at ``seq`` or
+        later, of ``priority`` or lower, requesting one of ``names`` at least: one older than ``seq``,
+        of at least ``priority``, requesting one of ``names``, whose ``idle`` is false (:meth:`held`
+        would name it or an older one for each such request)."""
+        if self._timed:
+            self._due(now)
+        asks = self._force.get(place)
+        if not asks:
+            return False
+        wanted = list(names)
+        for ask in asks.values():
+            if ask.seq >= seq:
+                return False
+            if ask.priority >= priority and _shares(ask, wanted) and not idle(ask):
+                return True
+        return False
+
     def in_force_asks(self) -> list[Ask]:
         """The asks whose reservation is in force somewhere (by overtakes; a delay that passed counts
         once an admission looked), oldest first."""

@@ -26,12 +26,13 @@ from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.questions import (
     may_preempt,
     preempt_at,
+    still_held,
     surely_held,
     surely_over,
     wait_keys,
 )
 from quotaplane.scheduling.waiting import AppTimers
-from quotaplane.scheduling.wake import ANY, need_of, reserved_keys
+from quotaplane.scheduling.wake import ANY, held_summary, need_of, reserved_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
@@ -76,8 +77,8 @@ class PendingAsks:
         #: found nothing: (application, priority, preemptible) -> (resource, allocations made then, seq)
         self._made = 0
         self._searched: dict[tuple[str, int, bool], tuple[dict[str, int], int, int]] = {}
-        #: the wake keys of the asks the current cycle passed over as held back by a reservation, per
-        #: application (their reasons are explained when read; their keys are known now)
+        #: ask key -> its wake keys, for the asks the current cycle passed over as held back by a
+        #: reservation (their reasons are explained when read; their keys are known now)
         self._held: dict[str, list[str]] = {}
         #: ask key -> the queues whose max it exceeds, for the asks the current cycle passed over (their
         #: wake keys, not looked up again when the cycle re-indexes their applications)
@@ -128,7 +129,7 @@ class PendingAsks:
             return self._schedule_once(tx)
         # the applications to retry (an ordered set), the notes consumed: those waiting on a key freed
         # since the last cycle or on ANY, those marked due, those with an ask that may now preempt
-        woken = waiting.index.woken(waiting.woken, state.queues.queue)
+        woken = waiting.index.woken(waiting.woken, state.queues.queue, still_held, state)
         waiting.woken.clear()
         due = waiting.due
         if due:
@@ -159,7 +160,7 @@ class PendingAsks:
                 waiting.due[app_id] = None
             else:
                 waiting.due.pop(app_id, None)      # its state changes in this cycle were seen by it
-            self._reindex(state, app_id, self._held.get(app_id), self._passed)
+            self._reindex(state, app_id, self._held, self._passed)
         self._held.clear()
         self._passed.clear()
 
@@ -203,30 +204,32 @@ class PendingAsks:
         held = surely_held(state, ask)
         if not held:
             return False
-        self._held.setdefault(ask.application_id, []).extend(reserved_keys(held))
+        self._held[ask.allocation_key] = reserved_keys(held)
         self._passed[ask.allocation_key] = over         # [] : no queue max; its keys are the held ones
         return True
 
     # -- the wake index -------------------------------------------------------------------------------
     @staticmethod
-    def _reindex(state: StateView, application_id: str, held: list[str] | None = None,
+    def _reindex(state: StateView, application_id: str, held: Mapping[str, list[str]] | None = None,
                  passed: Mapping[str, list[str]] | None = None) -> None:
-        """Index ``application_id`` by its asks' wake keys (``held``: the keys of its asks a reservation
-        holds back, from the cycle's check; ``passed``: ask key → the queues whose max it exceeds, for
-        the asks the cycle passed over — known, so not looked up again)."""
+        """Index ``application_id`` by its asks' wake keys (``held``: ask key → its keys, for the asks
+        the cycle passed over as held back by a reservation; ``passed``: ask key → the queues whose
+        max it exceeds, for the asks the cycle passed over — known, so not looked up again)."""
         waiting = state.waiting
-        keys: list[str] = [] if held is None else list(held)
-        at: dict[str, list[Mapping[str, int]]] = {}        # q: key -> the requests of the asks waiting on it
+        keys: list[str] = []
+        at: dict[str, list[Ask]] = {}        # q: and r: key -> the asks waiting on it
         now = state.clock()
         timed = state.config.preemption.enabled
         for ask in waiting.asks.of_application_unsorted(application_id):
-            _collect_keys(state, ask, keys, at, passed)
+            _collect_keys(state, ask, keys, at, held, passed)
             if timed and ask.preempt_after > now and ask.timer_at != ask.preempt_after:
                 # it tried preemption: it may again only then (PR-Y3), and waits on no guaranteed
                 # until (wake.ask_keys): the timer retries it instead of every change
                 ask.timer_at = waiting.timed.add(ask.preempt_after, application_id)
         if keys or not waiting.asks.has_application(application_id):
-            waiting.index.set(application_id, keys, {key: need_of(found) for key, found in at.items()})
+            waiting.index.set(application_id, keys, {key: need_of([a.resource._values for a in found])
+                                                     if key[0] == "q" else held_summary(found)
+                                                     for key, found in at.items()})
         else:                   # cannot happen (a refused ask has keys); retry it every time then
             waiting.index.set(application_id, [ANY])
 
@@ -234,9 +237,8 @@ class PendingAsks:
         state = tx.state
         waiting = state.waiting
         waiting.index.clear()
-        held = self._held
         for app_id in waiting.asks.applications():
-            self._reindex(state, app_id, held.get(app_id), self._passed)
+            self._reindex(state, app_id, self._held, self._passed)
         self._retime_all(tx)
 
     def adopt(self, tx: Transaction, keys: Mapping[str, tuple[str, ...]]) -> None:
@@ -463,12 +465,15 @@ class PendingAsks:
                 ask.reasons_at = at
 
 
-def _collect_keys(state: StateView, ask: Ask, keys: list[str], at: dict[str, list[Mapping[str, int]]],
-                  passed: Mapping[str, list[str]] | None) -> None:
-    """Add ``ask``'s wake keys to ``keys`` and its request to ``at`` under each of its ``q:`` keys."""
+def _collect_keys(state: StateView, ask: Ask, keys: list[str], at: dict[str, list[Ask]],
+                  held: Mapping[str, list[str]] | None, passed: Mapping[str, list[str]] | None) -> None:
+    """Add ``ask``'s wake keys to ``keys`` and the ask to ``at`` under each of its ``q:`` and ``r:``
+    keys."""
     over = passed.get(ask.allocation_key) if passed and ask.reasons is None else None
     mine = wait_keys(state, ask, over)
+    if held and ask.reasons is None:
+        mine = mine + held.get(ask.allocation_key, [])
     keys.extend(mine)
     for key in mine:
-        if key[0] == "q":
-            at.setdefault(key, []).append(ask.resource._values)
+        if key[0] == "q" or key[0] == "r":
+            at.setdefault(key, []).append(ask)

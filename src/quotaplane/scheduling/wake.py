@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from sys import intern
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from quotaplane.scheduling.guarantees import (
     QUEUE_CODES,
@@ -71,8 +71,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "RUNNING_COUNT", "Need", "WakeIndex", "ask_keys", "chain_places", "fits_at", "need_of",
-           "release_keys", "reserved_keys"]
+__all__ = ["ANY", "RUNNING_COUNT", "HeldSummary", "Need", "WakeIndex", "ask_keys", "chain_places", "fits_at",
+           "held_summary", "need_of", "release_keys", "reserved_keys"]
 
 #: the key of asks retried after every change
 ANY = "*"
@@ -205,6 +205,28 @@ def need_of(amounts: Iterable[Mapping[str, int]]) -> Need:
     return tuple(sorted(least.items())) if least else None
 
 
+#: What an application waiting on an ``r:`` key asks there, over its asks waiting on it: (the earliest
+#: arrival, the highest priority, the resource types each of them requests); None: not known, woken
+#: whenever the key is freed.
+HeldSummary = tuple[int, int, tuple[str, ...]] | None
+
+
+def held_summary(asks: Iterable[Ask]) -> HeldSummary:
+    """The :data:`HeldSummary` of ``asks`` (None when one of them is a gang's, or no type is common)."""
+    names: set[str] | None = None
+    seq, priority = -1, 0
+    for ask in asks:
+        if ask.placeholder or ask.task_group is not None:
+            return None             # (as surely_held: a gang's ask is not passed over)
+        mine = {name for name, amount in ask.resource._values.items() if amount > 0}
+        if names is None:
+            names, seq, priority = mine, ask.seq, ask.priority
+        else:
+            names &= mine
+            seq, priority = min(seq, ask.seq), max(priority, ask.priority)
+    return (seq, priority, tuple(sorted(names))) if names else None
+
+
 def fits_at(q: Queue, need: Need) -> bool:
     """An ask needing at least ``need`` may fit under queue ``q``'s max (the cluster's at the root):
     False only when every such ask would exceed it — exactly the per-queue test of
@@ -239,7 +261,8 @@ class WakeIndex:
     __slots__ = ("_apps", "_keys", "_needs")
 
     def __init__(self) -> None:
-        self._apps: dict[str, dict[str, Need]] = {}
+        #: key -> application -> its Need (q:) or HeldSummary (r:) there, or None
+        self._apps: dict[str, dict[str, Need | HeldSummary]] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
         self._needs: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
 
@@ -250,7 +273,7 @@ class WakeIndex:
         """The keys ``application_id`` waits on (``()``: not indexed)."""
         return self._keys.get(application_id, ())
 
-    def need_of(self, application_id: str, key: str) -> Need:
+    def need_of(self, application_id: str, key: str) -> Need | HeldSummary:
         """What ``application_id`` needs at ``key`` (None: unknown, or not waiting on it)."""
         return self._apps.get(key, {}).get(application_id)
 
@@ -265,7 +288,7 @@ class WakeIndex:
         return found
 
     def set(self, application_id: str, keys: Iterable[str],
-            needs: Mapping[str, Need] | None = None) -> None:
+            needs: Mapping[str, Need | HeldSummary] | None = None) -> None:
         """``application_id`` now waits on exactly ``keys`` (none: it is dropped); ``needs``: what it
         needs at its ``q:`` keys (a key missing: unknown)."""
         self.drop(application_id)
@@ -276,7 +299,9 @@ class WakeIndex:
         self._keys[application_id] = found
         get = needs.get if needs else None
         for key in found:
-            need = self._shared(get(key)) if get is not None else None
+            need = get(key) if get is not None else None
+            if key[0] == "q":
+                need = self._shared(cast(Need, need))
             self._apps.setdefault(key, {})[application_id] = need
 
     def add(self, application_id: str, keys: Iterable[str],
@@ -300,7 +325,7 @@ class WakeIndex:
         """Another ask of ``application_id`` waits on ``key`` with ``resource``: it needs at least the
         least of both there now."""
         apps = self._apps[key]
-        was = apps[application_id]
+        was = cast(Need, apps[application_id])
         apps[application_id] = None if was is None or resource is None else \
             self._shared(need_of((dict(was), resource)))
 
@@ -318,27 +343,45 @@ class WakeIndex:
         self._apps.clear()
         self._keys.clear()
 
-    def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None
+    def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None,
+              held: Callable[[Any, str, HeldSummary], bool] | None = None, view: Any = None
               ) -> dict[str, None]:
         """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set).
 
         ``queue`` (path → queue): an application is woken by a ``q:`` key only when its need there
-        may fit under the queue's max now (:func:`fits_at`); the others would be refused by it."""
+        may fit under the queue's max now (:func:`fits_at`); the others would be refused by it.
+        ``held(view, path, summary)``: an application is woken by an ``r:`` key only when a
+        reservation in force at that queue does not hold back every one of its asks on the key (one
+        ended, another may hold them all); the others stay on the key."""
         out: dict[str, None] = dict.fromkeys(self._apps.get(ANY, ()))
         get = self._apps.get
         for key in keys:
             apps = get(key)
             if not apps:
                 continue
+            if key[0] == "r" and held is not None:
+                self._woken_unless_held(out, apps, key[2:], held, view)
+                continue
             q = queue(key[2:]) if queue is not None and key[0] == "q" else None
             if q is None:
                 out.update(dict.fromkeys(apps))
-                continue
-            verdict: dict[Need, bool] = {}
-            for app, need in apps.items():
-                ok = verdict.get(need)
-                if ok is None:
-                    ok = verdict[need] = fits_at(q, need)
-                if ok:
-                    out[app] = None
+            else:
+                self._woken_if_fits(out, apps, q)
         return out
+
+    @staticmethod
+    def _woken_if_fits(out: dict[str, None], apps: Mapping[str, Need | HeldSummary], q: Queue) -> None:
+        verdict: dict[Need | HeldSummary, bool] = {}
+        for app, need in apps.items():
+            ok = verdict.get(need)
+            if ok is None:
+                ok = verdict[need] = fits_at(q, cast(Need, need))
+            if ok:
+                out[app] = None
+
+    @staticmethod
+    def _woken_unless_held(out: dict[str, None], apps: Mapping[str, Need | HeldSummary], path: str,
+                           held: Callable[[Any, str, HeldSummary], bool], view: Any) -> None:
+        for app, summary in apps.items():
+            if summary is None or not held(view, path, cast(HeldSummary, summary)):
+                out[app] = None
