@@ -280,8 +280,11 @@ class Controller:
         self._hold_again(items)
         self._syncing = True
         try:
-            for pod in items:
-                self._apply("pods", "ADDED", pod)
+            # every listed pod is decided here, three journalled changes each: one snapshot after
+            # them, not one of the growing state every snapshot_every events
+            with self.partition.snapshots_held():
+                for pod in items:
+                    self._apply("pods", "ADDED", pod)
         finally:
             self._syncing = False
         self._release_missing({pod_key(pod) for pod in items})
