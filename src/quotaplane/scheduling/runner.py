@@ -198,14 +198,16 @@ class PendingAsks:
         holds it back, and its attempt would change nothing (issue 38: in a cohort where a
         reservation holds the freed quota, every later ask of a lower priority is passed over)."""
         over = surely_over(state, ask)
-        if over:
-            self._passed[ask.allocation_key] = over
-            return True
         held = surely_held(state, ask)
-        if not held:
+        if held:
+            # it waits on the reservations alone: they end less often than releases free the queues
+            # it exceeds, and another one in force may keep it held when they do (wake.WakeIndex)
+            self._held[ask.allocation_key] = reserved_keys(held)
+            self._passed[ask.allocation_key] = []
+            return True
+        if not over:
             return False
-        self._held[ask.allocation_key] = reserved_keys(held)
-        self._passed[ask.allocation_key] = over         # [] : no queue max; its keys are the held ones
+        self._passed[ask.allocation_key] = over
         return True
 
     # -- the wake index -------------------------------------------------------------------------------
