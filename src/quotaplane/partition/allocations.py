@@ -15,7 +15,7 @@ from quotaplane.admission import AllocationSpec, check_all
 from quotaplane.errors import ConflictError, NotFoundError
 from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.partition.asks import add_ask
-from quotaplane.partition.follow_up import freed, freed_all
+from quotaplane.partition.follow_up import freed_all
 from quotaplane.partition.txn import Txn
 from quotaplane.policies.protocol import Decision
 from quotaplane.resources import Resource
@@ -24,7 +24,7 @@ from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.preemption import plan
 from quotaplane.state.handlers import PartitionState
 
-__all__ = ["allocate", "allocate_specs", "cancel_preemption", "freed", "freed_all", "release",
+__all__ = ["allocate", "allocate_specs", "cancel_preemption", "freed_all", "release",
            "release_batch", "what_if"]
 
 
@@ -34,7 +34,7 @@ def _after_direct(tx: Txn) -> None:
     asks = tx.state.waiting.asks
     if asks.cycle_freed:
         asks.cycle_freed = False
-        freed(tx)
+        tx.core.scheduler.freed(tx)
 
 
 def what_if(state: PartitionState, now: float, application_id: str, resource: Resource, priority: int,
@@ -150,14 +150,14 @@ def release(tx: Txn, allocation_key: str) -> None:
         raise NotFoundError(f"allocation {allocation_key!r} not found in partition {state.name!r}")
     tx.apply(E.Released(key=allocation_key, t=tx.clock(), app=allocs[allocation_key].application_id))
     if state.waiting.asks:          # _after_release written out: every release comes here
-        tx.after(freed)
+        tx.after(tx.core.scheduler.freed)
 
 
 def _after_release(tx: Txn) -> None:
     """The waiting asks get their cycle once the release is committed; with none waiting there is
     nothing to retry (a later ask marks the queue for a cycle when it is added)."""
     if tx.state.waiting.asks:
-        tx.after(freed)
+        tx.after(tx.core.scheduler.freed)
 
 
 def release_batch(tx: Txn, allocation_keys: Sequence[str]) -> None:

@@ -11,7 +11,6 @@ from quotaplane.admission import check_id
 from quotaplane.application import GANG_HARD, GANG_SOFT
 from quotaplane.config.identity import UserGroup
 from quotaplane.errors import ConflictError, InputError, NotFoundError
-from quotaplane.partition.follow_up import freed
 from quotaplane.partition.submission import Submission
 from quotaplane.partition.txn import Txn
 from quotaplane.policies.protocol import Decision
@@ -70,4 +69,4 @@ def remove_application(tx: Txn, application_id: str) -> None:
     if application_id not in state.apps:
         raise NotFoundError(f"application {application_id!r} not found in partition {state.name!r}")
     tx.apply(E.AppRemoved(app=application_id, t=tx.clock()))
-    tx.after(freed)
+    tx.after(tx.core.scheduler.freed)

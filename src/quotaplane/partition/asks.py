@@ -15,7 +15,6 @@ import quotaplane.events as E
 from quotaplane.admission import AllocationSpec
 from quotaplane.application import Allocation
 from quotaplane.errors import ConflictError, NotFoundError
-from quotaplane.partition.follow_up import freed
 from quotaplane.partition.nodes import check_int64_sum
 from quotaplane.partition.txn import Txn
 from quotaplane.scheduling.asks import Ask
@@ -62,9 +61,9 @@ def remove_ask(tx: Txn, allocation_key: str) -> None:
     counted = app is not None and app.counted
     tx.apply(E.AskRemoved(key=allocation_key, t=tx.clock()))
     if counted and app is not None and not app.counted:
-        tx.after(freed)             # the application left the running count: maxapplications freed
+        tx.after(tx.core.scheduler.freed)   # the application left the running count: maxapplications freed
     elif state.policies.extension_policies:
-        tx.after(freed)             # less demand in an elastic quota: others' runtimes may grow
+        tx.after(tx.core.scheduler.freed)   # less demand in an elastic quota: others' runtimes may grow
     else:                           # a reservation it held ended: the held-back asks go
         tx.after(tx.core.scheduler.run_if_needed)
 

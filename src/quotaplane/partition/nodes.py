@@ -9,7 +9,6 @@ from collections.abc import Mapping
 
 import quotaplane.events as E
 from quotaplane.errors import ConflictError, InputError, NotFoundError
-from quotaplane.partition.follow_up import freed
 from quotaplane.partition.txn import Txn
 from quotaplane.resources import INT64_MAX, Resource
 from quotaplane.state.handlers import PartitionState
@@ -85,7 +84,7 @@ def remove_node(tx: Txn, node_id: str) -> None:
     on_node = tx.state.node_index.on(node_id)
     tx.apply(E.NodeRemoved(node=node_id, t=tx.clock()))
     if on_node:
-        tx.after(freed)
+        tx.after(tx.core.scheduler.freed)
 
 
 def bind(tx: Txn, allocation_key: str, node_id: str) -> None:

@@ -172,8 +172,8 @@ class Txn:
     clock. ``check_store=False``: do not rebuild or refuse at the start (the configuration path, which
     applies a configuration to a partition whatever its store's health)."""
 
-    __slots__ = ("_applied", "_broken", "_configured", "_follow", "_held", "_irreversible", "_undos",
-                 "check_store", "clock", "core", "state")
+    __slots__ = ("_applied", "_broken", "_configured", "_follow", "_held", "_irreversible", "_then",
+                 "_undos", "check_store", "clock", "core", "state")
 
     def __init__(self, core: Core, *, check_store: bool = True) -> None:
         self.core = core
@@ -186,7 +186,10 @@ class Txn:
         self._irreversible = False
         #: a handler failed half way: only a rebuild from the journal restores the state
         self._broken = False
-        self._follow: list[FollowUp] = []
+        #: the first follow-up asked for (:meth:`after`) and the others, in order (a list made only
+        #: for a second one): a release asks for one, which then costs no list (issue 29)
+        self._follow: FollowUp | None = None
+        self._then: list[FollowUp] | None = None
         #: allocations held since the last commit point (a rebuild forgets them: never heard of)
         self._held: list[str] = []
         #: a configuration marker is to be journalled (:meth:`record`): it may switch the history on
@@ -213,10 +216,15 @@ class Txn:
             if self._applied:
                 self.commit()
             follow = self._follow
-            if follow:
+            if follow is not None:
                 try:
-                    while follow:
-                        follow.pop(0)(self)
+                    follow(self)
+                    then = self._then
+                    if then is not None:
+                        # a list iterator sees what is appended while it runs: a follow-up asking
+                        # for another (Txn.after) gets it run in turn
+                        for follow_up in then:
+                            follow_up(self)
                     if self._applied or self.state.notes:      # what the follow-ups changed
                         self.commit()
                 except BaseException:
@@ -361,8 +369,15 @@ class Txn:
         return held
 
     def after(self, follow_up: FollowUp) -> None:
-        """Run ``follow_up(tx)`` after the write commits (the scheduling a change calls for)."""
-        self._follow.append(follow_up)
+        """Run ``follow_up(tx)`` after the write commits (the scheduling a change calls for). The
+        follow-ups run in the order they were asked for; one asked for by a running follow-up runs
+        after those already asked for."""
+        if self._follow is None:
+            self._follow = follow_up
+        elif self._then is None:
+            self._then = [follow_up]
+        else:
+            self._then.append(follow_up)
 
     # -- commit points ------------------------------------------------------------------------------
     def commit(self) -> None:
