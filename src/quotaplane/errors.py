@@ -11,7 +11,7 @@
     │   │   └── PlacementError       a placement rule failed
     │   ├── QuotaValidationError     an ElasticQuota rule (``err.quota``, ``err.rule``)
     │   ├── QuotaError               an invalid call to the quota forest engine
-    │   ├── ReleaseError             a release that names the wrong queue (decision U4)
+    │   ├── ReleaseError             a release that names the wrong queue (rule U16)
     │   └── EventFormatError         a journalled event that cannot be decoded
     ├── NotFoundError (also KeyError) — a named object does not exist
     ├── NotLeaderError                 a write reached an instance without the partition's lease
@@ -124,7 +124,7 @@ class QuotaError(InputError):
 
 
 class ReleaseError(InputError):
-    """A release of tracked usage that names a queue the application does not run on (decision U4)."""
+    """A release of tracked usage that names a queue the application does not run on (rule U16)."""
 
 
 class EventFormatError(InputError):
