@@ -11,7 +11,7 @@ nodes an allocation counts in. Everything is read, nothing is changed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quotaplane.config.history import HistorySettings, SettingsError, parse_settings
 from quotaplane.config.identity import UserGroup
@@ -166,7 +166,10 @@ class StateView:
             return []
         if target is None:
             return []
-        qm = policy.manager  # type: ignore[attr-defined]
+        # the forest's engine through the declared policy protocol (issue 29: no face reads .manager)
+        qm: Any = policy.engine()
+        if qm is None:
+            return []
         out: list[TreeTarget] = []
         for tree, group in sorted(target[2].items()):
             try:
