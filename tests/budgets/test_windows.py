@@ -197,6 +197,38 @@ def test_rest_reads_windows_adds_a_one_off_override_and_removes_it() -> None:
     s.close()
 
 
+def test_a_posted_window_with_an_unknown_key_lists_only_the_keys_a_request_may_set() -> None:
+    """``active`` and ``saved`` are written by quotaplane (GET's output), so the 400 of a POST does not
+    offer them; ``overrides`` (GET's shape) says where the fields go (found trying it as a new user)."""
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    s = Scheduler.from_yaml(CONFIG, clock=Clock(FRI + 10 * H))
+    before = s.config_text
+    with TestClient(create_app(s)) as client:
+        body = {"name": "audit", "queue": "root.research", "from": "2026-11-28T09:00",
+                "to": "2026-11-28T12:00", "overrides": {"max": {"vcore": 4000}}}
+        r = client.post("/ws/v1/partition/default/windows", json=body)
+        assert r.status_code == 400
+        message = r.json()["message"]
+        assert message.startswith("windows[1] (audit): unknown key 'overrides' (the overridden settings "
+                                  "— max, guaranteed, … — are keys of the window itself); allowed keys: "
+                                  "name, queue, elasticquota, user, group, cron, duration, from, to, "
+                                  "timezone, max, guaranteed, resourcehours, min, maxresources, "
+                                  "maxapplications"), message
+        assert "active" not in message and "saved" not in message
+        body["minimum"] = body.pop("overrides")
+        message = client.post("/ws/v1/partition/default/windows", json=body).json()["message"]
+        assert "unknown key 'minimum'; allowed keys: name," in message and "saved" not in message
+        body = {"name": "audit", "queue": "root.research", "max": {"vcore": 4},
+                "schedule": {"from": "2026-11-28T09:00", "to": "2026-11-28T12:00"}}
+        message = client.post("/ws/v1/partition/default/windows", json=body).json()["message"]
+        assert "unknown key 'schedule' (write from and to, or cron and duration); allowed" in message
+    assert s.config_text == before
+    s.close()
+
+
 def test_the_example_of_docs_windows_is_a_valid_configuration() -> None:
     """Found as a new user: the page's first example failed validation (year-end's guaranteed of
     root.finance overlapped evening-risk's on the weekdays it covers)."""

@@ -55,8 +55,15 @@ SCOPE_FIELDS: Mapping[str, tuple[str, ...]] = {
 }
 #: every setting a window may override
 FIELDS = ("max", "guaranteed", "resourcehours", "min", "maxresources", "maxapplications")
-_KEYS = ("name", "queue", "elasticquota", "user", "group", "cron", "duration", "from", "to", "timezone",
-         *FIELDS, "active", "saved")
+#: the keys a person (or a POST) writes; ``active`` and ``saved`` are also read back, written by quotaplane
+_INPUT_KEYS = ("name", "queue", "elasticquota", "user", "group", "cron", "duration", "from", "to", "timezone",
+               *FIELDS)
+_KEYS = (*_INPUT_KEYS, "active", "saved")
+#: GET …/windows answers a window's settings under ``overrides``; written back, say where they go
+_OUTPUT_HINT = {
+    "overrides": " (the overridden settings — max, guaranteed, … — are keys of the window itself)",
+    "schedule": " (write from and to, or cron and duration)",
+}
 _SCOPE_TEXT = {"queue": "a queue", "elasticquota": "an elastic quota", "limit": "a limit"}
 _QUEUE = re.compile(r"^root(\.[^.\s]+)*$")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -261,7 +268,8 @@ def _head(i: int, raw: Any) -> tuple[str, str, str, str, str]:
     where = f"windows[{i}] ({name})"
     for key in raw:
         if key not in _KEYS:
-            raise WindowSpecError(f"{where}: unknown key {key!r}; allowed keys: {', '.join(_KEYS)}")
+            raise WindowSpecError(f"{where}: unknown key {key!r}{_OUTPUT_HINT.get(str(key), '')}; "
+                                  f"allowed keys: {', '.join(_INPUT_KEYS)}")
     return (name, *_target(raw, where), where)
 
 
