@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from quotaplane.errors import ConfigError
 from quotaplane.journal.base import Journal
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +70,7 @@ def default_margin(ttl: float, interval: float) -> float:
         try:
             return float(configured)
         except ValueError:
-            raise ValueError(f"QUOTAPLANE_LEASE_MARGIN must be a number of seconds, got {configured!r}"
+            raise ConfigError(f"QUOTAPLANE_LEASE_MARGIN must be a number of seconds, got {configured!r}"
                              ) from None
     return min(ttl / 5, interval)
 
@@ -190,10 +191,10 @@ class Leadership(LeaseRounds):
                  address_free: Callable[[], bool] | None = None, margin: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if ttl <= interval:
-            raise ValueError("the lease ttl must be longer than the renewal interval")
+            raise ConfigError("the lease ttl must be longer than the renewal interval")
         self.margin = default_margin(ttl, interval) if margin is None else margin
         if not 0 <= self.margin < ttl - interval:
-            raise ValueError("the lease margin must be at least 0 and leave more than one renewal "
+            raise ConfigError("the lease margin must be at least 0 and leave more than one renewal "
                              "interval of the ttl")
         self.clock = clock
         #: until when (by :attr:`clock`) the leases are trusted: writes stop then (issue 32 #4)

@@ -63,7 +63,7 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from quotaplane.errors import NotLeaderError
+from quotaplane.errors import ConfigError, NotLeaderError
 from quotaplane.journal.base import Journal
 from quotaplane.server.ha import LEASE_STREAM, LeaseRounds, Service, default_margin
 
@@ -102,10 +102,10 @@ class PartitionLeadership(LeaseRounds):
                  ttl: float = 5.0, interval: float = 1.0, hold: float | None = None,
                  margin: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if ttl <= interval:
-            raise ValueError("the lease ttl must be longer than the renewal interval")
+            raise ConfigError("the lease ttl must be longer than the renewal interval")
         self.margin = default_margin(ttl, interval) if margin is None else margin
         if not 0 <= self.margin < ttl - interval:
-            raise ValueError("the lease margin must be at least 0 and leave more than one renewal "
+            raise ConfigError("the lease margin must be at least 0 and leave more than one renewal "
                              "interval of the ttl")
         self.clock = clock
         #: until when (by :attr:`clock`) each led partition's lease is trusted, and the configuration's
