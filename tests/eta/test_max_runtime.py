@@ -101,6 +101,9 @@ def test_rest_takes_max_runtime_on_allocations_asks_and_batches() -> None:
         p = s.partition("default")
         assert p.allocation("k1").max_runtime == 600.0
         assert p.allocation("k2").max_runtime == 1.5
+        # docs/rest.md: the declared runtime is shown with the allocation
+        got = c.get("/ws/v1/partition/default/allocation/k1")
+        assert got.status_code == 200 and got.json()["maxRuntime"] == 600.0, got.text
         for bad in ("600", 0, -1, True):
             r = c.post("/ws/v1/partition/default/allocations",
                        json={"applicationID": "app1", "allocationKey": "k9", "resource": {"vcore": 1},

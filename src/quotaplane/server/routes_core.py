@@ -86,6 +86,9 @@ def allocation_json(a: Any) -> dict[str, Any]:
         **({"nodeID": a.node} if getattr(a, "node", None) is not None else {}),
         **({"allocationTags": dict(sorted(a.tags.items()))} if getattr(a, "tags", None) else {}),
         **({"flavors": dict(a.flavors)} if getattr(a, "flavors", None) else {}),
+        # the same optional fields as the allocation's record (Allocation.plain) and docs/rest.md
+        **({"taskGroupName": a.task_group} if getattr(a, "task_group", None) is not None else {}),
+        **({"maxRuntime": a.max_runtime} if getattr(a, "max_runtime", None) is not None else {}),
     }
 
 
