@@ -482,12 +482,17 @@ def test_the_tracker_forecasts_again_when_a_running_allocation_outlives_an_obser
 # --- the quantiles' shared pass ---------------------------------------------------------------------
 
 def _shared_world(guaranteed: bool, reservation_delay: bool, preemption: bool = True,
-                  stateaware: bool = False) -> str:
+                  stateaware: bool = False, window: bool = False) -> str:
     x = "resources: {guaranteed: {vcore: 4}, max: {vcore: 8}}" if guaranteed else \
         "resources: {max: {vcore: 8}}"
     y = ", properties: {reservation.delay: 30s}" if reservation_delay else ""
     off = "" if preemption else "  preemption: {enabled: false}\n"
     z = ", properties: {application.sort.policy: stateaware}" if stateaware else ""
+    # root.y's max rises from 10 to 14 cores between 1050 and 1150 (seconds since the epoch)
+    w = """  windows:
+  - {name: burst, queue: root.y, from: "1970-01-01T00:17:30+00:00", to: "1970-01-01T00:19:10+00:00",
+     max: {vcore: 14}}
+""" if window else ""
     return f"""
 partitions:
 - name: default
@@ -498,7 +503,7 @@ partitions:
     - {{name: x, {x}, properties: {{preemption.delay: 20s}}}}
     - {{name: y, resources: {{max: {{vcore: 10}}}}{y}}}
     - {{name: z, resources: {{max: {{vcore: 6}}}}{z}}}
-"""
+{w}"""
 
 
 _APPS = ("x1", "y1", "y2", "z1")
@@ -513,11 +518,12 @@ _holds = st.lists(st.integers(1, 60), max_size=12)
                           _runtime), min_size=1, max_size=8),
        st.tuples(_holds, _holds, _holds), st.integers(6, 24), st.sampled_from([False, False, True]),
        st.booleans(), st.sampled_from([3, 8, MAX_STEPS]), st.booleans(), st.booleans(),
-       st.sampled_from([False, False, True]))
+       st.sampled_from([False, False, True]), st.booleans())
 def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
         running: list[tuple[str, int, int | None, int, str]], waiting: list[tuple[str, int, int, int | None]],
         holds_of: tuple[list[int], list[int], list[int]], node_cores: int, guaranteed: bool,
-        reservation_delay: bool, max_steps: int, settled: bool, preemption: bool, stateaware: bool) -> None:
+        reservation_delay: bool, max_steps: int, settled: bool, preemption: bool, stateaware: bool,
+        window: bool) -> None:
     """The p10 and p90 runs follow the p50 run on its copy while they would release the same
     allocations at each of their instants and nothing reads the clock; the copy of a settled
     partition starts from its wake index rather than a full cycle. The answer — every start, its
@@ -526,11 +532,13 @@ def test_the_quantiles_sharing_a_pass_answer_as_their_own_runs(
     that lets asks preempt after a delay, a reservation delay, applications that time out (Starting
     with one allocation, Completing once their last allocation ends), horizons short enough to cut
     runs, partitions that did not schedule since their asks came (not settled: some fit now),
-    YuniKorn preemption off, and a leaf ordered by ``stateaware`` (then Starting against Running
-    decides, and the runs part when a timeout waits)."""
+    YuniKorn preemption off, a leaf ordered by ``stateaware`` (then Starting against Running
+    decides, and the runs part when a timeout waits), and a time window raising a leaf's max for a
+    while (its edges are at the same instants in every run: a run whose next end falls on the other
+    side of an edge from the leader's parts)."""
     fc = importlib.import_module("quotaplane.eta.forecast")
     clock = Clock(1000.0)
-    world = _shared_world(guaranteed, reservation_delay, preemption, stateaware)
+    world = _shared_world(guaranteed, reservation_delay, preemption, stateaware, window)
     p = scheduler(world, clock=clock).partition("default")
     p.auto_schedule = settled
     p.add_node("n1", _cores(node_cores))

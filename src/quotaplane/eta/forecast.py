@@ -33,10 +33,20 @@ import quotaplane.events as E
 from quotaplane.application import Allocation
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.holds import HoldEstimate, HoldTimes
+from quotaplane.eta.instants import Instants
+from quotaplane.eta.ticks import (
+    _first_tries,
+    _never_preempting,
+    _next_timer,
+    _no_timeouts,
+    _quiet,
+    _reserves_by_no_delay,
+    _time_silent,
+    _timeouts_harmless,
+)
 from quotaplane.partition import gcfreeze
 from quotaplane.partition.facade import Partition
-from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_blockers
-from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
+from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.state.handlers import PartitionState
 
 __all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
@@ -217,6 +227,11 @@ class _Run:
         self.harmless = self.quiet and _timeouts_harmless(self.state)
         self.tracks = [_Track(q, now) for q in qs]
         self.lead = self.tracks[0]
+        #: window edges and budget resets (:mod:`quotaplane.eta.instants`): the next one and its bases
+        self.instants = Instants(self.state, now)
+        self.edge, self.edge_why = self.instants.next(now) if self.instants else (math.inf, ())
+        #: the first edge: from it on the forecast is stale, as from an end it counted on
+        self.first_edge = self.edge
         #: the quantiles that left the copy (their runs would differ from the leader's)
         self.left: list[float] = []
         if len(self.tracks) > 1 and not (self.quiet and _reserves_by_no_delay(self.state, now)):
@@ -236,8 +251,25 @@ class _Run:
         # release or a timer are the partition's incremental ones (they retry only the asks the change
         # may unblock), as in the service — a full cycle at every end would try every waiting ask
         self.made: list[str] = []
-        self.copy.hooks.after_commit(lambda events, _seq: self.made.extend(
-            ev.key for ev in events if isinstance(ev, E.Allocated)))
+        #: commits the copy heard that changed something (a tick that commits none changed nothing)
+        self.commits = 0
+        self.copy.hooks.after_commit(self._heard)
+        #: the last timer tick changed nothing, and nothing happened since: the next tick that can
+        #: change anything is the next time-bound trigger (:meth:`_idle_until`), when ``silent``
+        self.idle = False
+        self.silent = _time_silent(self.state)
+        #: when each waiting ask may first try preemption (PR-Y3) or its reservation comes into force
+        #: by its delay, in time order (the copy adds no ask, and both are fixed when an ask enters);
+        #: ``_passed`` of them are behind the clock
+        self.triggers = sorted(_first_tries(self.state))
+        self._passed = 0
+
+    def _heard(self, events: Sequence[Any], _seq: int) -> None:
+        # a tick of a partition with a budget journals its Timeouts event every time: alone, it found
+        # nothing due (what a timeout changes is told by the Noted events that follow it)
+        if any(not isinstance(ev, E.Timeouts) for ev in events):
+            self.commits += 1
+        self.made.extend(ev.key for ev in events if isinstance(ev, E.Allocated))
 
     @property
     def first_end(self) -> float:
@@ -313,13 +345,29 @@ class _Run:
         timeless = self._timeless()
         if len(self.tracks) > 1 and not timeless:
             self._leave(self.tracks[1:])
-        timer = _next_timer(self.state, self.clock, timeless)
+        timer = self._idle_until() if self.idle and self.silent else \
+            _next_timer(self.state, self.clock, timeless)
         lead = self.lead
-        if lead.heap and lead.heap[0][0] <= timer:
+        edge = self.edge
+        top = lead.heap[0][0] if lead.heap else math.inf
+        if len(self.tracks) > 1 and math.isfinite(edge):
+            # a follower whose next end falls on the other side of the edge would meet the edge at
+            # another point of its run: it leaves (the edge is at the same instant in every run)
+            first = top < edge
+            self._leave([t for t in self.tracks[1:]
+                         if ((t.heap[0][0] if t.heap else math.inf) < edge) != first])
+        if top <= timer and top < edge:
+            self._catch_up(top)
             at, keys = lead.pop_group()
             if len(self.tracks) > 1:
                 self._follow(keys)
             self._end(at, keys)
+            self.idle = False
+            return True
+        if math.isfinite(edge) and edge <= timer:
+            self._catch_up(edge)
+            self._edge(edge)
+            self.idle = False
             return True
         if not math.isfinite(timer):
             return False
@@ -327,10 +375,66 @@ class _Run:
         # partition's own timers act then, as the service's timer loop makes them (a follower has
         # left: a timer is never quiet)
         self.clock = lead.at = timer
-        before = len(self.starts)
+        before, commits = len(self.starts), self.commits
         self.copy.check_timeouts(timer)
         self._started(("a preemption delay passed",))
-        return bool(lead.heap) or len(self.starts) > before
+        self.idle = self.commits == commits
+        if self.silent:
+            return True         # the next step finds the next instant, or none
+        return bool(lead.heap) or len(self.starts) > before or math.isfinite(self.edge)
+
+    def _catch_up(self, at: float) -> None:
+        """Before an instant at ``at`` that follows skipped ticks, the last of them (on the timer's 15 s
+        grid, before ``at``): each skipped tick retried the same asks and found nothing, but marked
+        each one's next attempt 15 s on (PR-Y3) — an ask marked earlier would try preemption at the
+        instant's own cycle. The last tick leaves exactly the marks they all would have."""
+        if not (self.idle and self.silent):
+            return
+        grid = self.state.preempt_due
+        if not grid < at:
+            return
+        while grid + PREEMPT_ATTEMPT_EVERY < at:        # added up as the ticks themselves add it
+            grid += PREEMPT_ATTEMPT_EVERY
+        self.clock = self.lead.at = grid
+        self.copy.check_timeouts(grid)
+        self._started(("a preemption delay passed",))
+
+    def _idle_until(self) -> float:
+        """After a tick that changed nothing, the first tick of the partition's timer (its 15 s grid,
+        PR-Y3) at or after the next time-bound trigger: an ask's first preemption attempt, an
+        application's timeout, a reservation coming into force. Between them every tick retries the
+        same asks against the same state and finds what the last found — nothing (the copy's state
+        changes only at its own instants: ends, edges, ticks that commit). inf: none."""
+        clock, state = self.clock, self.state
+        triggers, i = self.triggers, self._passed
+        while i < len(triggers) and triggers[i] <= clock:
+            i += 1
+        self._passed = i
+        trigger = min(triggers[i] if i < len(triggers) else math.inf, state.due.earliest())
+        if not math.isfinite(trigger):
+            return math.inf
+        grid = state.preempt_due
+        if not math.isfinite(grid) or grid <= clock:
+            grid = clock + PREEMPT_ATTEMPT_EVERY
+        while grid < trigger:                   # added up as the ticks themselves add it
+            grid += PREEMPT_ATTEMPT_EVERY
+        return grid
+
+    def _edge(self, at: float) -> None:
+        """A window's edge or a budget's reset at ``at``: the configuration the edge leaves applied (as
+        the service's window timer writes it, followed by a cycle for every waiting ask), then the
+        partition's timeouts — a budget's new period admits what it refused (docs/eta.md)."""
+        self.clock = at
+        for track in self.tracks:
+            track.at = at
+        config = self.instants.config_at(at)
+        if config is not None:
+            seq = self.copy.config_seq + 1
+            self.copy.apply_config(config, seq, t=at)
+            self.copy.record_config(seq)
+        self.copy.check_timeouts(at)
+        self._started(self.edge_why)
+        self.edge, self.edge_why = self.instants.next(at)
 
     def _follow(self, keys: list[str]) -> None:
         """Each follower takes its next instant: the same keys, or it leaves."""
@@ -355,83 +459,6 @@ class _Run:
         self.copy.release_batch(keys)
         self.copy.check_timeouts(at)
         self._started(None)
-
-
-def _quiet(state: PartitionState) -> bool:
-    """True when the copy's timers can do nothing: no waiting ask may ever preempt (all marked by
-    :func:`_never_preempting`; an ask's mark moves only when it tries), no extension policy (a reclaim,
-    a budget's clock), no quota preemption (PR-Q's cut times) and no fair share with memory. Then a
-    timer's tick is a cycle that retries nothing and times nothing out while no application timeout
-    waits, and the runs skip it: their instants are the ends (and the horizon counts those)."""
-    if state.policies.extension_policies or state.config.preemption.quota_preemption_enabled:
-        return False
-    if state.history.rank() is not None:
-        return False
-    return all(ask.preempt_after == math.inf for ask in state.waiting.asks.unsorted())
-
-
-def _no_timeouts(state: PartitionState) -> bool:
-    """True when no application has a timeout to wait for (each whose state or placeholders may time
-    out has an entry in ``state.due``; an entry whose application moved on is stale, and
-    ``any_due(inf)`` drops the stale ones it meets and stops at the first real one)."""
-    return not len(state.due) or not state.due.any_due(math.inf)
-
-
-def _timeouts_harmless(state: PartitionState) -> bool:
-    """True when no application timeout can change what a cycle of the copy decides, whenever it
-    falls due: no leaf orders by ``stateaware`` (the only order that reads Starting against Running)
-    and no gang (a placeholder's timeout releases it). The others are harmless: Starting and Running
-    both take allocations and count alike; a Completing application left the running count with its
-    last allocation and Completed takes none (the copy adds no ask); an expired one has no ask, no
-    allocation and no count, and so neither has the empty queue it may take along."""
-    queues = state.queues
-    for path in queues.paths():
-        q = queues.queue(path)
-        if q is not None and str(q.properties.get(SORT_POLICY_PROPERTY, "")).strip().lower() == "stateaware":
-            return False
-    if any(app.placeholder_since is not None for app in state.apps.values()):
-        return False
-    if any(a.placeholder or a.task_group is not None for a in state.allocs.values()):
-        return False
-    return not any(ask.placeholder or ask.task_group is not None for ask in state.waiting.asks.unsorted())
-
-
-def _reserves_by_no_delay(state: PartitionState, now: float) -> bool:
-    """True when no waiting ask's reservation comes into force by its delay after ``now``
-    (``reservation.delay``: the moment differs between runs on different clocks)."""
-    return all(ask.reserve_at <= now or ask.reserve_at == math.inf for ask in state.waiting.asks.unsorted())
-
-
-def _never_preempting(state: PartitionState) -> None:
-    """Mark the copy's asks that can never preempt as never trying (PR-Y2): no queue of their chain
-    has a guaranteed and their leaf does not share fairly, so YuniKorn preemption finds no victim for
-    them whatever the others hold, and the copy's configuration never changes. The partition retries
-    them every 15 s (PR-Y3) only to find nothing; in the forecast those retries would be most of its
-    cost (each a full admission and a preemption plan) and change no start. With YuniKorn preemption
-    off (``preemption: {enabled: false}``) no ask of a leaf that does not share fairly ever tries it."""
-    queues = state.queues
-    enabled = state.config.preemption.enabled
-    for ask in state.waiting.asks.unsorted():
-        app = state.apps.get(ask.application_id)
-        leaf = queues.queue(app.queue_path) if app is not None else None
-        if leaf is not None and leaf.fair is None and \
-                (not enabled or guarantee_blockers(leaf, ask.resource) is None):
-            ask.preempt_after = math.inf
-
-
-def _next_timer(state: PartitionState, after: float, idle: bool = False) -> float:
-    """The first time after ``after`` the partition's timer runs a cycle for the waiting asks (PR-Y3:
-    the first preemption delay to pass, then every 15 s while asks wait): inf when it will not, or when
-    the tick would change nothing (``idle``: :meth:`_Run._timeless`).
-
-    An ask's own next attempt (``waiting.timed``) is not such a time: the asks due are retried by the
-    next cycle, which the timer runs only at its own ticks (partition/timers.py) — stepping to an
-    ask's time ran no cycle, and a stale one hid the next tick (an ask then preempted a tick late)."""
-    due = state.preempt_due
-    if not math.isfinite(due) or idle:
-        return math.inf
-    # the timers' own clock moves in whole steps of a cycle: never before or at the present
-    return due if due > after else after + PREEMPT_ATTEMPT_EVERY
 
 
 def _bases(items: Any) -> tuple[str, ...]:
@@ -482,7 +509,7 @@ def _runs(partition: Partition, holds: HoldTimes, now: float, quantiles: Sequenc
         out.truncated = out.truncated or run.truncated
         for track in run.tracks:
             runs[track.q] = (track.starts, track.why)
-            out.next_end = min(out.next_end, track.first_end)
+            out.next_end = min(out.next_end, track.first_end, run.first_edge)
         todo.extend([q] for q in run.left)
         del run
     out.runs = len(quantiles)

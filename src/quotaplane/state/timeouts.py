@@ -173,6 +173,11 @@ class DueTimes:
             if app is not None:
                 yield app
 
+    def earliest(self) -> float:
+        """A time no later than the next timeout (inf: none): the heap's first entry, which may be stale
+        (superseded or its application gone) and so only ever earlier than the real one."""
+        return self._heap[0][0] if self._heap else math.inf
+
     def any_due(self, t: float) -> bool:
         """True when some application has a timeout due at ``t``; drops what turned out not due."""
         found: Application | None = None

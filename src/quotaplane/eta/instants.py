@@ -1,0 +1,103 @@
+"""The forecast's third kind of instant: a time window's edge or a budget period's reset (issue 35,
+docs/eta.md "Windows and budgets").
+
+Besides the ends of running work and the partition's own timers, the configuration itself changes in
+time: a window opens (its overrides are written into the configuration) or closes (the values it saved
+are put back), and a budget's period ends (its consumption starts again from zero). The service's
+timer applies both as they fall due (:func:`quotaplane.windows.tick`, the budget policy's timeouts), so
+the forecast's copy must meet them at the same instants or it tells a start that the partition will not
+give — or none when the window's opening would give one.
+
+:class:`Instants` tells the run when the next such instant comes, what it is (the bases an ask started
+by it is told) and the configuration in force then: the partition's configuration with every window
+whose state then differs from its state now toggled (:func:`~quotaplane.eta.later.windowed`; windows on
+one setting of one scope never overlap, validation refuses that, so the order of toggling does not
+matter). A decaying budget (``halflife``) has no reset: its consumption falls continuously and the
+partition's timer retries the asks it refuses at its ticks, which the run meets as timer instants.
+Edges are looked for within :data:`~quotaplane.eta.later.HORIZON_DAYS` of the forecast's ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from quotaplane.config.model import PartitionConfig
+from quotaplane.config.windows import WindowSpec
+from quotaplane.eta.later import HORIZON_DAYS, _parsed, windowed
+from quotaplane.policies.budgets import BudgetPolicy
+from quotaplane.state.handlers import PartitionState
+
+__all__ = ["Instants"]
+
+
+def _boundary(w: WindowSpec, ms: int, limit: int) -> int | None:
+    """The first opening or closing of ``w`` after ``ms`` and no later than ``limit`` (None: none)."""
+    lo = datetime.fromtimestamp(ms / 1000, UTC)
+    hi = datetime.fromtimestamp(limit / 1000, UTC) + timedelta(days=1)
+    for start, end in w.spans(lo - timedelta(days=1), hi):
+        for edge in (start, end):
+            if ms < edge <= limit:
+                return edge
+    return None
+
+
+class Instants:
+    """The window edges and budget resets of one forecast run (see the module docstring)."""
+
+    __slots__ = ("_applied", "base", "budget", "limit", "windows")
+
+    def __init__(self, state: PartitionState, now: float) -> None:
+        raw = state.config.extensions.get("windows")
+        self.windows: tuple[WindowSpec, ...] = _parsed(raw) if raw else ()
+        self.budget = next((pol for _, pol in state.policies.extensions if isinstance(pol, BudgetPolicy)),
+                           None)
+        self.base: PartitionConfig = state.config
+        self._applied: PartitionConfig = state.config
+        #: the last instant looked for (ms): the horizon from the forecast's ``now``
+        self.limit = round((now + HORIZON_DAYS * 86_400) * 1000)
+
+    def __bool__(self) -> bool:
+        return bool(self.windows) or self.budget is not None
+
+    def next(self, after: float) -> tuple[float, tuple[str, ...]]:
+        """The first instant after ``after`` (seconds; inf: none within the horizon) and the bases of
+        what happens then, one per window edge or budget reset."""
+        ms = round(after * 1000)
+        found = [*self._edges(ms), *self._resets(ms)]
+        if not found:
+            return math.inf, ()
+        first = min(t for t, _ in found)
+        return first / 1000, tuple(sorted({why for t, why in found if t == first}))
+
+    def _edges(self, ms: int) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        for w in self.windows:
+            edge = _boundary(w, ms, self.limit)
+            if edge is not None:
+                verb = "opens" if w.active_at(edge) else "closes"
+                out.append((edge, f"window {w.name} {verb} on {w.scope}"))
+        return out
+
+    def _resets(self, ms: int) -> list[tuple[int, str]]:
+        if self.budget is None:
+            return []
+        out: list[tuple[int, str]] = []
+        for scope in list(self.budget.ledger.scopes.values()):
+            end = 0 if scope.spec.decayed else scope.period(ms)[1]
+            if ms < end <= self.limit:
+                out.append((end, f"budget of {scope.label} resets"))
+        return out
+
+    def config_at(self, t: float) -> PartitionConfig | None:
+        """The configuration in force at ``t`` when it differs from the one applied last (None: the
+        same), remembered as applied."""
+        ms = round(t * 1000)
+        config = self.base
+        for w in self.windows:
+            if w.active_at(ms) != w.active:
+                config = windowed(config, w)
+        if config == self._applied:
+            return None
+        self._applied = config
+        return config
