@@ -84,6 +84,8 @@ def explain_text(data: Mapping[str, Any], wide: bool) -> str:
     out += [f"note: {n}" for n in data.get("notes", [])]
     if len(out) == 3:
         out.append("- nothing verified would admit it")
+    elif out[3].startswith("- or "):
+        out[3] = "- " + out[3][len("- or "):]       # the first change offered is no alternative
     return "\n".join(out)
 
 

@@ -118,3 +118,23 @@ def test_the_clients_ask_lists_and_standing_carry_the_eta(service: _Server) -> N
     listed, standing = asyncio.run(run())
     assert all(a["eta"] is not None for a in listed)
     assert all(w["eta"] is not None for w in standing["waiting"])     # type: ignore[union-attr]
+
+
+def test_the_first_change_offered_is_not_an_alternative() -> None:
+    """Defect: with no release to wait for, the first option read "- or these limits rising" (and
+    "- or waiting: …" when a reset was the only one)."""
+    from quotaplane.cli_eta import explain_text
+
+    reason = {"policy": "queue", "code": "queue.max", "path": "root.a", "resource": {"vcore": 1000}}
+    limits = {"admitted": False, "reasons": [reason],
+              "limits": [{"code": "queue.max", "path": "root.a", "by": {"vcore": 1000}}]}
+    text = explain_text(limits, False)
+    assert "- these limits rising:" in text and "- or these limits rising" not in text
+    waiting = {"admitted": False, "reasons": [reason],
+               "resets": [{"message": "admitted when the budget of root.a resets at 2026-12-01"}]}
+    text = explain_text(waiting, False)
+    assert "- waiting: admitted when the budget" in text and "- or waiting" not in text
+    both = dict(limits, releases=[{"allocationKey": "r", "applicationID": "x", "queue": "root.a",
+                                   "user": "u", "priority": 0, "resource": {"vcore": 1000}}])
+    text = explain_text(both, False)
+    assert "- 1 running allocation(s) ending:" in text and "- or these limits rising:" in text

@@ -184,3 +184,35 @@ def test_an_ask_that_may_first_preempt_after_an_idle_tick_gets_its_tick() -> Non
         fc._time_silent = silent
     assert every.p50 is not None and every.p50 < 1100
     assert (skipped.p50, skipped.basis) == (every.p50, every.basis)
+
+
+def test_an_ask_over_its_queues_max_or_the_cluster_never_fits_and_says_which() -> None:
+    """Defect: an ask larger than its queue's max was "unknown: no end of running work … lets it
+    start", as if some end might; no end ever makes room for it."""
+    clock = Clock(NOV27)
+    s = Scheduler.from_yaml(WINDOW % 4, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 8000}))
+    p.add_application("x", UserGroup("u", []), queue="root.a")
+    p.add_ask("x", "big", Resource({"vcore": 3000}), max_runtime=H)        # root.a: max 2 (4 in a window)
+    p.add_ask("x", "huge", Resource({"vcore": 5000}), max_runtime=H)       # over the window's 4 too
+    p.add_ask("x", "wide", Resource({"vcore": 9000}), max_runtime=H)       # the cluster has 8 cores
+    p.add_ask("x", "gpu", Resource({GPU: 1}), max_runtime=H)               # no node has a GPU
+    f = forecast(p, HoldTimes(), clock.now)
+    # root.a's max is raised by a window: it may fit then (3 cores at 18:00), the run finds it; one
+    # over the window's max too is not told "never" (windows change: the claim is kept to what cannot)
+    assert f.asks["big"].p50 == NOV27 + 18 * H
+    assert f.asks["wide"].basis == ("never fits: wide asks 9 cores over 8 cores, the cluster's capacity now",)
+    assert f.asks["gpu"].basis == ("never fits: gpu asks 1 GPU over 0 GPUs, the cluster's capacity now",)
+    assert f.asks["huge"].p50 is None and f.asks["huge"].basis[0].startswith("unknown")
+
+
+def test_an_ask_over_a_max_no_window_changes_never_fits() -> None:
+    clock = Clock(NOV27)
+    p = Scheduler.from_yaml(HORIZON.replace("PRE", "false"), clock=clock).partition("default")
+    p.add_node("n1", Resource({"vcore": 100000}))
+    p.add_application("x", UserGroup("u", []), queue="root.a")
+    p.add_ask("x", "w", Resource({"vcore": 3000}), max_runtime=H)
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    assert eta.p50 is None
+    assert eta.basis == ("never fits: w asks 3 cores over 2 cores, root.a's max",)

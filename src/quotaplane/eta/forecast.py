@@ -34,6 +34,7 @@ from quotaplane.application import Allocation
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.holds import HoldEstimate, HoldTimes
 from quotaplane.eta.instants import Instants
+from quotaplane.eta.never import never_fits
 from quotaplane.eta.ticks import (
     _first_tries,
     _never_preempting,
@@ -484,7 +485,10 @@ def forecast(partition: Partition, holds: HoldTimes, now: float, *, max_steps: i
     out = Forecast(partition.name, now, next_end=outlives)
     if not waiting:
         return out
-    _answer(out, _runs(partition, holds, now, quantiles, max_steps, share, out), waiting, queues, max_steps)
+    runs = _runs(partition, holds, now, quantiles, max_steps, share, out)
+    started = runs.get(0.5, next(iter(runs.values())))[1]
+    never = never_fits(partition, [key for key, _, _ in waiting if key not in started])
+    _answer(out, runs, waiting, queues, max_steps, never)
     return out
 
 
@@ -517,8 +521,8 @@ def _runs(partition: Partition, holds: HoldTimes, now: float, quantiles: Sequenc
 
 
 def _answer(out: Forecast, runs: dict[float, tuple[_Starts, _Why]], waiting: list[tuple[str, str, float]],
-            queues: dict[str, str], max_steps: int) -> None:
-    """Every waiting ask's interval and basis in ``out``, from the quantiles' ``runs``."""
+            queues: dict[str, str], max_steps: int, never: dict[str, str]) -> None:
+    """Every waiting ask's interval and basis in ``out``, from the quantiles' ``runs`` and ``never``."""
     median = runs.get(0.5, next(iter(runs.values())))
     low, mid, high = (runs.get(q, median)[0] for q in QUANTILES)
     why = median[1]
@@ -526,7 +530,8 @@ def _answer(out: Forecast, runs: dict[float, tuple[_Starts, _Why]], waiting: lis
     asks = out.asks
     for key, app_id, created in waiting:
         p10, p50, p90 = _interval(low.get(key), mid.get(key), high.get(key))
-        bases = why.get(key) or _unknown_basis(key, horizon)
+        found = never.get(key)
+        bases = why.get(key) or ((found,) if found is not None else _unknown_basis(key, horizon))
         asks[key] = AskEta(key, app_id, queues.get(app_id, ""), created, p10, p50, p90, bases)
 
 
