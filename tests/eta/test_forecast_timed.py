@@ -16,7 +16,7 @@ from quotaplane.config.identity import UserGroup
 from quotaplane.eta import HoldTimes, explain_ask, forecast
 from quotaplane.scheduler import Scheduler
 from quotaplane.windows import tick
-from tests.eta.test_explain_timed import DEC1, GPU, NOV27, WINDOW, H, _over_budget
+from tests.eta.test_explain_timed import DEC1, DECAY, GPU, NOV1, NOV27, WINDOW, H, _over_budget
 from tests.eta.test_forecast import GUARANTEED
 from tests.partition.helpers import Clock, scheduler
 
@@ -94,6 +94,31 @@ def test_a_spent_budget_holds_the_ask_to_its_reset() -> None:
     p.check_timeouts(clock.now)
     assert p.allocation("w") is None
     clock.now = DEC1
+    p.check_timeouts(clock.now)
+    assert p.allocation("w") is not None
+
+
+def test_a_decaying_budget_starts_the_ask_when_it_has_decayed_enough() -> None:
+    """A budget with a half-life has no reset: the ask starts when its consumption, decaying toward
+    the level the running work holds, leaves room for it — the explanation's time, and the real
+    partition's (not a minute before)."""
+    clock = Clock(NOV1)
+    p = Scheduler.from_yaml(DECAY, clock=clock).partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("x", UserGroup("alice", ("ml",)), queue="root.a")
+    assert p.allocate("x", "big", Resource({GPU: 6})).allocated
+    assert p.allocate("x", "small", Resource({GPU: 2})).allocated
+    clock.advance(4 * H)
+    p.release("big")
+    p.add_ask("x", "w", Resource({GPU: 1}))
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    e = explain_ask(p, "w")
+    assert e.resets is not None and eta.p50 == e.resets[0].at
+    assert eta.basis == ("budget of root.a decays",)
+    clock.now = eta.p50 - 60
+    p.check_timeouts(clock.now)
+    assert p.allocation("w") is None
+    clock.now = eta.p50
     p.check_timeouts(clock.now)
     assert p.allocation("w") is not None
 

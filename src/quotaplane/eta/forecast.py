@@ -15,16 +15,15 @@ Method (docs/eta.md "How the forecast is made"):
 4. an ask's start is the time of the cycle that allocated it; one never allocated is "unknown".
 
 The forecast runs once per quantile (p10, p50, p90) — or once, when every end is a declared runtime —
-and is cached per partition until the partition changes (:class:`EtaTracker`). The quantiles' runs
-share one copy and one pass while they would make the same calls on the engines (:class:`_Run`).
+and is cached per partition until the partition changes (:class:`~quotaplane.eta.tracker.EtaTracker`).
+The quantiles' runs share one copy and one pass while they would make the same calls on the engines
+(:class:`_Run`).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +49,7 @@ from quotaplane.partition.facade import Partition
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY
 from quotaplane.state.handlers import PartitionState
 
-__all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "EtaTracker", "Forecast", "forecast", "tracker"]
+__all__ = ["MAX_STEPS", "QUANTILES", "AskEta", "Forecast", "forecast"]
 
 #: the quantiles of the hold times each forecast run takes (the p10, p50 and p90 starts)
 QUANTILES = (0.1, 0.5, 0.9)
@@ -349,6 +348,9 @@ class _Run:
         timer = self._idle_until() if self.idle and self.silent else \
             _next_timer(self.state, self.clock, timeless)
         lead = self.lead
+        decay = self.instants.decay(self.copy) if self.instants.decaying else (math.inf, ())
+        if decay[0] < self.edge:
+            self.edge, self.edge_why = decay
         edge = self.edge
         top = lead.heap[0][0] if lead.heap else math.inf
         if len(self.tracks) > 1 and math.isfinite(edge):
@@ -555,46 +557,3 @@ def _unknown_basis(key: str, horizon: int | None) -> tuple[str, ...]:
     if horizon is not None:
         return (f"unknown: {key} does not start within the forecast's horizon of {horizon:,} ends",)
     return (f"unknown: no end of running work that is known (declared or observed) lets {key} start",)
-
-
-class EtaTracker:
-    """The forecast service of one partition: its hold times (observed from when it is made) and the
-    last forecast, kept until the partition changes or an end it counted on passes."""
-
-    def __init__(self, partition: Partition) -> None:
-        self.partition = partition
-        self.holds = HoldTimes()
-        self.holds.attach(partition)
-        self._lock = threading.Lock()
-        self._cached: tuple[tuple[int, int], Forecast] | None = None
-
-    def forecast(self, now: float | None = None) -> Forecast:
-        """The forecast at ``now`` (default: the partition's clock), cached per change of the partition."""
-        p = self.partition
-        at = p.clock() if now is None else float(now)
-        with self._lock:
-            key = (self.holds.commits, p.config_seq)
-            cached = self._cached
-            if cached is not None and cached[0] == key and cached[1].as_of <= at < cached[1].next_end:
-                return cached[1]
-            result = forecast(p, self.holds, at)
-            self._cached = (key, result)
-            return result
-
-    def of(self, allocation_key: str, now: float | None = None) -> AskEta | None:
-        """The forecast of one waiting ask (None: no such ask waits)."""
-        return self.forecast(now).asks.get(allocation_key)
-
-
-_TRACKERS: weakref.WeakKeyDictionary[Partition, EtaTracker] = weakref.WeakKeyDictionary()
-_TRACKERS_LOCK = threading.Lock()
-
-
-def tracker(partition: Partition) -> EtaTracker:
-    """The one :class:`EtaTracker` of ``partition`` (made and attached on first use)."""
-    with _TRACKERS_LOCK:
-        found = _TRACKERS.get(partition)
-        if found is None:
-            found = _TRACKERS[partition] = EtaTracker(partition)
-        return found
-

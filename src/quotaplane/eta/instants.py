@@ -12,8 +12,9 @@ give — or none when the window's opening would give one.
 by it is told) and the configuration in force then: the partition's configuration with every window
 whose state then differs from its state now toggled (:func:`~quotaplane.eta.later.windowed`; windows on
 one setting of one scope never overlap, validation refuses that, so the order of toggling does not
-matter). A decaying budget (``halflife``) has no reset: its consumption falls continuously and the
-partition's timer retries the asks it refuses at its ticks, which the run meets as timer instants.
+matter). A decaying budget (``halflife``) has no reset: its consumption falls continuously, and the
+instant is the first time it stops refusing a waiting ask (:meth:`Instants.decay`, asked at every step:
+what runs sets the level its consumption decays toward).
 Edges are looked for within :data:`~quotaplane.eta.later.HORIZON_DAYS` of the forecast's ``now``.
 """
 
@@ -24,7 +25,8 @@ from datetime import UTC, datetime, timedelta
 
 from quotaplane.config.model import PartitionConfig
 from quotaplane.config.windows import WindowSpec
-from quotaplane.eta.later import HORIZON_DAYS, _parsed, windowed
+from quotaplane.eta.later import HORIZON_DAYS, _budget_times, _parsed, windowed
+from quotaplane.partition.facade import Partition
 from quotaplane.policies.budgets import BudgetPolicy
 from quotaplane.state.handlers import PartitionState
 
@@ -45,13 +47,16 @@ def _boundary(w: WindowSpec, ms: int, limit: int) -> int | None:
 class Instants:
     """The window edges and budget resets of one forecast run (see the module docstring)."""
 
-    __slots__ = ("_applied", "base", "budget", "limit", "windows")
+    __slots__ = ("_applied", "base", "budget", "decaying", "limit", "windows")
 
     def __init__(self, state: PartitionState, now: float) -> None:
         raw = state.config.extensions.get("windows")
         self.windows: tuple[WindowSpec, ...] = _parsed(raw) if raw else ()
         self.budget = next((pol for _, pol in state.policies.extensions if isinstance(pol, BudgetPolicy)),
                            None)
+        #: the paths of the budgets that decay (``halflife``) instead of resetting
+        self.decaying = {spec.path for spec in self.budget.ledger.specs if spec.decayed} \
+            if self.budget is not None else set()
         self.base: PartitionConfig = state.config
         self._applied: PartitionConfig = state.config
         #: the last instant looked for (ms): the horizon from the forecast's ``now``
@@ -88,6 +93,30 @@ class Instants:
             if ms < end <= self.limit:
                 out.append((end, f"budget of {scope.label} resets"))
         return out
+
+    def decay(self, copy: Partition) -> tuple[float, tuple[str, ...]]:
+        """When a decaying budget first stops refusing a waiting ask of ``copy`` by itself — its
+        consumption decayed enough for the ask, every decaying budget on its chain at once, given what
+        runs now (the explanation's :func:`~quotaplane.eta.later._budget_times`) — and the basis
+        (inf: none). Asked at each step of the run: what runs changes the decay's level."""
+        if not self.decaying:
+            return math.inf, ()
+        state = copy.state
+        seen: dict[tuple[object, ...], tuple[float, tuple[str, ...]]] = {}
+        first: tuple[float, tuple[str, ...]] = (math.inf, ())
+        for ask in list(state.waiting.asks.unsorted()):
+            app = state.apps.get(ask.application_id)
+            if app is None:
+                continue
+            runtime = round(ask.max_runtime * 1000) or None if ask.max_runtime is not None else None
+            key = (app.queue_path, app.user.user, tuple(app.user.groups), ask.resource, runtime)
+            found = seen.get(key)
+            if found is None:
+                times = _budget_times(copy, app.application_id, ask.resource, self.decaying, runtime)
+                found = seen[key] = (max(x.at for x in times), tuple(sorted(
+                    f"budget of {x.scope} decays" for x in times))) if times else (math.inf, ())
+            first = min(first, found)
+        return first
 
     def config_at(self, t: float) -> PartitionConfig | None:
         """The configuration in force at ``t`` when it differs from the one applied last (None: the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from quotaplane.config.budgets import PREEMPT
+from quotaplane.config.budgets import BESTEFFORT, PREEMPT
 from quotaplane.policies.budgets import BudgetPolicy
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, guarantee_blockers, preemption_delay
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
@@ -31,15 +31,16 @@ def _quiet(state: PartitionState) -> bool:
 def _time_silent(state: PartitionState) -> bool:
     """True when, the copy's state held, a timer's tick can change something only at a time-bound
     trigger :meth:`_Run._idle_until` knows: no quota preemption (PR-Q's cut times), no fair share with
-    memory, and no extension policy other than budgets whose periods reset (a window's edge and a
-    budget's reset are the run's own instants; a decaying budget or one that preempts after a grace
-    moves with the clock, an elastic quota's revocation waits a delay)."""
+    memory, and no extension policy other than budgets that hold what they refuse (a window's edge, a
+    budget's reset and the time a decaying budget admits an ask are the run's own instants; a budget
+    that preempts after a grace, or takes best-effort work back, acts when its consumption crosses
+    its limit, with the clock; an elastic quota's revocation waits a delay)."""
     if state.config.preemption.quota_preemption_enabled or state.history.rank() is not None:
         return False
     for policy in state.policies.extension_policies:
         if not isinstance(policy, BudgetPolicy):
             return False
-        if any(spec.decayed or spec.mode == PREEMPT for spec in policy.ledger.specs):
+        if any(spec.mode in (PREEMPT, BESTEFFORT) for spec in policy.ledger.specs):
             return False
     return True
 
