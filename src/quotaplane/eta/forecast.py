@@ -555,5 +555,5 @@ def _interval(p10: float | None, p50: float | None,
 
 def _unknown_basis(key: str, horizon: int | None) -> tuple[str, ...]:
     if horizon is not None:
-        return (f"unknown: {key} does not start within the forecast's horizon of {horizon:,} ends",)
+        return (f"unknown: {key} does not start within the forecast's horizon of {horizon:,} instants",)
     return (f"unknown: no end of running work that is known (declared or observed) lets {key} start",)
