@@ -245,7 +245,8 @@ def test_the_forecast_is_bounded_and_beyond_its_horizon_says_unknown() -> None:
     short = forecast(p, HoldTimes(), 1000.0, max_steps=2)
     assert short.truncated
     assert [short.asks[f"w{i}"].p50 for i in range(4)] == [1010.0, 1020.0, None, None]
-    assert short.asks["w3"].basis == ("unknown: w3 does not start within the forecast's horizon of 2 instants",)
+    assert short.asks["w3"].basis == \
+        ("unknown: w3 does not start within the forecast's horizon of 2 instants",)
 
 
 def test_a_preemption_delay_passing_starts_an_ask_when_the_partitions_timer_would() -> None:
