@@ -198,7 +198,8 @@ def test_the_month_scenario_with_preempt_kill9_and_the_first_of_the_month(tmp_pa
     # the Kubernetes front writes the reason into the waiting pod's condition
     from quotaplane.kube.controller import waiting_message
     message = waiting_message(p.pending_reasons("ask1") or [])
-    assert message.startswith("budget.exhausted at root.teams.a: budget of root.teams.a for nvidia.com/gpu")
+    assert message.startswith("budget.exhausted at root.teams.a, short of {'nvidia.com/gpu': 1}: "
+                              "budget of root.teams.a for nvidia.com/gpu")
     assert "resets at 2026-12-01T00:00:00+00:00" in message
     clock.now = DEC1 + 1
     p.check_timeouts()
@@ -282,3 +283,18 @@ def test_a_configured_budget_is_listed_before_anything_charged_it() -> None:
     assert (gpu["limit"], gpu["consumed"], gpu["committed"], gpu["left"]) == (100.0, 0.0, 0.0, 100.0)
     assert p.dump_state()["policies"] == Scheduler.from_yaml(config(extra=extra), clock=Clock()
                                                              ).partition("default").dump_state()["policies"]
+
+
+def test_a_budget_refusal_names_the_resource_it_is_short_of() -> None:
+    """Defect: the ``budget.exhausted`` reason carried no resource (``"resource": {}``), so what-if
+    printed "SHORT OF -": it names what of the request the budget cannot take — every resource the
+    budget is short of, in the request's amounts."""
+    from quotaplane import Resource
+    from tests.eta.test_explain_timed import _over_budget
+
+    _, p, _ = _over_budget(8)
+    decision = p.what_if("train", {"nvidia.com/gpu": 2})
+    [reason] = decision.reasons
+    assert reason.code == "budget.exhausted"
+    assert reason.resource == Resource({"nvidia.com/gpu": 2})
+    assert reason.to_dict()["resource"] == {"nvidia.com/gpu": 2}

@@ -36,6 +36,7 @@ from quotaplane.policies.elastic import NAMESPACE_TAG, ElasticPolicy
 from quotaplane.policies.elastic import build_policy as build_elastic
 from quotaplane.policies.protocol import AdmissionRequest, Eviction, MetricSample, QuotaPolicy, Violation
 from quotaplane.policies.registry import Plugin
+from quotaplane.resources import Resource
 
 __all__ = ["CODE", "PLUGIN", "RUNTIME_CODE", "RUNTIME_TAG", "BudgetPolicy", "budget_standing", "build_policy"]
 
@@ -189,7 +190,8 @@ class BudgetPolicy(QuotaPolicy):
         """The violations of the budgets ``found`` short (best effort first looks for idle room)."""
         if self.best_effort and all(s.scope.spec.mode == BESTEFFORT for s in found):
             return self._best_effort(request, found, max(ms, self.ledger.now))
-        return [Violation(self.name, CODE, s.scope.spec.path, refusal_message(s)) for s in found]
+        return [Violation(self.name, CODE, s.scope.spec.path, refusal_message(s), _short_of(request, s))
+                for s in found]
 
     def _best_effort(self, request: AdmissionRequest, found: list[Any], ms: int) -> list[Violation]:
         """Exhausted ``besteffort`` budgets only: the request runs if what it asks for is otherwise
@@ -201,7 +203,7 @@ class BudgetPolicy(QuotaPolicy):
         return [Violation(self.name, CODE, s.scope.spec.path,
                           f"{refusal_message(s)}; as best effort it runs only on otherwise-idle "
                           f"capacity, and {missing} of what it asks for is held or wanted by waiting "
-                          "work") for s in found]
+                          "work", _short_of(request, s)) for s in found]
 
     def apply(self, request: AdmissionRequest) -> list[Violation]:
         """Charge the request from its time on (never refused: :meth:`check` decided, or the journal)."""
@@ -461,3 +463,9 @@ def build_policy(partition_config: Any, context: Any) -> BudgetPolicy:
 
 #: the ``budgets`` key's plug-in (:mod:`quotaplane.policies.registry`)
 PLUGIN = Plugin("budgets", 50, build_policy, codes=(CODE, RUNTIME_CODE), checker=check_budgets)
+
+
+def _short_of(request: AdmissionRequest, s: Any) -> Resource:
+    """What of the request a budget short of ``s.resource`` cannot take: the request's amount of that
+    resource (a violation's ``resource`` is what does not fit, in the request's units)."""
+    return Resource({s.resource: request.resource.get(s.resource, 0)})
