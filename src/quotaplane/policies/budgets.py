@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from quotaplane.budgets import Ledger, Scope, iso, refusal_message, scope_status
+from quotaplane.budgets import Ledger, Scope, Shortfall, iso, refusal_message, scope_status
 from quotaplane.budgets.besteffort import Idle, Who
 from quotaplane.budgets.status import hours
 from quotaplane.config.budgets import BESTEFFORT, PREEMPT, check_budgets, parse_budgets, unit_of
@@ -50,6 +50,12 @@ RUNTIME_TAG = "quotaplane.io/max-runtime"
 
 def _ms(t: float) -> int:
     return round(t * 1000)
+
+
+def _short_of(request: AdmissionRequest, s: Shortfall) -> Resource:
+    """What of the request the budget of shortfall ``s`` cannot hold: its amount of the budgeted
+    resource the budget is short of (the message says the resource-hours: consumed, committed, left)."""
+    return Resource({s.resource: request.resource._values[s.resource]})
 
 
 def _runtime(request: AdmissionRequest) -> int | None:
