@@ -77,7 +77,9 @@ from quotaplane.history.scopes import (
     Slot,
     TreeTarget,
     View,
+    borrowed_level,
     bump,
+    flavored_names,
     level_of,
     ms_of,
     vec_of,
@@ -127,6 +129,7 @@ class Accounting(Ledger):
         if s.kind == QUEUE and not guar:
             guar = None             # a queue without a guarantee neither borrows nor lends (standing)
         s.guar = dict(guar) if guar is not None else None
+        s.flavored = flavored_names(s.guar)
         s.max = dict(mx) if mx is not None else None
         if s.sib is not None:
             s.sib.idle = None       # its guarantee may have changed: who has an idle part, again
@@ -191,7 +194,10 @@ class Accounting(Ledger):
         # whose level stays within its guarantee changes neither borrowing nor lending
         quiet = not bor and not lent and not bsum
         idx = sib.idle if sib is not None else None
-        for r, v in vec.items():
+        flavored = s.flavored
+        # a plain name borrowed per flavor comes after its flavors: its borrowing is their sum's
+        items = vec.items() if flavored is None else sorted(vec.items(), key=lambda rv: rv[0] in flavored)
+        for r, v in items:
             d = v if sign > 0 else -v
             x = slots.get(r)
             if x is None:
@@ -209,7 +215,10 @@ class Accounting(Ledger):
                     idx[r].discard(s)
             if quiet and level <= gv:
                 continue
-            nb = level - gv if level > gv else 0
+            if flavored is not None and r in flavored:
+                nb = borrowed_level(s.u, g, r, flavored)
+            else:
+                nb = level - gv if level > gv else 0
             bc = x.b
             ob = bc[0] if bc is not None else 0
             if nb != ob:
@@ -370,7 +379,7 @@ class Accounting(Ledger):
             if g == before:
                 continue                        # its max only
             for r in set(s.u) | set(s.b):
-                nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
+                nb = 0 if g is None else borrowed_level(s.u, g, r, s.flavored)
                 d = nb - level_of(s.b, r)
                 if d:
                     bump(s.b, r, d, t)
@@ -421,7 +430,7 @@ class Accounting(Ledger):
         else:
             if s.sib is not None:
                 s.sib.idle = None
-            s.guar, s.max, s.sib, s.slots = None, None, None, None
+            s.guar, s.max, s.sib, s.slots, s.flavored = None, None, None, None, None
         if (s.guar, s.max) != old:
             self.dirty[0].add(s)
 
@@ -430,7 +439,7 @@ class Accounting(Ledger):
         g, t = s.guar, self._rel
         s.slots = None                  # bump may add borrowed lists
         for r in set(s.u) | set(s.b):
-            nb = 0 if g is None else max(0, level_of(s.u, r) - g.get(r, 0))
+            nb = 0 if g is None else borrowed_level(s.u, g, r, s.flavored)
             d = nb - level_of(s.b, r)
             if d:
                 bump(s.b, r, d, t)

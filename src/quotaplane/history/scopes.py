@@ -22,7 +22,7 @@ __all__ = [
     "APPLICATION", "GROUP", "KINDS", "METRICS", "NRES", "QUEUE", "QUOTA", "ROLL_UP", "TREE", "USER",
     "AppState", "Cells", "Charge", "Row", "Scope", "ScopeInfo", "Share", "Siblings", "Slot", "TreeTarget",
     "View",
-    "bump", "copy_sketch", "level_of", "ms_of", "scope_order", "vec_of",
+    "borrowed_level", "bump", "copy_sketch", "flavored_names", "level_of", "ms_of", "scope_order", "vec_of",
 ]
 
 QUEUE, USER, GROUP, QUOTA, TREE, APPLICATION = "queue", "user", "group", "quota", "tree", "application"
@@ -150,7 +150,8 @@ class Scope:
     """One scope: per metric its cells (see the module docstring), its guarantee and max, its
     counters and the waits of its open periods. Times are relative to the engine's origin."""
 
-    __slots__ = ("b", "counts", "e", "guar", "kind", "l", "max", "name", "open", "sib", "slots", "u", "w")
+    __slots__ = ("b", "counts", "e", "flavored", "guar", "kind", "l", "max", "name", "open", "sib", "slots",
+                 "u", "w")
 
     def __init__(self, kind: str, name: str) -> None:
         self.kind = kind
@@ -161,6 +162,9 @@ class Scope:
         self.l: Cells = {}
         #: None: no guarantee (a queue without one, users, groups, applications); else per resource
         self.guar: dict[str, int] | None = None
+        #: the plain names it borrows per flavor (:func:`borrowed_level`): not guaranteed themselves,
+        #: some of their flavors (``name@flavor``) are; None: none
+        self.flavored: frozenset[str] | None = None
         self.max: dict[str, int] | None = None
         self.sib: Siblings | None = None
         #: a scope with a guarantee: per resource it used, its :class:`Slot` (None: to be made)
@@ -213,6 +217,28 @@ def bump(cells: Cells, r: str, d: int, t: int) -> None:
     else:
         c[0] += d
         c[1] += d * t
+
+
+def flavored_names(guar: Mapping[str, int] | None) -> frozenset[str] | None:
+    """The plain names of ``guar``'s flavored resources that ``guar`` does not guarantee itself
+    (``nvidia.com/gpu`` of ``{nvidia.com/gpu@a100: 8}``): they borrow per flavor; None: none."""
+    if not guar:
+        return None
+    names = frozenset(k.partition("@")[0] for k in guar if "@" in k) - guar.keys()
+    return names or None
+
+
+def borrowed_level(used: Cells, guar: Mapping[str, int], r: str, flavored: frozenset[str] | None) -> int:
+    """What a scope with guarantee ``guar`` borrows of ``r``: its use above its guarantee, judged per
+    flavored resource (``standing``'s rule, docs/flavors.md; KQ: borrowing is per flavor and resource)
+    — a plain name used through flavors and not guaranteed itself borrows the sum of what its flavors
+    borrow, not all its use (8 A100s against 8 guaranteed borrow nothing)."""
+    if flavored is not None and r in flavored:
+        prefix = r + "@"
+        parts = [k for k in used if k.startswith(prefix)]
+        if parts:
+            return sum(max(0, used[k][0] - guar.get(k, 0)) for k in parts)
+    return max(0, level_of(used, r) - guar.get(r, 0))
 
 
 def level_of(cells: Cells, r: str) -> int:
