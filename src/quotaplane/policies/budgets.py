@@ -470,8 +470,3 @@ def build_policy(partition_config: Any, context: Any) -> BudgetPolicy:
 #: the ``budgets`` key's plug-in (:mod:`quotaplane.policies.registry`)
 PLUGIN = Plugin("budgets", 50, build_policy, codes=(CODE, RUNTIME_CODE), checker=check_budgets)
 
-
-def _short_of(request: AdmissionRequest, s: Any) -> Resource:
-    """What of the request a budget short of ``s.resource`` cannot take: the request's amount of that
-    resource (a violation's ``resource`` is what does not fit, in the request's units)."""
-    return Resource({s.resource: request.resource.get(s.resource, 0)})
