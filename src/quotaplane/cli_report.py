@@ -213,6 +213,10 @@ def register(app: typer.Typer) -> None:
 
         table = cost_table(data, group_by) if cost else usage_table(data, group_by, step is not None)
         print_table(Console(), table)
+        points = [pt for s in data.get("series", []) for pt in s.get("points", [])]
+        if resource is not None and not cost and not any(pt.get("used", {}).get(resource) for pt in points):
+            typer.echo(f"quotaplane: no usage of {resource} in this range ({data.get('start')} to "
+                       f"{data.get('end')})", err=True)
         if cost and not data.get("prices") and not data.get("borrowedPrices"):
             typer.echo("quotaplane: no prices are configured, so nothing is billed: set history.prices "
                        "in the partition's configuration (docs/history.md \"Chargeback\")", err=True)

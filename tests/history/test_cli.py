@@ -118,3 +118,12 @@ def test_the_bill_refuses_options_it_would_ignore() -> None:
         out = subprocess.run([EXE, "report", "--cost", *extra, "--server", "http://127.0.0.1:9"],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and extra[0] in out.stderr and "--cost" in out.stderr, out.stderr
+
+
+def test_a_resource_nobody_used_says_so_and_an_unknown_one_is_an_error(server: _Server) -> None:
+    """Found as a new user: ``report --resource gpu`` printed an empty table and nothing else."""
+    bad = _report(server, "--period", "last-month", "--resource", "gpu")
+    assert bad.returncode == 1 and "'gpu'" in bad.stderr and "nvidia.com/gpu" in bad.stderr
+    idle = _report(server, "--start", "2026-10-01", "--end", "2026-10-15", "--resource", "nvidia.com/gpu")
+    assert idle.returncode == 0, idle.stderr
+    assert "no usage of nvidia.com/gpu" in idle.stderr

@@ -157,6 +157,11 @@ def series_of(service: Any, partition: str, group_by: str, step: str, start: str
     :class:`ApiError` (400/404/503) naming what is wrong otherwise (the REST routes and the
     ``/ui/history`` page both ask here)."""
     p = service.partition(partition)
+    if resource is not None:
+        known = _known_resources(p)
+        if resource not in known:
+            raise _bad(f"unknown resource {resource!r}: partition {p.name!r} knows "
+                       f"{', '.join(sorted(known)) or 'none (no node, no queue limit)'}")
     h = history_of(p)
     if h.engine is None:
         if h.error is not None:
@@ -180,6 +185,20 @@ def series_of(service: Any, partition: str, group_by: str, step: str, start: str
         except QueryError as exc:
             raise _bad(str(exc)) from None
     return p, calendar, lo, hi, series, now
+
+
+def _known_resources(p: Any) -> set[str]:
+    """The resources a partition knows: its nodes' and its queues' limits (a filter on any other name
+    is a typing mistake — ``gpu`` for ``nvidia.com/gpu`` — not a resource nobody used)."""
+    with p.lock:
+        names = set(p.total_capacity())
+        todo = [p.state.config.root]
+        while todo:
+            q = todo.pop()
+            for r in (q.max, q.guaranteed):
+                names.update(r or ())
+            todo.extend(q.queues)
+    return names
 
 
 def _point_json(pt: Any, calendar: Calendar) -> dict[str, Any]:
