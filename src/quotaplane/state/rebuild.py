@@ -3,8 +3,10 @@
 Every config that matters is applied again in order, and under each one: the live applications
 submitted under it (their queue existed then), the applications that entered the running count under
 it (their group link was chosen then, rule U4; an empty increase links and counts them, in entry
-order), and the live allocations admitted under it (in admission order). Usage at every step is then
-a part of the usage the original admissions saw, so limits admit them again. Then the pending asks
+order), and the live allocations admitted under it (in admission order; one admitted after an
+allocation of a later config — a placeholder's replacement — goes with that later one). Usage at
+every step is then a part of the usage the original admissions saw, so limits admit them again.
+Then the pending asks
 in arrival order, each application's lifecycle fields, and what policies remember beyond their
 allocations (:class:`~quotaplane.events.PolicyMemo`). The restore verifies the result against the
 snapshot's dump and falls back to a full replay when they differ: this is an optimisation, never a
@@ -94,8 +96,13 @@ class RebuildCapture:
         module docstring), then the asks, each application's lifecycle fields and the memos."""
         added, counted = _by_seq(self._added), _by_seq(self._counted)
         allocations: dict[int, list[AllocationAt]] = {}
+        seq = 0
         for at in self._allocations:
-            allocations.setdefault(at[0].config_seq, []).append(at)
+            # in admission order, never in an earlier group than the one before it: a placeholder's
+            # replacement keeps the placeholder's config but is admitted last (a tighter config in
+            # between refuses it, and the restore replays the journal instead)
+            seq = max(seq, at[0].config_seq)
+            allocations.setdefault(seq, []).append(at)
         out: list[Event] = []
         # grouped once, not scanned once per config: a snapshot of many configs stays linear
         for i, seq in enumerate(sorted({*added, *counted, *allocations, self._config_seq})):
