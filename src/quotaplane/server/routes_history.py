@@ -158,10 +158,7 @@ def series_of(service: Any, partition: str, group_by: str, step: str, start: str
     ``/ui/history`` page both ask here)."""
     p = service.partition(partition)
     if resource is not None:
-        known = _known_resources(p)
-        if resource not in known:
-            raise _bad(f"unknown resource {resource!r}: partition {p.name!r} knows "
-                       f"{', '.join(sorted(known)) or 'none (no node, no queue limit)'}")
+        _check_resource(p, resource)
     h = history_of(p)
     if h.engine is None:
         if h.error is not None:
@@ -185,6 +182,14 @@ def series_of(service: Any, partition: str, group_by: str, step: str, start: str
         except QueryError as exc:
             raise _bad(str(exc)) from None
     return p, calendar, lo, hi, series, now
+
+
+def _check_resource(p: Any, resource: str) -> None:
+    """A 400 naming ``resource`` and the ones partition ``p`` knows when it knows no such resource."""
+    known = _known_resources(p)
+    if resource not in known:
+        raise _bad(f"unknown resource {resource!r}: partition {p.name!r} knows "
+                   f"{', '.join(sorted(known)) or 'none (no node, no queue limit)'}")
 
 
 def _known_resources(p: Any) -> set[str]:
