@@ -73,15 +73,51 @@ def _part_of(module: str) -> str | None:
     return None
 
 
+def _all_modules() -> set[str]:
+    return {"quotaplane." + _module_name(p) if _module_name(p) != "__init__" else "quotaplane"
+            for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
+
+
 def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
+    """Every module ``path`` imports: absolute and relative import statements anywhere in it (a
+    relative one resolved against its package), and a module loaded by its name as a string — an
+    argument of ``importlib.import_module`` or ``__import__``, or any string constant that is the
+    exact dotted name of a module of ``src/`` (a table of module names a loader walks)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    modules = _all_modules()
     out: list[str] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out.extend(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
-    return out
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                out.append(node.module or "")
+                continue
+            parts = ["quotaplane", *([p for p in package.split(".") if p] if package != "__init__" else [])]
+            base = parts[: len(parts) - (node.level - 1)]
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            out.append(origin)
+            out.extend(f"{origin}.{a.name}" for a in node.names if f"{origin}.{a.name}" in modules)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                and node.value in modules:
+            out.append(node.value)
+    return [m for m in out if m]
+
+
+def test_imports_are_seen_relative_and_by_name(tmp_path: Path) -> None:
+    """The map cannot be walked around: a relative import and a module loaded by its name count as
+    imports (the configuration layer once loaded the budget policy by a string in a table)."""
+    probe = SRC / "config" / "_architecture_probe.py"
+    try:
+        probe.write_text("import importlib\nfrom ..policies import budgets\n"
+                         "TABLE = {'x': 'quotaplane.policies.forest'}\n"
+                         "importlib.import_module('quotaplane.ugm')\n")
+        seen = _imports(probe)
+    finally:
+        probe.unlink()
+    assert "quotaplane.policies" in seen and "quotaplane.policies.budgets" in seen
+    assert "quotaplane.policies.forest" in seen and "quotaplane.ugm" in seen
 
 
 def _modules() -> list[Path]:

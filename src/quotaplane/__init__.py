@@ -81,6 +81,32 @@ __all__ = [
 ]
 
 
+def _provide_policies() -> None:
+    """Give the configuration layer the loaders of the policy keys that ship with quotaplane
+    (``elasticquotas``, ``quotatrees``, ``budgets``): it validates and builds them without naming the
+    policies layer above it, and each policy's module is imported only when its key is used."""
+    from quotaplane.config import extensions
+
+    def elastic() -> Any:
+        from quotaplane.policies.elastic import PLUGIN
+        return PLUGIN
+
+    def forest() -> Any:
+        from quotaplane.policies.forest import PLUGIN
+        return PLUGIN
+
+    def budgets() -> Any:
+        from quotaplane.policies.budgets import PLUGIN
+        return PLUGIN
+
+    extensions.provide("elasticquotas", elastic)
+    extensions.provide("quotatrees", forest)
+    extensions.provide("budgets", budgets)
+
+
+_provide_policies()
+
+
 def __getattr__(name: str) -> Any:
     try:
         module_name, attr = _LAZY[name]

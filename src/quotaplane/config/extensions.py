@@ -21,6 +21,7 @@ import importlib.util
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,16 +69,25 @@ class PolicyPlugin(Protocol):
         ...
 
 
-#: the keys that ship with quotaplane: key -> (module defining ``PLUGIN``, imported when used; order)
-_BUILTIN: dict[str, tuple[str, int]] = {
-    "elasticquotas": ("quotaplane.policies.elastic", 30),
-    "quotatrees": ("quotaplane.policies.forest", 40),
-    "budgets": ("quotaplane.policies.budgets", 50),
-}
+#: the keys that ship with quotaplane, with their order. Their plug-ins live in the policies layer,
+#: above this one: the package that assembles quotaplane gives each key the function that loads its
+#: plug-in (:func:`provide`, called by ``quotaplane/__init__.py``, which every import of a quotaplane
+#: module runs first), so that a key's module is imported only when the key is used and this module
+#: names no module above it (tests/test_architecture.py)
+_BUILTIN: dict[str, int] = {"elasticquotas": 30, "quotatrees": 40, "budgets": 50}
 
 _lock = threading.RLock()
 _plugins: dict[str, PolicyPlugin] = {}
+_providers: dict[str, Callable[[], PolicyPlugin]] = {}
 _loaded_env: str | None = None
+
+
+def provide(key: str, load: Callable[[], PolicyPlugin]) -> None:
+    """Give the function that loads the plug-in of the built-in ``key`` (called on first use)."""
+    if key not in _BUILTIN:
+        raise InputError(f"{key!r} is not a built-in policy key ({', '.join(sorted(_BUILTIN))})")
+    with _lock:
+        _providers[key] = load
 
 
 def declare(plugin: PolicyPlugin) -> None:
@@ -100,7 +110,7 @@ def declared() -> dict[str, int]:
     key's module is not imported)."""
     load_plugins()
     with _lock:
-        out = {key: order for key, (_, order) in _BUILTIN.items()}
+        out = dict(_BUILTIN)
         out.update((key, p.order) for key, p in _plugins.items())
         return out
 
@@ -112,10 +122,11 @@ def plugin(key: str) -> PolicyPlugin | None:
         found = _plugins.get(key)
     if found is not None:
         return found
-    builtin = _BUILTIN.get(key)
-    if builtin is None:
+    with _lock:
+        load = _providers.get(key)
+    if load is None:
         return None
-    found = importlib.import_module(builtin[0]).PLUGIN
+    found = load()
     assert isinstance(found, PolicyPlugin)
     return found
 
