@@ -356,10 +356,14 @@ class _Run:
         if len(self.tracks) > 1 and math.isfinite(edge):
             # a follower whose next end falls on the other side of the edge would meet the edge at
             # another point of its run: it leaves (the edge is at the same instant in every run)
-            first = top < edge
+            first = top <= edge
             self._leave([t for t in self.tracks[1:]
-                         if ((t.heap[0][0] if t.heap else math.inf) < edge) != first])
-        if top <= timer and top < edge:
+                         if ((t.heap[0][0] if t.heap else math.inf) <= edge) != first])
+        # at one instant the ends come first, then the timer's tick (a window's edge, a reset): the
+        # order the replay of a trace takes (sim/engine.py ``_until``: the allocations' timers, then
+        # the partition's tick) — a window closing as the work it let in ends leaves that room to the
+        # asks its max admitted, for the cycle of the release
+        if lead.heap and top <= timer and top <= edge:
             self._catch_up(top)
             at, keys = lead.pop_group()
             if len(self.tracks) > 1:
