@@ -26,3 +26,17 @@ def test_validate_names_a_missing_file_without_a_line(tmp_path: Path) -> None:
                          timeout=60)
     assert out.returncode == 1
     assert out.stderr.strip() == f"{tmp_path / 'nope.yaml'}: cannot read file: No such file or directory"
+
+
+def test_serve_partitions_on_sqlite_says_what_is_wrong_and_what_to_do(tmp_path: Path) -> None:
+    """Found trying the product as a new user: ``serve --partitions default`` on SQLite printed
+    "refusing to start: ValueError: …" after binding the port and opening nothing useful."""
+    db = tmp_path / "q.db"
+    out = subprocess.run([EXE, "serve", "--partitions", "default", "--store", f"sqlite:///{db}",
+                          "--port", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ValueError" not in lines[0], out.stderr
+    assert "--partitions" in lines[0] and "PostgreSQL" in lines[0] and f"sqlite:///{db}" in lines[0]
+    assert "leave --partitions out" in lines[0] and "--store postgresql://" in lines[0]
+    assert not db.exists()                      # refused before the store is touched

@@ -171,15 +171,27 @@ def _config_text(config: Path | None) -> str | None:
         raise _Refused(1) from None
 
 
+def _is_postgres(store_url: str) -> bool:
+    return store_url.startswith(("postgresql:", "postgres:"))
+
+
+def _check_partitions(store_url: str, partitions: list[str] | None) -> None:
+    """``--partitions`` shares partitions between instances through PostgreSQL's leases: with any
+    other store it is a usage error (exit 2), said before the port or the store is touched."""
+    if partitions is not None and not _is_postgres(store_url):
+        _err(f"quotaplane: --partitions (QUOTAPLANE_PARTITIONS) needs a PostgreSQL store, whose leases "
+             f"share the partitions between instances, and the store is {store_url}: leave --partitions "
+             "out (one instance then leads every partition), or give --store postgresql://user@host/db")
+        raise _Refused(2)
+
+
 def _scheduler_for(text: str | None, store_url: str, host: str, port: int,
                    partitions: list[str] | None = None) -> tuple[Any, Scheduler]:
     try:
-        if store_url.startswith(("postgresql:", "postgres:")):
+        if _is_postgres(store_url):
             if partitions is not None:
                 return _start_partitions_ha(text, store_url, host, port, partitions)
             return _start_ha(text, store_url, host, port)
-        if partitions is not None:
-            raise ValueError("--partitions needs a PostgreSQL store (partitions are led through its leases)")
         return None, build_scheduler(text, store_url)
     except ConfigError as exc:
         _err(f"quotaplane: refusing to start: {exc}" + (f" (line {exc.line})" if exc.line else ""))
@@ -295,6 +307,7 @@ def serve(config: Path | None = None, store: str | None = None, host: str = "127
 
     store_url = store or DEFAULT_STORE
     try:
+        _check_partitions(store_url, partitions)
         tokens = _tokens_for(host, anonymous_read)
         service_limits = _limits(limits)
         hosts, origins = _browser(allowed_hosts, allowed_origins, bool(tokens))
