@@ -11,7 +11,7 @@ nodes an allocation counts in. Everything is read, nothing is changed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from quotaplane.config.history import HistorySettings, SettingsError, parse_settings
 from quotaplane.config.identity import UserGroup
@@ -28,6 +28,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.ugm import Manager
 
 __all__ = ["PartitionState", "StateView", "settings_of"]
+
+
+@runtime_checkable
+class _QuotaMapping(Protocol):
+    """What the history reads of the elastic quota policy (quotaplane.policies.elastic), declared here
+    so the history neither imports it (it is loaded only when a partition uses elastic quotas) nor
+    reads it untyped."""
+
+    @property
+    def manager(self) -> Any: ...
+
+    def quota_of(self, request: AdmissionRequest) -> str: ...
+
+
+@runtime_checkable
+class _TreeMapping(Protocol):
+    """What the history reads of the quota-tree policy (quotaplane.policies.forest): where a request is
+    placed in the trees, and the trees' engine."""
+
+    def target_of(self, request: AdmissionRequest) -> tuple[str, str, dict[str, str]] | None: ...
+
+    def engine(self) -> Any: ...
 
 
 class PartitionState(Protocol):
@@ -142,14 +164,14 @@ class StateView:
     def quota_of(self, key: str, tags: Mapping[str, str]) -> str | None:
         """The elastic quota of a pod (an allocation or a waiting ask), else the one its tags map to."""
         policy = self._state.policies.extension("elasticquotas")
-        manager = getattr(policy, "manager", None)
-        if manager is None:
+        if not isinstance(policy, _QuotaMapping):
             return None
+        manager = policy.manager
         if manager.has_pod(key):
             quota: str = manager.pod_quota(key)
             return quota
         try:
-            return str(policy.quota_of(_request(key, "", "", "", (), tags, {})))  # type: ignore[union-attr]
+            return str(policy.quota_of(_request(key, "", "", "", (), tags, {})))
         except Exception:   # no quota to count in
             return None
 
@@ -158,10 +180,10 @@ class StateView:
         """The group node of each quota tree the allocation is tagged for, with the amounts in the
         tree's resource names (``cpu`` reads ``vcore`` as the forest policy does)."""
         policy = self._state.policies.extension("quotatrees")
-        if policy is None:
+        if not isinstance(policy, _TreeMapping):
             return []
         try:
-            target = policy.target_of(_request(key, app, queue, user, groups, tags, resource))  # type: ignore[attr-defined]
+            target = policy.target_of(_request(key, app, queue, user, groups, tags, resource))
         except Exception:   # tags the forest refuses: nothing counts in a tree
             return []
         if target is None:
