@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from quotaplane.errors import InputError
+from quotaplane.kube.api import client_config
+
 ROOT = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).with_name("quotaplane"))
 
@@ -40,3 +45,22 @@ def test_serve_partitions_on_sqlite_says_what_is_wrong_and_what_to_do(tmp_path: 
     assert "--partitions" in lines[0] and "PostgreSQL" in lines[0] and f"sqlite:///{db}" in lines[0]
     assert "leave --partitions out" in lines[0] and "--store postgresql://" in lines[0]
     assert not db.exists()                      # refused before the store is touched
+
+
+def test_kube_refuses_a_kube_server_that_is_not_a_url(tmp_path: Path) -> None:
+    """Found trying the product as a new user: ``kube --kube-server notaurl`` started and retried every
+    list for ever ("Request URL is missing an 'http://' or 'https://' protocol")."""
+    out = subprocess.run([EXE, "kube", "--kube-server", "notaurl", "--store", f"sqlite:///{tmp_path}/k.db"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Error" not in lines[0], out.stderr
+    assert "--kube-server" in lines[0] and "'notaurl'" in lines[0] and "https://" in lines[0], out.stderr
+
+
+def test_client_config_names_a_server_that_is_not_a_url() -> None:
+    for bad in ("notaurl", "ftp://host", "https://", ""):
+        with pytest.raises(InputError, match="--kube-server") as err:
+            client_config(server=bad)
+        assert isinstance(err.value, ValueError) and repr(bad) in str(err.value)
+    assert client_config(server="https://10.0.0.1:6443/") is not None

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core import generic_client
@@ -41,6 +42,7 @@ from lightkube.generic_resource import (
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
+from quotaplane.errors import InputError
 from quotaplane.kube.objects import mapping
 from quotaplane.kube.wire import Answer, Wire, wire_for
 
@@ -96,6 +98,10 @@ def client_config(server: str | None = None, token: str | None = None, kubeconfi
     """The client's configuration: an explicit ``server`` (and bearer ``token``), a kubeconfig file, or
     the environment (in-cluster service account, then ``~/.kube/config``)."""
     if server is not None:
+        parts = urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--kube-server: {server!r} is not an http(s) URL such as "
+                             "https://10.0.0.1:6443 (the API server's address)")
         return KubeConfig.from_dict({
             "apiVersion": "v1", "kind": "Config", "current-context": "quotaplane",
             "clusters": [{"name": "quotaplane", "cluster": {"server": server.rstrip("/")}}],

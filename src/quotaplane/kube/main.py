@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quotaplane.errors import QuotaplaneError
 from quotaplane.kube.api import KubeApi, client_config
 from quotaplane.kube.controller import Controller, ControllerOptions
 from quotaplane.kube.http import WEBHOOK_PATHS, NamespaceCache, webhook_app
@@ -207,6 +208,9 @@ def serve_front(options: FrontOptions) -> int:
         signal.signal(sig, lambda *_: None)
     try:
         return asyncio.run(run_front(options))
+    except QuotaplaneError as exc:      # bad input (an option, the configuration): its own words
+        print(f"quotaplane kube: refusing to start: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:    # unreachable apiserver config, unreadable store …: said, not a traceback
         print(f"quotaplane kube: refusing to start: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
