@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ConfigDict, Field, StrictBool
 
-from quotaplane.errors import NotFoundError
+from quotaplane.errors import InputError, NotFoundError
 from quotaplane.notices import NOTICE_TYPES
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
@@ -282,9 +282,9 @@ def _last_event_id(header: str | None) -> int | None:
     try:
         seq = int(header.strip())
     except ValueError:
-        raise ValueError(f"Last-Event-ID must be a sequence number, got {header!r}") from None
+        raise InputError(f"Last-Event-ID must be a sequence number, got {header!r}") from None
     if seq < 0:
-        raise ValueError(f"Last-Event-ID must not be negative, got {seq}")
+        raise InputError(f"Last-Event-ID must not be negative, got {seq}")
     return seq
 
 
