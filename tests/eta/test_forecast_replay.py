@@ -220,3 +220,44 @@ def test_the_quantiles_sharing_a_pass_through_window_edges_answer_as_their_own_r
     assert shared.asks == apart.asks
     assert (shared.truncated, shared.next_end, shared.runs) == (apart.truncated, apart.next_end, apart.runs)
     event(f"{apart.runs} runs in {shared.passes} passes")
+
+
+GUARANTEED_IN_THE_EVENING = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: g
+      resources: {max: {vcore: 10}}
+      properties: {preemption.delay: 20s}
+    - name: o
+      resources: {guaranteed: {vcore: 2}, max: {vcore: 10}}
+  windows:
+  - name: evening
+    queue: root.g
+    cron: "0 18 * * *"
+    duration: 5h
+    guaranteed: {vcore: 6}
+"""
+
+
+def test_an_ask_a_windows_guarantee_lets_preempt_starts_at_the_opening() -> None:
+    """root.g has no guaranteed, so its ask can never preempt (PR-Y2) — until the evening window gives
+    it 6 vcore: then it preempts root.o's work above o's own guarantee. The copy marked the ask as
+    never preempting under the configuration it was made with; the window's edge changes that
+    configuration, and the forecast's answer is the opening, as the partition gives it — not the end
+    of o's work, 100 hours on."""
+    clock = Clock(NOON)
+    s = Scheduler.from_yaml(GUARANTEED_IN_THE_EVENING, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", _cores(10))
+    p.add_application("g", UserGroup("ug", []), queue="root.g")
+    p.add_application("o", UserGroup("uo", []), queue="root.o")
+    for i in range(5):
+        assert p.allocate("o", f"o{i}", _cores(2), max_runtime=100 * H).allocated
+    p.add_ask("g", "w", _cores(2), max_runtime=H)
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    assert eta.p50 == EVENING and eta.basis == ("window evening opens on root.g",)
+    assert _replay(s, p, clock, clock.now + 86_400) == {"w": EVENING}

@@ -221,14 +221,18 @@ class _Run:
         self.keys: dict[str, tuple[str, ...]] = {}
         self.copy = working_copy(partition, lambda: self.clock, keys=self.keys)
         self.state = self.copy.state
+        #: window edges and budget resets (:mod:`quotaplane.eta.instants`): the next one and its bases
+        self.instants = Instants(self.state, now)
+        #: each waiting ask's preemption mark before :func:`_never_preempting` (None: no window sets
+        #: a guaranteed, so the configuration that decides which ask may preempt never changes)
+        self.marks = {ask.allocation_key: ask.preempt_after for ask in self.state.waiting.asks.unsorted()} \
+            if self.instants.sets_guarantees else None
         _never_preempting(self.state)
         self.quiet = _quiet(self.state)
         #: no application timeout can change a decision of the copy (:func:`_timeouts_harmless`)
         self.harmless = self.quiet and _timeouts_harmless(self.state)
         self.tracks = [_Track(q, now) for q in qs]
         self.lead = self.tracks[0]
-        #: window edges and budget resets (:mod:`quotaplane.eta.instants`): the next one and its bases
-        self.instants = Instants(self.state, now)
         self.edge, self.edge_why = self.instants.next(now) if self.instants else (math.inf, ())
         #: the first edge: from it on the forecast is stale, as from an end it counted on
         self.first_edge = self.edge
@@ -436,12 +440,32 @@ class _Run:
             track.at = at
         config = self.instants.config_at(at)
         if config is not None:
+            marks = self.marks
+            if marks is not None:
+                # a window's guaranteed may let an ask marked as never preempting preempt (PR-Y2):
+                # each gets its own mark back for the edge's cycle, and is marked again under the
+                # configuration the edge leaves — the timers then are the ones of that configuration
+                for ask in self.state.waiting.asks.unsorted():
+                    if ask.preempt_after == math.inf:
+                        ask.preempt_after = marks.get(ask.allocation_key, ask.preempt_after)
             seq = self.copy.config_seq + 1
             self.copy.apply_config(config, seq, t=at)
             self.copy.record_config(seq)
+            if marks is not None:
+                _never_preempting(self.state)
+                self._retime()
         self.copy.check_timeouts(at)
         self._started(self.edge_why)
         self.edge, self.edge_why = self.instants.next(at)
+
+    def _retime(self) -> None:
+        """What decides by the clock, again under a new configuration (a window's guaranteed)."""
+        state = self.state
+        self.quiet = _quiet(state)
+        self.harmless = self.quiet and _timeouts_harmless(state)
+        self.silent = _time_silent(state)
+        self.triggers = sorted(_first_tries(state))
+        self._passed = 0
 
     def _follow(self, keys: list[str]) -> None:
         """Each follower takes its next instant: the same keys, or it leaves."""

@@ -65,6 +65,11 @@ class Instants:
     def __bool__(self) -> bool:
         return bool(self.windows) or self.budget is not None
 
+    @property
+    def sets_guarantees(self) -> bool:
+        """Some window sets a ``guaranteed``: at its edges which waiting ask may preempt changes."""
+        return any("guaranteed" in w.overrides for w in self.windows)
+
     def next(self, after: float) -> tuple[float, tuple[str, ...]]:
         """The first instant after ``after`` (seconds; inf: none within the horizon) and the bases of
         what happens then, one per window edge or budget reset."""
