@@ -64,3 +64,16 @@ def test_client_config_names_a_server_that_is_not_a_url() -> None:
             client_config(server=bad)
         assert isinstance(err.value, ValueError) and repr(bad) in str(err.value)
     assert client_config(server="https://10.0.0.1:6443/") is not None
+
+
+@pytest.mark.parametrize(("store", "said"), [
+    ("bogus", "bad store URL 'bogus'"), ("mysql://x/y", "unknown store URL scheme 'mysql'"),
+    ("sqlite:////nonexistent/dir/x.db", "directory '/nonexistent/dir' does not exist")])
+def test_serve_says_a_bad_store_in_its_own_words(tmp_path: Path, store: str, said: str) -> None:
+    """"refusing to start: InputError: bad store URL …": the class name told a user nothing."""
+    out = subprocess.run([EXE, "serve", "--store", store, "--port", "0"], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Error:" not in lines[0] and said in lines[0], out.stderr
+    assert lines[0].startswith("quotaplane: refusing to start: --store: "), out.stderr

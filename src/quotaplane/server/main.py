@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from quotaplane.errors import ConfigError
+from quotaplane.errors import ConfigError, InputError, JournalError, QuotaplaneError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastapi import FastAPI
@@ -195,6 +195,12 @@ def _scheduler_for(text: str | None, store_url: str, host: str, port: int,
         return None, build_scheduler(text, store_url)
     except ConfigError as exc:
         _err(f"quotaplane: refusing to start: {exc}" + (f" (line {exc.line})" if exc.line else ""))
+        raise _Refused(1) from None
+    except (InputError, JournalError) as exc:   # a bad store URL, a store that cannot be opened or read
+        _err(f"quotaplane: refusing to start: --store: {exc}")
+        raise _Refused(1) from None
+    except QuotaplaneError as exc:              # said in its own words, not behind its class name
+        _err(f"quotaplane: refusing to start: {exc}")
         raise _Refused(1) from None
     except Exception as exc:  # store unreachable, locked by another process, unreadable journal …
         _err(f"quotaplane: refusing to start: {type(exc).__name__}: {exc}")
