@@ -7,14 +7,18 @@ and docs/history.md, copied into a file, did not load (no queues)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from quotaplane.config import load_config
+from quotaplane.config.windows import parse_windows
 from quotaplane.policies.registry import check_extensions
 from quotaplane.scheduler import Scheduler
+from quotaplane.windows.driver import edges
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAGMENT = re.compile(r"# fragment of (\S+\.ya?ml)\b")
@@ -33,12 +37,21 @@ def _blocks() -> list[tuple[str, str]]:
 BLOCKS = _blocks()
 
 
-def _loads(text: str, where: str) -> None:
-    """Through the loader the service uses (every plug-in's policy built), nothing refused."""
+def _loads(text: str, where: str, *, windows: bool = True) -> None:
+    """Through the loader the service uses (every plug-in's policy built), nothing refused — also with
+    each of its time windows open (the configuration the window's edge writes)."""
     s = Scheduler.from_yaml(text)
     s.close()
-    from quotaplane.config import load_config
     assert check_extensions(load_config(text)) == [], where
+    if not windows:
+        return
+    for part in (yaml.safe_load(text) or {}).get("partitions") or ():
+        for w in parse_windows(part.get("windows") or []):
+            lo = datetime(2026, 12, 1, tzinfo=UTC)
+            start, _ = next(w.spans(lo, lo + timedelta(days=400)))
+            opened = edges(text, start / 1000 + 1)
+            assert opened is not None, f"{where}: window {w.name} does not open"
+            _loads(opened[0], f"{where} with window {w.name} open", windows=False)
 
 
 def _within(part: Any, whole: Any) -> bool:
