@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -206,6 +206,28 @@ class Queue:
             if q.fungibility is not None:
                 return q.fungibility
         return None
+
+    def fits_max(self, items: Iterable[tuple[str, int]]) -> bool:
+        """M-2 for this queue alone: the requested amounts ``items`` fit under its max on top of what
+        it holds, each requested name alone. Not the root: a name missing from the max, or an unset
+        max, is unlimited (FitInMaxUndef); the root: strict against the cluster size, a name no node
+        provides does not fit (FitIn). The one test of :meth:`~quotaplane.queues.tree.QueueTree.over_max`
+        and of the scheduler's wake index (scheduling/wake.py)."""
+        max_res = self.max
+        strict = self.parent is None
+        if max_res is None and not strict:
+            return True
+        maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
+        used = self._alloc
+        for name, amount in items:
+            limit = maxv.get(name)
+            if limit is None:
+                if not strict:
+                    continue
+                limit = 0
+            if used.get(name, 0) + amount > (limit if limit > 0 else 0):
+                return False
+        return True
 
     def ancestors(self) -> Iterator[Queue]:
         """This queue, then its parent, … up to the root (the M-2 walk order)."""

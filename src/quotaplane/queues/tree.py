@@ -418,22 +418,10 @@ class QueueTree:
         its messages (the scheduler's cheap refusal test and wake keys)."""
         request = resource._values if isinstance(resource, Resource) else resource
         out: list[str] = []
+        items = request.items()
         for q in self._get(path).chain:
-            max_res = q.max
-            strict = q.parent is None
-            if max_res is None and not strict:
-                continue
-            maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
-            used = q._alloc
-            for name, amount in request.items():
-                limit = maxv.get(name)
-                if limit is None:
-                    if not strict:
-                        continue
-                    limit = 0
-                if used.get(name, 0) + amount > (limit if limit > 0 else 0):
-                    out.append(q.path)
-                    break
+            if not q.fits_max(items):
+                out.append(q.path)
         return out
 
     def check_allocation(self, path: str, resource: Mapping[str, int]) -> list[QueueLimit]:

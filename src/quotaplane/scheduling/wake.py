@@ -231,23 +231,7 @@ def fits_at(q: Queue, need: Need) -> bool:
     """An ask needing at least ``need`` may fit under queue ``q``'s max (the cluster's at the root):
     False only when every such ask would exceed it — exactly the per-queue test of
     :meth:`~quotaplane.queues.tree.QueueTree.over_max` (M-2)."""
-    if need is None:
-        return True
-    max_res = q.max
-    strict = q.parent is None
-    if max_res is None and not strict:
-        return True
-    maxv: Mapping[str, int] = max_res._values if max_res is not None else {}
-    used = q._alloc
-    for name, amount in need:
-        limit = maxv.get(name)
-        if limit is None:
-            if not strict:
-                continue
-            limit = 0
-        if used.get(name, 0) + amount > (limit if limit > 0 else 0):
-            return False
-    return True
+    return need is None or q.fits_max(need)
 
 
 class WakeIndex:
