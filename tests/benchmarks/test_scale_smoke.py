@@ -26,6 +26,9 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     assert steps[-1]["pending"] > steps[0]["pending"]
     assert {"1x", "10x", "100x", "growth_1x_to_100x"} <= set(out["decisions"])
     assert out["restart"]["tail_events"] > 0
+    # the restart stored and reopened the state the other sections shared (not a second one built)
+    assert out["restart"]["shared_state"] and out["restart"]["pending"] == out["shared"]["pending"]
+    assert "build" not in out["restart"]["parts_cpu_s"]
     # the memory section traced the waiting section's asks (the state they share)
     assert out["memory"]["pending_asks_traced"] == steps[-1]["pending"]
     # the in-memory journal's compressed texts: a few bytes per ask, 0 when rounded at this size
