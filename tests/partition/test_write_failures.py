@@ -29,6 +29,7 @@ from quotaplane.partition import Partition
 from quotaplane.policies.queue import QueuePolicy
 from quotaplane.policies.ugm import UgmPolicy
 from quotaplane.queues import QueueTree
+from quotaplane.state import handlers
 from quotaplane.state.handlers import PartitionState
 from tests.partition.helpers import Clock
 
@@ -123,7 +124,14 @@ class Faults:
 def _injected(faults: Faults) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         for cls, name in TARGETS:
-            mp.setattr(cls, name, faults.wrap(getattr(cls, name)))
+            real = getattr(cls, name)
+            wrapped = faults.wrap(real)
+            mp.setattr(cls, name, wrapped)
+            # the state's event dispatch holds its handlers themselves (node_added, bound, …): a
+            # failure there was never injected while only the class attribute was wrapped
+            for event, handler in list(handlers._HANDLERS.items()):
+                if handler is real:
+                    mp.setitem(handlers._HANDLERS, event, wrapped)
         yield
 
 
