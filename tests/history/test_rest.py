@@ -188,3 +188,17 @@ def test_an_unknown_resource_is_a_400_naming_the_known_ones(month: tuple[TestCli
     assert r.status_code == 400, r.text
     body = r.text
     assert "'gpu'" in body and "nvidia.com/gpu" in body
+
+
+def test_the_last_days_of_a_month_are_times_and_a_bad_time_is_said_plainly(
+        month: tuple[TestClient, Clock]) -> None:
+    """Found trying the product as a new user: ``report --start 2026-10-31`` was a 400 quoting a
+    regular expression (the query pattern allowed days 01-28 only), and so was any bad time."""
+    client, _ = month
+    for start in ("2026-10-29", "2026-10-30", "2026-10-31T08:00", "2026-10-31T08:00+01:00"):
+        assert _get(client, "usage", start=start, end="2026-11-02")["start"].startswith("2026-10-"), start
+    for bad in ("notadate", "2026-02-30", "2026-11-31"):
+        r = client.get("/ws/v1/partition/default/history/usage", params={"start": bad})
+        assert r.status_code == 400, r.text
+        message = r.json()["message"]
+        assert f"start: {bad!r} is not a time" in message and "pattern" not in message, message

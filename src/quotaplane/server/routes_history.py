@@ -241,13 +241,17 @@ _group_q = Query(alias="groupBy", description=f"the scopes: {', '.join(KINDS)}")
 _step_q = Query(description=f"the step: {', '.join(RESOLUTIONS)} (in the history's time zone), or total "
                             "(one step for the whole range)")
 _period_q = Query(description="a named range (with start or end: the part of it between them)")
-#: the times a range may be given in (a date, a time of day with an optional offset, epoch seconds)
+#: the times a range may be given in (a date, a time of day with an optional offset, epoch seconds),
+#: as the OpenAPI document describes them: days 01-28 only, so that every string it matches is a time
+#: (a generator of schema-valid values meets no 30 February). Documented, not enforced: the 29th to
+#: the 31st are times too, and a string that is not one is a 400 saying so in words
+#: (:func:`quotaplane.history.report.parse_time`), not by quoting this expression
 TIME_PATTERN = (r"^([0-9]{1,11}(\.[0-9]{1,3})?|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
                 r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$")
-_start_q = Query(pattern=TIME_PATTERN, description=(
+_start_q = Query(json_schema_extra={"pattern": TIME_PATTERN}, description=(
     "range start: 2026-11-01, 2026-11-01T08:00 (history time zone), an offset such as …+01:00, or "
     "seconds since the epoch"))
-_end_q = Query(pattern=TIME_PATTERN, description="range end (as start; default now)")
+_end_q = Query(json_schema_extra={"pattern": TIME_PATTERN}, description="range end (as start; default now)")
 _name_q = Query(alias="name", description="only these scopes (repeat the parameter)")
 _top_q = Query(ge=1, le=10_000, description="only the scopes that used the most of ``resource`` (without "
                                             "it: of every resource, as shares of the partition's capacity)")
