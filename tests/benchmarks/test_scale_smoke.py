@@ -29,8 +29,10 @@ def test_scale_benchmark_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: object
     # the restart stored and reopened the state the other sections shared (not a second one built)
     assert out["restart"]["shared_state"] and out["restart"]["pending"] == out["shared"]["pending"]
     assert "build" not in out["restart"]["parts_cpu_s"]
-    # the memory section traced the waiting section's asks (the state they share)
-    assert out["memory"]["pending_asks_traced"] == steps[-1]["pending"]
+    # the memory section counted the waiting section's asks (the state they share), traced the first ones
+    assert out["memory"]["pending_asks"] == steps[-1]["pending"]
+    assert out["memory"]["measured_by"] == "heap"
+    assert 0 < out["memory"]["pending_asks_traced"] <= steps[-1]["pending"]
     # the in-memory journal's compressed texts: a few bytes per ask, 0 when rounded at this size
     assert out["memory"]["bytes_per_pending_ask"] >= out["memory"]["state_bytes_per_pending_ask"] > 0
     assert out["memory"]["journal_bytes_per_pending_ask"] >= 0
