@@ -42,6 +42,7 @@ from quotaplane.config.model import LimitConfig, PartitionConfig, QueueConfig
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.later import InTime, Later, in_time
 from quotaplane.partition.facade import Partition
+from quotaplane.policies.budgets import CODE as BUDGET_EXHAUSTED
 from quotaplane.policies.protocol import AdmissionRequest, Decision, Violation
 from quotaplane.resources import Resource
 from quotaplane.scheduling.preemption import admitted_without
@@ -313,11 +314,17 @@ def explain_ask(partition: Partition, allocation_key: str) -> Explanation | None
 # -- releases -------------------------------------------------------------------------------------------
 
 def _in_scope(v: Violation, queue: str, user: str, groups: Iterable[str],
-              requester: tuple[str, frozenset[str]]) -> bool:
-    """True when an allocation of ``queue`` and ``user`` counts in the scope violation ``v`` names."""
+              requester: tuple[str, frozenset[str]], committing: bool = False) -> bool:
+    """True when an allocation of ``queue`` and ``user`` counts in the scope violation ``v`` names
+    (``committing``: it still commits consumption by its declared runtime)."""
     under = v.path in ("", "root") or queue == v.path or queue.startswith(v.path + ".")
     if v.policy == "queue":
         return under
+    if v.code == BUDGET_EXHAUSTED:
+        # what ran stays consumed: ending work gives a budget back only what it still commits (its
+        # declared runtime not yet passed, docs/budgets.md "Committed"), and only under the budget's
+        # queue (a user's or group's budget there counts fewer: the check decides)
+        return under and committing
     if v.policy == "user":
         return under and user == requester[0]
     if v.policy == "group":
@@ -343,13 +350,15 @@ def _candidates(partition: Partition, app_id: str, blocking: list[Violation]) ->
         state = partition.state
         app = state.apps.get(app_id)
         requester = (app.user.user, frozenset(app.user.groups)) if app is not None else ("", frozenset())
+        now = partition.clock()
         out: list[_Candidate] = []
         for key, a in state.allocs.items():
             owner = state.apps.get(a.application_id)
             if owner is None or key in state.preempting:
                 continue
-            scopes = [_in_scope(v, owner.queue_path, owner.user.user, owner.user.groups, requester)
-                      for v in blocking]
+            committing = a.max_runtime is not None and a.time + a.max_runtime > now
+            scopes = [_in_scope(v, owner.queue_path, owner.user.user, owner.user.groups, requester,
+                                committing) for v in blocking]
             if not blocking or any(scopes):
                 out.append((Release(key, a.application_id, owner.queue_path, owner.user.user, a.priority,
                                     a.resource), scopes))
@@ -363,7 +372,10 @@ def _releases(partition: Partition, app_id: str, blocking: list[Violation],
         notes.append("no set of running allocations covers what is missing")
         return None
     keys = {r.allocation_key for r in chosen}
-    verified = live.admits_without(keys) if live is not None else None
+    # a budget's preemption trial gives back nothing (policies/budgets.py withdraw: what ran was
+    # consumed), but a release frees what the allocation still commits: only a copy without them says
+    budgeted = any(v.code == BUDGET_EXHAUSTED for v in blocking)
+    verified = live.admits_without(keys) if live is not None and not budgeted else None
     if verified is None:
         verified = admitted(working_copy(partition, partition.clock, without=keys), None)
     if not verified:
