@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -61,14 +62,63 @@ def test_an_ask_the_window_closed_on_waits_for_the_room_under_the_max_it_left() 
     assert forecast(p, HoldTimes(), clock.now).asks["w"].p50 == NOV27 + 24 * H
 
 
-def test_an_ask_no_edge_ever_admits_stays_unknown_and_the_run_stops() -> None:
+def test_an_ask_no_edge_ever_admits_stays_unknown_and_the_run_stops(monkeypatch: Any) -> None:
     """The window raises the max to 3 but the ask wants 4 and nothing ends: no edge ever admits it —
-    unknown, and the run stops once the windows' states repeat instead of walking its whole horizon."""
+    unknown, and the run stops once the edges ahead bring nothing it has not met, instead of walking
+    each of the horizon's 64 edges (each a full cycle: 7.6 s with 10,000 asks waiting)."""
     _, p, clock = _windowed(3)
     assert p.allocate("x", "r", _cores(1)).allocated                  # never ends (no runtime, no history)
     p.add_ask("x", "w", _cores(4), max_runtime=H)
+    edges = _count_edges(monkeypatch)
     f = forecast(p, HoldTimes(), clock.now)
     assert f.asks["w"].p50 is None and not f.truncated
+    assert edges == [EVENING, NOV27 + 23 * H, EVENING + 86_400]
+
+
+def _count_edges(monkeypatch: Any) -> list[float]:
+    """The instants the forecast's runs take at a window's edge or a budget's reset, as they take them."""
+    fc = importlib.import_module("quotaplane.eta.forecast")
+    taken: list[float] = []
+    edge = fc._Run._edge
+
+    def counted(run: Any, at: float) -> None:
+        taken.append(at)
+        edge(run, at)
+
+    monkeypatch.setattr(fc._Run, "_edge", counted)
+    return taken
+
+
+TWO_WINDOWS = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: p
+      resources: {max: {vcore: 3}}
+      queues:
+      - name: a
+        resources: {max: {vcore: 2}}
+  windows:
+  - {name: evening, queue: root.p.a, cron: "0 18 * * *", duration: 5h, max: {vcore: 5}}
+  - {name: monday, queue: root.p, cron: "0 0 * * 1", duration: 24h, max: {vcore: 10}}
+"""
+
+
+def test_the_run_goes_on_to_an_edge_that_brings_windows_it_has_not_met() -> None:
+    """Only the evening window (root.p.a, daily) and the Monday window (root.p) together admit the
+    ask. Friday's and Saturday's evenings repeat what the run met — it goes on all the same, since
+    the edges ahead bring the Monday window: the ask starts on Monday at 18:00."""
+    clock = Clock(NOON)                                   # Friday 27 November 2026, 12:00 UTC
+    s = Scheduler.from_yaml(TWO_WINDOWS, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", _cores(100))
+    p.add_application("x", UserGroup("u", []), queue="root.p.a")
+    p.add_ask("x", "w", _cores(4), max_runtime=H)
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    assert eta.p50 == EVENING + 3 * 86_400 and eta.basis == ("window evening opens on root.p.a",)
 
 
 # --- the replay: the real partition moved through the same instants ----------------------------------

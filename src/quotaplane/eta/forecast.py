@@ -32,7 +32,7 @@ import quotaplane.events as E
 from quotaplane.application import Allocation
 from quotaplane.eta.copy import working_copy
 from quotaplane.eta.holds import HoldEstimate, HoldTimes
-from quotaplane.eta.instants import Instants
+from quotaplane.eta.instants import Instants, Repeats
 from quotaplane.eta.never import never_fits
 from quotaplane.eta.ticks import (
     _first_tries,
@@ -267,6 +267,9 @@ class _Run:
         #: ``_passed`` of them are behind the clock
         self.triggers = sorted(_first_tries(self.state))
         self._passed = 0
+        #: ends taken, and the edges met since the run last changed (:meth:`_onward`)
+        self.ended = 0
+        self.repeats = Repeats()
 
     def _heard(self, events: Sequence[Any], _seq: int) -> None:
         # a tick of a partition with a budget journals its Timeouts event every time: alone, it found
@@ -374,12 +377,13 @@ class _Run:
                 self._follow(keys)
             self._end(at, keys)
             self.idle = False
+            self.ended += 1
             return True
         if math.isfinite(edge) and edge <= timer:
             self._catch_up(edge)
             self._edge(edge)
             self.idle = False
-            return True
+            return self._onward(edge, timer)
         if not math.isfinite(timer):
             return False
         # a preemption delay passes (PR-Y3) or a timeout falls due before the next end: the
@@ -457,6 +461,13 @@ class _Run:
         self.copy.check_timeouts(at)
         self._started(self.edge_why)
         self.edge, self.edge_why = self.instants.next(at)
+
+    def _onward(self, at: float, timer: float) -> bool:
+        """After the edge (or reset) at ``at``: False when the run can only repeat itself
+        (:class:`~quotaplane.eta.instants.Repeats`)."""
+        mark = (len(self.starts), len(self.state.allocs), self.ended)
+        busy = bool(self.lead.heap) or math.isfinite(timer)
+        return self.repeats.onward(self.instants, at, mark, busy)
 
     def _retime(self) -> None:
         """What decides by the clock, again under a new configuration (a window's guaranteed)."""
