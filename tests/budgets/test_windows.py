@@ -240,3 +240,30 @@ def test_the_example_of_docs_windows_is_a_valid_configuration() -> None:
     example = re.search(r"```yaml\n(partitions:.*?)```", text, re.S)
     assert example is not None
     assert check_extensions(load_config(example.group(1))) == []
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ({"name": "z", "queue": "root.finance", "from": "2026-12-28T00:00", "to": "2026-12-30T00:00",
+      "guaranteed": {"nvidia.com/gpu": 8}}, "guaranteed"),
+    ({"name": "z", "queue": "root.finance", "from": "2026-11-27T09:00", "to": "2026-11-27T12:00",
+      "guaranteed": {"nvidia.com/gpu": 8}}, "guaranteed"),        # due now: it would open at once
+])
+def test_a_posted_window_that_would_open_to_an_invalid_configuration_is_refused(
+        body: dict[str, object], says: str) -> None:
+    """Found trying the product as a new user: a one-off window raising a guarantee above the queue's
+    max was accepted; at its opening the configuration it makes was refused, so it never opened and
+    the service logged a traceback at every tick."""
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    s = Scheduler.from_yaml(CONFIG, clock=Clock(FRI + 10 * H))
+    before = s.config_text
+    with TestClient(create_app(s)) as client:
+        r = client.post("/ws/v1/partition/default/windows", json=body)
+        assert r.status_code == 400, r.text
+        message = r.json()["message"]
+        assert message.startswith("windows[1] (z): the configuration with it open is invalid: "), message
+        assert says in message, message
+    assert s.config_text == before
+    s.close()

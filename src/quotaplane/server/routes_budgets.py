@@ -30,7 +30,7 @@ from quotaplane.config.budgets import parse_budgets
 from quotaplane.errors import ConfigError, InputError, NotFoundError
 from quotaplane.server.common import errors, json
 from quotaplane.server.extensions import edit_extension, policy_of, validate_extensions, yaml_documents
-from quotaplane.windows import add_window, remove_window, tick, window_states
+from quotaplane.windows import add_window, check_opened, remove_window, tick, window_states
 
 __all__ = ["open_and_close", "router"]
 
@@ -159,7 +159,9 @@ def router(service: Any) -> APIRouter:
         service.ensure_writable(None)
         service.partition(partition)
         try:
-            apply(add_window(service.scheduler.config_text, partition, docs[0]))
+            text = add_window(service.scheduler.config_text, partition, docs[0])
+            check_opened(text, partition, str(docs[0].get("name")))
+            apply(text)
         except ConfigError as exc:
             # its line is one of the running configuration the window was added to, not of the body
             raise ConfigError(exc.problems[0][1]) from None

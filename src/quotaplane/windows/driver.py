@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from quotaplane.config.windows import WindowSpec, elastic_quota_objects, parse_windows
 from quotaplane.errors import ConfigError, NotFoundError
 
-__all__ = ["add_window", "edges", "remove_window", "tick", "window_states"]
+__all__ = ["add_window", "check_opened", "edges", "remove_window", "tick", "window_states"]
 
 
 def _yaml() -> YAML:
@@ -187,6 +187,31 @@ def add_window(text: str, partition: str, window: Mapping[str, Any]) -> str:
         raise ConfigError(f"a window named {window.get('name')!r} exists in partition {partition!r}")
     raws.append(dict(window))
     return _dump(y, data)
+
+
+def check_opened(text: str, partition: str, name: str) -> None:
+    """Raise :class:`ConfigError` naming window ``name`` of ``partition`` when the configuration
+    ``text`` with that window opened (alone, as its edge writes it) is invalid — a guarantee above the
+    queue's max, an elastic quota's keys unlike its parent's …: refused when the window is added, not
+    at its edge, where the change would fail at every tick and the window never open."""
+    from quotaplane.config import load_config
+
+    load_config(text)           # closed first: what it names must exist (that error comes first)
+    y = _yaml()
+    data = y.load(text)
+    pm = _partition(data, partition)
+    raws = pm.get("windows") or []
+    for w, raw in zip(parse_windows(_plain(raws)), raws, strict=True):
+        if w.name != name or w.active:
+            continue
+        _open(pm, raw, w)
+        try:
+            load_config(_dump(y, data))
+        except ConfigError as exc:
+            reason = exc.problems[0][1] if exc.problems else str(exc)
+            raise ConfigError(f"windows[{w.index}] ({w.name}): the configuration with it open is invalid: "
+                              f"{reason}") from None
+        return
 
 
 def remove_window(text: str, partition: str, name: str) -> str:
