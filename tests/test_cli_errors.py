@@ -77,3 +77,18 @@ def test_serve_says_a_bad_store_in_its_own_words(tmp_path: Path, store: str, sai
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Error:" not in lines[0] and said in lines[0], out.stderr
     assert lines[0].startswith("quotaplane: refusing to start: --store: "), out.stderr
+
+
+def test_simulate_refuses_an_out_that_is_a_file_before_running(tmp_path: Path) -> None:
+    """Found trying the product as a new user: ``simulate --out`` naming a file ran the whole trace,
+    then printed "[Errno 17] File exists: …"."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    out = subprocess.run([EXE, "simulate", "--config", str(ROOT / "examples" / "trace-queues.yaml"),
+                          "--trace", str(ROOT / "examples" / "trace.jsonl"), "--out", str(taken)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Errno" not in lines[0], out.stderr
+    assert f"--out {taken}" in lines[0] and "not a directory" in lines[0], out.stderr
+    assert taken.read_text() == "mine\n"

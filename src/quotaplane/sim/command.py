@@ -67,6 +67,10 @@ def register(app: typer.Typer) -> None:
             _fail("simulate: --config FILE is needed with --trace")
         if dask is not None and not vary:
             _fail("simulate: --dask runs the variants of --vary; give at least one --vary")
+        if out is not None and out.exists() and not out.is_dir():
+            # said before the run, not as "[Errno 17] File exists" after it
+            _fail(f"simulate: --out {out} is a file, not a directory (the outputs are written into a "
+                  "directory, made if missing)")
         if trace is not None and not vary:
             assert config is not None
             _single_run(config, trace, out, partition, sample_interval, cycle_interval, plot)
