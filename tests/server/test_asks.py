@@ -305,3 +305,22 @@ def test_allocation_tags_go_through_rest_into_yunikorns_daos(client: TestClient)
     bad = client.post(f"{BASE}/allocations", headers=SUBMIT, json={
         "applicationID": "a1", "allocationKey": "k2", "resource": {"vcore": 1}, "allocationTags": {"x": 1}})
     assert bad.status_code in (400, 422) and "allocationTags" in bad.text
+
+
+def test_an_allocation_has_one_wire_form(client: TestClient, scheduler: qp.Scheduler) -> None:
+    """Issue 29: GET …/allocation/{key} and the bind answer are the allocation's own record
+    (Allocation.to_dict, as the partition's dump and the event stream have it), not a second encoding
+    that could drift from it — it lacked the allocation's time."""
+    add_node(client)
+    add_app(client, "app-1")
+    r = client.post("/ws/v1/partition/default/allocations", headers=SUBMIT,
+                    json={"applicationID": "app-1", "allocationKey": "k1", "resource": {"vcore": 1000},
+                          "allocationTags": {"team": "a"}, "maxRuntime": 60})
+    assert r.status_code in (200, 201), r.text
+    record = scheduler.partition("default").allocation("k1")
+    assert record is not None
+    got = client.get("/ws/v1/partition/default/allocation/k1", headers=READ)
+    assert got.status_code == 200 and got.json() == record.to_dict()
+    assert {"time", "maxRuntime", "allocationTags"} <= set(got.json())
+    bound = client.put("/ws/v1/partition/default/allocation/k1/node", headers=SUBMIT, json={"nodeID": "n1"})
+    assert bound.status_code == 200 and bound.json() == record.to_dict() and bound.json()["nodeID"] == "n1"

@@ -18,7 +18,7 @@ from quotaplane.config.identity import NAME_PATTERN, UserGroup
 from quotaplane.errors import NotFoundError, RejectedError
 from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.resources import Resource
-from quotaplane.server.common import errors, json, json_body, parse_body, resource_dict
+from quotaplane.server.common import errors, json, json_body, parse_body
 from quotaplane.server.errors import ApiError
 from quotaplane.server.extensions import validate_extensions
 from quotaplane.server.models import (
@@ -75,21 +75,10 @@ def application_json(app: Any) -> dict[str, Any]:
 
 
 def allocation_json(a: Any) -> dict[str, Any]:
-    """The REST shape of an allocation."""
-    return {
-        "allocationKey": a.allocation_key,
-        "applicationID": a.application_id,
-        "resource": resource_dict(a.resource),
-        "priority": int(a.priority),
-        "preemptible": bool(a.preemptible),
-        "placeholder": bool(getattr(a, "placeholder", False)),
-        **({"nodeID": a.node} if getattr(a, "node", None) is not None else {}),
-        **({"allocationTags": dict(sorted(a.tags.items()))} if getattr(a, "tags", None) else {}),
-        **({"flavors": dict(a.flavors)} if getattr(a, "flavors", None) else {}),
-        # the same optional fields as the allocation's record (Allocation.plain) and docs/rest.md
-        **({"taskGroupName": a.task_group} if getattr(a, "task_group", None) is not None else {}),
-        **({"maxRuntime": a.max_runtime} if getattr(a, "max_runtime", None) is not None else {}),
-    }
+    """The REST shape of an allocation: its own record (:meth:`~quotaplane.application.Allocation.to_dict`,
+    as the partition's dump and the event stream have it) — one wire form (issue 29)."""
+    out: dict[str, Any] = a.to_dict()
+    return out
 
 
 def _acl_allows(p: Any, queue_path: str, user: UserGroup, kind: str) -> bool:
