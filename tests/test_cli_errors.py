@@ -92,3 +92,21 @@ def test_simulate_refuses_an_out_that_is_a_file_before_running(tmp_path: Path) -
     assert len(lines) == 1 and "Errno" not in lines[0], out.stderr
     assert f"--out {taken}" in lines[0] and "not a directory" in lines[0], out.stderr
     assert taken.read_text() == "mine\n"
+
+
+def test_serve_refuses_a_configuration_whose_window_would_open_to_an_invalid_one(tmp_path: Path) -> None:
+    """Found trying the product as a new user: such a configuration started, and at the window's
+    edge the change was refused at every tick (a traceback in the log each time)."""
+    config = tmp_path / "q.yaml"
+    config.write_text("partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n"
+                      "    - name: a\n      resources: {max: {vcore: 2}}\n"
+                      "  windows:\n  - {name: z, queue: root.a, from: '2026-12-28T00:00', "
+                      "to: '2026-12-30T00:00', guaranteed: {vcore: 8}}\n")
+    db = tmp_path / "q.db"
+    out = subprocess.run([EXE, "serve", "--config", str(config), "--store", f"sqlite:///{db}", "--port", "0"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[0].startswith(f"{config}: windows[0] (z): the configuration with it open is invalid: "), out
+    assert "guaranteed" in lines[0] and "refusing to start" in lines[-1] and "Traceback" not in out.stderr
+    assert not db.exists()

@@ -9,6 +9,14 @@ journalled like any configuration change, so a replay holds exactly the same con
 point without ever reading a clock.
 """
 
-from quotaplane.windows.driver import add_window, check_opened, edges, remove_window, tick, window_states
+from quotaplane.windows.driver import (
+    add_window,
+    check_opened,
+    edges,
+    opened_problems,
+    remove_window,
+    tick,
+    window_states,
+)
 
-__all__ = ["add_window", "check_opened", "edges", "remove_window", "tick", "window_states"]
+__all__ = ["add_window", "check_opened", "edges", "opened_problems", "remove_window", "tick", "window_states"]

@@ -21,7 +21,8 @@ from ruamel.yaml import YAML
 from quotaplane.config.windows import WindowSpec, elastic_quota_objects, parse_windows
 from quotaplane.errors import ConfigError, NotFoundError
 
-__all__ = ["add_window", "check_opened", "edges", "remove_window", "tick", "window_states"]
+__all__ = ["add_window", "check_opened", "edges", "opened_problems", "remove_window", "tick",
+           "window_states"]
 
 
 def _yaml() -> YAML:
@@ -212,6 +213,25 @@ def check_opened(text: str, partition: str, name: str) -> None:
             raise ConfigError(f"windows[{w.index}] ({w.name}): the configuration with it open is invalid: "
                               f"{reason}") from None
         return
+
+
+def opened_problems(text: str) -> list[str]:
+    """Every window of the (valid) configuration ``text`` that would open to an invalid configuration,
+    one :func:`check_opened` sentence each; ``[]`` when none (or no window)."""
+    if "windows" not in text:
+        return []               # no window: no parse
+    try:
+        data = _yaml().load(text)
+    except Exception:           # not one YAML document (Kueue's objects): no window of its own
+        return []
+    out: list[str] = []
+    for pm in (data.get("partitions") or []) if hasattr(data, "get") else []:
+        for w in parse_windows(_plain(pm.get("windows") or [])):
+            try:
+                check_opened(text, str(pm.get("name", "default")), w.name)
+            except ConfigError as exc:
+                out.append(str(exc))
+    return out
 
 
 def remove_window(text: str, partition: str, name: str) -> str:
