@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the chosen sections; write ``benchmarks/results/eta.json``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queues", type=int, default=1000, help="1000 = the issue's size")
-    ap.add_argument("--fraction", type=float, default=0.1, help="of Kueue's baseline workloads")
+    ap.add_argument("--fraction", type=float, default=0.02,
+                    help="of Kueue's baseline workloads (0.02: docs/eta.md's figures)")
     ap.add_argument("--only", default="forecast,explain,explain_timed,accuracy")
     args = ap.parse_args(argv)
     sections = set(args.only.split(","))
@@ -374,6 +375,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         kueue = _kueue_trace(args.fraction)
         example = _example_trace()
         results["accuracy"] = {}
+        results["accuracy_fraction"] = args.fraction
         for name, trace in (("kueue_baseline", kueue), ("example", example)):
             results["accuracy"][f"{name}_declared"] = accuracy(trace, declared=True)
             # the history mode on a cluster that ran the same trace once before: a cold start has no
