@@ -19,7 +19,7 @@ from quotaplane.eta import HoldTimes, forecast
 from quotaplane.partition import Partition
 from quotaplane.scheduler import Scheduler
 from quotaplane.windows import tick
-from tests.eta.test_explain_timed import NOV27, WINDOW, H
+from tests.eta.test_explain_timed import DEC1, GPU, NOV1, NOV27, WINDOW, H
 from tests.partition.helpers import Clock
 
 NOON = NOV27 + 12 * H
@@ -310,4 +310,79 @@ def test_an_ask_a_windows_guarantee_lets_preempt_starts_at_the_opening() -> None
     p.add_ask("g", "w", _cores(2), max_runtime=H)
     eta = forecast(p, HoldTimes(), clock.now).asks["w"]
     assert eta.p50 == EVENING and eta.basis == ("window evening opens on root.g",)
+    assert _replay(s, p, clock, clock.now + 86_400) == {"w": EVENING}
+
+
+BUDGET_AND_WINDOW = """
+partitions:
+- name: default
+  queues:
+  - name: root
+    submitacl: '*'
+    queues:
+    - name: a
+      resources: {max: {nvidia.com/gpu: 4}}
+  windows:
+  - {name: evening, queue: root.a, cron: "0 18 * * *", duration: 5h, max: {nvidia.com/gpu: 8}}
+  budgets:
+  - {queue: root.a, resourcehours: {nvidia.com/gpu: 100}, period: month}
+"""
+
+
+def test_past_evenings_that_find_nothing_the_run_goes_to_the_reset_and_on_to_the_opening() -> None:
+    """root.a spent its 100 GPU-hours of November; its max lets the ask in only in the evening window.
+    The evenings of November find nothing (the budget refuses), and the run goes past them to the
+    reset — the evening of 1 December starts the ask, as the partition itself gives it — without
+    taking each evening of the month."""
+    clock = Clock(NOV1 + 8 * H)
+    s = Scheduler.from_yaml(BUDGET_AND_WINDOW, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("train", UserGroup("alice", ["ml"]), queue="root.a")
+    assert p.allocate("train", "run", {GPU: 4}).allocated           # never ends (no runtime, no history)
+    clock.advance(25 * H)
+    p.add_ask("train", "w", {GPU: 1}, max_runtime=H)
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    assert eta.p50 == DEC1 + 18 * H and eta.basis == ("window evening opens on root.a",)
+    for at, started in ((DEC1 - 6 * H, False), (DEC1, False), (DEC1 + 18 * H, True)):
+        clock.now = at
+        tick(s.config_text, s.update_config, at)
+        p.check_timeouts(at)
+        assert (p.allocation("w") is not None) == started, at
+
+
+def test_a_run_past_evenings_takes_a_few_edges_not_each_of_the_month(monkeypatch: Any) -> None:
+    """The same partition: the run takes five instants, not the 58 edges and the reset of its horizon
+    (with 10,000 asks waiting that nothing admits, 25.8 s of CPU before, 3.0 s now)."""
+    clock = Clock(NOV1 + 8 * H)
+    s = Scheduler.from_yaml(BUDGET_AND_WINDOW, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", {GPU: 8})
+    p.add_application("train", UserGroup("alice", ["ml"]), queue="root.a")
+    assert p.allocate("train", "run", {GPU: 4}).allocated
+    clock.advance(25 * H)
+    p.add_ask("train", "w", {GPU: 1}, max_runtime=H)
+    edges = _count_edges(monkeypatch)
+    forecast(p, HoldTimes(), clock.now)
+    nov2 = NOV1 + 86_400
+    # each quantile's run (no runtime is declared; a budget reads the clock, so they share no pass):
+    # two evenings of November (the second repeats the first), the reset, the first evening after it
+    assert edges == [nov2 + 18 * H, nov2 + 23 * H, nov2 + 42 * H, DEC1, DEC1 + 18 * H] * 3
+
+
+def test_a_period_like_the_last_is_passed_and_a_later_one_with_the_window_is_not() -> None:
+    """Root.b's budget resets every 6 hours; root.a's ask fits only in the evening window. The periods
+    beginning at 00:00 and 06:00 bring the same (no edge, the window closed): the second finds
+    nothing, as the first did — but the run goes on to the period that brings the window's opening,
+    and the ask starts at 18:00."""
+    text = (TWO % {"amax": 2, "wmax": 6}) + \
+        "  budgets:\n  - {queue: root.b, resourcehours: {vcore: 100}, period: 6h}\n"
+    clock = Clock(NOV27 - 0.5 * H)
+    s = Scheduler.from_yaml(text, clock=clock)
+    tick(s.config_text, s.update_config, clock.now)
+    p = s.partition("default")
+    p.add_node("n1", _cores(10))
+    p.add_application("a", UserGroup("ua", []), queue="root.a")
+    p.add_ask("a", "w", _cores(4), max_runtime=H)
+    assert forecast(p, HoldTimes(), clock.now).asks["w"].p50 == EVENING
     assert _replay(s, p, clock, clock.now + 86_400) == {"w": EVENING}

@@ -463,11 +463,12 @@ class _Run:
         self.edge, self.edge_why = self.instants.next(at)
 
     def _onward(self, at: float, timer: float) -> bool:
-        """After the edge (or reset) at ``at``: False when the run can only repeat itself
-        (:class:`~quotaplane.eta.instants.Repeats`)."""
-        mark = (len(self.starts), len(self.state.allocs), self.ended)
-        busy = bool(self.lead.heap) or math.isfinite(timer)
-        return self.repeats.onward(self.instants, at, mark, busy)
+        """After the edge at ``at``: False when the run can only repeat itself (:class:`Repeats`)."""
+        to = self.repeats.onward(self.instants, at, (len(self.starts), len(self.state.allocs), self.ended),
+                                 bool(self.lead.heap) or math.isfinite(timer))
+        if to is not None:      # past the edges that would find nothing, to the next reset
+            self.edge, self.edge_why = self.instants.next_reset(at)
+        return to is None or math.isfinite(to)
 
     def _retime(self) -> None:
         """What decides by the clock, again under a new configuration (a window's guaranteed)."""
