@@ -36,11 +36,13 @@ Figures (each against its target, and against a same-run baseline where a ratio 
   (``quotaplane.partition.gcfreeze``: collect once, freeze the survivors — what ``quotaplane serve`` does
   after a recovery, a rebuild, a takeover and a configuration applied), and then after 10 % more asks
   arrived (what a later full collection walks).
-- ``memory``: bytes per pending ask, traced (``tracemalloc``) while the shared state's asks are added
-  (from none), and of those the in-memory journal's event texts (which a SQLite or PostgreSQL store
-  keeps on disk) and the state's own, with the largest allocation sites (:class:`Memory`).
-- ``restart``: the wide tree with its asks, snapshotted, then more events, written to SQLite (in large
-  transactions); the time to open it again (snapshot + journal tail).
+- ``memory``: bytes per pending ask, counted by the heap's live bytes while the shared state's asks are
+  added (from none), and of those the in-memory journal's event texts (which a SQLite or PostgreSQL store
+  keeps on disk) and the state's own; the first asks also traced (``tracemalloc``) for the largest
+  allocation sites (:class:`Memory`).
+- ``restart``: the shared state (or, alone, the wide tree with its asks), snapshotted, then more events,
+  written to SQLite (in large transactions); the time to open it again (snapshot + journal tail), and
+  the CPU of the section's other parts.
 - ``kueue``: admissions per CPU second for the two published shapes, against Kueue's ~43/s and ~42/s.
 - ``kube``: the same two shapes as gated pods through the Kubernetes front against the API server
   emulator (``benchmarks/kube_shapes.py``): admitted pods/s and the mean time to admission (wall), the
@@ -50,10 +52,10 @@ Figures (each against its target, and against a same-run baseline where a ratio 
   release that frees one ask and the standing of a leaf and of an idle user, at each step of waiting asks.
 
 **One shared state.** The full state (the wide tree with its users, applications and running
-allocations, then its waiting asks) is built once: ``waiting`` grows its asks in steps (traced for
-``memory``; without ``waiting``, ``memory`` adds the asks itself) and ``decisions`` takes that state
-as its 100x partition (no section puts waiting asks in the 100 leaves it works on). ``gc``,
-``service``, ``restart`` (a SQLite store), ``kueue`` and ``kube`` build their own. ``section_cost`` in
+allocations, then its waiting asks) is built once: ``waiting`` grows its asks in steps (counted for
+``memory``; without ``waiting``, ``memory`` adds the asks itself), ``decisions`` takes that state
+as its 100x partition (no section puts waiting asks in the 100 leaves it works on) and ``restart``
+stores and reopens it. ``gc``, ``service``, ``kueue`` and ``kube`` build their own. ``section_cost`` in
 the results gives the CPU and wall seconds of each part and the load average around it (on a shared
 machine the wall time is the CPU time stretched by the load; the summary printed at the end puts the
 two side by side).
