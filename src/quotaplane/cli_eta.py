@@ -65,7 +65,9 @@ def eta_table(data: Mapping[str, Any], wide: bool) -> Table:
         secs = a["inSeconds"]
         interval = "-" if secs["p10"] is None or secs["p90"] is None else \
             f"{_in(secs['p10'])[3:] or 'now'} .. {_in(secs['p90'])[3:] or 'now'}"
-        row = [a["allocationKey"], a["applicationID"], a["queue"], _in(secs["p50"]), interval]
+        never = secs["p50"] is None and any(b.startswith("never fits") for b in a.get("basis", []))
+        row = [a["allocationKey"], a["applicationID"], a["queue"], "never" if never else _in(secs["p50"]),
+               interval]
         if wide:
             row.append("; ".join(a.get("basis", [])))
         t.add(*row)

@@ -138,3 +138,16 @@ def test_the_first_change_offered_is_not_an_alternative() -> None:
                                    "user": "u", "priority": 0, "resource": {"vcore": 1000}}])
     text = explain_text(both, False)
     assert "- 1 running allocation(s) ending:" in text and "- or these limits rising:" in text
+
+
+def test_an_ask_that_never_fits_reads_never_not_unknown() -> None:
+    from quotaplane.cli_eta import eta_table
+
+    data = {"asks": [{"allocationKey": "huge", "applicationID": "x", "queue": "root.a",
+                      "inSeconds": {"p10": None, "p50": None, "p90": None},
+                      "basis": ["never fits: huge asks 9 GPUs over 8 GPUs, the cluster's capacity now"]},
+                     {"allocationKey": "w", "applicationID": "x", "queue": "root.a",
+                      "inSeconds": {"p10": None, "p50": None, "p90": None},
+                      "basis": ["unknown: no end of running work that is known lets w start"]}]}
+    t = eta_table(data, wide=False)
+    assert [row[3] for row in t.rows] == ["never", "unknown"]
