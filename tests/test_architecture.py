@@ -9,6 +9,7 @@ and there is no import circle between parts.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "quotaplane"
@@ -73,17 +74,18 @@ def _part_of(module: str) -> str | None:
     return None
 
 
-def _all_modules() -> set[str]:
-    return {"quotaplane." + _module_name(p) if _module_name(p) != "__init__" else "quotaplane"
-            for p in SRC.rglob("*.py") if "__pycache__" not in p.parts}
+@functools.cache
+def _all_modules() -> frozenset[str]:
+    return frozenset("quotaplane." + _module_name(p) if _module_name(p) != "__init__" else "quotaplane"
+                     for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _imports(path: Path) -> list[str]:
+def _imports(path: Path, name: str | None = None) -> list[str]:
     """Every module ``path`` imports: absolute and relative import statements anywhere in it (a
     relative one resolved against its package), and a module loaded by its name as a string — an
     argument of ``importlib.import_module`` or ``__import__``, or any string constant that is the
     exact dotted name of a module of ``src/`` (a table of module names a loader walks)."""
-    name = _module_name(path)
+    name = _module_name(path) if name is None else name
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     modules = _all_modules()
     out: list[str] = []
@@ -108,14 +110,11 @@ def _imports(path: Path) -> list[str]:
 def test_imports_are_seen_relative_and_by_name(tmp_path: Path) -> None:
     """The map cannot be walked around: a relative import and a module loaded by its name count as
     imports (the configuration layer once loaded the budget policy by a string in a table)."""
-    probe = SRC / "config" / "_architecture_probe.py"
-    try:
-        probe.write_text("import importlib\nfrom ..policies import budgets\n"
-                         "TABLE = {'x': 'quotaplane.policies.forest'}\n"
-                         "importlib.import_module('quotaplane.ugm')\n")
-        seen = _imports(probe)
-    finally:
-        probe.unlink()
+    probe = tmp_path / "_architecture_probe.py"          # read as if it were config/_architecture_probe.py
+    probe.write_text("import importlib\nfrom ..policies import budgets\n"
+                     "TABLE = {'x': 'quotaplane.policies.forest'}\n"
+                     "importlib.import_module('quotaplane.ugm')\n")
+    seen = _imports(probe, "config._architecture_probe")
     assert "quotaplane.policies" in seen and "quotaplane.policies.budgets" in seen
     assert "quotaplane.policies.forest" in seen and "quotaplane.ugm" in seen
 
