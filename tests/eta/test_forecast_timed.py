@@ -241,3 +241,22 @@ def test_an_ask_over_a_max_no_window_changes_never_fits() -> None:
     eta = forecast(p, HoldTimes(), clock.now).asks["w"]
     assert eta.p50 is None
     assert eta.basis == ("never fits: w asks 3 cores over 2 cores, root.a's max",)
+
+
+def test_a_window_due_that_the_timer_has_not_opened_yet_counts_from_now() -> None:
+    """The forecast is asked at 18:00:01, the window is due since 18:00 but the service's timer (every
+    2 s) has not written it yet: the copy opens it now, as the timer will, and the ask starts now —
+    not at the next evening's edge."""
+    clock = Clock(NOV27 + 12 * H)
+    s = Scheduler.from_yaml(WINDOW % 4, clock=clock)
+    p = s.partition("default")
+    p.add_node("n1", Resource({"vcore": 100000}))
+    p.add_application("x", UserGroup("u", []), queue="root.a")
+    assert p.allocate("x", "r", Resource({"vcore": 2000}), max_runtime=100 * H).allocated
+    p.add_ask("x", "w", Resource({"vcore": 2000}), max_runtime=H)
+    clock.now = NOV27 + 18 * H + 1
+    eta = forecast(p, HoldTimes(), clock.now).asks["w"]
+    assert eta.p50 == clock.now
+    assert eta.basis == ("window evening opens on root.a",)
+    assert tick(s.config_text, s.update_config, clock.now)
+    assert p.allocation("w") is not None

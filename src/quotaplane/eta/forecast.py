@@ -183,6 +183,10 @@ class _Run:
         self.tracks = [_Track(q, now) for q in qs]
         self.lead = self.tracks[0]
         self.edge, self.edge_why = self.instants.next(now) if self.instants else (math.inf, ())
+        # a window due now that the service's timer (every 2 s) has not written yet: its edge is now
+        due = self.instants.due(now)
+        if due:
+            self.edge, self.edge_why = now, due
         #: the first edge: from it on the forecast is stale, as from an end it counted on
         self.first_edge = self.edge
         #: the quantiles that left the copy (their runs would differ from the leader's)

@@ -176,6 +176,13 @@ class Instants:
             first = min(first, found)
         return first
 
+    def due(self, t: float) -> tuple[str, ...]:
+        """The edges due at ``t`` that the configuration does not hold yet (a window that should be
+        open, or closed, at ``t``; the service's window timer writes it within its period)."""
+        ms = round(t * 1000)
+        return tuple(sorted(f"window {w.name} {'opens' if w.active_at(ms) else 'closes'} on {w.scope}"
+                            for w in self.windows if w.active_at(ms) != w.active))
+
     def config_at(self, t: float) -> PartitionConfig | None:
         """The configuration in force at ``t`` when it differs from the one applied last (None: the
         same), remembered as applied."""
