@@ -195,6 +195,29 @@ def _generic_from_json(cls: type[_E], data: Mapping[str, Any]) -> _E:
     return decoded
 
 
+# what the written-out decoders (Allocated, AskAdded) accept without the generic decoder: exact types
+# only (a bool is not an int here), each check a few bytecodes — every allocation is decoded by them
+_STR_OR_NONE = (str, type(None))
+_INT_OR_NONE = (int, type(None))
+_ALLOCATED_TYPES = (str, str, int, bool, bool)          # app, key, priority, preemptible, placeholder
+_ASK_TYPES = (str, str, int, bool, int)                 # key, app, priority, preemptible, seq
+
+
+def _plain_time(t: Any) -> bool:
+    """An event time the written-out decoders take as it is: a finite float or an int."""
+    return (type(t) is float and math.isfinite(t)) or type(t) is int
+
+
+def _plain_quantities(res: Any) -> bool:
+    """A resource as the journal writes it: a dict of names to non-negative integers."""
+    return type(res) is dict and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())
+
+
+def _plain_strings(values: Any) -> bool:
+    """None, or a list of strings (the keys a decision names)."""
+    return values is None or (type(values) is list and all(type(v) is str for v in values))
+
+
 @dataclass(slots=True, kw_only=True)
 class ConfigApplied(Event):
     """Config ``seq`` (a sequence number of the scheduler stream) took effect in the partition at ``t``,
@@ -343,18 +366,17 @@ class Allocated(Event):
             app, key, res, t = data["app"], data["key"], data["resource"], data["t"]
             priority, preemptible, placeholder = data["priority"], data["preemptible"], data["placeholder"]
             task_group, preempted, node = data["task_group"], data.get("preempted"), data.get("node")
+            data["type"]        # counted below
         except (KeyError, TypeError):
             return _generic_from_json(cls, data)
-        if "tags" in data or "flavors" in data or "max_runtime" in data:
-            return _generic_from_json(cls, data)        # rare: the written-out path stays the common one
-        if (type(app) is str and type(key) is str and type(priority) is int and type(preemptible) is bool
-                and type(placeholder) is bool and (task_group is None or type(task_group) is str)
-                and ((type(t) is float and math.isfinite(t)) or type(t) is int)
-                and (node is None or type(node) is str)
-                and type(res) is dict
-                and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())
-                and (preempted is None or (type(preempted) is list
-                     and all(type(p) is str for p in preempted)))):
+        # the type, the eight fields and those two only: tags, flavors and a declared runtime are rare
+        # and take the generic decoder, so the written-out path stays the common one
+        size = 9 + (preempted is not None) + (node is not None)
+        if (len(data) == size
+                and (type(app), type(key), type(priority), type(preemptible),
+                     type(placeholder)) == _ALLOCATED_TYPES
+                and type(task_group) in _STR_OR_NONE and type(node) in _STR_OR_NONE
+                and _plain_time(t) and _plain_quantities(res) and _plain_strings(preempted)):
             return cls(app=app, key=key, resource=Resource.of(dict(res)), priority=priority,
                        preemptible=preemptible, placeholder=placeholder, task_group=task_group,
                        t=float(t), preempted=None if preempted is None else tuple(preempted), node=node)
@@ -480,13 +502,9 @@ class AskAdded(Event):
         places, overtaken = data.get("places"), data.get("overtaken")
         size = 8 + (places is not None) + (overtaken is not None)
         if (len(data) == size and "type" in data     # the type, the seven fields and those two only
-                and (places is None or (type(places) is list and all(type(p) is str for p in places)))
-                and (overtaken is None or type(overtaken) is int)
-                and type(key) is str and type(app) is str and type(priority) is int
-                and type(preemptible) is bool and type(seq) is int
-                and ((type(t) is float and math.isfinite(t)) or type(t) is int)
-                and type(res) is dict
-                and all(type(k) is str and type(v) is int and v >= 0 for k, v in res.items())):
+                and _plain_strings(places) and type(overtaken) in _INT_OR_NONE
+                and (type(key), type(app), type(priority), type(preemptible), type(seq)) == _ASK_TYPES
+                and _plain_time(t) and _plain_quantities(res)):
             return cls(key=key, app=app, resource=Resource.of(dict(res)), priority=priority,
                        preemptible=preemptible, seq=seq, t=float(t),
                        places=None if places is None else tuple(places), overtaken=overtaken)
