@@ -53,6 +53,24 @@ def _cut_candidates(state: PartitionState, leaf: Queue) -> Iterator[Allocation]:
     return (a for a in allocations_of(state, leaf) if a.allocation_key not in spared)
 
 
+def _evict(tx: Txn, found: Eviction, t: float) -> list[str]:
+    """Take (or, with held preemption, hold) the victims of a reclaim or a quota cut due at ``t``;
+    what happened to each."""
+    state = tx.state
+    reason = found.reason
+    # a victim whose held preemption was given up is not taken again (issue 31)
+    keys = tuple(k for k in found.keys if k in state.allocs and k not in state.spared)
+    if state.hold_preempted:            # issue 31 #3: charged until released
+        held = tx.hold(keys, reason.reason(), None, t)
+        return [f"{k}: held for preemption by {reason.policy} ({reason.path})" for k in held]
+    if not keys:
+        return []
+    tx.apply(E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
+                         reason=reason.reason(), t=t))
+    verb = "revoked" if reason.code == "elastic.revoked" else "preempted"
+    return [f"{k}: {verb} by {reason.policy} ({reason.path})" for k in keys]
+
+
 def check_timeouts(tx: Txn, t: float) -> list[str]:
     """Apply every timeout due at ``t``; what happened, in order."""
     gcfreeze.settle_pending()       # a serving process after a rebuild or a takeover (issue 39)
@@ -69,19 +87,7 @@ def check_timeouts(tx: Txn, t: float) -> list[str]:
         for policy in state.policies.reclaiming():      # what the tick tells (a budget's warnings)
             state.notes.extend(getattr(policy, "take_notes", list)())
     for found in [*reclaims, *quota_cuts]:
-        # a victim whose held preemption was given up is not taken again (issue 31)
-        keys = tuple(k for k in found.keys if k in state.allocs and k not in state.spared)
-        if state.hold_preempted:            # issue 31 #3: charged until released
-            held = tx.hold(keys, found.reason.reason(), None, t)
-            out.extend(f"{k}: held for preemption by {found.reason.policy} ({found.reason.path})"
-                       for k in held)
-            continue
-        if not keys:
-            continue
-        tx.apply(E.Preempted(keys=keys, apps=tuple(state.allocs[k].application_id for k in keys),
-                             reason=found.reason.reason(), t=t))
-        verb = "revoked" if found.reason.code == "elastic.revoked" else "preempted"
-        out.extend(f"{k}: {verb} by {found.reason.policy} ({found.reason.path})" for k in keys)
+        out.extend(_evict(tx, found, t))
     if not tx.uncommitted and not state.notes:
         return []
     # the freed quota goes to the waiting asks now (E5: "B's asks are allocated"), in a cycle for what

@@ -386,38 +386,28 @@ class Txn:
         events = self._applied
         if not events and not self.state.notes:
             return
-        core = self.core
-        if core.hooks._before:
-            try:
-                core.hooks.check(self, events)
-            except BaseException as exc:
-                self._take_back(exc)
-                raise
+        if self.core.hooks._before:
+            self._check_hooks(events)
         state = self.state
         notes = state.take_notes(self.clock()) if state.moved or state.notes else None
-        reversible = not (self._irreversible or self._broken)
-        log = core.log
-        batch = [*events, *notes] if notes else events
+        self._journal([*events, *notes] if notes else events)
+        if notes:
+            state.notes_recorded(notes)
+
+    def _journal(self, batch: list[E.Event]) -> None:
+        """Write ``batch`` in one transaction and start the next commit point (on a failure take the
+        write back and raise)."""
         # the usage accounting (issue 33) sees the batch; switched off, it is told only of a
         # configuration, which may switch it on (no call at every commit: benchmarks/calls.py)
-        history = state.history
+        history = self.state.history
         told = history.engine is not None or self._configured
+        reversible = not (self._irreversible or self._broken)
         if told:
             history.journalling(batch)
         try:
-            log.record(batch, recoverable=reversible)
+            self.core.log.record(batch, recoverable=reversible)
         except BaseException as exc:
-            if told:
-                history.journalled(batch, written=False)
-            if reversible:
-                self._undo()
-                # a failed group commit poisoned the partition: its own change is undone exactly, the
-                # others of the group are rebuilt from the journal on the next use
-                if log.poisoned is not None and log.group is None:
-                    self._rebuild(exc)
-            else:
-                self._rebuild(exc)
-            self._clear()
+            self._not_recorded(exc, batch, told, reversible)
             raise
         if told:
             history.journalled(batch, written=True, configured=self._configured)
@@ -425,8 +415,30 @@ class Txn:
         self._undos = []
         self._irreversible = False
         self._configured = False
-        if notes:
-            state.notes_recorded(notes)
+
+    def _check_hooks(self, events: list[E.Event]) -> None:
+        """The hooks that see a batch before it is journalled (a refusal takes the write back)."""
+        try:
+            self.core.hooks.check(self, events)
+        except BaseException as exc:
+            self._take_back(exc)
+            raise
+
+    def _not_recorded(self, exc: BaseException, batch: list[E.Event], told: bool, reversible: bool) -> None:
+        """The journal did not take ``batch``: the history forgets it and memory goes back to the
+        journal (step by step when it can, else by a rebuild)."""
+        if told:
+            self.state.history.journalled(batch, written=False)
+        if reversible:
+            self._undo()
+            # a failed group commit poisoned the partition: its own change is undone exactly, the
+            # others of the group are rebuilt from the journal on the next use
+            log = self.core.log
+            if log.poisoned is not None and log.group is None:
+                self._rebuild(exc)
+        else:
+            self._rebuild(exc)
+        self._clear()
 
     def rollback(self) -> None:
         """Take back what was applied since the last commit point (exactly, or by rebuilding the

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from quotaplane.budgets import Ledger, Scope, Shortfall, iso, refusal_message, scope_status
 from quotaplane.budgets.besteffort import Idle, Who
 from quotaplane.budgets.status import hours
-from quotaplane.config.budgets import BESTEFFORT, PREEMPT, check_budgets, parse_budgets, unit_of
+from quotaplane.config.budgets import BESTEFFORT, PREEMPT, BudgetSpec, check_budgets, parse_budgets, unit_of
 from quotaplane.config.history import parse_duration
 from quotaplane.elastic.model import POD_LABEL_NAME
 from quotaplane.errors import InputError
@@ -365,17 +365,7 @@ class BudgetPolicy(QuotaPolicy):
         # a budget on one scope is listed before anything charged it (nothing consumed, all left);
         # one per user or group by wildcard lists the users and groups it has seen
         for spec in ledger.specs:
-            kind = spec.kind
-            if kind == "elasticquota":
-                scope = ledger.peek("", elastic=spec.elastic)
-            elif kind == "queue":
-                scope = ledger.peek(spec.queue)
-            elif kind == "user" and spec.user != "*":
-                scope = ledger.peek(spec.queue, user=spec.user)
-            elif kind == "group" and spec.group != "*":
-                scope = ledger.peek(spec.queue, group=spec.group)
-            else:
-                continue
+            scope = _named_scope(ledger, spec)
             if scope is not None:
                 shown.setdefault(scope.key, scope)
         return [scope_status(ledger, shown[k], ms) for k in sorted(shown)]
@@ -428,6 +418,21 @@ def _room_message(ledger: Ledger, scope: Scope, ms: int) -> str:
     return (f"budget of {scope.label} for {r} is exhausted: {used:g} "
             f"of {hours(r, scope.spec.limits[r]):g} {unit_of(r)[1]}-hours consumed this "
             f"{scope.spec.period_text()}; its best effort work gives its room back to waiting work")
+
+
+def _named_scope(ledger: Ledger, spec: BudgetSpec) -> Scope | None:
+    """The scope a budget on one scope names (its queue, elastic quota, user or group), as the ledger
+    has it; None for a budget per user or group by wildcard (it lists those it has seen)."""
+    kind = spec.kind
+    if kind == "elasticquota":
+        return ledger.peek("", elastic=spec.elastic)
+    if kind == "queue":
+        return ledger.peek(spec.queue)
+    if kind == "user" and spec.user != "*":
+        return ledger.peek(spec.queue, user=spec.user)
+    if kind == "group" and spec.group != "*":
+        return ledger.peek(spec.queue, group=spec.group)
+    return None
 
 
 def _take(ledger: Ledger, spent: list[Scope], want: dict[str, int]) -> list[str]:

@@ -129,8 +129,7 @@ class ForestPolicy(QuotaPolicy):
         Raises ``_Refusal`` for tags that name unknown trees or forests.
         """
         tags = request.tags or {}
-        groups = {k[len(TREE_TAG_PREFIX):]: v for k, v in sorted(tags.items())
-                  if k.startswith(TREE_TAG_PREFIX) and len(k) > len(TREE_TAG_PREFIX)}
+        groups = _tree_groups(tags)
         forest = tags.get(FOREST_TAG) or None
         if not groups and forest is None:
             return None
@@ -355,20 +354,25 @@ class ForestPolicy(QuotaPolicy):
                     qm.remove_consumer(cid)
                     return [_waiting(target, self._victims(r))]
                 self._targets[cid] = target
-                victims: list[tuple[str, ConsumerInfo, _Target]] = []
-                for vid in r.preempted_ids:
-                    vt = self._targets.pop(vid, None)
-                    if vt is not None:
-                        victims.append((vid, qm.consumer_info(vid), vt))
-                        self._deallocate(vt, vid)      # e.g. trees outside the forest it was preempted in
-                        qm.remove_consumer(vid)
-                self._last = (cid, target, victims)
+                self._last = (cid, target, self._let_go(r.preempted_ids))
                 self._preempted.extend(r.preempted_ids)
             return []
         except _Refusal as refusal:
             return [refusal.violation]
         except QuotaError as exc:
             return [_violation(request.allocation_key, str(exc))]
+
+    def _let_go(self, preempted_ids: Sequence[str]) -> list[tuple[str, ConsumerInfo, _Target]]:
+        """Drop the consumers the manager preempted for an admission; each with what undoes it."""
+        qm = self.manager
+        victims: list[tuple[str, ConsumerInfo, _Target]] = []
+        for vid in preempted_ids:
+            vt = self._targets.pop(vid, None)
+            if vt is not None:
+                victims.append((vid, qm.consumer_info(vid), vt))
+                self._deallocate(vt, vid)      # e.g. trees outside the forest it was preempted in
+                qm.remove_consumer(vid)
+        return victims
 
     def undo(self, request: AdmissionRequest) -> None:
         """Reverse a successful :meth:`apply`: exactly (victims back) while nothing else changed since."""
@@ -561,17 +565,31 @@ def _options(raw: Any) -> TreeOptions:
     trees = raw.get("trees") or []
     if not isinstance(trees, list):
         raise QuotaError("quotatrees.trees must be a list")
-    forests = raw.get("forests") or {}
+    default = raw.get("defaultforest", raw.get("defaultForest"))
+    return TreeOptions(trees=[t if isinstance(t, str) else _plain(t) for t in trees],
+                       forests=_forests_option(raw.get("forests") or {}),
+                       default_forest=str(default) if default else None, mode=_mode_option(raw))
+
+
+def _forests_option(forests: Any) -> dict[str, list[str]]:
+    """``quotatrees.forests``: each forest's tree names."""
     if not isinstance(forests, Mapping) or not all(isinstance(v, list) for v in forests.values()):
         raise QuotaError("quotatrees.forests must map a forest name to a list of tree names")
-    default = raw.get("defaultforest", raw.get("defaultForest"))
+    return {str(k): [str(t) for t in v] for k, v in forests.items()}
+
+
+def _mode_option(raw: Mapping[str, Any]) -> Mode:
+    """``quotatrees.mode``: normal (the default) or maintenance."""
     mode = str(raw.get("mode", "normal")).lower()
     if mode not in ("normal", "maintenance"):
         raise QuotaError(f"quotatrees.mode must be normal or maintenance, not {mode!r}")
-    return TreeOptions(trees=[t if isinstance(t, str) else _plain(t) for t in trees],
-                       forests={str(k): [str(t) for t in v] for k, v in forests.items()},
-                       default_forest=str(default) if default else None,
-                       mode=Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE)
+    return Mode.NORMAL if mode == "normal" else Mode.MAINTENANCE
+
+
+def _tree_groups(tags: Mapping[str, str]) -> dict[str, str]:
+    """The ``{tree: group}`` an application's tags name (``quotaplane.io/tree.<tree>: <group>``), by tree."""
+    return {k[len(TREE_TAG_PREFIX):]: v for k, v in sorted(tags.items())
+            if k.startswith(TREE_TAG_PREFIX) and len(k) > len(TREE_TAG_PREFIX)}
 
 
 def _tree_of(doc: str | Mapping[str, Any]) -> str:

@@ -77,12 +77,7 @@ class RebuildCapture:
                  extensions: Iterable[tuple[str, QuotaPolicy]], unschedulable: Container[str] = (),
                  labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._config_seq = config_seq
-        # the labels select each node's resource flavors: without them a rebuilt partition counts no
-        # flavored capacity (and the snapshot does not match its rebuild)
-        labels = labels or {}
-        self._nodes = [NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None,
-                                 labels=dict(labels[n]) if labels.get(n) else None)
-                       for n, c in nodes.items()]
+        self._nodes = _node_events(nodes, unschedulable, labels or {})
         self._added = [(app.added_seq, _app_added(app)) for app in apps]
         counted = sorted((a for a in apps if a.counted), key=lambda a: a.count_order)
         self._counted = [(app.anchor_seq, CountIn(app=app.application_id)) for app in counted]
@@ -113,6 +108,16 @@ class RebuildCapture:
             out.extend(counted.get(seq, ()))
             out.extend(_allocated(a, node) for a, node in allocations.get(seq, ()))
         return [*out, *self._asks, *self._restores, *self._memos]
+
+
+def _node_events(nodes: Mapping[str, Resource], unschedulable: Container[str],
+                 labels: Mapping[str, Mapping[str, str]]) -> list[NodeAdded]:
+    """Each node as the event that adds it, with its schedulability and its labels (the labels select
+    its resource flavors: without them a rebuilt partition counts no flavored capacity, and the
+    snapshot does not match its rebuild)."""
+    return [NodeAdded(node=n, capacity=c, schedulable=False if n in unschedulable else None,
+                      labels=dict(labels[n]) if labels.get(n) else None)
+            for n, c in nodes.items()]
 
 
 def _by_seq(pairs: Iterable[tuple[int, Event]]) -> dict[int, list[Event]]:
