@@ -66,6 +66,34 @@ _EMPTY = Resource()
 _LeafSettings = tuple[Queue | None, bool, int, float, float | None]
 
 
+def _allocation_of(app: Application, ev: E.Allocated, config_seq: int) -> Allocation:
+    """The allocation ``ev`` admits for ``app`` under config ``config_seq`` (its node is placed by
+    the caller)."""
+    alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
+                       preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
+                       time=ev.t)
+    alloc.config_seq = config_seq
+    if ev.tags:
+        alloc.tags = dict(ev.tags)
+    if ev.flavors:
+        alloc.flavors = dict(ev.flavors)
+    if ev.max_runtime is not None:
+        alloc.max_runtime = ev.max_runtime
+    return alloc
+
+
+def _released_from(app: Application, alloc: Allocation, t: float, *, last: bool, terminal: bool) -> None:
+    """``app``'s lifecycle after ``alloc`` left it: its last allocation ends its running count (A-3)
+    and, unless the application ends too, its running state (seed 001); its last placeholder stops
+    the placeholder timeout."""
+    if last:
+        app.counted = False
+    if alloc.placeholder and not app.has_placeholders():
+        app.placeholder_since = None
+    if last and not terminal:
+        app.move(LAST_RELEASED, t)
+
+
 def _sum_pending(pending: dict[str, tuple[dict[str, int], list[int]]], path: str, resource: Resource) -> None:
     """Add one waiting ask (or allocation) of ``resource`` in ``path`` (a leaf, or an application) to
     ``pending``'s (sum, count) of it."""
@@ -381,25 +409,8 @@ class PartitionState:
     def after_allocated(self, app: Application, ev: E.Allocated,
                          preempted: Sequence[Preempted] = ()) -> None:
         """Record an allocation whose policies are applied; lifecycle transitions (seed 001)."""
-        # an allocation made for a pending ask ends the ask in the same event (queueing)
-        ask = self.waiting.asks.remove(ev.key)
-        if ask is not None:
-            self.ask_leaves(ask, allocated=True, t=ev.t)
-        if self.reservations.watching:
-            leaf = self.queues.queue(app.queue_path)
-            if leaf is not None:        # it overtakes the earlier asks waiting where it consumes
-                self.reservations.consumed_in(leaf, app.user.user, ev.priority,
-                                              ask.seq if ask is not None else math.inf)
-        alloc = Allocation(ev.key, app.application_id, ev.resource, priority=ev.priority,
-                           preemptible=ev.preemptible, placeholder=ev.placeholder, task_group=ev.task_group,
-                           time=ev.t)
-        alloc.config_seq = self.config_seq
-        if ev.tags:
-            alloc.tags = dict(ev.tags)
-        if ev.flavors:
-            alloc.flavors = dict(ev.flavors)
-        if ev.max_runtime is not None:
-            alloc.max_runtime = ev.max_runtime
+        self._ask_allocated(app, ev)
+        alloc = _allocation_of(app, ev, self.config_seq)
         if ev.node is not None:
             alloc.node = ev.node
             self.node_index.place(ev.node, ev.key)
@@ -423,6 +434,18 @@ class PartitionState:
             self.waiting.touch(app.application_id)  # its other asks see its new state next cycle
         if preempted:
             self.release_preempted(preempted, ev.key, ev.t)
+
+    def _ask_allocated(self, app: Application, ev: E.Allocated) -> None:
+        """An allocation made for a pending ask ends the ask in the same event (queueing), and it
+        overtakes the earlier asks waiting where it consumes (reservations)."""
+        ask = self.waiting.asks.remove(ev.key)
+        if ask is not None:
+            self.ask_leaves(ask, allocated=True, t=ev.t)
+        if self.reservations.watching:
+            leaf = self.queues.queue(app.queue_path)
+            if leaf is not None:
+                self.reservations.consumed_in(leaf, app.user.user, ev.priority,
+                                              ask.seq if ask is not None else math.inf)
 
     def release_preempted(self, preempted: Sequence[Preempted], preemptor: str, t: float) -> None:
         """Release what a policy let go while admitting ``preemptor`` (a quota forest), and note it."""
@@ -586,12 +609,7 @@ class PartitionState:
                 policy.release(req, last_allocation=last)
         if self.waiting.asks:
             self._wake(app, last=last)
-        if last:
-            app.counted = False
-        if alloc.placeholder and not app.has_placeholders():
-            app.placeholder_since = None
-        if last and not terminal:
-            app.move(LAST_RELEASED, t)              # running state exit (seed 001)
+        _released_from(app, alloc, t, last=last, terminal=terminal)
 
 
     def replacement(self, ev: E.Replaced) -> Replacement:
