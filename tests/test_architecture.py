@@ -324,12 +324,13 @@ def test_no_module_over_600_lines_without_a_stated_reason() -> None:
 #: 10.4 % at f16ba7b). ``scheduling/``, the core (the write path, the state, the journal, the
 #: policies) and the whole of ``src/`` are under 4 % (src/: 5.74 % before the simulator, the Kubernetes
 #: front, the engines, the server and the configuration loader had their longest functions split;
-#: 3.33 % then). A ceiling only goes down: new code splits its long functions rather than raise it.
+#: 3.33 % then; 3.46 % -> 3.13 % when the core's were split, the core 3.03 % -> 1.66 %). A ceiling only
+#: goes down: new code splits its long functions rather than raise it.
 RADON_CEILINGS: dict[str, tuple[tuple[str, ...], float]] = {
-    "src": ((), 3.5),
+    "src": ((), 3.3),
     "scheduling": (("scheduling/",), 4.0),
     "core": (("partition/", "state/", "journal/", "policies/", "admission.py", "application.py", "events.py",
-              "notices.py", "policy.py", "cluster.py", "errors.py", "resources.py"), 4.0),
+              "notices.py", "policy.py", "cluster.py", "errors.py", "resources.py"), 3.0),
 }
 
 
