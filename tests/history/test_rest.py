@@ -179,13 +179,13 @@ def test_prometheus_counts_resource_seconds_per_queue(month: tuple[TestClient, C
             'resource="nvidia.com/gpu"} 2.0736e+07') in text                        # 5,760 GPU-hours
 
 
-def test_an_unknown_resource_is_a_400_naming_the_known_ones(month: tuple[TestClient, Clock]) -> None:
+def test_an_unknown_resource_is_a_404_naming_the_known_ones(month: tuple[TestClient, Clock]) -> None:
     """Found as a new user: ``report --resource gpu`` (not the resource's name) answered an empty
     table, as if nothing had used it."""
     client, _ = month
     r = client.get("/ws/v1/partition/default/history/usage",
                    params={"period": "last-month", "resource": "gpu"})
-    assert r.status_code == 400, r.text
+    assert r.status_code == 404, r.text
     body = r.text
     assert "'gpu'" in body and "nvidia.com/gpu" in body
 

@@ -185,11 +185,12 @@ def series_of(service: Any, partition: str, group_by: str, step: str, start: str
 
 
 def _check_resource(p: Any, resource: str) -> None:
-    """A 400 naming ``resource`` and the ones partition ``p`` knows when it knows no such resource."""
+    """A 404 naming ``resource`` and the ones partition ``p`` knows when it knows no such resource (not
+    found, like an unknown queue: the request is well formed, what it names does not exist)."""
     known = _known_resources(p)
     if resource not in known:
-        raise _bad(f"unknown resource {resource!r}: partition {p.name!r} knows "
-                   f"{', '.join(sorted(known)) or 'none (no node, no queue limit)'}")
+        raise ApiError(404, f"unknown resource {resource!r}: partition {p.name!r} knows "
+                            f"{', '.join(sorted(known)) or 'none (no node, no queue limit)'}")
 
 
 def _known_resources(p: Any) -> set[str]:
