@@ -52,7 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": {"base", "core", "policies", "events", "journal", "package", "windows"},
     "cli": {"base", "core", "events", "journal", "server", "sim", "package", "k8s", "kube", "client"},
     "package": {"base", "ugm", "queues", "elastic", "forest", "k8s", "policies", "flavors", "events",
-                "journal", "core"},
+                "journal", "core", "windows"},
 }
 
 #: third-party modules the core must never import (HTTP, terminal, plotting)

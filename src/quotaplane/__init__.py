@@ -104,7 +104,20 @@ def _provide_policies() -> None:
     extensions.provide("budgets", budgets)
 
 
+def _provide_window_check() -> None:
+    """Give the configuration layer the time windows' check — each window opens to a valid
+    configuration (docs/windows.md) — which it cannot import (the windows sit above it)."""
+    from quotaplane.config import files
+
+    def opened(text: str) -> list[str]:
+        from quotaplane.windows import opened_problems
+        return opened_problems(text)
+
+    files.provide_check(opened)
+
+
 _provide_policies()
+_provide_window_check()
 
 
 def __getattr__(name: str) -> Any:

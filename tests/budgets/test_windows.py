@@ -267,3 +267,51 @@ def test_a_posted_window_that_would_open_to_an_invalid_configuration_is_refused(
         assert says in message, message
     assert s.config_text == before
     s.close()
+
+
+_OPENS_INVALID = ("partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n"
+                  "    - name: a\n      resources: {max: {vcore: 2}}\n"
+                  "  windows:\n  - {name: z, queue: root.a, from: '2026-12-28T00:00', "
+                  "to: '2026-12-30T00:00', guaranteed: {vcore: 8}}\n")
+
+
+def test_validate_refuses_a_window_that_would_open_to_an_invalid_configuration(tmp_path: Path) -> None:
+    """``serve`` refused such a file at start, but ``quotaplane validate`` said "ok": the check a user
+    runs before applying a configuration must refuse what the service would."""
+    import subprocess
+    import sys
+
+    from quotaplane.config.files import validate_file
+
+    config = tmp_path / "q.yaml"
+    config.write_text(_OPENS_INVALID)
+    problems = validate_file(config)
+    assert len(problems) == 1 and problems[0][0] == 0, problems
+    assert problems[0][1].startswith("windows[0] (z): the configuration with it open is invalid: ")
+    assert "guaranteed" in problems[0][1]
+    exe = str(Path(sys.executable).with_name("quotaplane"))
+    out = subprocess.run([exe, "validate", str(config)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.startswith(f"{config}: windows[0] (z): "), out
+    config.write_text(_OPENS_INVALID.replace("guaranteed: {vcore: 8}", "guaranteed: {vcore: 2}"))
+    assert validate_file(config) == []
+
+
+def test_config_apply_refuses_a_window_that_would_open_to_an_invalid_configuration() -> None:
+    """``PUT /ws/v1/config`` (``quotaplane config apply``) took such a configuration; at the window's
+    edge the change it makes was refused at every tick and the window never opened."""
+    from fastapi.testclient import TestClient
+
+    from quotaplane.server.app import create_app
+
+    s = Scheduler.from_yaml(CONFIG, clock=Clock(FRI + 10 * H))
+    before = s.config_text
+    with TestClient(create_app(s)) as client:
+        r = client.put("/ws/v1/config", content=_OPENS_INVALID.encode())
+        assert r.status_code == 400, r.text
+        message = r.json()["message"]
+        assert "windows[0] (z): the configuration with it open is invalid: " in message, message
+        assert "guaranteed" in message
+        ok = client.put("/ws/v1/config", content=_OPENS_INVALID.replace("vcore: 8", "vcore: 2").encode())
+        assert ok.status_code == 200, ok.text
+    assert s.config_text != before
+    s.close()

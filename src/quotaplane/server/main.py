@@ -130,9 +130,9 @@ def _read_config(config: Path) -> str:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{config} is not UTF-8 text: {exc}") from None
     load_config(text)  # raises ConfigError with the line
-    from quotaplane.windows import opened_problems
+    from quotaplane.config.files import later_problems
 
-    problems = opened_problems(text)   # a window that would open to an invalid configuration
+    problems = later_problems(text)   # a window that would open to an invalid configuration
     if problems:
         raise ConfigError(problems[0], problems=[(0, p) for p in problems])
     return text

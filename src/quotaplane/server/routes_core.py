@@ -14,8 +14,9 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from quotaplane.admission import AllocationSpec
+from quotaplane.config.files import later_problems
 from quotaplane.config.identity import NAME_PATTERN, UserGroup
-from quotaplane.errors import NotFoundError, RejectedError
+from quotaplane.errors import ConfigError, NotFoundError, RejectedError
 from quotaplane.flavors.catalog import FlavorRequest
 from quotaplane.resources import Resource
 from quotaplane.server.common import errors, json, json_body, parse_body
@@ -179,6 +180,9 @@ def router(service: Any) -> APIRouter:
         # The loader passes elasticquotas/quotatrees through unchecked: check them before the config
         # event is journalled, so an invalid extension is a 400 and changes nothing.
         validate_extensions(text)
+        later = later_problems(text)    # a window that would open to an invalid configuration
+        if later:
+            raise ConfigError(later[0], problems=[(0, problem) for problem in later])
         service.scheduler.update_config(text)
         checksum = getattr(service.scheduler.config, "checksum", "") or None
         return json({"applied": True, "checksum": checksum})
