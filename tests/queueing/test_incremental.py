@@ -244,7 +244,8 @@ def test_a_release_retries_only_the_asks_of_the_queue_it_freed(monkeypatch: pyte
             p.add_ask(f"app{i}", f"k{i}-{j}", _v(1))
     tried = _count_tries(p, monkeypatch)
     p.release("fill7")
-    assert tried == ["k7-0", "k7-1", "k7-2"]          # two fit, the third is refused; no other queue
+    # two fit; then q7's room is used up, so the third is not tried either (issue 38); no other queue
+    assert tried == ["k7-0", "k7-1"]
     assert [a.allocation_key for a in p.pending()][:3] == ["k0-0", "k0-1", "k0-2"]
 
 
@@ -277,7 +278,7 @@ def test_a_timeout_retries_only_the_asks_it_can_unblock(monkeypatch: pytest.Monk
     assert tried == []
     assert len(p.pending()) == 60
     p.release("fill7")                                 # now 2 are free in q7: its first ask fits
-    assert tried == ["k7-0", "k7-1"]
+    assert tried == ["k7-0"]                           # and uses them up: the others wait (issue 38)
 
 
 GUARANTEED_TREE = """
@@ -418,3 +419,61 @@ def test_a_release_in_a_cohort_tries_as_many_asks_however_many_wait(
     few = _tries_per_release(8, reserve, monkeypatch)
     many = _tries_per_release(32, reserve, monkeypatch)
     assert max(few) <= 5 and max(many) <= 5
+
+
+def _checks_per_release(leaves: int, reserve: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """:func:`_tries_per_release`'s cohort, counting per release the asks the cycle looked at without an
+    attempt (the certain-refusal test, ``PendingAsks._surely_refused``) and the applications whose wake
+    keys it recomputed (``PendingAsks._reindex``)."""
+    from quotaplane.scheduling.runner import PendingAsks
+
+    counts = {"checked": 0, "reindexed": 0}
+    surely, reindex = PendingAsks._surely_refused, PendingAsks._reindex
+
+    def checking(self: PendingAsks, state: Any, ask: Any) -> bool:
+        counts["checked"] += 1
+        return surely(self, state, ask)
+
+    def reindexing(*args: Any, **kwargs: Any) -> None:
+        counts["reindexed"] += 1
+        reindex(*args, **kwargs)
+
+    monkeypatch.setattr(PendingAsks, "_surely_refused", checking)
+    monkeypatch.setattr(PendingAsks, "_reindex", staticmethod(reindexing))
+    clock = Clock()
+    p = Scheduler.from_yaml(_cohort(leaves, reserve), clock=clock).partition("default")
+    p.add_node("n", _v(2 * leaves))
+    for i in range(leaves):
+        p.add_application(f"a{i}", UserGroup(f"u{i}"), queue=f"root.cohort.q{i}")
+        assert p.allocate(f"a{i}", f"fill{i}", _v(2)).allocated
+    for i in range(leaves):
+        clock.advance(1)
+        p.add_ask(f"a{i}", f"big{i}", _v(4), priority=2)
+        for j in range(3):
+            p.add_ask(f"a{i}", f"s{i}-{j}", _v(1))
+    out: list[tuple[int, int]] = []
+    for i in range(leaves):
+        clock.advance(1)
+        counts["checked"] = counts["reindexed"] = 0
+        p.release(f"fill{i}")
+        out.append((counts["checked"], counts["reindexed"]))
+    return out
+
+
+@pytest.mark.parametrize("reserve", [False, True])
+def test_a_release_in_a_cohort_looks_at_as_many_applications_however_many_wait(
+        monkeypatch: pytest.MonkeyPatch, reserve: bool) -> None:
+    """Issue 38: a release in a full cohort frees room at the root that every waiting application's
+    small asks fit; the cycle takes them in its own order and stops once the freed room is used up
+    (the rest would be refused by the cluster's size), and an application a reservation in force
+    holds back whole is not woken at all — it waits on the reservation (``r:``). So the asks looked at
+    without an attempt and the applications re-indexed per release do not grow with the applications
+    waiting: at most 2 and 1, with reservations 13 and 6, with 8, 32 or 128 applications (before: up
+    to 31 and 8 with 8 applications, 127 and 32 with 32, 511 and 128 with 128; with reservations 50 and
+    15, 242 and 63, 1,010 and 255)."""
+    peaks = {}
+    for leaves in (8, 32, 128):
+        found = _checks_per_release(leaves, reserve, monkeypatch)
+        peaks[leaves] = (max(checked for checked, _ in found), max(reindexed for _, reindexed in found))
+    assert peaks[128] == peaks[32] == peaks[8], peaks
+    assert peaks[8] <= ((13, 6) if reserve else (2, 1)), peaks

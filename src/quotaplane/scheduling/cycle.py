@@ -25,6 +25,7 @@ from quotaplane.scheduling.reservations import RESERVED
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.application import Application
     from quotaplane.queues.queue import Queue
+    from quotaplane.scheduling.gates import Gates
 
 __all__ = ["placeholder_of", "run_cycle"]
 
@@ -33,7 +34,8 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
               try_ask: Callable[[Ask], Decision],
               surely_refused: Callable[[Ask], bool] | None = None,
               may_preempt: Callable[[Ask], bool] | None = None,
-              only: Mapping[str, Queue] | None = None, rank: Rank | None = None) -> list[Ask]:
+              only: Mapping[str, Queue] | None = None, rank: Rank | None = None,
+              gates: Gates | None = None) -> list[Ask]:
     """One scheduling cycle: try every pending ask once in order; return the asks allocated.
 
     ``try_ask`` runs the partition's admission for the ask (allocating it when it fits) and returns
@@ -43,7 +45,9 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
     test (e.g. the queue maxima alone) that answers True only for asks the admission would refuse:
     those are not tried, and their reasons are explained when read. ``may_preempt`` answers whether
     an ask refused only by queue maxima may preempt now (PR-Y): such an ask is always tried. ``only``
-    (application id → leaf) restricts the cycle to those applications (the incremental cycle).
+    (application id → leaf) restricts the cycle to those applications (the incremental cycle);
+    ``gates`` passes over, at its turn, an application of ``only`` whose waking room is used up, and
+    ends the cycle once every one left is such (:class:`~quotaplane.scheduling.gates.Gates`).
 
     Both shortcuts are exact: an ask they pass over would have been refused without any change, so
     which shortcuts fire (they depend on what else the cycle tried) never changes the outcome.
@@ -74,7 +78,18 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 below = hot[leaf.path] = any(q.path in refused_in for q in leaf.chain)
             return below and test(ask)
 
-    for leaf, ask in candidates(asks, root, apps, skip, only, rank):
+    gate: Callable[[str], bool] | None = None
+    if gates is not None:
+        opens = gates.open
+
+        def gate(application_id: str) -> bool:
+            return opens(application_id, len(allocated))
+
+    # an incremental cycle whose woken applications all have their room used up already (a reservation
+    # that ended while the cluster is full) tries none
+    found = candidates(asks, root, apps, skip, only, rank, gate) \
+        if gates is None or not gates.exhausted(0) else iter(())
+    for leaf, ask in found:
         key = ask.allocation_key
         if key in seen or key not in asks:
             continue
@@ -94,6 +109,8 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                 # ends here and another starts, so that every ask sees it in the order of a new cycle
                 freed = True
                 break
+            if gates is not None and gates.exhausted(len(allocated)):
+                break           # the room that woke the others is used up: each would be refused
         else:
             ask.reasons = list(decision.reasons)
             ask.reasons_at = -1

@@ -169,14 +169,18 @@ def stateaware_holds_back(asks: AskQueue, leaf: Queue, apps: Mapping[str, Applic
 
 
 def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
-              only: Collection[str] | None = None, rank: Rank | None = None) -> Iterator[Ask]:
+              only: Collection[str] | None = None, rank: Rank | None = None,
+              gate: Callable[[str], bool] | None = None) -> Iterator[Ask]:
     """The pending asks of ``leaf`` in scheduling order, for one cycle.
 
     The consumer tries each ask before asking for the next. With the ``fair`` policy the
     applications are re-sorted after every attempt (YuniKorn sorts them at each attempt): an
     allocation raises its application's usage, so another application may come first next.
     ``only``: the asks of just these applications (an incremental cycle; a ``stateaware`` leaf
-    is always taken whole, since which application may start depends on all of them).
+    is always taken whole, since which application may start depends on all of them). ``gate``
+    (application id → take it): asked at an application's turn, before its first ask; False passes
+    over all its asks (an incremental cycle's :class:`~quotaplane.scheduling.gates.Gates`; never for
+    a ``stateaware`` leaf).
     """
     policy = leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower()
     if policy == "stateaware":
@@ -185,13 +189,18 @@ def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
     ordered = order_applications(asks, leaf, apps, only=only, rank=rank)
     if policy != "fair" or rank is not None:
         for app in ordered:
-            yield from asks.of_application(app.application_id)
+            if gate is None or gate(app.application_id):
+                yield from asks.of_application(app.application_id)
         return
     guaranteed = leaf.guaranteed._values if leaf.guaranteed is not None else _NO_LIMIT
     # entries: (shares, position in the initial order, app index); usage tracked incrementally
     usage: list[dict[str, int]] = []
     lists: list[list[Ask]] = []
     heap: list[tuple[tuple[float, ...], int, int]] = []
+    if gate is not None:
+        # each application's turn is when it first comes up; asked once (a closed gate stays closed
+        # within a cycle, which only consumes)
+        ordered = _gated(ordered, gate)
     for pos, app in enumerate(ordered):
         used = dict(app.allocated._values)
         usage.append(used)
@@ -211,6 +220,12 @@ def leaf_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application],
                 used[name] = used.get(name, 0) + amount
         if nexts[idx] < len(app_asks):
             heapq.heappush(heap, (_shares(usage[idx], guaranteed), pos, idx))
+
+def _gated(ordered: list[Application], gate: Callable[[str], bool]) -> list[Application]:
+    """``fair``: the applications whose gate is open (asked in order, before any attempt — the first
+    turn of each)."""
+    return [app for app in ordered if gate(app.application_id)]
+
 
 def _stateaware_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application]) -> Iterator[Ask]:
     """``stateaware``: fifo, but a New/Accepted application may start only while no application
@@ -246,8 +261,8 @@ def _stateaware_asks(asks: AskQueue, leaf: Queue, apps: Mapping[str, Application
 
 def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
                skip: Callable[[Queue, Ask], bool] | None = None,
-               only: Mapping[str, Queue] | None = None, rank: Rank | None = None
-               ) -> Iterator[tuple[Queue, Ask]]:
+               only: Mapping[str, Queue] | None = None, rank: Rank | None = None,
+               gate: Callable[[str], bool] | None = None) -> Iterator[tuple[Queue, Ask]]:
     """Yield ``(leaf, ask)`` in scheduling order, re-sorting queues after every yielded ask.
 
     The consumer tries the ask (which may change the queues' usage) before asking for the next;
@@ -262,6 +277,8 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
 
     ``rank`` (fair share with memory) orders siblings and users first; decayed usage is the same at
     every attempt of a cycle (it changes with time, not at an allocation), so the contract holds.
+    ``gate``: :func:`leaf_asks`'s, for the incremental cycle (not with Kueue's fair sharing, whose
+    tournament takes whole subtrees).
     """
     if root.fair is not None and not root.is_leaf:
         # An incremental cycle retries every ask of the subtree whose order it can change (_scope): with
@@ -301,7 +318,7 @@ def candidates(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
         if q.is_leaf:
             it = leaf_iters.get(q.path)
             if it is None:
-                it = leaf_asks(asks, q, apps, only_apps, rank)
+                it = leaf_asks(asks, q, apps, only_apps, rank, gate)
                 leaf_iters[q.path] = it
             ask = next(it, None)
             if skip is not None:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduling.view import StateView
 
 __all__ = ["allocations_of", "cannot_start", "explain_ask", "held", "held_at", "may_preempt",
-           "over_queue_max", "preempt_at", "reasons_of", "still_held", "surely_held", "surely_over",
-           "victims_of", "wait_keys"]
+           "over_queue_max", "preempt_at", "reasons_of", "reservation_holds", "still_held", "surely_held",
+           "surely_over", "victims_of", "wait_keys"]
 
 
 def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]]:
@@ -162,6 +162,37 @@ def still_held(view: StateView, path: str, summary: HeldSummary) -> bool:
     seq, priority, names = summary
     return view.reservations.holds_all("q:" + path, seq, priority, names, view.clock(),
                                        functools.partial(cannot_start, view))
+
+
+def reservation_holds(view: StateView) -> Callable[[Queue, HeldSummary], str | None] | None:
+    """``holds(queue, summary)``: the path of a reservation in force at a queue of ``queue``'s chain
+    that holds back every ask of ``summary`` now, as :func:`surely_held` would find for each; None
+    when none does (or unknown). None instead of a function when no reservation is in force or
+    resource flavors decide (as :func:`still_held`). For one wake (issue 38): the oldest holding
+    reservation per place, priority and types is looked up once."""
+    reservations = view.reservations
+    if not reservations.active or view.flavors is not None:
+        return None
+    now = view.clock()
+    idle = functools.partial(cannot_start, view)
+    first: dict[tuple[str, int, tuple[str, ...]], int | None] = {}
+
+    def holds(q: Queue, summary: HeldSummary) -> str | None:
+        if summary is None:
+            return None
+        seq, priority, names = summary
+        for c in q.chain:
+            place = "q:" + c.path
+            k = (place, priority, names)
+            if k in first:
+                oldest = first[k]
+            else:
+                oldest = first[k] = reservations.first_holding(place, priority, names, now, idle)
+            if oldest is not None and oldest < seq:
+                return c.path
+        return None
+
+    return holds
 
 
 def wait_keys(view: StateView, ask: Ask, over: list[str] | None = None) -> list[str]:

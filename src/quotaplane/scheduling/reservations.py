@@ -297,6 +297,22 @@ class Reservations:
                 return True
         return False
 
+    def first_holding(self, place: str, priority: int, names: Iterable[str], now: float,
+                      idle: Callable[[Ask], bool]) -> int | None:
+        """The arrival number of the oldest reservation in force at ``place`` that holds back a later
+        request of ``priority`` or lower requesting one of ``names`` (None: none does):
+        :meth:`holds_all` of an arrival ``seq`` is true exactly when this is below ``seq``."""
+        if self._timed:
+            self._due(now)
+        asks = self._force.get(place)
+        if not asks:
+            return None
+        wanted = list(names)
+        for ask in asks.values():
+            if ask.priority >= priority and _shares(ask, wanted) and not idle(ask):
+                return ask.seq
+        return None
+
     def in_force_asks(self) -> list[Ask]:
         """The asks whose reservation is in force somewhere (by overtakes; a delay that passed counts
         once an admission looked), oldest first."""

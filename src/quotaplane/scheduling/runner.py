@@ -20,23 +20,26 @@ from quotaplane.application import ACTIVE_STATES
 from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask
 from quotaplane.scheduling.cycle import placeholder_of, run_cycle
+from quotaplane.scheduling.gates import Gates
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, QUEUE_CODES, may_preempt_for_guarantee
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
 from quotaplane.scheduling.preempting import preempt_for
 from quotaplane.scheduling.questions import (
     may_preempt,
     preempt_at,
+    reservation_holds,
     still_held,
     surely_held,
     surely_over,
     wait_keys,
 )
 from quotaplane.scheduling.waiting import AppTimers
-from quotaplane.scheduling.wake import ANY, held_summary, need_of, reserved_keys
+from quotaplane.scheduling.wake import ANY, ROOT_KEY, Need, held_summary, need_of, reserved_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.view import StateView, Transaction
+    from quotaplane.scheduling.waiting import Waiting
 
 __all__ = ["CYCLE_FLUSH_EVERY", "MAX_PREEMPTIONS_PER_QUEUE", "SKIP_SEARCHES_IN_VAIN", "PendingAsks"]
 
@@ -60,8 +63,8 @@ SKIP_SEARCHES_IN_VAIN = True
 class PendingAsks:
     """The cycles that allocate a partition's waiting asks (docs/queueing.md)."""
 
-    __slots__ = ("_held", "_made", "_passed", "_searched", "auto_schedule", "incremental", "preempt_tries",
-                 "schedule_error")
+    __slots__ = ("_gates", "_held", "_made", "_passed", "_searched", "auto_schedule", "incremental",
+                 "preempt_tries", "schedule_error")
 
     def __init__(self, *, auto_schedule: bool = True) -> None:
         #: Automatic cycles retry only the asks a change could have unblocked (issue 13); False: every
@@ -83,6 +86,9 @@ class PendingAsks:
         #: ask key -> the queues whose max it exceeds, for the asks the current cycle passed over (their
         #: wake keys, not looked up again when the cycle re-indexes their applications)
         self._passed: dict[str, list[str]] = {}
+        #: the incremental cycle's gates to fill (scheduling/gates.py): one empty dict kept for the
+        #: common release that wakes nothing, rather than a new one per release
+        self._gates: dict[str, list[tuple[Queue, Need]] | None] = {}
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self, tx: Transaction) -> list[Ask]:
@@ -127,46 +133,72 @@ class PendingAsks:
         asks = waiting.asks
         if waiting.full_due:
             return self._schedule_once(tx)
+        # per woken application, the q: keys (queue, need) that woke it, re-tested at its turn (Gates);
         # the applications to retry (an ordered set), the notes consumed: those waiting on a key freed
         # since the last cycle or on ANY, those marked due, those with an ask that may now preempt
-        woken = waiting.index.woken(waiting.woken, state.queues.queue, still_held, state)
+        gates = self._gates
+        if gates:
+            self._gates = gates = {}            # (a Gates of the last cycle may hold it)
+        woken = waiting.index.woken(waiting.woken, state.queues.queue, still_held, state, gates,
+                                    reservation_holds)      # (positional: the release's hot path)
         waiting.woken.clear()
         due = waiting.due
         if due:
             woken.update(due)
+            gates.update(due)
             due.clear()
         timed = waiting.timed
         now = tx.clock()
         if timed.due_by(now):
-            woken.update(dict.fromkeys(timed.due(now)))     # _retried drops those left without asks
+            fired = dict.fromkeys(timed.due(now))       # _retried drops those left without asks
+            woken.update(fired)
+            gates.update(fired)
         if not woken:               # the common release: nothing waits on what it freed
             asks.dirty = False
             return []
+        return self._retry(tx, woken, gates)
+
+    def _retry(self, tx: Transaction, woken: Mapping[str, None],
+               gates: dict[str, list[tuple[Queue, Need]] | None]) -> list[Ask]:
+        """The incremental cycle over the ``woken`` applications that still have asks."""
+        state = tx.state
+        waiting = state.waiting
         root = state.queues.queue("root")
-        only = self._retried(state, woken) if len(asks) and root is not None else {}
+        only = self._retried(state, woken, gates) if len(waiting.asks) and root is not None else {}
         if root is None or not only:
-            asks.dirty = False
+            waiting.asks.dirty = False
             return []
-        made = self._run(tx, root, only)
-        self._reindex_retried(state, only)
+        # not with Kueue's fair sharing, whose tournament retries whole subtrees
+        gated = Gates(gates, only, waiting.index, lambda: reservation_holds(state)) \
+            if root.fair is None or root.is_leaf else None
+        made = self._run(tx, root, only, gated)
+        self._reindex_retried(state, only, gated)
         return made
 
-    def _reindex_retried(self, state: StateView, only: Mapping[str, Queue]) -> None:
-        """After an incremental cycle: re-index the applications it retried."""
+    def _reindex_retried(self, state: StateView, only: Mapping[str, Queue], gated: Gates | None) -> None:
+        """After an incremental cycle: re-index the applications it retried (not those its gates
+        passed over: their asks were not looked at, their keys stand)."""
         waiting = state.waiting
         ended_early = waiting.asks.dirty
         for app_id in only:
+            looked = gated is None or gated.looked_at(app_id)
             if ended_early:             # the cycle stopped after quota came back: try them all again
-                waiting.due[app_id] = None
+                if looked:
+                    waiting.due[app_id] = None
+                else:                   # (those its gates passed over: when their room fits again)
+                    waiting.woken.update(gated.keys_of(app_id) if gated is not None else ())
             else:
                 waiting.due.pop(app_id, None)      # its state changes in this cycle were seen by it
-            self._reindex(state, app_id, self._held, self._passed)
+            if looked:
+                self._reindex(state, app_id, self._held, self._passed)
         self._held.clear()
         self._passed.clear()
 
     @staticmethod
-    def _retried(state: StateView, woken: Mapping[str, None]) -> dict[str, Queue]:
-        """The woken applications that still have asks, with their leaves (the others leave the index)."""
+    def _retried(state: StateView, woken: Mapping[str, None],
+                 gates: dict[str, list[tuple[Queue, Need]] | None] | None = None) -> dict[str, Queue]:
+        """The woken applications that still have asks, with their leaves (the others leave the index);
+        one of a ``stateaware`` leaf is always retried whole (its leaf's order takes every one)."""
         waiting = state.waiting
         only: dict[str, Queue] = {}
         for app_id in woken:
@@ -177,20 +209,24 @@ class PendingAsks:
             leaf = state.queues.queue(app.queue_path) if app is not None else None
             if leaf is not None:
                 only[app_id] = leaf
+                if gates is not None and gates.get(app_id) is not None and \
+                        leaf.properties.get(SORT_POLICY_PROPERTY, "fifo").lower() == "stateaware":
+                    gates[app_id] = None
         return only
 
-    def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None) -> list[Ask]:
+    def _run(self, tx: Transaction, root: Queue, only: Mapping[str, Queue] | None,
+             gated: Gates | None = None) -> list[Ask]:
         state = tx.state
         self._held.clear()
         self._passed.clear()
         try:
             made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
                              functools.partial(self._surely_refused, state),
-                             functools.partial(may_preempt, state), only, state.history.rank())
+                             functools.partial(may_preempt, state), only, state.history.rank(), gated)
         finally:
             self._searched.clear()        # a search's answer holds within its cycle only
         tx.commit()
-        self._stamp_reasons(tx, only)
+        self._stamp_reasons(tx, only if gated is None or only is None else gated.looked_at_in(only))
         return made
 
     def _surely_refused(self, state: StateView, ask: Ask) -> bool:
@@ -200,10 +236,14 @@ class PendingAsks:
         over = surely_over(state, ask)
         held = surely_held(state, ask)
         if held:
-            # it waits on the reservations alone: they end less often than releases free the queues
-            # it exceeds, and another one in force may keep it held when they do (wake.WakeIndex)
-            self._held[ask.allocation_key] = reserved_keys(held)
-            self._passed[ask.allocation_key] = []
+            # it waits on the reservations and on the queues whose max it exceeds: a release there
+            # under a reservation in force that holds back all its application's asks does not wake
+            # it (wake.WakeIndex.woken), and when the reservation ends it is retried only if its
+            # need fits those queues (gates.Gates; issue 38)
+            # (an ask that fits the queues now waits on the cluster's room too: once the reservation
+            # ends it is refused while the root has no room for it)
+            self._held[ask.allocation_key] = reserved_keys(held) if over else [*reserved_keys(held), ROOT_KEY]
+            self._passed[ask.allocation_key] = over
             return True
         if not over:
             return False
@@ -222,16 +262,17 @@ class PendingAsks:
         at: dict[str, list[Ask]] = {}        # q: and r: key -> the asks waiting on it
         now = state.clock()
         timed = state.config.preemption.enabled
-        for ask in waiting.asks.of_application_unsorted(application_id):
-            _collect_keys(state, ask, keys, at, held, passed)
-            if timed and ask.preempt_after > now and ask.timer_at != ask.preempt_after:
-                # it tried preemption: it may again only then (PR-Y3), and waits on no guaranteed
-                # until (wake.ask_keys): the timer retries it instead of every change
-                ask.timer_at = waiting.timed.add(ask.preempt_after, application_id)
+        mine = waiting.asks.of_application_unsorted(application_id)
+        bounded = True
+        for ask in mine:
+            bounded = _collect_keys(state, ask, keys, at, held, passed) and bounded
+            if timed:
+                _retime(waiting, ask, now)
         if keys or not waiting.asks.has_application(application_id):
             waiting.index.set(application_id, keys, {key: need_of([a.resource._values for a in found])
                                                      if key[0] == "q" else held_summary(found)
-                                                     for key, found in at.items()})
+                                                     for key, found in at.items()},
+                              held_summary(mine), bounded=bounded)
         else:                   # cannot happen (a refused ask has keys); retry it every time then
             waiting.index.set(application_id, [ANY])
 
@@ -359,7 +400,8 @@ class PendingAsks:
             # certainly refused, and it may not preempt: no attempt (its reasons are explained when
             # read, exactly as what_if); it waits on the queues whose max it exceeds
             ask.reasons = None
-            waiting.index.add(ask.application_id, wait_keys(state, ask, over), ask.resource._values)
+            waiting.index.add(ask.application_id, wait_keys(state, ask, over), ask.resource._values,
+                              held_summary((ask,)), known=_known(state, ask))
             waiting.due.pop(ask.application_id, None)
             return
         waiting.asks.cycle_freed = False
@@ -369,7 +411,8 @@ class PendingAsks:
         if not decision.allocated and ask.allocation_key in waiting.asks:
             ask.reasons, ask.reasons_at = list(decision.reasons), tx.head
             # a new ask tried alone and refused: its application also waits on its keys
-            waiting.index.add(ask.application_id, wait_keys(state, ask, None), ask.resource._values)
+            waiting.index.add(ask.application_id, wait_keys(state, ask, None), ask.resource._values,
+                              held_summary((ask,)), known=_known(state, ask))
             waiting.due.pop(ask.application_id, None)
         if decision.preempted or waiting.asks.cycle_freed:
             self.freed(tx)                     # quota was given back: the others get a cycle
@@ -467,15 +510,33 @@ class PendingAsks:
                 ask.reasons_at = at
 
 
+def _retime(waiting: Waiting, ask: Ask, now: float) -> None:
+    """An ask that tried preemption may again only at its ``preempt_after`` (PR-Y3), and waits on no
+    guaranteed until then (wake.ask_keys): the timer retries it instead of every change."""
+    if ask.preempt_after > now and ask.timer_at != ask.preempt_after:
+        ask.timer_at = waiting.timed.add(ask.preempt_after, ask.application_id)
+
+
+def _known(state: StateView, ask: Ask) -> bool:
+    """:meth:`WakeIndex.add`'s ``known`` for a new ``ask`` refused alone: its application's other
+    waiting asks are indexed (it is), or it has none."""
+    app_id = ask.application_id
+    waiting = state.waiting
+    return bool(waiting.index.keys_of(app_id)) or waiting.asks.count_of(app_id) == 1
+
+
 def _collect_keys(state: StateView, ask: Ask, keys: list[str], at: dict[str, list[Ask]],
-                  held: Mapping[str, list[str]] | None, passed: Mapping[str, list[str]] | None) -> None:
+                  held: Mapping[str, list[str]] | None, passed: Mapping[str, list[str]] | None) -> bool:
     """Add ``ask``'s wake keys to ``keys`` and the ask to ``at`` under each of its ``q:`` and ``r:``
-    keys."""
+    keys; whether one of them is a ``q:`` key."""
     over = passed.get(ask.allocation_key) if passed and ask.reasons is None else None
     mine = wait_keys(state, ask, over)
     if held and ask.reasons is None:
         mine = mine + held.get(ask.allocation_key, [])
     keys.extend(mine)
+    queue = False
     for key in mine:
         if key[0] == "q" or key[0] == "r":
             at.setdefault(key, []).append(ask)
+            queue = queue or key[0] == "q"
+    return queue

@@ -71,13 +71,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "RUNNING_COUNT", "HeldSummary", "Need", "WakeIndex", "ask_keys", "chain_places", "fits_at",
-           "held_summary", "need_of", "release_keys", "reserved_keys"]
+__all__ = ["ANY", "ROOT_KEY", "RUNNING_COUNT", "HeldSummary", "Need", "WakeIndex", "ask_keys",
+           "chain_places", "fits_at", "held_summary", "merge_held", "need_of", "release_keys",
+           "reserved_keys"]
 
 #: the key of asks retried after every change
 ANY = "*"
 #: the key of asks held back by a ``maxapplications`` limit
 RUNNING_COUNT = "apps"
+#: the key of the cluster's room (the root's ``q:`` key)
+ROOT_KEY = "q:root"
 
 
 def chain_places(leaf: Queue, user: str) -> list[tuple[str, str]]:
@@ -227,6 +230,14 @@ def held_summary(asks: Iterable[Ask]) -> HeldSummary:
     return (seq, priority, tuple(sorted(names))) if names else None
 
 
+def merge_held(a: HeldSummary, b: HeldSummary) -> HeldSummary:
+    """The :data:`HeldSummary` of two sets of asks together (None when either is unknown)."""
+    if a is None or b is None:
+        return None
+    names = tuple(n for n in a[2] if n in b[2])
+    return (min(a[0], b[0]), max(a[1], b[1]), names) if names else None
+
+
 def fits_at(q: Queue, need: Need) -> bool:
     """An ask needing at least ``need`` may fit under queue ``q``'s max (the cluster's at the root):
     False only when every such ask would exceed it — exactly the per-queue test of
@@ -242,13 +253,20 @@ class WakeIndex:
     full cohort a release of one small allocation used to retry every application waiting for the
     cluster, their large asks included."""
 
-    __slots__ = ("_apps", "_keys", "_needs")
+    __slots__ = ("_apps", "_bounded", "_keys", "_names", "_needs", "_sums")
 
     def __init__(self) -> None:
         #: key -> application -> its Need (q:) or HeldSummary (r:) there, or None
         self._apps: dict[str, dict[str, Need | HeldSummary]] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
         self._needs: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+        #: application -> the HeldSummary of all its waiting asks (missing: unknown); a ``q:`` key
+        #: freed under a reservation in force that holds them all back does not wake it (issue 38)
+        self._sums: dict[str, HeldSummary] = {}
+        #: the applications each of whose waiting asks waits on some ``q:`` key: refused while none
+        #: of their ``q:`` needs fits (what a woken one is gated by, scheduling/gates.py)
+        self._bounded: set[str] = set()
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -271,16 +289,36 @@ class WakeIndex:
             found = self._needs[need] = need
         return found
 
+    def summary_of(self, application_id: str) -> HeldSummary:
+        """The :data:`HeldSummary` of all of ``application_id``'s waiting asks (None: unknown)."""
+        return self._sums.get(application_id)
+
+    def _shared_summary(self, summary: HeldSummary) -> HeldSummary:
+        if summary is None:
+            return None
+        names = self._names.get(summary[2])
+        if names is None:
+            if len(self._names) >= 4096:        # bounded: distinct sets of resource types are few
+                self._names.clear()
+            names = self._names[summary[2]] = summary[2]
+        return (summary[0], summary[1], names)
+
     def set(self, application_id: str, keys: Iterable[str],
-            needs: Mapping[str, Need | HeldSummary] | None = None) -> None:
+            needs: Mapping[str, Need | HeldSummary] | None = None, summary: HeldSummary = None, *,
+            bounded: bool = False) -> None:
         """``application_id`` now waits on exactly ``keys`` (none: it is dropped); ``needs``: what it
-        needs at its ``q:`` keys (a key missing: unknown)."""
+        needs at its ``q:`` keys (a key missing: unknown); ``summary``: the HeldSummary of all its
+        waiting asks (None: unknown); ``bounded``: each of its asks waits on some ``q:`` key."""
         self.drop(application_id)
         # interned: the many applications waiting on one key hold one string, not a copy each
         found = tuple(dict.fromkeys(map(intern, keys)))
         if not found:
             return
         self._keys[application_id] = found
+        if summary is not None:
+            self._sums[application_id] = self._shared_summary(summary)
+        if bounded:
+            self._bounded.add(application_id)
         get = needs.get if needs else None
         for key in found:
             need = get(key) if get is not None else None
@@ -289,11 +327,15 @@ class WakeIndex:
             self._apps.setdefault(key, {})[application_id] = need
 
     def add(self, application_id: str, keys: Iterable[str],
-            resource: Mapping[str, int] | None = None) -> None:
+            resource: Mapping[str, int] | None = None, summary: HeldSummary = None, *,
+            known: bool = False) -> None:
         """``application_id`` also waits on ``keys`` (a new ask of it, requesting ``resource``, was
-        refused; None: unknown)."""
+        refused; None: unknown; ``summary``: that ask's HeldSummary, None: unknown). ``known``: the
+        application's other waiting asks, if any, are indexed — else what it needs at reservations
+        and whether each of its asks waits on a ``q:`` key become unknown."""
         old = self._keys.get(application_id, ())
         fresh = list(dict.fromkeys(map(intern, keys)))
+        self._note_new(application_id, bool(old), fresh, summary, known)
         new = [k for k in fresh if k not in old]
         for key in fresh:
             if key in old and key[0] == "q":
@@ -305,6 +347,19 @@ class WakeIndex:
         for key in new:
             self._apps.setdefault(key, {})[application_id] = need if key[0] == "q" else None
 
+    def _note_new(self, application_id: str, indexed: bool, keys: list[str], summary: HeldSummary,
+                  known: bool) -> None:
+        """:meth:`add`'s summary and bound: merged into the application's when it is ``indexed``,
+        the new ask's alone when its other asks are ``known`` (it has none), else unknown."""
+        was = self._sums.pop(application_id, None)
+        merged = merge_held(was, summary) if indexed else summary if known else None
+        if merged is not None:
+            self._sums[application_id] = self._shared_summary(merged)
+        if (application_id in self._bounded if indexed else known) and any(k[0] == "q" for k in keys):
+            self._bounded.add(application_id)
+        else:
+            self._bounded.discard(application_id)
+
     def _narrow(self, application_id: str, key: str, resource: Mapping[str, int] | None) -> None:
         """Another ask of ``application_id`` waits on ``key`` with ``resource``: it needs at least the
         least of both there now."""
@@ -315,6 +370,8 @@ class WakeIndex:
 
     def drop(self, application_id: str) -> None:
         """Forget ``application_id`` (its asks are gone, or it is being re-indexed)."""
+        self._sums.pop(application_id, None)
+        self._bounded.discard(application_id)
         for key in self._keys.pop(application_id, ()):
             apps = self._apps.get(key)
             if apps is not None:
@@ -326,9 +383,13 @@ class WakeIndex:
         """Forget everything (a full cycle re-indexes every application)."""
         self._apps.clear()
         self._keys.clear()
+        self._sums.clear()
+        self._bounded.clear()
 
     def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None,
-              held: Callable[[Any, str, HeldSummary], bool] | None = None, view: Any = None
+              held: Callable[[Any, str, HeldSummary], bool] | None = None, view: Any = None,
+              gates: dict[str, list[tuple[Queue, Need]] | None] | None = None,
+              holds: Callable[[Any], Callable[[Queue, HeldSummary], str | None] | None] | None = None
               ) -> dict[str, None]:
         """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set).
 
@@ -336,36 +397,114 @@ class WakeIndex:
         may fit under the queue's max now (:func:`fits_at`); the others would be refused by it.
         ``held(view, path, summary)``: an application is woken by an ``r:`` key only when a
         reservation in force at that queue does not hold back every one of its asks on the key (one
-        ended, another may hold them all); the others stay on the key."""
+        ended, another may hold them all); the others stay on the key.
+
+        ``holds(view)``: a test ``(queue, summary)`` → the path of a reservation in force on the
+        queue's chain that holds back every waiting ask of an application (its :meth:`summary_of`),
+        or None (made only when a ``q:`` key has applications to wake). An application so
+        held is not woken by the queue's ``q:`` key — each of its asks would be refused by that
+        reservation — and waits on it as well (``r:<path>``; issue 38: the room a release frees under
+        a reservation passed every small application's ``q:`` test, so each release retried them all).
+
+        ``gates`` (filled when given): per woken application, the (queue, need) pairs of the ``q:``
+        keys that woke it, or None when something else did (:data:`ANY`, another key) — what
+        :class:`~quotaplane.scheduling.gates.Gates` re-tests at its turn in the cycle."""
         out: dict[str, None] = dict.fromkeys(self._apps.get(ANY, ()))
+        gates = {} if gates is None else gates
+        if out:
+            gates.update(dict.fromkeys(out))
         get = self._apps.get
         for key in keys:
             apps = get(key)
-            if not apps:
-                continue
-            if key[0] == "r" and held is not None:
-                self._woken_unless_held(out, apps, key[2:], held, view)
-                continue
-            q = queue(key[2:]) if queue is not None and key[0] == "q" else None
-            if q is None:
-                out.update(dict.fromkeys(apps))
-            else:
-                self._woken_if_fits(out, apps, q)
+            if apps:
+                self._woken_by(key, apps, out, gates, queue, held, view, holds)
         return out
 
-    @staticmethod
-    def _woken_if_fits(out: dict[str, None], apps: Mapping[str, Need | HeldSummary], q: Queue) -> None:
+    def _woken_by(self, key: str, apps: Mapping[str, Need | HeldSummary], out: dict[str, None],
+                  gates: dict[str, list[tuple[Queue, Need]] | None],
+                  queue: Callable[[str], Queue | None] | None,
+                  held: Callable[[Any, str, HeldSummary], bool] | None, view: Any,
+                  holds: Callable[[Any], Callable[[Queue, HeldSummary], str | None] | None] | None) -> None:
+        """:meth:`woken` for one freed ``key`` and the applications waiting on it."""
+        if key[0] == "r" and held is not None:
+            self._woken_unless_held(out, apps, key[2:], held, view, gates, queue)
+            return
+        q = queue(key[2:]) if queue is not None and key[0] == "q" else None
+        if q is None:
+            out.update(dict.fromkeys(apps))
+            gates.update(dict.fromkeys(apps))
+        else:
+            self._woken_if_fits(out, apps, q, gates, holds(view) if holds is not None else None)
+
+    def carry(self, application_id: str, key: str) -> None:
+        """``application_id`` also waits on ``key`` (an ``r:`` key, with its summary there)."""
+        keys = self._keys.get(application_id)
+        if keys is None or key in keys:
+            return
+        self._keys[application_id] = (*keys, intern(key))
+        self._apps.setdefault(key, {})[application_id] = self._sums.get(application_id)
+
+    def _woken_if_fits(self, out: dict[str, None], apps: Mapping[str, Need | HeldSummary], q: Queue,
+                       gates: dict[str, list[tuple[Queue, Need]] | None],
+                       holds: Callable[[Queue, HeldSummary], str | None] | None) -> None:
         verdict: dict[Need | HeldSummary, bool] = {}
+        carried: dict[str, str] = {}
+        sums = self._sums
         for app, need in apps.items():
             ok = verdict.get(need)
             if ok is None:
                 ok = verdict[need] = fits_at(q, cast(Need, need))
-            if ok:
-                out[app] = None
+            if not ok:
+                continue
+            if holds is not None:
+                path = holds(q, sums.get(app))
+                if path is not None:
+                    carried[app] = path
+                    continue
+            out[app] = None
+            _gate(gates, app, [(q, cast(Need, need))])
+        # held ones wait on the reservation too (an application woken all the same is re-indexed)
+        for app, path in carried.items():
+            self.carry(app, "r:" + path)
 
-    @staticmethod
-    def _woken_unless_held(out: dict[str, None], apps: Mapping[str, Need | HeldSummary], path: str,
-                           held: Callable[[Any, str, HeldSummary], bool], view: Any) -> None:
+    def _woken_unless_held(self, out: dict[str, None], apps: Mapping[str, Need | HeldSummary], path: str,
+                           held: Callable[[Any, str, HeldSummary], bool], view: Any,
+                           gates: dict[str, list[tuple[Queue, Need]] | None],
+                           queue: Callable[[str], Queue | None] | None) -> None:
         for app, summary in apps.items():
             if summary is None or not held(view, path, cast(HeldSummary, summary)):
                 out[app] = None
+                # the reservation ended, but each of its asks also waits on a queue's room (issue 38:
+                # an ending reservation woke every application it had held)
+                _gate(gates, app, self._pairs_of(app, queue) if app in self._bounded else None)
+
+    def _pairs_of(self, application_id: str, queue: Callable[[str], Queue | None] | None
+                  ) -> list[tuple[Queue, Need]] | None:
+        """(queue, need) of every ``q:`` key ``application_id`` waits on (None: a queue unknown)."""
+        if queue is None:
+            return None
+        out: list[tuple[Queue, Need]] = []
+        for key in self._keys.get(application_id, ()):
+            if key[0] == "q":
+                q = queue(key[2:])
+                if q is None:
+                    return None
+                out.append((q, cast(Need, self._apps[key][application_id])))
+        return out or None
+
+
+#: not in the gates yet
+_UNSEEN: Any = object()
+
+
+def _gate(gates: dict[str, list[tuple[Queue, Need]] | None], application_id: str,
+          pairs: list[tuple[Queue, Need]] | None) -> None:
+    """``application_id`` was woken by the room of ``pairs`` (None: by something else)."""
+    if pairs is None:
+        gates[application_id] = None
+        return
+    was = gates.get(application_id, _UNSEEN)
+    if was is _UNSEEN:
+        gates[application_id] = pairs
+    elif was is not None:
+        was.extend(pairs)
