@@ -296,18 +296,16 @@ class SQLiteJournal(LocalLeaseCalls):
                 return last
             new_last = last + len(texts)
             try:
-                with _Write(conn):
-                    if len(texts) == 1:  # the common case (one allocation): skip executemany's overhead
-                        conn.execute("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
-                                     (stream, new_last, texts[0]))
-                    else:
-                        conn.executemany("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
-                                         [(stream, last + i, t) for i, t in enumerate(texts, 1)])
-                    if counters is None:
-                        conn.execute("INSERT INTO streams(stream, last_seq, compacted_seq) VALUES (?, ?, 0)",
-                                     (stream, new_last))
-                    # no UPDATE of streams.last_seq per append: the live counter is max(events.seq),
-                    # recomputed at open (halves the cost of a single append; see the module doc)
+                if len(texts) == 1 and counters is not None and not conn.in_transaction:
+                    # the common case (one change of a known stream): one statement is one transaction
+                    # (SQLite's autocommit: committed when it returns, undone whole when it fails) —
+                    # BEGIN IMMEDIATE and COMMIT around it were two more statements per decision
+                    # (this process is the only writer, so taking the write lock up front waits for
+                    # nobody; never inside a transaction left open, which the INSERT would join)
+                    conn.execute("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
+                                 (stream, new_last, texts[0]))
+                else:
+                    self._append_many(conn, stream, texts, last, counters is None)
             except sqlite3.Error as exc:
                 raise JournalError(f"append to {stream!r} failed in {self.url!r}: {exc}") from exc
             if counters is None:
@@ -320,6 +318,22 @@ class SQLiteJournal(LocalLeaseCalls):
             except OSError:       # the events are committed; a stale mark only weakens the check
                 _log.warning("cannot update the high-water mark of %s", self.url, exc_info=True)
             return new_last
+
+    def _append_many(self, conn: sqlite3.Connection, stream: str, texts: list[str], last: int,
+                     new_stream: bool) -> None:
+        """Several events, or the first of a stream (its row in ``streams`` too), in one transaction."""
+        with _Write(conn):
+            if len(texts) == 1:  # skip executemany's overhead
+                conn.execute("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
+                             (stream, last + 1, texts[0]))
+            else:
+                conn.executemany("INSERT INTO events(stream, seq, data) VALUES (?, ?, ?)",
+                                 [(stream, last + i, t) for i, t in enumerate(texts, 1)])
+            if new_stream:
+                conn.execute("INSERT INTO streams(stream, last_seq, compacted_seq) VALUES (?, ?, 0)",
+                             (stream, last + len(texts)))
+            # no UPDATE of streams.last_seq per append: the live counter is max(events.seq),
+            # recomputed at open (halves the cost of a single append; see the module doc)
 
     def read(self, stream: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         """Iterate ``(seq, event)`` with ``seq > after`` in pages; see :meth:`Journal.read`."""
