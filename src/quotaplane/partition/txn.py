@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ from quotaplane.state.marks import AllocationUndo, AppMark
 from quotaplane.state.undo import Undo, undo_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from quotaplane.application import Application
     from quotaplane.flavors.assign import Attempt
     from quotaplane.journal.group_commit import GroupCommit
     from quotaplane.journal.log import PartitionLog
@@ -164,6 +166,31 @@ class Core:
             return True
 
 
+#: the key of a (policy, key) pair that a preemption names
+_second = operator.itemgetter(1)
+
+
+def _check_new(state: PartitionState, spec: AllocationSpec) -> None:
+    """An allocation key that exists: ConflictError (nothing counted twice); a node not registered:
+    NotFoundError — before any policy is asked."""
+    if spec.allocation_key in state.allocs:
+        raise ConflictError(f"allocation {spec.allocation_key!r} already exists in partition {state.name!r}")
+    if spec.node is not None and spec.node not in state.nodes:
+        raise NotFoundError(f"node {spec.node!r} not found in partition {state.name!r}")
+
+
+def _flavored(state: PartitionState, app: Application, spec: AllocationSpec, ask: Ask | None, t: float
+              ) -> Decision | tuple[Resource, dict[str, str] | None, tuple[Attempt, ...]]:
+    """With resource flavors, the request's flavors (docs/flavors.md): the resource and flavors it is
+    charged under and the attempts made, or the refusal when no flavor fits."""
+    choice = flavoring.choose_for(state, app, spec, ask, t)
+    if choice is None:
+        return spec.resource, spec.flavors, ()
+    if choice.mode != flavoring.FIT:
+        return flavoring.refusal(choice, app, spec.allocation_key)
+    return choice.resource, choice.flavors, choice.attempts
+
+
 class Txn:
     """One write of a partition (see the module docstring): a context manager from
     ``partition.write()``; the partition's operations take it (:mod:`quotaplane.partition`).
@@ -276,19 +303,15 @@ class Txn:
         state = self.state
         app = state.active_app(spec.application_id)
         key = spec.allocation_key
-        if key in state.allocs:
-            raise ConflictError(f"allocation {key!r} already exists in partition {state.name!r}")
-        if spec.node is not None and spec.node not in state.nodes:
-            raise NotFoundError(f"node {spec.node!r} not found in partition {state.name!r}")
+        _check_new(state, spec)
         t = self.clock()
         resource, flavors = spec.resource, spec.flavors
         attempts: tuple[Attempt, ...] = ()
         if state.flavors is not None and flavors is None:
-            choice = flavoring.choose_for(state, app, spec, ask, t)
-            if choice is not None:
-                if choice.mode != flavoring.FIT:
-                    return flavoring.refusal(choice, app, key)
-                resource, flavors, attempts = choice.resource, choice.flavors, choice.attempts
+            chosen = _flavored(state, app, spec, ask, t)
+            if isinstance(chosen, Decision):
+                return chosen
+            resource, flavors, attempts = chosen
         req = AdmissionRequest(spec.application_id, key, app.queue_path, app.user, resource, spec.priority,
                                spec.preemptible, not app.counted, app.tags, t, spec.max_runtime)
         try:
@@ -299,10 +322,11 @@ class Txn:
             # the policies counted it; the application's lifecycle moves below
             before = AppMark(app.state, app.state_since, app.counted, app.anchor_seq, app.placeholder_since,
                              app.log_mark(), app.max_used)
+            taken = tuple(map(_second, preempted))      # the keys, with no call when none
             ev = E.Allocated(app=spec.application_id, key=key, resource=resource, priority=spec.priority,
                              preemptible=spec.preemptible, placeholder=spec.placeholder,
                              task_group=spec.task_group, t=t,
-                             preempted=tuple([k for _, k in preempted]) if preempted else (), node=spec.node,
+                             preempted=taken, node=spec.node,
                              tags=spec.tags, flavors=flavors or None, max_runtime=spec.max_runtime)
             undo = AllocationUndo(req, before, state.waiting.asks.get(key))
             state.after_allocated(app, ev, preempted)
@@ -313,7 +337,7 @@ class Txn:
         self._undos.append(functools.partial(state.undo_allocated, ev, undo))
         if ev.preempted:            # a policy released others for it: only a rebuild gives them back
             self._irreversible = True
-        return Decision(True, [], list(ev.preempted or ()), queue=app.queue_path, allocation_key=key,
+        return Decision(True, [], list(taken), queue=app.queue_path, allocation_key=key,
                         flavors=flavors or {}, flavor_attempts=attempts)
 
     def replace(self, placeholder_key: str, allocation_key: str, resource: Resource) -> Decision:
