@@ -202,3 +202,22 @@ def test_the_last_days_of_a_month_are_times_and_a_bad_time_is_said_plainly(
         assert r.status_code == 400, r.text
         message = r.json()["message"]
         assert f"start: {bad!r} is not a time" in message and "pattern" not in message, message
+
+
+@pytest.mark.parametrize(("params", "which"), [
+    ({"start": "99999999999999999"}, "start"),          # was a 500: OSError from fromtimestamp
+    ({"start": "9" * 400}, "start"),                    # a float overflow
+    ({"start": "9999999999999"}, "start"),              # year 318857
+    ({"start": "0001-01-01"}, "start"),                 # year 0 once in the history's zone
+    ({"end": "1969-12-31T23:00Z"}, "end"),
+    ({"start": "2026-11-01", "end": "99999999999999999"}, "end"),
+])
+def test_a_time_out_of_range_is_a_400_naming_the_parameter(month: tuple[TestClient, Clock],
+                                                            params: dict[str, str], which: str) -> None:
+    """Found trying the product as a new user: ``start=99999999999999999`` was a 500 (an OSError from
+    the clock conversion), and nearby values a 400 saying only "year 318857 is out of range"."""
+    client, _ = month
+    r = client.get("/ws/v1/partition/default/history/usage", params={"groupBy": "queue", **params})
+    assert r.status_code == 400, r.text
+    message = r.json()["message"]
+    assert message.startswith(f"{which}: ") and "between 1970-01-01 and 9999" in message, message

@@ -50,24 +50,36 @@ def hours(resource: str, ms: int) -> Fraction:
     return Fraction(ms, _HOUR_MS * per)
 
 
+#: the first instant a history time may not reach (9999-01-01T00:00Z, in ms)
+_LAST_MS = 253_370_764_800_000
+
+
 def parse_time(text: str, calendar: Calendar) -> int:
     """``2026-11-01``, ``2026-11-01T08:00`` (the history's time zone), ``…Z`` / ``…+01:00`` or seconds
     since the epoch → milliseconds. ``ValueError`` naming the text otherwise."""
     raw = text.strip()
     try:
         if raw.replace(".", "", 1).isdigit():
-            return round(float(raw) * 1000)
-        if len(raw) == 10:
-            d = date.fromisoformat(raw)
-            dt = datetime(d.year, d.month, d.day, tzinfo=calendar.tz)
+            ms = round(float(raw) * 1000)
         else:
-            dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=calendar.tz)
-        return round(dt.timestamp() * 1000)
+            if len(raw) == 10:
+                d = date.fromisoformat(raw)
+                dt = datetime(d.year, d.month, d.day, tzinfo=calendar.tz)
+            else:
+                dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+                if dt.tzinfo is None:
+                    dt = dt.replace(tzinfo=calendar.tz)
+            ms = round(dt.timestamp() * 1000)
+    except OverflowError:
+        ms = _LAST_MS                   # said as out of range below
     except ValueError:
         raise InputError(f"{text!r} is not a time: use 2026-11-01, 2026-11-01T08:00, an offset such as "
                          "2026-11-01T08:00+01:00, or seconds since 1970") from None
+    if not 0 <= ms < _LAST_MS:
+        # beyond these the clock conversions of the answer fail (year 0, year 318857, an OSError)
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise InputError(f"{shown!r} is out of range: a time between 1970-01-01 and 9999-01-01 (UTC)")
+    return ms
 
 
 def named_period(name: str, now: int, calendar: Calendar) -> tuple[int, int]:

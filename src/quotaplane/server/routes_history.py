@@ -130,16 +130,19 @@ def _bad(what: str) -> ApiError:
     return ApiError(400, what)
 
 
+def _time(which: str, text: str, calendar: Calendar) -> int:
+    try:
+        return parse_time(text, calendar)
+    except ValueError as exc:
+        raise _bad(f"{which}: {exc}") from None
+
+
 def _range(h: PartitionHistory, calendar: Calendar, start: str | None, end: str | None,
            period: str | None, now: int) -> tuple[int, int]:
     """The range asked for: ``start``/``end``, or a named ``period`` (both: the part of the period
     between them). It may be empty (then the answer has no points)."""
-    try:
-        hi = parse_time(end, calendar) if end is not None else now
-        lo = parse_time(start, calendar) if start is not None else hi - 24 * 3_600_000
-    except ValueError as exc:
-        which = "end" if start is None else "start" if end is None else "start/end"
-        raise _bad(f"{which}: {exc}") from None
+    hi = _time("end", end, calendar) if end is not None else now
+    lo = _time("start", start, calendar) if start is not None else hi - 24 * 3_600_000
     if period is not None:
         try:
             p_lo, p_hi = named_period(period, now, calendar)
