@@ -62,6 +62,11 @@ def test_quantities_are_read_as_the_configuration_and_kubernetes_read_them(
     (["cpu=abc"], "'cpu=abc': not a quantity"),
     (["memory=-1"], "'memory=-1': not a quantity"),
     (["cpu=1", "vcore=2"], "'vcore=2': vcore is given twice"),
+    # found trying the product as a new user: a fraction of a counted resource was rounded up, silently
+    (["nvidia.com/gpu=1.5"], "'nvidia.com/gpu=1.5': nvidia.com/gpu is counted in whole units"),
+    (["pods=2.5"], "'pods=2.5': pods is counted in whole units"),
+    (["nvidia.com/gpu=500m"], "counted in whole units"),
+    (["memory=8GB"], "'memory=8GB': not a quantity (bytes: for example 8G = 8,000,000,000 or 8Gi"),
 ])
 def test_a_bad_quantity_names_the_word(words: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):

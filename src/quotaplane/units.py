@@ -172,6 +172,10 @@ def _vcore(text: str) -> int:
         return math.ceil(value * 1000)
 
 
+class _WholeUnits(InputError):
+    """A fraction of a resource counted in whole units (said as it is, not as "not a quantity")."""
+
+
 def _quantity(name: str, text: str) -> tuple[str, int]:
     """``name=text`` in internal units (``cpu`` is ``vcore``); ValueError when ``text`` is no quantity."""
     if name == "vcore":
@@ -181,7 +185,14 @@ def _quantity(name: str, text: str) -> tuple[str, int]:
     try:
         return name, Resource.from_config({name: text})[name]
     except ValueError:
-        return name, Resource.from_k8s({name: text})[name]
+        if _is_bytes(name):
+            return name, Resource.from_k8s({name: text})[name]
+    # a count (GPUs, pods, extended resources): Kubernetes allows whole units only, and rounding a
+    # fraction up would ask for more than was typed
+    value = parse_k8s_quantity(text)
+    if value.denominator != 1:
+        raise _WholeUnits(f"{name} is counted in whole units")
+    return name, Resource.from_k8s({name: text})[name]
 
 
 def parse_resources(words: Iterable[str]) -> dict[str, int]:
@@ -196,8 +207,11 @@ def parse_resources(words: Iterable[str]) -> dict[str, int]:
             raise InputError(f"{word!r}: expected NAME=QUANTITY (for example cpu=2 or memory=4Gi)")
         try:
             key, value = _quantity(name, text)
+        except _WholeUnits as exc:
+            raise InputError(f"{word!r}: {exc}") from None
         except ValueError as exc:
-            raise InputError(f"{word!r}: not a quantity ({exc})") from None
+            hint = " (bytes: for example 8G = 8,000,000,000 or 8Gi = 8 x 2^30)" if _is_bytes(name) else ""
+            raise InputError(f"{word!r}: not a quantity{hint or f' ({exc})'}") from None
         if value > INT64_MAX:
             raise InputError(f"{word!r}: too large")
         if key in out:
