@@ -21,12 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-import jsonpatch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.kube.emulator import Emulator, free_port  # noqa: E402  (the emulator lives with the tests)
+try:
+    import httpx
+    import jsonpatch
+    from tests.kube.emulator import Emulator, free_port  # (the emulator lives with the tests)
+except ModuleNotFoundError as missing:      # the kube extra alone has no emulator: say what to install
+    sys.exit(f"the tour needs the development install from a checkout (make env, or pip install "
+             f"'.[dev]'): {missing}")
 
 QUEUES = """
 partitions:
