@@ -468,7 +468,7 @@ def test_a_release_in_a_cohort_looks_at_as_many_applications_however_many_wait(
     (the rest would be refused by the cluster's size), and an application a reservation in force
     holds back whole is not woken at all — it waits on the reservation (``r:``). So the asks looked at
     without an attempt and the applications re-indexed per release do not grow with the applications
-    waiting: at most 2 and 1, with reservations 13 and 6, with 8, 32 or 128 applications (before: up
+    waiting: at most 2 and 1, with reservations 7 and 4, with 8, 32 or 128 applications (before: up
     to 31 and 8 with 8 applications, 127 and 32 with 32, 511 and 128 with 128; with reservations 50 and
     15, 242 and 63, 1,010 and 255)."""
     peaks = {}
@@ -476,4 +476,5 @@ def test_a_release_in_a_cohort_looks_at_as_many_applications_however_many_wait(
         found = _checks_per_release(leaves, reserve, monkeypatch)
         peaks[leaves] = (max(checked for checked, _ in found), max(reindexed for _, reindexed in found))
     assert peaks[128] == peaks[32] == peaks[8], peaks
-    assert peaks[8] <= ((13, 6) if reserve else (2, 1)), peaks
+    bound = (7, 4) if reserve else (2, 1)
+    assert peaks[8][0] <= bound[0] and peaks[8][1] <= bound[1], peaks

@@ -9,7 +9,7 @@ once none is left that could fit — within the contract of :mod:`quotaplane.sch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from quotaplane.scheduling.wake import HeldSummary, Need, WakeIndex, fits_at, merge_held
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
 
 __all__ = ["Gates"]
+
+_UNSET = object()
 
 
 class Gates:
@@ -34,7 +36,7 @@ class Gates:
     one would be refused too. The cost of a release is then what it allocates, not what waits."""
 
     __slots__ = ("_gates", "_holds", "_index", "_live", "_made", "_now", "_pairs", "_spent", "_spent_at",
-                 "retried")
+                 "_summary", "retried")
 
     def __init__(self, gates: Mapping[str, list[tuple[Queue, Need]] | None], only: Iterable[str],
                  index: WakeIndex, holds: Callable[[], Callable[[Queue, HeldSummary], str | None] | None]
@@ -46,21 +48,25 @@ class Gates:
         self._now: Callable[[Queue, HeldSummary], str | None] | None = None
         #: the applications retried (their asks looked at): the only gated ones re-indexed after
         self.retried: dict[str, None] = {}
-        # per (queue, need) that woke some application: the HeldSummary of all of them together
-        pairs: dict[tuple[int, Need], tuple[Queue, Need, HeldSummary]] = {}
+        # per (queue, need) that woke some application: the applications (their HeldSummary merged
+        # when first needed, :meth:`exhausted`)
+        pairs: dict[tuple[int, Need], tuple[Queue, Need, list[str]]] = {}
         live = False
         for app in only:
             found = gates.get(app)
             if found is None:
                 live = True
                 break
-            summary = index.summary_of(app)
             for q, need in found:
-                was = pairs.get((id(q), need))
-                pairs[(id(q), need)] = (q, need, summary if was is None else merge_held(was[2], summary))
+                entry = pairs.get((id(q), need))
+                if entry is None:
+                    pairs[(id(q), need)] = (q, need, [app])
+                else:
+                    entry[2].append(app)
         self._live = live
         self._pairs = list(pairs.values())
         self._made = self._spent_at = -1
+        self._summary: dict[int, HeldSummary | object] = {}
         self._spent = False
 
     def _test(self, made: int) -> Callable[[Queue, HeldSummary], str | None] | None:
@@ -79,13 +85,8 @@ class Gates:
             if not room:
                 return False
             holds = self._test(made)
-            if holds is not None:
-                # the deepest queue that woke it: its chain holds every other one's
-                deepest = max((q for q, _ in pairs), key=lambda q: len(q.chain))
-                path = holds(deepest, self._index.summary_of(application_id))
-                if path is not None:
-                    self._index.carry(application_id, "r:" + path)
-                    return False
+            if holds is not None and not self._index.may_fit(application_id, pairs, holds):
+                return False
         self.retried[application_id] = None
         return True
 
@@ -111,6 +112,19 @@ class Gates:
         if made != self._spent_at:
             self._spent_at = made
             holds = self._test(made)
-            self._spent = not any(fits_at(q, need) and (holds is None or holds(q, summary) is None)
-                                  for q, need, summary in self._pairs)
+            self._spent = not any(fits_at(q, need) and (holds is None or holds(q, self._merged(i)) is None)
+                                  for i, (q, need, _) in enumerate(self._pairs))
         return self._spent
+
+    def _merged(self, i: int) -> HeldSummary:
+        """The HeldSummary of all the applications of pair ``i`` (merged once)."""
+        found = self._summary.get(i, _UNSET)
+        if found is _UNSET:
+            apps = self._pairs[i][2]
+            found = self._index.summary_of(apps[0])
+            for app in apps[1:]:
+                if found is None:
+                    break
+                found = merge_held(found, self._index.summary_of(app))
+            self._summary[i] = found
+        return cast(HeldSummary, found)

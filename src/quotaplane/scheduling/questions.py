@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.scheduling.view import StateView
 
 __all__ = ["allocations_of", "cannot_start", "explain_ask", "held", "held_at", "may_preempt",
-           "over_queue_max", "preempt_at", "reasons_of", "reservation_holds", "still_held", "surely_held",
-           "surely_over", "victims_of", "wait_keys"]
+           "over_queue_max", "preempt_at", "reasons_of", "reservation_holds", "still_held", "still_held_test",
+           "surely_held", "surely_over", "victims_of", "wait_keys"]
 
 
 def held_at(view: StateView, app: Application, ask: Ask) -> list[tuple[str, str]]:
@@ -164,35 +164,62 @@ def still_held(view: StateView, path: str, summary: HeldSummary) -> bool:
                                        functools.partial(cannot_start, view))
 
 
+def _first_holding(view: StateView) -> Callable[[str, int, tuple[str, ...]], int | None]:
+    """``first(place, priority, names)``: the arrival number of the oldest reservation in force at
+    ``place`` that holds back later requests of ``priority`` or lower for one of ``names``
+    (:meth:`~quotaplane.scheduling.reservations.Reservations.first_holding`), each looked up once:
+    for one wake, while nothing is allocated (issue 38)."""
+    reservations = view.reservations
+    now = view.clock()
+    idle = functools.partial(cannot_start, view)
+    found: dict[tuple[str, int, tuple[str, ...]], int | None] = {}
+
+    def first(place: str, priority: int, names: tuple[str, ...]) -> int | None:
+        k = (place, priority, names)
+        if k in found:
+            return found[k]
+        oldest = found[k] = reservations.first_holding(place, priority, names, now, idle)
+        return oldest
+
+    return first
+
+
 def reservation_holds(view: StateView) -> Callable[[Queue, HeldSummary], str | None] | None:
     """``holds(queue, summary)``: the path of a reservation in force at a queue of ``queue``'s chain
     that holds back every ask of ``summary`` now, as :func:`surely_held` would find for each; None
     when none does (or unknown). None instead of a function when no reservation is in force or
-    resource flavors decide (as :func:`still_held`). For one wake (issue 38): the oldest holding
-    reservation per place, priority and types is looked up once."""
-    reservations = view.reservations
-    if not reservations.active or view.flavors is not None:
+    resource flavors decide (as :func:`still_held`)."""
+    if not view.reservations.active or view.flavors is not None:
         return None
-    now = view.clock()
-    idle = functools.partial(cannot_start, view)
-    first: dict[tuple[str, int, tuple[str, ...]], int | None] = {}
+    first = _first_holding(view)
 
     def holds(q: Queue, summary: HeldSummary) -> str | None:
         if summary is None:
             return None
         seq, priority, names = summary
         for c in q.chain:
-            place = "q:" + c.path
-            k = (place, priority, names)
-            if k in first:
-                oldest = first[k]
-            else:
-                oldest = first[k] = reservations.first_holding(place, priority, names, now, idle)
+            oldest = first("q:" + c.path, priority, names)
             if oldest is not None and oldest < seq:
                 return c.path
         return None
 
     return holds
+
+
+def still_held_test(view: StateView) -> Callable[[str, HeldSummary], bool] | None:
+    """:func:`still_held` for one wake (``test(path, summary)``), each reservation looked up once;
+    None when no reservation is in force or resource flavors decide (nothing is held then)."""
+    if not view.reservations.active or view.flavors is not None:
+        return None
+    first = _first_holding(view)
+
+    def test(path: str, summary: HeldSummary) -> bool:
+        if summary is None:
+            return False
+        oldest = first("q:" + path, summary[1], summary[2])
+        return oldest is not None and oldest < summary[0]
+
+    return test
 
 
 def wait_keys(view: StateView, ask: Ask, over: list[str] | None = None) -> list[str]:

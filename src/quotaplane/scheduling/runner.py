@@ -28,13 +28,13 @@ from quotaplane.scheduling.questions import (
     may_preempt,
     preempt_at,
     reservation_holds,
-    still_held,
+    still_held_test,
     surely_held,
     surely_over,
     wait_keys,
 )
 from quotaplane.scheduling.waiting import AppTimers
-from quotaplane.scheduling.wake import ANY, ROOT_KEY, Need, held_summary, need_of, reserved_keys
+from quotaplane.scheduling.wake import ANY, ROOT_KEY, Need, bands_of, held_summary, need_of, reserved_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
@@ -139,7 +139,7 @@ class PendingAsks:
         gates = self._gates
         if gates:
             self._gates = gates = {}            # (a Gates of the last cycle may hold it)
-        woken = waiting.index.woken(waiting.woken, state.queues.queue, still_held, state, gates,
+        woken = waiting.index.woken(waiting.woken, state.queues.queue, still_held_test, state, gates,
                                     reservation_holds)      # (positional: the release's hot path)
         waiting.woken.clear()
         due = waiting.due
@@ -272,7 +272,7 @@ class PendingAsks:
             waiting.index.set(application_id, keys, {key: need_of([a.resource._values for a in found])
                                                      if key[0] == "q" else held_summary(found)
                                                      for key, found in at.items()},
-                              held_summary(mine), bounded=bounded)
+                              bands_of(mine), bounded=bounded)
         else:                   # cannot happen (a refused ask has keys); retry it every time then
             waiting.index.set(application_id, [ANY])
 
@@ -401,7 +401,7 @@ class PendingAsks:
             # read, exactly as what_if); it waits on the queues whose max it exceeds
             ask.reasons = None
             waiting.index.add(ask.application_id, wait_keys(state, ask, over), ask.resource._values,
-                              held_summary((ask,)), known=_known(state, ask))
+                              bands_of((ask,)), known=_known(state, ask))
             waiting.due.pop(ask.application_id, None)
             return
         waiting.asks.cycle_freed = False
@@ -412,7 +412,7 @@ class PendingAsks:
             ask.reasons, ask.reasons_at = list(decision.reasons), tx.head
             # a new ask tried alone and refused: its application also waits on its keys
             waiting.index.add(ask.application_id, wait_keys(state, ask, None), ask.resource._values,
-                              held_summary((ask,)), known=_known(state, ask))
+                              bands_of((ask,)), known=_known(state, ask))
             waiting.due.pop(ask.application_id, None)
         if decision.preempted or waiting.asks.cycle_freed:
             self.freed(tx)                     # quota was given back: the others get a cycle

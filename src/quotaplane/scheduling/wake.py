@@ -54,7 +54,7 @@ a timeout frees what its releases and running-count exits free, and retries the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from sys import intern
 from typing import TYPE_CHECKING, Any, cast
 
@@ -64,6 +64,21 @@ from quotaplane.scheduling.guarantees import (
     guarantee_blockers,
     preemption_delay,
 )
+from quotaplane.scheduling.needs import (
+    Band,
+    Bands,
+    HeldSummary,
+    Need,
+    band_fit,
+    bands_of,
+    fits_at,
+    held_summary,
+    merge_bands,
+    merge_held,
+    need_of,
+    refusal,
+    summary_of_bands,
+)
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,9 +86,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.asks import Ask
 
-__all__ = ["ANY", "ROOT_KEY", "RUNNING_COUNT", "HeldSummary", "Need", "WakeIndex", "ask_keys",
-           "chain_places", "fits_at", "held_summary", "merge_held", "need_of", "release_keys",
-           "reserved_keys"]
+__all__ = [
+    "ANY",
+    "ROOT_KEY",
+    "RUNNING_COUNT",
+    "Band",
+    "Bands",
+    "HeldSummary",
+    "Need",
+    "WakeIndex",
+    "ask_keys",
+    "band_fit",
+    "bands_of",
+    "chain_places",
+    "fits_at",
+    "held_summary",
+    "merge_bands",
+    "merge_held",
+    "need_of",
+    "refusal",
+    "release_keys",
+    "reserved_keys",
+    "summary_of_bands",
+]
 
 #: the key of asks retried after every change
 ANY = "*"
@@ -186,65 +221,6 @@ def _key_of(v: Violation, user: str) -> str:
     return ANY              # another policy: its quota moves with changes the keys cannot name
 
 
-#: What an application waiting on a ``q:`` key needs at that queue at least: (name, amount) pairs, the
-#: names every one of its asks waiting on the key requests, each at the least of their amounts (None:
-#: not known, woken whenever the key is freed). Interned: applications with the same sizes share one.
-Need = tuple[tuple[str, int], ...] | None
-
-
-def need_of(amounts: Iterable[Mapping[str, int]]) -> Need:
-    """The least of ``amounts`` per name that each of them names (:data:`Need`; None when none)."""
-    it = iter(amounts)
-    first = next(it, None)
-    if first is None:
-        return None
-    least = dict(first)
-    for more in it:
-        for name in [n for n in least if n not in more]:
-            del least[name]
-        for name, amount in more.items():
-            if name in least and amount < least[name]:
-                least[name] = amount
-    return tuple(sorted(least.items())) if least else None
-
-
-#: What an application waiting on an ``r:`` key asks there, over its asks waiting on it: (the earliest
-#: arrival, the highest priority, the resource types each of them requests); None: not known, woken
-#: whenever the key is freed.
-HeldSummary = tuple[int, int, tuple[str, ...]] | None
-
-
-def held_summary(asks: Iterable[Ask]) -> HeldSummary:
-    """The :data:`HeldSummary` of ``asks`` (None when one of them is a gang's, or no type is common)."""
-    names: set[str] | None = None
-    seq, priority = -1, 0
-    for ask in asks:
-        if ask.placeholder or ask.task_group is not None:
-            return None             # (as surely_held: a gang's ask is not passed over)
-        mine = {name for name, amount in ask.resource._values.items() if amount > 0}
-        if names is None:
-            names, seq, priority = mine, ask.seq, ask.priority
-        else:
-            names &= mine
-            seq, priority = min(seq, ask.seq), max(priority, ask.priority)
-    return (seq, priority, tuple(sorted(names))) if names else None
-
-
-def merge_held(a: HeldSummary, b: HeldSummary) -> HeldSummary:
-    """The :data:`HeldSummary` of two sets of asks together (None when either is unknown)."""
-    if a is None or b is None:
-        return None
-    names = tuple(n for n in a[2] if n in b[2])
-    return (min(a[0], b[0]), max(a[1], b[1]), names) if names else None
-
-
-def fits_at(q: Queue, need: Need) -> bool:
-    """An ask needing at least ``need`` may fit under queue ``q``'s max (the cluster's at the root):
-    False only when every such ask would exceed it — exactly the per-queue test of
-    :meth:`~quotaplane.queues.tree.QueueTree.over_max` (M-2)."""
-    return need is None or q.fits_max(need)
-
-
 class WakeIndex:
     """Wake key → the applications waiting on it, and back; insertion-ordered, so deterministic.
 
@@ -253,7 +229,7 @@ class WakeIndex:
     full cohort a release of one small allocation used to retry every application waiting for the
     cluster, their large asks included."""
 
-    __slots__ = ("_apps", "_bounded", "_keys", "_names", "_needs", "_sums")
+    __slots__ = ("_apps", "_bounded", "_keys", "_names", "_needs", "_parked", "_summaries", "_sums")
 
     def __init__(self) -> None:
         #: key -> application -> its Need (q:) or HeldSummary (r:) there, or None
@@ -262,11 +238,17 @@ class WakeIndex:
         self._needs: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
         #: application -> the HeldSummary of all its waiting asks (missing: unknown); a ``q:`` key
         #: freed under a reservation in force that holds them all back does not wake it (issue 38)
-        self._sums: dict[str, HeldSummary] = {}
+        self._sums: dict[str, Bands] = {}
+        #: application -> the HeldSummary of its bands (kept: read per woken application)
+        self._summaries: dict[str, HeldSummary] = {}
         #: the applications each of whose waiting asks waits on some ``q:`` key: refused while none
         #: of their ``q:`` needs fits (what a woken one is gated by, scheduling/gates.py)
         self._bounded: set[str] = set()
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        #: application -> its q: keys and needs there, while a reservation in force holds back all
+        #: its asks: it waits on that reservation's r: key alone until it ends (:meth:`park`), so a
+        #: release does not look at it again and again (issue 38); its keys still name the q: keys
+        self._parked: dict[str, tuple[tuple[str, Need], ...]] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -277,6 +259,9 @@ class WakeIndex:
 
     def need_of(self, application_id: str, key: str) -> Need | HeldSummary:
         """What ``application_id`` needs at ``key`` (None: unknown, or not waiting on it)."""
+        for parked, need in self._parked.get(application_id, ()):
+            if parked == key:
+                return need
         return self._apps.get(key, {}).get(application_id)
 
     def _shared(self, need: Need) -> Need:
@@ -291,23 +276,35 @@ class WakeIndex:
 
     def summary_of(self, application_id: str) -> HeldSummary:
         """The :data:`HeldSummary` of all of ``application_id``'s waiting asks (None: unknown)."""
+        return self._summaries.get(application_id)
+
+    def bands_of(self, application_id: str) -> Bands:
+        """The :data:`Bands` of ``application_id``'s waiting asks (None: unknown)."""
         return self._sums.get(application_id)
 
-    def _shared_summary(self, summary: HeldSummary) -> HeldSummary:
-        if summary is None:
+    def _store(self, application_id: str, bands: Bands) -> None:
+        shared = self._shared_summary(bands)
+        self._sums[application_id] = shared
+        self._summaries[application_id] = summary_of_bands(shared)
+
+    def _shared_summary(self, bands: Bands) -> Bands:
+        if bands is None:
             return None
-        names = self._names.get(summary[2])
-        if names is None:
-            if len(self._names) >= 4096:        # bounded: distinct sets of resource types are few
-                self._names.clear()
-            names = self._names[summary[2]] = summary[2]
-        return (summary[0], summary[1], names)
+        out: list[Band] = []
+        for priority, seq, names, need in bands:
+            shared = self._names.get(names)
+            if shared is None:
+                if len(self._names) >= 4096:        # bounded: distinct sets of resource types are few
+                    self._names.clear()
+                shared = self._names[names] = names
+            out.append((priority, seq, shared, cast(tuple[tuple[str, int], ...], self._shared(need))))
+        return tuple(out)
 
     def set(self, application_id: str, keys: Iterable[str],
-            needs: Mapping[str, Need | HeldSummary] | None = None, summary: HeldSummary = None, *,
+            needs: Mapping[str, Need | HeldSummary] | None = None, summary: Bands = None, *,
             bounded: bool = False) -> None:
         """``application_id`` now waits on exactly ``keys`` (none: it is dropped); ``needs``: what it
-        needs at its ``q:`` keys (a key missing: unknown); ``summary``: the HeldSummary of all its
+        needs at its ``q:`` keys (a key missing: unknown); ``summary``: the :data:`Bands` of all its
         waiting asks (None: unknown); ``bounded``: each of its asks waits on some ``q:`` key."""
         self.drop(application_id)
         # interned: the many applications waiting on one key hold one string, not a copy each
@@ -316,7 +313,7 @@ class WakeIndex:
             return
         self._keys[application_id] = found
         if summary is not None:
-            self._sums[application_id] = self._shared_summary(summary)
+            self._store(application_id, summary)
         if bounded:
             self._bounded.add(application_id)
         get = needs.get if needs else None
@@ -327,12 +324,13 @@ class WakeIndex:
             self._apps.setdefault(key, {})[application_id] = need
 
     def add(self, application_id: str, keys: Iterable[str],
-            resource: Mapping[str, int] | None = None, summary: HeldSummary = None, *,
+            resource: Mapping[str, int] | None = None, summary: Bands = None, *,
             known: bool = False) -> None:
         """``application_id`` also waits on ``keys`` (a new ask of it, requesting ``resource``, was
-        refused; None: unknown; ``summary``: that ask's HeldSummary, None: unknown). ``known``: the
+        refused; None: unknown; ``summary``: that ask's :data:`Bands`, None: unknown). ``known``: the
         application's other waiting asks, if any, are indexed — else what it needs at reservations
         and whether each of its asks waits on a ``q:`` key become unknown."""
+        self._unpark(application_id)        # a new ask: the reservation may not hold it back
         old = self._keys.get(application_id, ())
         fresh = list(dict.fromkeys(map(intern, keys)))
         self._note_new(application_id, bool(old), fresh, summary, known)
@@ -347,14 +345,15 @@ class WakeIndex:
         for key in new:
             self._apps.setdefault(key, {})[application_id] = need if key[0] == "q" else None
 
-    def _note_new(self, application_id: str, indexed: bool, keys: list[str], summary: HeldSummary,
+    def _note_new(self, application_id: str, indexed: bool, keys: list[str], summary: Bands,
                   known: bool) -> None:
         """:meth:`add`'s summary and bound: merged into the application's when it is ``indexed``,
         the new ask's alone when its other asks are ``known`` (it has none), else unknown."""
         was = self._sums.pop(application_id, None)
-        merged = merge_held(was, summary) if indexed else summary if known else None
+        self._summaries.pop(application_id, None)
+        merged = merge_bands(was, summary) if indexed else summary if known else None
         if merged is not None:
-            self._sums[application_id] = self._shared_summary(merged)
+            self._store(application_id, merged)
         if (application_id in self._bounded if indexed else known) and any(k[0] == "q" for k in keys):
             self._bounded.add(application_id)
         else:
@@ -371,7 +370,9 @@ class WakeIndex:
     def drop(self, application_id: str) -> None:
         """Forget ``application_id`` (its asks are gone, or it is being re-indexed)."""
         self._sums.pop(application_id, None)
+        self._summaries.pop(application_id, None)
         self._bounded.discard(application_id)
+        self._parked.pop(application_id, None)
         for key in self._keys.pop(application_id, ()):
             apps = self._apps.get(key)
             if apps is not None:
@@ -384,20 +385,23 @@ class WakeIndex:
         self._apps.clear()
         self._keys.clear()
         self._sums.clear()
+        self._summaries.clear()
         self._bounded.clear()
+        self._parked.clear()
 
     def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None,
-              held: Callable[[Any, str, HeldSummary], bool] | None = None, view: Any = None,
-              gates: dict[str, list[tuple[Queue, Need]] | None] | None = None,
+              held: Callable[[Any], Callable[[str, HeldSummary], bool] | None] | None = None,
+              view: Any = None, gates: dict[str, list[tuple[Queue, Need]] | None] | None = None,
               holds: Callable[[Any], Callable[[Queue, HeldSummary], str | None] | None] | None = None
               ) -> dict[str, None]:
         """The applications waiting on any of ``keys`` or on :data:`ANY` (an ordered set).
 
         ``queue`` (path → queue): an application is woken by a ``q:`` key only when its need there
         may fit under the queue's max now (:func:`fits_at`); the others would be refused by it.
-        ``held(view, path, summary)``: an application is woken by an ``r:`` key only when a
-        reservation in force at that queue does not hold back every one of its asks on the key (one
-        ended, another may hold them all); the others stay on the key.
+        ``held(view)``: a test ``(path, summary)``, made when an ``r:`` key has applications: one is
+        woken by the key only when a reservation in force at that queue does not hold back every
+        one of its asks on the key (one ended, another may hold them all); the others stay on the key
+        (None: none is held).
 
         ``holds(view)``: a test ``(queue, summary)`` → the path of a reservation in force on the
         queue's chain that holds back every waiting ask of an application (its :meth:`summary_of`),
@@ -423,11 +427,12 @@ class WakeIndex:
     def _woken_by(self, key: str, apps: Mapping[str, Need | HeldSummary], out: dict[str, None],
                   gates: dict[str, list[tuple[Queue, Need]] | None],
                   queue: Callable[[str], Queue | None] | None,
-                  held: Callable[[Any, str, HeldSummary], bool] | None, view: Any,
+                  held: Callable[[Any], Callable[[str, HeldSummary], bool] | None] | None, view: Any,
                   holds: Callable[[Any], Callable[[Queue, HeldSummary], str | None] | None] | None) -> None:
         """:meth:`woken` for one freed ``key`` and the applications waiting on it."""
-        if key[0] == "r" and held is not None:
-            self._woken_unless_held(out, apps, key[2:], held, view, gates, queue)
+        if key[0] == "r":
+            self._woken_unless_held(out, apps, key[2:], held(view) if held is not None else None, gates,
+                                    queue, holds(view) if holds is not None else None)
             return
         q = queue(key[2:]) if queue is not None and key[0] == "q" else None
         if q is None:
@@ -436,19 +441,51 @@ class WakeIndex:
         else:
             self._woken_if_fits(out, apps, q, gates, holds(view) if holds is not None else None)
 
-    def carry(self, application_id: str, key: str) -> None:
-        """``application_id`` also waits on ``key`` (an ``r:`` key, with its summary there)."""
+    def park(self, application_id: str, key: str, others: Sequence[Need] = ()) -> None:
+        """A reservation in force holds back the asks of ``application_id`` but those needing at
+        least one of ``others`` (none: all of them): it waits on the reservation's ``key`` (``r:``,
+        with its summary there) until it ends — off its ``q:`` keys, or there with the least of
+        ``others`` as its need; the needs are kept for then (issue 38)."""
         keys = self._keys.get(application_id)
-        if keys is None or key in keys:
+        if keys is None:
             return
-        self._keys[application_id] = (*keys, intern(key))
-        self._apps.setdefault(key, {})[application_id] = self._sums.get(application_id)
+        if key not in keys:
+            self._keys[application_id] = (*keys, intern(key))
+        self._apps.setdefault(key, {})[application_id] = self.summary_of(application_id)
+        if application_id in self._parked:
+            return
+        known = [dict(n) for n in others if n is not None]
+        least = self._shared(need_of(known)) if others and len(known) == len(others) else None
+        self._parked[application_id] = tuple(
+            self._lift(application_id, k, bool(others), least)
+            for k in keys if k[0] == "q" and application_id in self._apps.get(k, ()))
+
+    def _lift(self, application_id: str, key: str, keep: bool, least: Need) -> tuple[str, Need]:
+        """:meth:`park` at one ``q:`` key: off it, or (``keep``) there with ``least`` as its need
+        (unknown: as it was); its need there before."""
+        apps = self._apps[key]
+        was = cast(Need, apps[application_id])
+        if keep:                    # its asks the reservation does not hold need that
+            if least is not None:
+                apps[application_id] = least
+            return key, was
+        del apps[application_id]
+        if not apps:
+            del self._apps[key]
+        return key, was
+
+    def _unpark(self, application_id: str) -> None:
+        """``application_id`` waits on its ``q:`` keys again (:meth:`park`)."""
+        pairs = self._parked.pop(application_id, None)
+        if pairs:
+            for k, need in pairs:
+                self._apps.setdefault(k, {})[application_id] = need
 
     def _woken_if_fits(self, out: dict[str, None], apps: Mapping[str, Need | HeldSummary], q: Queue,
                        gates: dict[str, list[tuple[Queue, Need]] | None],
                        holds: Callable[[Queue, HeldSummary], str | None] | None) -> None:
         verdict: dict[Need | HeldSummary, bool] = {}
-        carried: dict[str, str] = {}
+        carried: dict[str, tuple[str, list[Need] | None]] = {}
         sums = self._sums
         for app, need in apps.items():
             ok = verdict.get(need)
@@ -457,26 +494,44 @@ class WakeIndex:
             if not ok:
                 continue
             if holds is not None:
-                path = holds(q, sums.get(app))
+                path, others = refusal(q, sums.get(app), holds)
                 if path is not None:
-                    carried[app] = path
+                    carried[app] = (path, others)
                     continue
+                if others is not None:
+                    continue            # its asks the reservations do not hold exceed the queue
             out[app] = None
             _gate(gates, app, [(q, cast(Need, need))])
-        # held ones wait on the reservation too (an application woken all the same is re-indexed)
-        for app, path in carried.items():
-            self.carry(app, "r:" + path)
+        # held ones wait on the reservation alone (one woken all the same by another key is re-indexed)
+        for app, (path, others) in carried.items():
+            if app not in out:
+                self.park(app, "r:" + path, others or ())
 
     def _woken_unless_held(self, out: dict[str, None], apps: Mapping[str, Need | HeldSummary], path: str,
-                           held: Callable[[Any, str, HeldSummary], bool], view: Any,
+                           held: Callable[[str, HeldSummary], bool] | None,
                            gates: dict[str, list[tuple[Queue, Need]] | None],
-                           queue: Callable[[str], Queue | None] | None) -> None:
-        for app, summary in apps.items():
-            if summary is None or not held(view, path, cast(HeldSummary, summary)):
+                           queue: Callable[[str], Queue | None] | None,
+                           holds: Callable[[Queue, HeldSummary], str | None] | None) -> None:
+        woken = [app for app, summary in apps.items()
+                 if held is None or not held(path, cast(HeldSummary, summary))]
+        for app in woken:
+            self._unpark(app)
+            # the reservation ended, but each of its asks also waits on a queue's room (issue 38: an
+            # ending reservation woke every application it had held) or on another reservation
+            pairs = self._pairs_of(app, queue) if app in self._bounded else None
+            if pairs is None or holds is None or self.may_fit(app, pairs, holds):
                 out[app] = None
-                # the reservation ended, but each of its asks also waits on a queue's room (issue 38:
-                # an ending reservation woke every application it had held)
-                _gate(gates, app, self._pairs_of(app, queue) if app in self._bounded else None)
+                _gate(gates, app, pairs)
+
+    def may_fit(self, application_id: str, pairs: list[tuple[Queue, Need]],
+                 holds: Callable[[Queue, HeldSummary], str | None]) -> bool:
+        """Some band of ``application_id``'s asks is held back whole by no reservation in force and
+        may fit one of ``pairs``' queues (:func:`band_fit`); else it waits on the reservation holding
+        one (parked; none: on its queues' room alone)."""
+        fits, at, others = band_fit(pairs, self._sums.get(application_id), holds)
+        if not fits and at is not None:
+            self.park(application_id, "r:" + at, others)
+        return fits
 
     def _pairs_of(self, application_id: str, queue: Callable[[str], Queue | None] | None
                   ) -> list[tuple[Queue, Need]] | None:
