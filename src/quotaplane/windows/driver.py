@@ -13,10 +13,14 @@ time a window opens on one of them (the same quotas, which the text form cannot 
 from __future__ import annotations
 
 import io
+import re
+from collections import Counter
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
 
 from quotaplane.config.windows import WindowSpec, elastic_quota_objects, parse_windows
 from quotaplane.errors import ConfigError, NotFoundError
@@ -25,10 +29,42 @@ __all__ = ["add_window", "check_opened", "edges", "opened_problems", "remove_win
            "window_states"]
 
 
-def _yaml() -> YAML:
+_KEY_OPEN = re.compile(r"^(?P<lead> *(?:- +)*)(?P<key>[^\s#-][^#]*?|-[^\s#][^#]*?):\s*(?:#.*)?$")
+
+
+def _indents(text: str) -> tuple[int, int, int]:
+    """The indentation ``text`` is written in, as ruamel's ``indent(mapping, sequence, offset)``: how
+    far a nested mapping's keys sit right of their parent key, how far a sequence item's content and
+    its dash do. The most common of each in the text (ruamel's defaults, 2 2 0, where there is none),
+    so that a dump changes only the lines an edit changed, not every line of a file written with
+    ``- name:`` two columns in (most hand-written configurations, and our examples)."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    mapping: Counter[int] = Counter()
+    sequence: Counter[tuple[int, int]] = Counter()
+    for line, nxt in pairwise(lines):
+        m = _KEY_OPEN.match(line)
+        if m is None:
+            continue
+        key_col = len(m.group("lead"))
+        body = nxt.lstrip(" ")
+        col = len(nxt) - len(body)
+        if body.startswith("- ") or body == "-":
+            if col >= key_col:
+                content = len(body) - len(body[1:].lstrip(" ")) if body != "-" else 2
+                sequence[(col - key_col + content, col - key_col)] += 1
+        elif col > key_col:
+            mapping[col - key_col] += 1
+    seq, offset = sequence.most_common(1)[0][0] if sequence else (2, 0)
+    return (mapping.most_common(1)[0][0] if mapping else 2), seq, offset
+
+
+def _yaml(text: str = "") -> YAML:
+    """A round-trip YAML that dumps in the indentation ``text`` is written in."""
     y = YAML(typ="rt")
     y.preserve_quotes = True
     y.width = 4096
+    mapping, sequence, offset = _indents(text)
+    y.indent(mapping=mapping, sequence=sequence, offset=offset)
     return y
 
 
@@ -113,24 +149,54 @@ def _slot(pm: Any, w: WindowSpec, field: str) -> tuple[Any, str]:
     return queue["resources"], field
 
 
+def _flowable(item: tuple[Any, Any]) -> bool:
+    """Whether a key and value are safe on one line (ruamel writes a plain ``09:00`` unquoted in a flow
+    mapping, which does not read back)."""
+    return all(isinstance(v, int | float) or (isinstance(v, str) and not set(v) & set(":,[]{}#'\"&*!|>%@`"))
+               for v in item)
+
+
+def _styled(value: Any, like: Any) -> Any:
+    """``value`` (plain data) as a round-trip mapping written in ``like``'s style — ``{vcore: 8}``
+    on one line when ``like`` is — so that a value put in place of another takes only its lines."""
+    if not isinstance(value, Mapping):
+        return value
+    out = CommentedMap(value)
+    if isinstance(like, CommentedMap) and like.fa.flow_style() and all(map(_flowable, value.items())):
+        out.fa.set_flow_style()
+    else:
+        out.fa.set_block_style()
+    return out
+
+
+#: a mapping written on one line, as style for :func:`_styled`
+_FLOW = CommentedMap()
+_FLOW.fa.set_flow_style()
+
+
 def _open(pm: Any, raw: Any, w: WindowSpec) -> None:
-    saved: dict[str, Any] = {}
+    saved = CommentedMap()
     for field, value in w.overrides.items():
         holder, key = _slot(pm, w, field)
-        saved[field] = _plain(holder.get(key))
-        holder[key] = dict(value) if isinstance(value, Mapping) else value
+        old = holder.get(key)
+        saved[field] = _styled(_plain(old), old)
+        # in the style of the value it replaces (or, where none was set, of the window's own line)
+        holder[key] = _styled(value, old if old is not None else raw.get(field))
     raw["active"] = True
     raw["saved"] = saved
 
 
 def _close(pm: Any, raw: Any, w: WindowSpec) -> None:
+    written = raw.get("saved")
     for field in w.overrides:
         holder, key = _slot(pm, w, field)
         old = w.saved.get(field)
         if old is None:
             holder.pop(key, None)
-        else:
-            holder[key] = old
+        else:               # the style it was saved in, which is the style it had
+            holder[key] = _styled(old, written.get(field) if hasattr(written, "get") else None)
+        if not holder and w.kind == "queue" and field != "resourcehours":
+            _queue(pm, w.queue).pop("resources", None)      # made by the opening: gone again
     raw.pop("active", None)
     raw.pop("saved", None)
 
@@ -140,7 +206,7 @@ def edges(text: str, now: float) -> tuple[str, list[str]] | None:
     for, and what changed (``"window x opened on root.a"``); None when nothing changes."""
     if "windows" not in text:
         return None             # the common case, every round of the timer: no window, no parse
-    y = _yaml()
+    y = _yaml(text)
     data = y.load(text)
     ms = round(now * 1000)
     changed: list[str] = []
@@ -157,7 +223,7 @@ def edges(text: str, now: float) -> tuple[str, list[str]] | None:
                            f"(partition {pm.get('name')})")
     if not changed:
         return None
-    return _dump(y, data), changed
+    return _dump(y, data, text), changed
 
 
 def _partition(data: Any, partition: str) -> Any:
@@ -167,16 +233,17 @@ def _partition(data: Any, partition: str) -> Any:
     raise NotFoundError("Partition not found")
 
 
-def _dump(y: YAML, data: Any) -> str:
+def _dump(y: YAML, data: Any, text: str) -> str:
+    """``data`` as text again, with the blank lines that opened ``text`` (ruamel drops them)."""
     buf = io.StringIO()
     y.dump(data, buf)
-    return buf.getvalue()
+    return text[:len(text) - len(text.lstrip("\n"))] + buf.getvalue()
 
 
 def add_window(text: str, partition: str, window: Mapping[str, Any]) -> str:
     """The configuration ``text`` with ``window`` (a one-off override, a plain mapping) added to the
     partition's windows; the caller validates and applies it (a name in use: ConfigError)."""
-    y = _yaml()
+    y = _yaml(text)
     data = y.load(text)
     pm = _partition(data, partition)
     if "active" in window or "saved" in window:
@@ -186,8 +253,9 @@ def add_window(text: str, partition: str, window: Mapping[str, Any]) -> str:
         pm["windows"] = raws = []
     if any(str(r.get("name")) == str(window.get("name")) for r in raws):
         raise ConfigError(f"a window named {window.get('name')!r} exists in partition {partition!r}")
-    raws.append(dict(window))
-    return _dump(y, data)
+    # its settings on one line each ({vcore: 8}), as the windows of our examples and docs are written
+    raws.append({k: _styled(v, _FLOW) for k, v in window.items()})
+    return _dump(y, data, text)
 
 
 def check_opened(text: str, partition: str, name: str) -> None:
@@ -198,7 +266,7 @@ def check_opened(text: str, partition: str, name: str) -> None:
     from quotaplane.config import load_config
 
     load_config(text)           # closed first: what it names must exist (that error comes first)
-    y = _yaml()
+    y = _yaml(text)
     data = y.load(text)
     pm = _partition(data, partition)
     raws = pm.get("windows") or []
@@ -207,7 +275,7 @@ def check_opened(text: str, partition: str, name: str) -> None:
             continue
         _open(pm, raw, w)
         try:
-            load_config(_dump(y, data))
+            load_config(_dump(y, data, text))
         except ConfigError as exc:
             reason = exc.problems[0][1] if exc.problems else str(exc)
             raise ConfigError(f"windows[{w.index}] ({w.name}): the configuration with it open is invalid: "
@@ -221,7 +289,7 @@ def opened_problems(text: str) -> list[str]:
     if "windows" not in text:
         return []               # no window: no parse
     try:
-        data = _yaml().load(text)
+        data = _yaml(text).load(text)
     except Exception:           # not one YAML document (Kueue's objects): no window of its own
         return []
     out: list[str] = []
@@ -237,7 +305,7 @@ def opened_problems(text: str) -> list[str]:
 def remove_window(text: str, partition: str, name: str) -> str:
     """The configuration ``text`` without window ``name`` (closed first when it is open: the values
     it replaced are put back). NotFoundError when there is no such window."""
-    y = _yaml()
+    y = _yaml(text)
     data = y.load(text)
     pm = _partition(data, partition)
     raws = pm.get("windows") or []
@@ -249,7 +317,7 @@ def remove_window(text: str, partition: str, name: str) -> str:
             raws.remove(raw)
             if not raws:
                 pm.pop("windows", None)
-            return _dump(y, data)
+            return _dump(y, data, text)
     raise NotFoundError(f"no window {name!r} in partition {partition!r}")
 
 
