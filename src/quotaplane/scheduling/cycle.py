@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from quotaplane.queues.queue import Queue
     from quotaplane.scheduling.gates import Gates
 
-__all__ = ["placeholder_of", "run_cycle"]
+__all__ = ["dominates", "placeholder_of", "run_cycle"]
 
 
 def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
@@ -95,7 +95,7 @@ def run_cycle(asks: AskQueue, root: Queue, apps: Mapping[str, Application],
             continue
         seen.add(key)
         worse = last_refused.get(ask.application_id)
-        if worse is not None and not freed and not asks.cycle_freed and _dominates(ask, worse) and \
+        if worse is not None and not freed and not asks.cycle_freed and dominates(ask, worse) and \
                 not (may_preempt is not None and _queue_only(worse) and may_preempt(ask)):
             ask.reasons = None
             refused.append(ask)
@@ -136,7 +136,7 @@ def _queue_only(refused: Ask) -> bool:
     return bool(refused.reasons) and all(v.code in QUEUE_CODES for v in refused.reasons or ())
 
 
-def _dominates(ask: Ask, refused: Ask) -> bool:
+def dominates(ask: Ask, refused: Ask) -> bool:
     """``ask`` needs at least what ``refused`` needed, per resource, with the same priority and
     preemptibility (so every quota check that refused ``refused`` refuses ``ask`` as well)."""
     if ask.priority != refused.priority or ask.preemptible != refused.preemptible:

@@ -19,7 +19,7 @@ from quotaplane.admission import AllocationSpec
 from quotaplane.application import ACTIVE_STATES
 from quotaplane.policies.protocol import Decision
 from quotaplane.scheduling.asks import Ask
-from quotaplane.scheduling.cycle import placeholder_of, run_cycle
+from quotaplane.scheduling.cycle import dominates, placeholder_of, run_cycle
 from quotaplane.scheduling.gates import Gates
 from quotaplane.scheduling.guarantees import PREEMPT_ATTEMPT_EVERY, QUEUE_CODES, may_preempt_for_guarantee
 from quotaplane.scheduling.order import SORT_POLICY_PROPERTY, order_applications
@@ -63,8 +63,8 @@ SKIP_SEARCHES_IN_VAIN = True
 class PendingAsks:
     """The cycles that allocate a partition's waiting asks (docs/queueing.md)."""
 
-    __slots__ = ("_gates", "_held", "_made", "_passed", "_searched", "auto_schedule", "incremental",
-                 "preempt_tries", "schedule_error")
+    __slots__ = ("_gates", "_held", "_made", "_passed", "_searched", "_skipped", "auto_schedule",
+                 "incremental", "preempt_tries", "schedule_error")
 
     def __init__(self, *, auto_schedule: bool = True) -> None:
         #: Automatic cycles retry only the asks a change could have unblocked (issue 13); False: every
@@ -89,6 +89,8 @@ class PendingAsks:
         #: the incremental cycle's gates to fill (scheduling/gates.py): one empty dict kept for the
         #: common release that wakes nothing, rather than a new one per release
         self._gates: dict[str, list[tuple[Queue, Need]] | None] = {}
+        #: application -> the last ask of it the current cycle passed over (_surely_refused)
+        self._skipped: dict[str, Ask] = {}
 
     # -- cycles ---------------------------------------------------------------------------------------
     def schedule(self, tx: Transaction) -> list[Ask]:
@@ -219,6 +221,7 @@ class PendingAsks:
         state = tx.state
         self._held.clear()
         self._passed.clear()
+        self._skipped.clear()
         try:
             made = run_cycle(state.waiting.asks, root, state.apps, lambda ask: self._try_ask(tx, ask),
                              functools.partial(self._surely_refused, state),
@@ -232,7 +235,26 @@ class PendingAsks:
     def _surely_refused(self, state: StateView, ask: Ask) -> bool:
         """The cycle's cheap refusal test: the ask exceeds a queue max (M-2) or a reservation in force
         holds it back, and its attempt would change nothing (issue 38: in a cohort where a
-        reservation holds the freed quota, every later ask of a lower priority is passed over)."""
+        reservation holds the freed quota, every later ask of a lower priority is passed over).
+        An ask that needs at least what the last one of its application passed over needed, at its
+        priority, is passed over for the same reasons without the test (a cycle only consumes, a
+        reservation that holds one holds the later; one over a max tried only if it may preempt)."""
+        last = self._skipped.get(ask.application_id)
+        if last is not None and dominates(ask, last) and (
+                last.allocation_key in self._held or not may_preempt(state, ask)):
+            key = last.allocation_key
+            if key in self._held:
+                self._held[ask.allocation_key] = self._held[key]
+            self._passed[ask.allocation_key] = self._passed[key]
+            self._skipped[ask.application_id] = ask
+            return True
+        if self._refused_over(state, ask):
+            self._skipped[ask.application_id] = ask
+            return True
+        return False
+
+    def _refused_over(self, state: StateView, ask: Ask) -> bool:
+        """:meth:`_surely_refused`'s test itself."""
         over = surely_over(state, ask)
         held = surely_held(state, ask)
         if held:
