@@ -34,6 +34,7 @@ from quotaplane.cli_remote import (
     _emit,
     _render,
 )
+from quotaplane.units import configured
 
 __all__ = ["budget_rows", "register", "window_rows"]
 
@@ -60,10 +61,6 @@ def budget_rows(statuses: list[dict[str, Any]]) -> list[list[str]]:
 WINDOW_COLUMNS = ("window", "scope", "schedule", "overrides", "now")
 
 
-def _amounts(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {v}" for k, v in value.items())
-    return str(value)
 
 
 def _local(seconds: float, zone: str) -> str:
@@ -78,6 +75,10 @@ def _local(seconds: float, zone: str) -> str:
     return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%dT%H:%M")
 
 
+def _override(w: dict[str, Any], field: str, value: Any) -> str:
+    return configured(value, kubernetes=w["kind"] == "elasticquota", hours=field == "resourcehours")
+
+
 def window_rows(windows: list[dict[str, Any]]) -> list[list[str]]:
     """One row per window: its name, scope, schedule, overrides and whether it is open (and due)."""
     rows: list[list[str]] = []
@@ -90,7 +91,8 @@ def window_rows(windows: list[dict[str, Any]]) -> list[list[str]]:
         if w["due"] != w["active"]:
             now += f" (due to {'open' if w['due'] else 'close'})"
         rows.append([w["name"], w["scope"], when,
-                     "; ".join(f"{k}: {_amounts(v)}" for k, v in sorted(w["overrides"].items())), now])
+                     "; ".join(f"{k}: {_override(w, k, v)}"
+                               for k, v in sorted(w["overrides"].items())), now])
     return rows
 
 

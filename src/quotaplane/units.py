@@ -22,8 +22,8 @@ from fractions import Fraction
 from quotaplane.errors import InputError
 from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
 
-__all__ = ["UNLIMITED_FROM", "amount", "internal_unit", "is_unlimited", "parse_resources", "percent",
-           "resources"]
+__all__ = ["UNLIMITED_FROM", "amount", "configured", "internal_unit", "is_unlimited", "parse_resources",
+           "percent", "resources"]
 
 #: Amounts from here up are "no limit": INT64_MAX // 5 is Koordinator's default max (reference §1.4);
 #: no real cluster comes near 1.8e18 bytes or milli-cores.
@@ -149,6 +149,26 @@ def resources(r: Mapping[str, int] | None, *, empty: str = "-", sep: str = ", ")
     if not r:
         return empty
     return sep.join(amount(k, v) for k, v in _ordered(r)) or empty
+
+
+def configured(value: object, *, kubernetes: bool = False, hours: bool = False) -> str:
+    """A setting as a configuration writes it, in human units: a resource mapping read in the
+    configuration's units (``{vcore: 4000, memory: 480Gi}`` is ``4,000 cores, 480 Gi``), or with
+    ``kubernetes`` as Kubernetes quantities (an elastic quota's ``{cpu: 8}``), or with ``hours`` as a
+    budget's resource-hours (``{vcore: 100}`` is ``100 core-hours``); a count as itself. What does not
+    read as amounts is shown as written (the service validated it; this only prints)."""
+    if not isinstance(value, Mapping):
+        return str(value)
+    if hours:
+        from quotaplane.config.budgets import unit_of
+
+        return ", ".join(f"{v:,} {unit_of(str(k))[1]}-hours" if isinstance(v, int | float) else f"{k} {v}"
+                         for k, v in value.items())
+    try:
+        parsed = Resource.from_k8s(value) if kubernetes else Resource.from_config(value)
+    except (ValueError, TypeError):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return resources(parsed)
 
 
 def percent(used: int, limit: int | None) -> str:

@@ -61,7 +61,7 @@ def test_the_budgets_page_shows_each_budget_and_window(page: TestClient) -> None
     assert '<time datetime="2026-12-01T00:00:00+00:00">' in row       # the reset
     assert "50 %, 80 %" in row and ">hold<" in row
     windows = text.split('<table class="windows">')[1]
-    assert "<b>crunch</b>" in windows and "root.teams.b" in windows and "max: nvidia.com/gpu 8" in windows
+    assert "<b>crunch</b>" in windows and "root.teams.b" in windows and "max: 8 GPUs" in windows
     assert "(due to open)" in windows                                # the timer has not run yet
     standing = page.get("/ui/standing?kind=queue&name=root.teams.a").text
     assert "<h2>Budgets</h2>" in standing and 'data-scope="root.teams.a"' in standing

@@ -69,7 +69,7 @@ def test_the_cli_lists_adds_and_removes_a_window(server: _Server, tmp_path: Path
     out = _cli(server, "--add", str(f))
     assert out.returncode == 0, out.stderr
     [line] = [ln for ln in out.stdout.splitlines() if "audit" in ln]
-    assert "root.teams.b" in line and "open" in line and "max: nvidia.com/gpu 8" in line
+    assert "root.teams.b" in line and "open" in line and "max: 8 GPUs" in line
     # as written, in its zone (found as a new user: the seconds since the epoch, 1793512800..1793577600)
     assert "2026-11-01T06:00..2026-11-02T00:00 UTC" in line
     data = json.loads(_cli(server, "-o", "json").stdout)
@@ -107,3 +107,24 @@ def test_a_one_off_windows_times_read_in_its_zone() -> None:
     zurich = {"name": "w", "scope": "root.a", "timezone": "Europe/Zurich", "active": False, "due": False,
               "overrides": {}, "schedule": {"from": 1798671600.0, "to": 1798758000.0}}
     assert window_rows([zurich])[0][2] == "2026-12-31T00:00..2027-01-01T00:00 Europe/Zurich"
+
+
+def test_a_windows_overrides_read_in_units_as_the_rest_of_the_cli() -> None:
+    """Found as a new user: ``max: vcore 4000`` — 4,000 cores in the configuration's units, shown
+    with no unit beside tables that print cores and Gi; an elastic quota's are Kubernetes quantities,
+    a budget's resource-hours."""
+    from quotaplane.cli_budgets import window_rows
+
+    base = {"name": "w", "timezone": "UTC", "active": False, "due": False,
+            "schedule": {"from": 1798671600.0, "to": 1798758000.0}}
+    queue = {**base, "scope": "root.a", "kind": "queue",
+             "overrides": {"max": {"vcore": 120, "memory": "480Gi"}, "guaranteed": {"vcore": "500m"},
+                           "resourcehours": {"nvidia.com/gpu": 40, "vcore": 100}}}
+    assert window_rows([queue])[0][3] == ("guaranteed: 0.5 cores; max: 120 cores, 480 Gi; "
+                                          "resourcehours: 40 GPU-hours, 100 core-hours")
+    quota = {**base, "scope": "elastic quota team-a", "kind": "elasticquota",
+             "overrides": {"max": {"cpu": "8", "nvidia.com/gpu": 16}}}
+    assert window_rows([quota])[0][3] == "max: 8 cores, 16 GPUs"
+    limit = {**base, "scope": "user alice in root.a", "kind": "user",
+             "overrides": {"maxapplications": 10, "maxresources": {"vcore": 64}}}
+    assert window_rows([limit])[0][3] == "maxapplications: 10; maxresources: 64 cores"

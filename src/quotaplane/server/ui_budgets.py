@@ -17,6 +17,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from quotaplane.units import configured
 from quotaplane.windows import window_states
 
 __all__ = ["budget_table", "budgets_page"]
@@ -87,17 +88,16 @@ def _schedule(w: Mapping[str, Any]) -> str:
     return f"{_e(w['timezone'])}: from {_e(s['from'])} to {_e(s['to'])} (epoch seconds)"
 
 
-def _amounts(value: Any) -> str:
-    """An override as written: ``nvidia.com/gpu 64, vcore 200`` (a count as itself)."""
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} {v}" for k, v in value.items())
-    return str(value)
+def _override(w: Mapping[str, Any], field: str, value: Any) -> str:
+    """An override in human units: cores, Gi, GPUs; a budget's in resource-hours."""
+    return configured(value, kubernetes=w["kind"] == "elasticquota", hours=field == "resourcehours")
 
 
 def _window_rows(windows: Sequence[Mapping[str, Any]]) -> list[Sequence[str]]:
     out: list[Sequence[str]] = []
     for w in windows:
-        overrides = "<br>".join(f"{_e(k)}: {_e(_amounts(v))}" for k, v in sorted(w["overrides"].items()))
+        overrides = "<br>".join(f"{_e(k)}: {_e(_override(w, k, v))}"
+                                for k, v in sorted(w["overrides"].items()))
         state = '<span class="on">open</span>' if w["active"] else '<span class="muted">closed</span>'
         if w["due"] != w["active"]:
             state += ' <span class="bad">(due to ' + ("open" if w["due"] else "close") + ")</span>"
