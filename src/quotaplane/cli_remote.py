@@ -509,16 +509,20 @@ def register(app: typer.Typer) -> None:
                      server: Server = None, token: Token = None) -> None:
         """Show the diff and the validation result, then apply FILE (all or nothing)."""
         from quotaplane.config import load_config
+        from quotaplane.config.files import later_problems
         from quotaplane.errors import ConfigError
 
         text = _read(file)
         try:            # every problem, as `validate` lists them (the service names only the first)
             load_config(text)
+            problems: list[tuple[int | None, str]] = [(0, p) for p in later_problems(text)]  # windows
         except ConfigError as exc:
-            for line, reason in exc.problems:
+            problems = list(exc.problems)
+        if problems:
+            for line, reason in problems:
                 typer.echo(f"{file}:{line}: {reason}" if line else f"{file}: {reason}", err=True)
-            typer.echo(f"quotaplane: {file}: not valid ({len(exc.problems)} "
-                       f"{'problem' if len(exc.problems) == 1 else 'problems'}); nothing applied", err=True)
+            typer.echo(f"quotaplane: {file}: not valid ({len(problems)} "
+                       f"{'problem' if len(problems) == 1 else 'problems'}); nothing applied", err=True)
             raise typer.Exit(1) from None
         with _client(server, token) as c:
             running = c.config()

@@ -292,6 +292,11 @@ def test_validate_refuses_a_window_that_would_open_to_an_invalid_configuration(t
     exe = str(Path(sys.executable).with_name("quotaplane"))
     out = subprocess.run([exe, "validate", str(config)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stderr.startswith(f"{config}: windows[0] (z): "), out
+    # config apply checks the file before it asks the service (which is not reached here)
+    out = subprocess.run([exe, "config", "apply", str(config), "--yes", "--server", "http://127.0.0.1:9"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.startswith(f"{config}: windows[0] (z): "), out
+    assert "nothing applied" in out.stderr
     config.write_text(_OPENS_INVALID.replace("guaranteed: {vcore: 8}", "guaranteed: {vcore: 2}"))
     assert validate_file(config) == []
 
@@ -311,6 +316,10 @@ def test_config_apply_refuses_a_window_that_would_open_to_an_invalid_configurati
         message = r.json()["message"]
         assert "windows[0] (z): the configuration with it open is invalid: " in message, message
         assert "guaranteed" in message
+        # validate-conf (YuniKorn's) answered "allowed" for it (found by a review)
+        v = client.post("/ws/v1/validate-conf", content=_OPENS_INVALID.encode())
+        assert v.status_code == 200 and v.json()["allowed"] is False, v.text
+        assert v.json()["reason"].startswith("windows[0] (z): the configuration with it open is invalid: ")
         ok = client.put("/ws/v1/config", content=_OPENS_INVALID.replace("vcore: 8", "vcore: 2").encode())
         assert ok.status_code == 200, ok.text
     assert s.config_text != before

@@ -58,6 +58,7 @@ _YAML_BODY: dict[str, Any] = {
 
 def validate_text(raw: bytes) -> dict[str, Any]:
     """``{"allowed", "reason"}`` for a config body (never raises)."""
+    from quotaplane.config.files import later_problems
     from quotaplane.server.extensions import validate_extensions
 
     try:
@@ -67,6 +68,9 @@ def validate_text(raw: bytes) -> dict[str, Any]:
     try:
         # the same checks as PUT /ws/v1/config: the queues and the elastic/quota-tree extensions
         validate_extensions(text)
+        later = later_problems(text)        # a window that would open to an invalid configuration
+        if later:
+            return {"allowed": False, "reason": later[0]}
     except ConfigError as exc:
         text_msg = str(exc)
         where = f"line {exc.line}: " if exc.line and not text_msg.startswith("line") else ""
