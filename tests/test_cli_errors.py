@@ -110,3 +110,18 @@ def test_serve_refuses_a_configuration_whose_window_would_open_to_an_invalid_one
     assert lines[0].startswith(f"{config}: windows[0] (z): the configuration with it open is invalid: "), out
     assert "guaranteed" in lines[0] and "refusing to start" in lines[-1] and "Traceback" not in out.stderr
     assert not db.exists()
+
+
+@pytest.mark.parametrize("plugins", ["nosuchmod", "/nonexistent/plugin.py"])
+def test_a_bad_plugins_variable_is_one_line_not_a_traceback(plugins: str) -> None:
+    """Found by a review: a QUOTAPLANE_PLUGINS naming nothing loadable ended ``validate`` (and
+    ``serve``) with a 156-line traceback, its last line the clear message."""
+    import os
+
+    env = {**os.environ, "QUOTAPLANE_PLUGINS": plugins}
+    out = subprocess.run([EXE, "validate", str(ROOT / "examples" / "queues.yaml")], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("quotaplane: QUOTAPLANE_PLUGINS: "), out.stderr
+    assert plugins in lines[0] and "Traceback" not in out.stderr

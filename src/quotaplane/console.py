@@ -33,6 +33,8 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def main() -> None:
     """Console-script entry point."""
+    from quotaplane.errors import QuotaplaneError
+
     try:
         from quotaplane.cli import app
 
@@ -43,3 +45,8 @@ def main() -> None:
             raise
         print(message, file=sys.stderr)
         raise SystemExit(2) from None
+    except QuotaplaneError as exc:
+        # bad input no command caught as its own (QUOTAPLANE_PLUGINS naming nothing loadable): its
+        # words in one line, not the traceback that ends with them
+        print(f"quotaplane: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
