@@ -90,3 +90,38 @@ def test_the_front_refuses_to_start_in_one_line(tmp_path: Path) -> None:
     start = f"quotaplane kube: refusing to start: kubeconfig {path}: "
     assert len(lines) == 1 and lines[0].startswith(start), out.stderr
     assert "Traceback" not in out.stderr and "ValueError" not in out.stderr
+
+
+def _with(tmp_path: Path, cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None) -> Path:
+    return _kubeconfig(tmp_path, clusters=[{"name": "lab", "cluster": {"server": "https://10.0.0.1:6443",
+                                                                      **(cluster or {})}}],
+                       users=[{"name": "me", "user": user or {"token": "t"}}])
+
+
+@pytest.mark.parametrize(("cluster", "user", "words"), [
+    ({"server": "https://127.0.0.1:notaport"}, None, "server 'https://127.0.0.1:notaport': port"),
+    ({"certificate-authority": "nope/ca.crt"}, None, "certificate-authority"),
+    ({"certificate-authority-data": "%%%not base64"}, None, "certificate-authority-data"),
+    (None, {"tokenFile": "/nonexistent/token"}, "tokenFile"),
+    (None, {"client-certificate": "c.crt", "client-key": "c.key"}, "client-certificate"),
+    (None, {"client-certificate-data": "!!", "client-key-data": "!!"}, "client-certificate-data"),
+    (None, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}},
+     "exec apiVersion client.authentication.k8s.io/v1"),
+])
+def test_what_the_client_would_fail_on_later_is_said_at_start(
+        tmp_path: Path, cluster: dict[str, Any] | None, user: dict[str, Any] | None, words: str) -> None:
+    """Found by a review: a bad port was 'InvalidURL', a missing certificate file a FileNotFoundError
+    with no path, bad base64 'Error: Invalid base64-encoded string', and a missing token file or a v1
+    exec plugin (which the client cannot run) let the front start and never become ready."""
+    path = _with(tmp_path, cluster, user)
+    with pytest.raises(InputError) as err:
+        client_config(kubeconfig=str(path))
+    message = str(err.value)
+    assert message.startswith(f"kubeconfig {path}: ") and words in message, message
+
+
+def test_files_a_kubeconfig_names_are_found_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text("x")
+    (tmp_path / "token").write_text("t")
+    path = _with(tmp_path, {"certificate-authority": "ca.crt"}, {"tokenFile": "token"})
+    assert client_config(kubeconfig=str(path)) is not None

@@ -28,15 +28,11 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import urlsplit
 
-import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core import generic_client
 from lightkube.core import resource as lightkube_resource
-from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 from lightkube.generic_resource import (
     GenericNamespacedResource,
     create_global_resource,
@@ -45,7 +41,7 @@ from lightkube.generic_resource import (
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from quotaplane.errors import InputError
+from quotaplane.kube.kubeconfig import client_config
 from quotaplane.kube.objects import mapping
 from quotaplane.kube.wire import Answer, Wire, wire_for
 
@@ -94,80 +90,6 @@ _API_PATHS: dict[str, tuple[str, str, str]] = {
     for kind, info in ((kind, lightkube_resource.api_info(res)) for kind, res in _RESOURCES.items())}
 #: the kind of DRA's ResourceClaimTemplates (``resource.k8s.io/v1``)
 CLAIM_TEMPLATES = "resourceclaimtemplates"
-
-
-def client_config(server: str | None = None, token: str | None = None, kubeconfig: str | None = None
-                  ) -> KubeConfig:
-    """The client's configuration: an explicit ``server`` (and bearer ``token``), a kubeconfig file, or
-    the environment (in-cluster service account, then ``~/.kube/config``)."""
-    if server is not None:
-        parts = urlsplit(server)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InputError(f"--kube-server: {server!r} is not an http(s) URL such as "
-                             "https://10.0.0.1:6443 (the API server's address)")
-        return KubeConfig.from_dict({
-            "apiVersion": "v1", "kind": "Config", "current-context": "quotaplane",
-            "clusters": [{"name": "quotaplane", "cluster": {"server": server.rstrip("/")}}],
-            # lightkube needs a user entry even when the server wants no credentials
-            "users": [{"name": "quotaplane", "user": {"token": token or "none"}}],
-            "contexts": [{"name": "quotaplane", "context": {"cluster": "quotaplane", "user": "quotaplane"}}]})
-    if kubeconfig is not None:
-        return _checked(_read_kubeconfig(kubeconfig), f"kubeconfig {kubeconfig}")
-    config = KubeConfig.from_env()
-    return _checked(config, f"kubeconfig {config.fname}" if config.fname else "the in-cluster configuration")
-
-
-def _read_kubeconfig(path: str) -> KubeConfig:
-    """The file's configuration; its faults said as the file's, not as the YAML or lightkube exception
-    under them (a bare ``KeyError: 'clusters'`` told a user nothing)."""
-    where = f"kubeconfig {path}"
-    file = Path(path).expanduser()
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(f"{where}: not YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a mapping with clusters, contexts, users and current-context")
-    for key in ("clusters", "contexts"):
-        if not isinstance(data.get(key), list):
-            raise InputError(f"{where}: {key}: expected a list of named entries")
-    try:
-        return KubeConfig.from_dict(data, fname=file)
-    except (KeyError, TypeError, AttributeError, ValueError, LightkubeConfigError) as exc:  # msgspec's, too
-        raise InputError(f"{where}: an entry of clusters, contexts or users is malformed ({exc})") from None
-
-
-def _checked(config: KubeConfig, where: str) -> KubeConfig:
-    """``config`` when its current context names a cluster whose ``server`` is an http(s) URL with a
-    host; otherwise an error naming the context, the cluster and the field, before the front starts
-    (a server of ``notaurl`` had the front retry its first list for ever)."""
-    name = config.current_context
-    if name is None:
-        raise InputError(f"{where}: no current-context is set (kubectl config use-context NAME sets it)")
-    context = config.contexts.get(name)
-    if context is None:
-        raise InputError(f"{where}: context {name!r} (the current-context) is not among its contexts")
-    cluster = config.clusters.get(context.cluster)
-    if cluster is None:
-        raise InputError(f"{where}: context {name!r} names cluster {context.cluster!r}, which is not among "
-                         "its clusters")
-    if context.user and context.user not in config.users:
-        raise InputError(f"{where}: context {name!r} names user {context.user!r}, which is not among its "
-                         "users")
-    server = cluster.server
-    parts = urlsplit(server) if isinstance(server, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"{where}: context {name!r}, cluster {context.cluster!r}: server {server!r} is not "
-                         "an http(s) URL such as https://10.0.0.1:6443 (the API server's address)")
-    return config
 
 
 def status_code(exc: BaseException) -> int | None:
