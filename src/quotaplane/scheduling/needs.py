@@ -127,45 +127,46 @@ def merge_held(a: HeldSummary, b: HeldSummary) -> HeldSummary:
 
 
 def refusal(q: Queue, bands: Bands, holds: Callable[[Queue, HeldSummary], str | None]
-            ) -> tuple[str | None, list[Need] | None]:
+            ) -> tuple[tuple[str, ...], list[Need] | None]:
     """Whether every ask of ``bands`` would be refused for the room at ``q`` or a reservation in force
-    on ``q``'s chain: (the path of a reservation holding back a band whole, or None; the needs of the
-    bands it does not hold, each of which exceeds ``q``) — (None, None) when some band may fit."""
+    on ``q``'s chain: (the paths of the reservations holding back a band whole, none when none does;
+    the needs of the bands they do not hold, each of which exceeds ``q``) — ((), None) when some band
+    may fit."""
     if not bands:
-        return None, None
-    path: str | None = None
+        return (), None
+    paths: list[str] = []
     others: list[Need] = []
     for priority, seq, names, need in bands:
         found = holds(q, (seq, priority, names))
         if found is not None:
-            path = path or found
+            paths.append(found)
         elif fits_at(q, need):
-            return None, None
+            return (), None
         else:
             others.append(need)
-    return path, others
+    return tuple(dict.fromkeys(paths)), others
 
 
 def band_fit(pairs: Sequence[tuple[Queue, Need]], bands: Bands,
-             holds: Callable[[Queue, HeldSummary], str | None]) -> tuple[bool, str | None, list[Need]]:
+             holds: Callable[[Queue, HeldSummary], str | None]) -> tuple[bool, tuple[str, ...], list[Need]]:
     """Whether some band of ``bands`` is held back whole by no reservation in force (on the chain of
-    the deepest queue of ``pairs``) and may fit one of ``pairs``' queues; else the path of a
-    reservation holding a band whole (None: none does) and the needs of the bands none holds."""
+    the deepest queue of ``pairs``) and may fit one of ``pairs``' queues; else the paths of the
+    reservations holding a band whole and the needs of the bands none holds."""
     if not bands or not pairs:
-        return True, None, []
+        return True, (), []
     # the deepest queue: its chain holds every other one's
     deepest = max((q for q, _ in pairs), key=lambda q: len(q.chain))
-    path: str | None = None
+    paths: list[str] = []
     others: list[Need] = []
     for priority, seq, names, need in bands:
         found = holds(deepest, (seq, priority, names))
         if found is not None:
-            path = path or found
+            paths.append(found)
         elif any(fits_at(q, need) and fits_at(q, n) for q, n in pairs):
-            return True, None, []
+            return True, (), []
         else:
             others.append(need)
-    return False, path, others
+    return False, tuple(dict.fromkeys(paths)), others
 
 
 def fits_at(q: Queue, need: Need) -> bool:

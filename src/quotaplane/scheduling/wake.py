@@ -229,7 +229,7 @@ class WakeIndex:
     full cohort a release of one small allocation used to retry every application waiting for the
     cluster, their large asks included."""
 
-    __slots__ = ("_apps", "_bounded", "_keys", "_names", "_needs", "_parked", "_summaries", "_sums")
+    __slots__ = ("_apps", "_bounded", "_keys", "_modes", "_names", "_needs", "_parked", "_summaries", "_sums")
 
     def __init__(self) -> None:
         #: key -> application -> its Need (q:) or HeldSummary (r:) there, or None
@@ -249,6 +249,8 @@ class WakeIndex:
         #: its asks: it waits on that reservation's r: key alone until it ends (:meth:`park`), so a
         #: release does not look at it again and again (issue 38); its keys still name the q: keys
         self._parked: dict[str, tuple[tuple[str, Need], ...]] = {}
+        #: a parked application -> how (kept on its q: keys, with what need there)
+        self._modes: dict[str, tuple[bool, Need]] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -373,6 +375,7 @@ class WakeIndex:
         self._summaries.pop(application_id, None)
         self._bounded.discard(application_id)
         self._parked.pop(application_id, None)
+        self._modes.pop(application_id, None)
         for key in self._keys.pop(application_id, ()):
             apps = self._apps.get(key)
             if apps is not None:
@@ -388,6 +391,7 @@ class WakeIndex:
         self._summaries.clear()
         self._bounded.clear()
         self._parked.clear()
+        self._modes.clear()
 
     def woken(self, keys: Iterable[str], queue: Callable[[str], Queue | None] | None = None,
               held: Callable[[Any], Callable[[str, HeldSummary], bool] | None] | None = None,
@@ -441,21 +445,27 @@ class WakeIndex:
         else:
             self._woken_if_fits(out, apps, q, gates, holds(view) if holds is not None else None)
 
-    def park(self, application_id: str, key: str, others: Sequence[Need] = ()) -> None:
+    def park(self, application_id: str, paths: Sequence[str], others: Sequence[Need] = ()) -> None:
         """A reservation in force holds back the asks of ``application_id`` but those needing at
-        least one of ``others`` (none: all of them): it waits on the reservation's ``key`` (``r:``,
-        with its summary there) until it ends — off its ``q:`` keys, or there with the least of
-        ``others`` as its need; the needs are kept for then (issue 38)."""
+        least one of ``others`` (none: all of them): it waits on the reservations at ``paths``
+        (their ``r:`` keys, with its summary there) until one ends — off its ``q:`` keys, or there
+        with the least of ``others`` as its need; the needs are kept for then (issue 38)."""
         keys = self._keys.get(application_id)
         if keys is None:
             return
-        if key not in keys:
-            self._keys[application_id] = (*keys, intern(key))
-        self._apps.setdefault(key, {})[application_id] = self.summary_of(application_id)
-        if application_id in self._parked:
-            return
+        summary = self.summary_of(application_id)
+        for key in ["r:" + path for path in paths]:
+            if key not in keys:
+                keys = self._keys[application_id] = (*keys, intern(key))
+            self._apps.setdefault(key, {})[application_id] = summary
         known = [dict(n) for n in others if n is not None]
         least = self._shared(need_of(known)) if others and len(known) == len(others) else None
+        mode = (bool(others), least)
+        if application_id in self._parked:
+            if self._modes.get(application_id) == mode:
+                return
+            self._unpark(application_id)        # other bands are held now: parked anew
+        self._modes[application_id] = mode
         self._parked[application_id] = tuple(
             self._lift(application_id, k, bool(others), least)
             for k in keys if k[0] == "q" and application_id in self._apps.get(k, ()))
@@ -477,6 +487,7 @@ class WakeIndex:
     def _unpark(self, application_id: str) -> None:
         """``application_id`` waits on its ``q:`` keys again (:meth:`park`)."""
         pairs = self._parked.pop(application_id, None)
+        self._modes.pop(application_id, None)
         if pairs:
             for k, need in pairs:
                 self._apps.setdefault(k, {})[application_id] = need
@@ -485,7 +496,7 @@ class WakeIndex:
                        gates: dict[str, list[tuple[Queue, Need]] | None],
                        holds: Callable[[Queue, HeldSummary], str | None] | None) -> None:
         verdict: dict[Need | HeldSummary, bool] = {}
-        carried: dict[str, tuple[str, list[Need] | None]] = {}
+        carried: dict[str, tuple[tuple[str, ...], list[Need] | None]] = {}
         sums = self._sums
         for app, need in apps.items():
             ok = verdict.get(need)
@@ -494,18 +505,18 @@ class WakeIndex:
             if not ok:
                 continue
             if holds is not None:
-                path, others = refusal(q, sums.get(app), holds)
-                if path is not None:
-                    carried[app] = (path, others)
+                paths, others = refusal(q, sums.get(app), holds)
+                if paths:
+                    carried[app] = (paths, others)
                     continue
                 if others is not None:
                     continue            # its asks the reservations do not hold exceed the queue
             out[app] = None
             _gate(gates, app, [(q, cast(Need, need))])
         # held ones wait on the reservation alone (one woken all the same by another key is re-indexed)
-        for app, (path, others) in carried.items():
+        for app, (paths, others) in carried.items():
             if app not in out:
-                self.park(app, "r:" + path, others or ())
+                self.park(app, paths, others or ())
 
     def _woken_unless_held(self, out: dict[str, None], apps: Mapping[str, Need | HeldSummary], path: str,
                            held: Callable[[str, HeldSummary], bool] | None,
@@ -515,13 +526,21 @@ class WakeIndex:
         woken = [app for app, summary in apps.items()
                  if held is None or not held(path, cast(HeldSummary, summary))]
         for app in woken:
-            self._unpark(app)
             # the reservation ended, but each of its asks also waits on a queue's room (issue 38: an
-            # ending reservation woke every application it had held) or on another reservation
+            # ending reservation woke every application it had held) or on another reservation: then
+            # it stays parked, without a move off and back onto its q: keys
             pairs = self._pairs_of(app, queue) if app in self._bounded else None
-            if pairs is None or holds is None or self.may_fit(app, pairs, holds):
-                out[app] = None
-                _gate(gates, app, pairs)
+            if pairs is not None and holds is not None:
+                fits, at, others = band_fit(pairs, self._sums.get(app), holds)
+                if not fits:
+                    if at:
+                        self.park(app, at, others)
+                    else:
+                        self._unpark(app)       # it waits on its queues' room alone
+                    continue
+            self._unpark(app)
+            out[app] = None
+            _gate(gates, app, pairs)
 
     def may_fit(self, application_id: str, pairs: list[tuple[Queue, Need]],
                  holds: Callable[[Queue, HeldSummary], str | None]) -> bool:
@@ -529,22 +548,26 @@ class WakeIndex:
         may fit one of ``pairs``' queues (:func:`band_fit`); else it waits on the reservation holding
         one (parked; none: on its queues' room alone)."""
         fits, at, others = band_fit(pairs, self._sums.get(application_id), holds)
-        if not fits and at is not None:
-            self.park(application_id, "r:" + at, others)
+        if not fits and at:
+            self.park(application_id, at, others)
         return fits
 
     def _pairs_of(self, application_id: str, queue: Callable[[str], Queue | None] | None
                   ) -> list[tuple[Queue, Need]] | None:
-        """(queue, need) of every ``q:`` key ``application_id`` waits on (None: a queue unknown)."""
+        """(queue, need) of every ``q:`` key ``application_id`` waits on, parked or not (None: a queue
+        unknown)."""
         if queue is None:
             return None
+        parked = self._parked.get(application_id)
+        found = parked if parked is not None else \
+            [(key, cast(Need, self._apps[key][application_id]))
+             for key in self._keys.get(application_id, ()) if key[0] == "q"]
         out: list[tuple[Queue, Need]] = []
-        for key in self._keys.get(application_id, ()):
-            if key[0] == "q":
-                q = queue(key[2:])
-                if q is None:
-                    return None
-                out.append((q, cast(Need, self._apps[key][application_id])))
+        for key, need in found:
+            q = queue(key[2:])
+            if q is None:
+                return None
+            out.append((q, need))
         return out or None
 
 
