@@ -263,3 +263,21 @@ def test_a_stop_ends_the_front_even_if_one_cancellation_is_swallowed(
     proc.stop()
     assert swallowed.is_set()
     assert not proc.thread.is_alive() and proc.code == 0, (proc.code, proc.thread.is_alive())
+
+
+def test_a_namespace_watch_that_dies_stops_the_front_saying_why(cluster: Front, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Found by a review: a failure the namespace watch does not retry (credentials the client cannot
+    get) ended its task unseen; the front stayed up, never ready, logging nothing."""
+    from quotaplane.kube import http as kube_http
+
+    async def dies(self: Any) -> None:
+        await asyncio.sleep(0.2)
+        raise RuntimeError("no credentials")
+
+    monkeypatch.setattr(kube_http.NamespaceCache, "run", dies)
+    front = Process(cluster.emulator, tmp_path, "a")
+    front.thread.join(30)
+    assert not front.thread.is_alive() and front.code == 1
+    assert "the namespace watch stopped: RuntimeError: no credentials" in caplog.text

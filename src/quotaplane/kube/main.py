@@ -141,12 +141,20 @@ async def run_front(options: FrontOptions, *, started: asyncio.Event | None = No
             await asyncio.sleep(0.01)
         if started is not None:
             started.set()
-        done, _ = await asyncio.wait({serving, leader, tasks[1]}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({serving, leader, *tasks}, return_when=asyncio.FIRST_COMPLETED)
         if elector.lost.is_set():
             log.error("quotaplane: lost the lease %s/%s; stopping", options.namespace, options.lease_name)
             code = 1
         elif leader in done and leader.exception() is not None:
             log.error("quotaplane: the leader failed: %s", leader.exception())
+            code = 1
+        elif tasks[0] in done:
+            # the namespace watch retries what the API server answers; anything else (credentials
+            # the client cannot get: an exec plug-in failing) ended it, and the front would have
+            # stayed up, never ready, saying nothing
+            failure = tasks[0].exception()
+            log.error("quotaplane: the namespace watch stopped: %s: %s; stopping",
+                      type(failure).__name__, failure)
             code = 1
     finally:
         server.should_exit = True
