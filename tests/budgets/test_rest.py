@@ -59,6 +59,12 @@ def test_a_scope_and_every_scope_read_at_the_service_clock(served: tuple[TestCli
         _get(client, "budget/group/ml", 404, queue="root.teams")["message"]
     body = _get(client, "budget", 404, queue="root.teams.b")
     assert "no budget on queue 'root.teams.b'" in body["message"]
+    # found as a new user: a queue that does not exist said "no budget on queue …", as though it did;
+    # a 404 naming the unknown queue, as the other routes answer
+    for path in ("budget", "budget/user/alice", "budget/group/ml"):
+        message = _get(client, path, 404, queue="root.nosuch")["message"]
+        assert message == "queue 'root.nosuch' not found in partition 'default'", (path, message)
+    assert _get(client, "budget", queue="ROOT.Teams.A")["scope"] == "root.teams.a"  # names are case-blind
 
 
 def test_a_refusal_over_rest_names_the_budget_and_its_reset(served: tuple[TestClient, Clock, Any]) -> None:

@@ -3,7 +3,8 @@
 * ``GET …/budgets`` — every budgeted scope now: per resource its limit, consumed, committed and left
   resource-hours, the share used, the burn rate, when it runs out at that rate, and when it resets.
 * ``GET …/budget?queue=root.a``, ``GET …/budget/user/{user}?queue=root.a``,
-  ``GET …/budget/group/{group}?queue=root.a`` — one scope (404 when no budget is set there).
+  ``GET …/budget/group/{group}?queue=root.a`` — one scope (404 when no budget is set there, or
+  naming the queue when it does not exist).
 * ``PUT …/budgets`` (admin) — the partition's budgets become the body's list (YAML or JSON): a
   configuration change, journalled and all-or-nothing like any other (a wrong entry is a 400 naming
   it, nothing changed).
@@ -79,7 +80,11 @@ def router(service: Any) -> APIRouter:
 
     def one(partition: str, queue: str, user: str | None, group: str | None) -> JSONResponse:
         p, policy = _policy(service, partition)
+        queue = queue.lower()               # queue names are case-blind, as everywhere
         with p.lock:
+            # an unknown queue is a 404 naming it, as the other routes answer — not "no budget on" it
+            if p.queues.queue(queue) is None:
+                raise NotFoundError(f"queue {queue!r} not found in partition {p.name!r}")
             ledger = policy.ledger
             scope = ledger.peek(queue, user, group)
             if scope is None:
