@@ -54,8 +54,16 @@ def budget_rows(statuses: list[dict[str, Any]]) -> list[list[str]]:
             unit = v["unit"].removesuffix("-hours")
             rows.append([st["scope"], r, f"{_h(v['limit'])} {unit}-h", _h(v["consumed"]), _h(v["committed"]),
                          _h(v["left"]), f"{v['usedPercent']:.0f} %", f"{v['burnRate']:g} {unit}",
-                         (v["runsOutAt"] or "-")[:16], (st["resetsAt"] or "decays")[:16]])
+                         _minute(v["runsOutAt"], "-"), _minute(st["resetsAt"], "decays")])
     return rows
+
+
+def _minute(when: str | None, none: str) -> str:
+    """An ISO time to the minute with its offset (``2026-11-30T00:00+01:00``: a budget resets in its
+    own zone, and rows of budgets in different zones sit side by side); ``none`` for no time."""
+    if not when:
+        return none
+    return when[:16] + (when[19:].lstrip(".0123456789") or "")
 
 
 WINDOW_COLUMNS = ("window", "scope", "schedule", "overrides", "now")

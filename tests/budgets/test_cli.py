@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,22 @@ def test_json_is_the_service_answer_and_one_scope_can_be_asked(server: _Server) 
     bad = _run(server, "--queue", "root.teams.b")
     assert bad.returncode != 0 and "no budget on queue 'root.teams.b'" in bad.stderr
     assert _run(server, "--user", "alice").returncode == 2
+
+
+def test_the_reset_and_the_run_out_times_keep_their_offset() -> None:
+    """Found as a new user: a Zurich-midnight reset showed as ``2026-11-30T00:00`` beside UTC rows,
+    an hour off with nothing to say so; each time keeps the offset of its budget's zone."""
+    from quotaplane.cli_budgets import budget_rows
+
+    def status(scope: str, resets: str | None, runs_out: str | None) -> dict[str, Any]:
+        return {"scope": scope, "resetsAt": resets, "resources": {"vcore": {
+            "unit": "core-hours", "limit": 100, "consumed": 1, "committed": 0, "left": 99,
+            "usedPercent": 1, "burnRate": 2, "runsOutAt": runs_out}}}
+
+    zurich, utc, decays = budget_rows([
+        status("root.a", "2026-11-30T00:00:00+01:00", "2026-11-29T18:30:00.250+01:00"),
+        status("root.b", "2026-12-01T00:00:00+00:00", None),
+        status("root.c", None, None)])
+    assert zurich[-2:] == ["2026-11-29T18:30+01:00", "2026-11-30T00:00+01:00"]
+    assert utc[-2:] == ["-", "2026-12-01T00:00+00:00"]
+    assert decays[-2:] == ["-", "decays"]
