@@ -34,7 +34,7 @@ from quotaplane.cli_remote import (
     _emit,
     _render,
 )
-from quotaplane.units import configured
+from quotaplane.units import configured, local_minute
 
 __all__ = ["budget_rows", "register", "window_rows"]
 
@@ -70,19 +70,6 @@ WINDOW_COLUMNS = ("window", "scope", "schedule", "overrides", "now")
 
 
 
-
-def _local(seconds: float, zone: str) -> str:
-    """A one-off window's edge as its file wrote it: local time in the window's zone, to the minute."""
-    from datetime import datetime
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        tz = ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"{seconds:.0f}"                 # the service validated it; an older host may lack it
-    return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%dT%H:%M")
-
-
 def _override(w: dict[str, Any], field: str, value: Any) -> str:
     return configured(value, kubernetes=w["kind"] == "elasticquota", hours=field == "resourcehours")
 
@@ -91,10 +78,9 @@ def window_rows(windows: list[dict[str, Any]]) -> list[list[str]]:
     """One row per window: its name, scope, schedule, overrides and whether it is open (and due)."""
     rows: list[list[str]] = []
     for w in windows:
-        sched = w["schedule"]
+        sched, zone = w["schedule"], w["timezone"]
         when = (f"cron {sched['cron']} for {sched['duration'] / 3600:g}h" if "cron" in sched
-                else f"{_local(sched['from'], w['timezone'])}..{_local(sched['to'], w['timezone'])}"
-                ) + f" {w['timezone']}"
+                else f"{local_minute(sched['from'], zone)}..{local_minute(sched['to'], zone)}") + f" {zone}"
         now = "open" if w["active"] else "closed"
         if w["due"] != w["active"]:
             now += f" (due to {'open' if w['due'] else 'close'})"

@@ -22,8 +22,8 @@ from fractions import Fraction
 from quotaplane.errors import InputError
 from quotaplane.resources import INT64_MAX, Resource, parse_k8s_quantity
 
-__all__ = ["UNLIMITED_FROM", "amount", "configured", "internal_unit", "is_unlimited", "parse_resources",
-           "percent", "resources"]
+__all__ = ["UNLIMITED_FROM", "amount", "configured", "internal_unit", "is_unlimited", "local_minute",
+           "parse_resources", "percent", "resources"]
 
 #: Amounts from here up are "no limit": INT64_MAX // 5 is Koordinator's default max (reference §1.4);
 #: no real cluster comes near 1.8e18 bytes or milli-cores.
@@ -169,6 +169,20 @@ def configured(value: object, *, kubernetes: bool = False, hours: bool = False) 
     except (ValueError, TypeError):
         return ", ".join(f"{k} {v}" for k, v in value.items())
     return resources(parsed)
+
+
+def local_minute(seconds: float, zone: str) -> str:
+    """An instant as a configuration writes it: local time in ``zone`` to the minute
+    (``2026-12-24T00:00``), as a one-off window's ``from`` and ``to`` are written; the seconds when
+    the zone is unknown here (the service validated it; an older host may lack it)."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"{seconds:.0f}"
+    return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%dT%H:%M")
 
 
 def percent(used: int, limit: int | None) -> str:

@@ -63,6 +63,8 @@ def test_the_budgets_page_shows_each_budget_and_window(page: TestClient) -> None
     windows = text.split('<table class="windows">')[1]
     assert "<b>crunch</b>" in windows and "root.teams.b" in windows and "max: 8 GPUs" in windows
     assert "(due to open)" in windows                                # the timer has not run yet
+    # as its file wrote it, in its zone (found as a new user: the seconds since the epoch)
+    assert "2026-11-01T06:00 to 2026-11-05T00:00 (UTC)" in windows and "epoch" not in windows
     standing = page.get("/ui/standing?kind=queue&name=root.teams.a").text
     assert "<h2>Budgets</h2>" in standing and 'data-scope="root.teams.a"' in standing
 

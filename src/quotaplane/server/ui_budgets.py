@@ -17,7 +17,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from quotaplane.units import configured
+from quotaplane.units import configured, local_minute
 from quotaplane.windows import window_states
 
 __all__ = ["budget_table", "budgets_page"]
@@ -85,7 +85,8 @@ def _schedule(w: Mapping[str, Any]) -> str:
     s = w["schedule"]
     if "cron" in s:
         return f'<code>{_e(s["cron"])}</code> for {_e(_n(s["duration"] / 3600))} h ({_e(w["timezone"])})'
-    return f"{_e(w['timezone'])}: from {_e(s['from'])} to {_e(s['to'])} (epoch seconds)"
+    zone = w["timezone"]            # the edges as the window's file wrote them, in its zone
+    return f"{_e(local_minute(s['from'], zone))} to {_e(local_minute(s['to'], zone))} ({_e(zone)})"
 
 
 def _override(w: Mapping[str, Any], field: str, value: Any) -> str:
