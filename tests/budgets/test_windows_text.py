@@ -7,10 +7,14 @@ whole file."""
 from __future__ import annotations
 
 import difflib
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
 
 from quotaplane.windows.driver import add_window, edges, remove_window
 
@@ -90,3 +94,29 @@ def test_a_file_in_another_indentation_keeps_it_and_a_queue_without_resources_ge
     assert len(_diff(FOUR_SPACES, opened)) <= 12
     closed, _ = edges(opened, AFTER) or ("", [])
     assert closed == FOUR_SPACES
+
+
+@settings(max_examples=40, deadline=None)
+@given(mapping=st.integers(2, 4), offset=st.integers(0, 4), flow=st.booleans(), had_max=st.booleans())
+def test_any_indentation_survives_an_open_and_a_close(mapping: int, offset: int, flow: bool,
+                                                        had_max: bool) -> None:
+    """Property: whatever indentation a file is written in (keys 2–4 columns in, dashes 0–4), and
+    whether its values are on one line or not, opening a window then closing it gives the text back,
+    and opening changes no line but the window's and its queue's."""
+    offset = min(offset, mapping)
+    y = YAML(typ="rt")
+    y.indent(mapping=mapping, sequence=offset + 2, offset=offset)
+    y.default_flow_style = None if flow else False
+    research: dict[str, object] = {"name": "research"}
+    if had_max:
+        research["resources"] = {"max": {"vcore": 10, "memory": "40Gi"}}
+    data = {"partitions": [{"name": "default",
+                            "queues": [{"name": "root", "submitacl": "*", "queues": [research]}],
+                            "windows": [{**ONE_OFF, "queue": "root.research"}]}]}
+    buf = io.StringIO()
+    y.dump(data, buf)
+    text = buf.getvalue()
+    opened, _ = edges(text, DURING) or ("", [])
+    assert 0 < len(_diff(text, opened)) <= 12, _diff(text, opened)
+    closed, _ = edges(opened, AFTER) or ("", [])
+    assert closed == text, (text, closed)
