@@ -229,7 +229,7 @@ class WakeIndex:
     full cohort a release of one small allocation used to retry every application waiting for the
     cluster, their large asks included."""
 
-    __slots__ = ("_apps", "_bounded", "_keys", "_modes", "_names", "_needs", "_parked", "_summaries", "_sums")
+    __slots__ = ("_apps", "_bounded", "_keys", "_modes", "_names", "_needs", "_parked", "_sums")
 
     def __init__(self) -> None:
         #: key -> application -> its Need (q:) or HeldSummary (r:) there, or None
@@ -239,8 +239,6 @@ class WakeIndex:
         #: application -> the HeldSummary of all its waiting asks (missing: unknown); a ``q:`` key
         #: freed under a reservation in force that holds them all back does not wake it (issue 38)
         self._sums: dict[str, Bands] = {}
-        #: application -> the HeldSummary of its bands (kept: read per woken application)
-        self._summaries: dict[str, HeldSummary] = {}
         #: the applications each of whose waiting asks waits on some ``q:`` key: refused while none
         #: of their ``q:`` needs fits (what a woken one is gated by, scheduling/gates.py)
         self._bounded: set[str] = set()
@@ -278,16 +276,14 @@ class WakeIndex:
 
     def summary_of(self, application_id: str) -> HeldSummary:
         """The :data:`HeldSummary` of all of ``application_id``'s waiting asks (None: unknown)."""
-        return self._summaries.get(application_id)
+        return summary_of_bands(self._sums.get(application_id))     # (made when read: memory)
 
     def bands_of(self, application_id: str) -> Bands:
         """The :data:`Bands` of ``application_id``'s waiting asks (None: unknown)."""
         return self._sums.get(application_id)
 
     def _store(self, application_id: str, bands: Bands) -> None:
-        shared = self._shared_summary(bands)
-        self._sums[application_id] = shared
-        self._summaries[application_id] = summary_of_bands(shared)
+        self._sums[application_id] = self._shared_summary(bands)
 
     def _shared_summary(self, bands: Bands) -> Bands:
         if bands is None:
@@ -352,7 +348,6 @@ class WakeIndex:
         """:meth:`add`'s summary and bound: merged into the application's when it is ``indexed``,
         the new ask's alone when its other asks are ``known`` (it has none), else unknown."""
         was = self._sums.pop(application_id, None)
-        self._summaries.pop(application_id, None)
         merged = merge_bands(was, summary) if indexed else summary if known else None
         if merged is not None:
             self._store(application_id, merged)
@@ -372,7 +367,6 @@ class WakeIndex:
     def drop(self, application_id: str) -> None:
         """Forget ``application_id`` (its asks are gone, or it is being re-indexed)."""
         self._sums.pop(application_id, None)
-        self._summaries.pop(application_id, None)
         self._bounded.discard(application_id)
         self._parked.pop(application_id, None)
         self._modes.pop(application_id, None)
@@ -388,7 +382,6 @@ class WakeIndex:
         self._apps.clear()
         self._keys.clear()
         self._sums.clear()
-        self._summaries.clear()
         self._bounded.clear()
         self._parked.clear()
         self._modes.clear()
