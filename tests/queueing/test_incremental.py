@@ -384,9 +384,9 @@ partitions:
 """ for i in range(leaves))
 
 
-def _tries_per_release(leaves: int, reserve: bool, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _full_cohort(leaves: int, reserve: bool) -> tuple[Any, Clock]:
     """A full cohort of ``leaves`` queues, each with an application holding 2 vcores and waiting for a
-    4-vcore ask (priority 2) and three of 1 vcore; each application's holding released in turn."""
+    4-vcore ask (priority 2) and three of 1 vcore; the partition and its clock."""
     clock = Clock()
     p = Scheduler.from_yaml(_cohort(leaves, reserve), clock=clock).partition("default")
     p.add_node("n", _v(2 * leaves))
@@ -398,6 +398,13 @@ def _tries_per_release(leaves: int, reserve: bool, monkeypatch: pytest.MonkeyPat
         p.add_ask(f"a{i}", f"big{i}", _v(4), priority=2)
         for j in range(3):
             p.add_ask(f"a{i}", f"s{i}-{j}", _v(1))
+    return p, clock
+
+
+def _tries_per_release(leaves: int, reserve: bool, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A full cohort of ``leaves`` queues, each with an application holding 2 vcores and waiting for a
+    4-vcore ask (priority 2) and three of 1 vcore; each application's holding released in turn."""
+    p, clock = _full_cohort(leaves, reserve)
     tried = _count_tries(p, monkeypatch)
     out: list[int] = []
     for i in range(leaves):
@@ -440,17 +447,7 @@ def _checks_per_release(leaves: int, reserve: bool, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(PendingAsks, "_surely_refused", checking)
     monkeypatch.setattr(PendingAsks, "_reindex", staticmethod(reindexing))
-    clock = Clock()
-    p = Scheduler.from_yaml(_cohort(leaves, reserve), clock=clock).partition("default")
-    p.add_node("n", _v(2 * leaves))
-    for i in range(leaves):
-        p.add_application(f"a{i}", UserGroup(f"u{i}"), queue=f"root.cohort.q{i}")
-        assert p.allocate(f"a{i}", f"fill{i}", _v(2)).allocated
-    for i in range(leaves):
-        clock.advance(1)
-        p.add_ask(f"a{i}", f"big{i}", _v(4), priority=2)
-        for j in range(3):
-            p.add_ask(f"a{i}", f"s{i}-{j}", _v(1))
+    p, clock = _full_cohort(leaves, reserve)
     out: list[tuple[int, int]] = []
     for i in range(leaves):
         clock.advance(1)
